@@ -1,0 +1,197 @@
+"""Load a recipe: read YAML, apply `key=value` overrides to the raw tree, validate, explain errors.
+
+Every problem becomes one line `file: a.b.c: message (got X)` inside a `UsageError`; unknown keys
+get a did-you-mean from the fields that exist at that place. Nothing here runs a recipe.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from mua.config.recipes import RECIPE_MODELS
+from mua.errors import UsageError
+
+_SECRET_VALUE = re.compile(r"^(sk-|sk_|hf_|xox[bap]-|ghp_|AKIA)[A-Za-z0-9_\-]{8,}")
+_SECRET_KEY = re.compile(r"(api_?key|secret|token|password)$", re.IGNORECASE)
+
+
+def _yaml_scalar(text: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        return text
+
+
+def _model_of(annotation: Any, raw: Any) -> type[BaseModel] | None:
+    """The pydantic model a field's annotation points at, choosing a union arm by `kind`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    models = []
+    for a in args:
+        m = _model_of(a, raw)
+        if m is not None:
+            models.append(m)
+    if not models:
+        return None
+    if len(models) > 1 and isinstance(raw, dict) and "kind" in raw:
+        for m in models:
+            kind = m.model_fields.get("kind")
+            if kind is not None and kind.default == raw["kind"]:
+                return m
+    return models[0]
+
+
+def fields_at(model: type[BaseModel], raw: dict, path: list[str]) -> list[str] | None:
+    """Field names valid at `path` (a list of keys) in `model`, or None past a free-form dict."""
+    current: type[BaseModel] | None = model
+    node: Any = raw
+    for key in path:
+        if current is None:
+            return None
+        info = current.model_fields.get(key)
+        if info is None:
+            return list(current.model_fields)
+        node = node.get(key, {}) if isinstance(node, dict) else {}
+        current = _model_of(info.annotation, node)
+    return list(current.model_fields) if current is not None else None
+
+
+def _suggest(word: str, choices: list[str], prefix: str) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    if close:
+        return f"; did you mean {prefix}{close[0]}?"
+    return f"; valid keys here: {', '.join(sorted(choices))}" if choices else ""
+
+
+def apply_overrides(raw: dict, overrides: list[str], model: type[BaseModel]) -> dict:
+    for item in overrides:
+        if "=" not in item:
+            raise UsageError(f"override {item!r}: expected key=value (e.g. optim.lr=1e-5)")
+        dotted, value_text = item.split("=", 1)
+        path = [p for p in dotted.strip().split(".")]
+        if not all(path):
+            raise UsageError(f"override {item!r}: empty key in path {dotted!r}")
+        for depth, key in enumerate(path):
+            valid = fields_at(model, raw, path[:depth])
+            if valid is None:
+                break  # inside a free-form dict such as gym.options
+            if key not in valid:
+                prefix = ".".join(path[:depth]) + "." if depth else ""
+                raise UsageError(
+                    f"override {dotted}: unknown key {key!r}{_suggest(key, valid, prefix)}"
+                )
+        node = raw
+        for key in path[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[path[-1]] = _yaml_scalar(value_text)
+    return raw
+
+
+def _find_inline_secrets(node: Any, path: str = "") -> list[str]:
+    found = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            sub = f"{path}.{k}" if path else str(k)
+            if isinstance(v, str) and _SECRET_KEY.search(str(k)) and not str(k).endswith("_env") and v:
+                found.append(sub)
+            else:
+                found.extend(_find_inline_secrets(v, sub))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            found.extend(_find_inline_secrets(v, f"{path}[{i}]"))
+    elif isinstance(node, str) and _SECRET_VALUE.match(node):
+        found.append(path)
+    return found
+
+
+def _render_validation(source: str, err: ValidationError, model: type[BaseModel], raw: dict) -> str:
+    lines = []
+    for e in err.errors():
+        loc = [str(p) for p in e["loc"] if not (isinstance(p, str) and p in ("grpo", "ppo", "sft", "scripted", "llm"))]
+        where = ".".join(loc) or "(top level)"
+        msg = e["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if e["type"] == "extra_forbidden":
+            valid = fields_at(model, raw, loc[:-1]) or []
+            prefix = ".".join(loc[:-1]) + "." if len(loc) > 1 else ""
+            msg = f"unknown key{_suggest(loc[-1], valid, prefix)}"
+            lines.append(f"{source}: {where}: {msg}")
+            continue
+        got = e.get("input")
+        got_text = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"{source}: {where}: {msg}{got_text}")
+    return "\n".join(lines)
+
+
+def parse_recipe_dict(raw: dict, verb: str, source: str = "<recipe>"):
+    """Validate an already-loaded raw dict as the recipe of `verb`."""
+    model = RECIPE_MODELS[verb]
+    secrets = _find_inline_secrets(raw)
+    if secrets:
+        raise UsageError(
+            f"{source}: {secrets[0]}: looks like a secret written inline; put it in an environment "
+            "variable and name that variable (e.g. user.api_key_env: OPENAI_API_KEY)"
+        )
+    declared = raw.get("verb")
+    if declared is not None and declared != verb:
+        raise UsageError(f"{source}: verb: this recipe is for `mua {declared}`, not `mua {verb}`")
+    try:
+        return model.model_validate({**raw, "verb": verb})
+    except ValidationError as err:
+        raise UsageError(_render_validation(source, err, model, raw)) from None
+
+
+def read_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{path}: recipe file not found; list shipped ones with `mua recipe ls`")
+    if p.is_dir():
+        raise UsageError(f"{path}: is a folder; give a recipe .yaml file")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UsageError(f"{path}: invalid YAML at {where}: {problem}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: a recipe must be a YAML mapping of sections (got {type(raw).__name__})")
+    return raw
+
+
+def infer_verb(path: str | Path, raw: dict) -> str:
+    if isinstance(raw.get("verb"), str) and raw["verb"] in RECIPE_MODELS:
+        return raw["verb"]
+    stem = Path(path).stem
+    for verb in RECIPE_MODELS:
+        if stem.startswith(verb) or stem.endswith("_" + verb):
+            return verb
+    return "train"
+
+
+def load_recipe(path: str | Path | None, overrides: list[str] | None = None, verb: str | None = None):
+    """Read, override and validate a recipe file (or the verb's defaults when `path` is None)."""
+    raw = read_yaml(path) if path is not None else {}
+    verb = verb or infer_verb(path or "", raw)
+    if verb not in RECIPE_MODELS:
+        raise UsageError(f"unknown verb {verb!r}; one of {', '.join(RECIPE_MODELS)}")
+    model = RECIPE_MODELS[verb]
+    raw = apply_overrides(raw, list(overrides or []), model)
+    recipe = parse_recipe_dict(raw, verb, str(path) if path else "<defaults>")
+    name = Path(path).stem if path else verb
+    if "{name}" in recipe.run_dir:
+        recipe.run_dir = recipe.run_dir.replace("{name}", name)
+    return recipe

@@ -1,0 +1,112 @@
+"""Sections for rollouts: which gym, which simulated user, how the policy is sampled.
+
+Secrets are never stored here: `user.api_key_env` names an environment variable.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+
+from mua.config.base import Section
+
+
+class GymConfig(Section):
+    name: str = Field("guess", description="Registered gym name (see `mua prep --list`).")
+    options: dict = Field(
+        default_factory=dict, description="Gym-specific options passed to the environment."
+    )
+    reward_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Weights of named reward components; unnamed components keep the gym default.",
+    )
+
+
+class ScriptedUserConfig(Section):
+    kind: Literal["scripted"] = "scripted"
+
+
+class LLMUserConfig(Section):
+    kind: Literal["llm"] = "llm"
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible endpoint; defaults to $OPENAI_BASE_URL, then the OpenAI API.",
+    )
+    model: str | None = Field(
+        None, description="Simulator model name; defaults to $MULTITURN_MODEL_NAME."
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Name of the environment variable holding the API key (never the key itself).",
+    )
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature of the user.")
+    max_tokens: PositiveInt = Field(512, description="Most tokens per user reply.")
+    timeout_s: PositiveFloat = Field(60.0, description="Timeout of one request.")
+    max_retries: int = Field(4, ge=0, description="Retries after a failed or malformed reply.")
+    backoff_s: PositiveFloat = Field(0.5, description="First backoff; doubles per retry, with jitter.")
+    max_concurrency: PositiveInt = Field(32, description="Most requests in flight at once.")
+    cache_dir: str | None = Field(
+        None, description="Optional on-disk cache keyed by the request (deterministic evaluation)."
+    )
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _looks_like_env_name(cls, v: str) -> str:
+        if v.startswith(("sk-", "sk_")) or not v.replace("_", "").isalnum() or len(v) > 64:
+            raise ValueError(
+                "must name an environment variable (e.g. OPENAI_API_KEY), not hold a secret"
+            )
+        return v
+
+    def resolved_base_url(self) -> str | None:
+        return self.base_url or os.environ.get("OPENAI_BASE_URL")
+
+    def resolved_model(self) -> str:
+        return self.model or os.environ.get("MULTITURN_MODEL_NAME") or "gpt-4o-mini"
+
+
+UserConfig = Annotated[ScriptedUserConfig | LLMUserConfig, Field(discriminator="kind")]
+
+
+class RolloutConfig(Section):
+    engine: Literal["hf", "sglang", "openai"] = Field(
+        "hf", description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), "
+        "`openai` (any OpenAI-compatible server; evaluation only)."
+    )
+    n: PositiveInt = Field(4, description="Samples per task (the GRPO group size).")
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
+    max_new_tokens_per_turn: PositiveInt = Field(64, description="Most new tokens per assistant turn.")
+    max_total_tokens: PositiveInt = Field(1024, description="Most tokens in one trajectory.")
+    max_turns: PositiveInt = Field(8, description="Most assistant turns per trajectory.")
+    trajectory_timeout_s: PositiveFloat = Field(600.0, description="Wall time per trajectory.")
+    call_timeout_s: PositiveFloat = Field(60.0, description="Timeout of one tool or user call.")
+    max_concurrency: PositiveInt = Field(64, description="Most trajectories in flight at once.")
+    drift: Literal["drop", "per_turn"] = Field(
+        "drop",
+        description="When re-rendering the finished conversation differs from the sampled tokens: "
+        "drop the trajectory, or fall back to one training sample per assistant turn.",
+    )
+    intervention_style: Literal["chat", "raw"] = Field(
+        "chat", description="How env-injected messages (e.g. math interventions) are added."
+    )
+    base_url: str | None = Field(None, description="Endpoint for engine=openai.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Env var with the key for engine=openai.")
+    sglang: dict = Field(
+        default_factory=dict,
+        description="SGLang engine settings (mem_fraction, tp_size, ...); engine=sglang only.",
+    )
+
+    @field_validator("max_total_tokens")
+    @classmethod
+    def _total_vs_turn(cls, v: int, info) -> int:
+        per_turn = info.data.get("max_new_tokens_per_turn")
+        if per_turn is not None and v < per_turn:
+            raise ValueError(
+                f"must be at least rollout.max_new_tokens_per_turn ({per_turn}); raise it or "
+                "lower the per-turn budget"
+            )
+        return v

@@ -1,0 +1,26 @@
+"""Sections for tracking (MLflow, console) and evaluation (in training and `mua eval`)."""
+
+from __future__ import annotations
+
+from pydantic import Field, PositiveInt
+
+from mua.config.base import Section
+
+
+class TrackConfig(Section):
+    mlflow_uri: str | None = Field(
+        None,
+        description="MLflow tracking URI; default $MLFLOW_TRACKING_URI, else sqlite in the run dir.",
+    )
+    experiment: str = Field("mua", description="MLflow experiment name.")
+    run_name: str | None = Field(None, description="MLflow run name (default: the run dir name).")
+    transcripts_per_step: int = Field(4, ge=0, description="Sample transcripts logged per step.")
+
+
+class EvalConfig(Section):
+    test_freq: int = Field(0, ge=0, description="Validate every N training steps; 0 disables.")
+    n: PositiveInt = Field(1, description="Samples per held-out task.")
+    max_tasks: int | None = Field(None, ge=1, description="Evaluate at most this many tasks.")
+    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature for evaluation.")
+    best_metric: str = Field("reward_mean", description="Metric that picks the best step.")
+    k: list[int] = Field(default_factory=lambda: [1], description="k values for pass@k and pass^k.")

@@ -1,0 +1,119 @@
+"""Sections for training: data, algorithm (grpo | ppo | sft), optimizer, parallelism, checkpoints.
+
+Field names follow ALGORITHMS.md; the math lives in `mua.algo`, not here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+
+from mua.config.base import Section
+
+
+class DataConfig(Section):
+    train_files: list[str] = Field(
+        default_factory=list,
+        description="Task parquet files (from `mua prep`) or, for SFT, conversation JSONL/parquet.",
+    )
+    test_files: list[str] = Field(default_factory=list, description="Held-out task files.")
+    weights: list[float] | None = Field(
+        None, description="Sampling weight per train file (a mix); default: equal by rows."
+    )
+    tasks_per_step: PositiveInt = Field(8, description="Tasks per training step (each rolled out n times).")
+    shuffle: bool = Field(True, description="Shuffle tasks every epoch (seeded).")
+    seed: int = Field(0, description="Seed for shuffling, sampling and initialisation.")
+    max_tasks: int | None = Field(None, ge=1, description="Use at most this many train tasks.")
+
+    @model_validator(mode="after")
+    def _weights_match(self):
+        if self.weights is not None and len(self.weights) != len(self.train_files):
+            raise ValueError(
+                f"data.weights has {len(self.weights)} entries but data.train_files has "
+                f"{len(self.train_files)}; give one weight per file"
+            )
+        return self
+
+
+class KLConfig(Section):
+    coef: NonNegativeFloat = Field(0.0, description="β; 0 loads no reference model.")
+    estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (ALGORITHMS.md §6).")
+    placement: Literal["loss", "reward"] = Field("loss", description="KL in the loss or in the token reward.")
+
+
+class PolicyLossConfig(Section):
+    clip_low: PositiveFloat = Field(0.2, description="ε_low of the clipped ratio.")
+    clip_high: PositiveFloat = Field(0.2, description="ε_high of the clipped ratio.")
+    dual_clip: float | None = Field(None, gt=1.0, description="Dual-clip constant c (e.g. 3) for negative advantages.")
+    entropy_coef: NonNegativeFloat = Field(0.0, description="Entropy bonus coefficient.")
+    aggregation: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = Field("token-mean", description="How token losses are reduced (ALGORITHMS.md §5).")
+    norm_length: PositiveInt = Field(1024, description="Fixed length for seq-mean-token-sum-norm.")
+
+
+class _RLCommon(Section):
+    epochs: PositiveInt = Field(1, description="Passes over each step's rollouts.")
+    mini_batches: PositiveInt = Field(1, description="Optimizer steps per epoch.")
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount γ for r2g scores/credits and GAE.")
+    eps: PositiveFloat = Field(1e-6, description="ε in the advantage normalisation.")
+    loss: PolicyLossConfig = Field(default_factory=PolicyLossConfig)
+    kl: KLConfig = Field(default_factory=KLConfig)
+    mask_truncated: bool = Field(False, description="Exclude trajectories that hit a length/turn limit from the loss.")
+    dynamic_sampling: bool = Field(False, description="Drop groups whose scores all agree (DAPO).")
+
+
+class GRPOConfig(_RLCommon):
+    kind: Literal["grpo"] = "grpo"
+    score: Literal["sum", "mean", "r2g", "outcome"] = Field(
+        "sum", description="Trajectory score (UserRL's 'Sum' is `mean`)."
+    )
+    advantage: Literal["grpo", "drgrpo", "rloo", "reinforce++"] = Field("grpo", description="Group baseline.")
+    credit: Literal["equalized", "r2g", "em"] = Field("equalized", description="Turn-level credit.")
+
+
+class PPOConfig(_RLCommon):
+    kind: Literal["ppo"] = "ppo"
+    lam: float = Field(1.0, ge=0.0, le=1.0, description="GAE λ.")
+    value_clip: PositiveFloat = Field(0.2, description="Value clip c_v.")
+    critic_lr: PositiveFloat = Field(1e-5, description="Critic learning rate.")
+    critic: Literal["value_head", "separate"] = Field("value_head", description="Critic architecture.")
+    critic_warmup_steps: int = Field(0, ge=0, description="Steps training only the critic.")
+
+
+class SFTConfig(Section):
+    kind: Literal["sft"] = "sft"
+    epochs: PositiveInt = Field(1, description="Passes over the conversation data.")
+    batch_size: PositiveInt = Field(16, description="Conversations per optimizer step.")
+
+
+AlgoConfig = Annotated[GRPOConfig | PPOConfig | SFTConfig, Field(discriminator="kind")]
+
+
+class OptimConfig(Section):
+    lr: PositiveFloat = Field(1e-5, description="Peak learning rate.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    weight_decay: NonNegativeFloat = Field(0.0, description="AdamW weight decay.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="LR schedule after warm-up.")
+    grad_clip: PositiveFloat | None = Field(1.0, description="Max global grad norm; null disables.")
+
+
+class ParallelConfig(Section):
+    micro_batch_tokens: PositiveInt = Field(
+        4096, description="Token budget of one packed micro-batch (no padding is computed)."
+    )
+    mixed_precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="FSDP2 compute dtype: bf16 on GPU, fp32 on CPU when `auto`."
+    )
+    activation_checkpointing: bool = Field(False, description="Recompute activations per block.")
+    cpu_offload: bool = Field(False, description="Offload parameters and optimizer state to CPU.")
+    weight_push_bucket_mb: PositiveInt = Field(256, description="Bucket size when pushing weights to engines.")
+
+
+class CheckpointConfig(Section):
+    save_freq: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end.")
+    keep_last: PositiveInt = Field(2, description="How many checkpoints to keep.")
+    export_hf_every: int = Field(0, ge=0, description="Also export a Hugging Face folder every N checkpoints (0: only at the end).")
+    export_hf_at_end: bool = Field(True, description="Export a Hugging Face folder when training ends.")

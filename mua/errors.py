@@ -1,0 +1,26 @@
+"""Exceptions a user can cause, with the exit code the CLI maps them to.
+
+Raise `UsageError` for a bad recipe, flag, path or name (exit 2) and `RunFailure` for a
+runtime failure the user can act on (exit 1). Their message is printed as one line, without a
+traceback unless MUA_DEBUG=1. Programming errors stay ordinary exceptions.
+"""
+
+from __future__ import annotations
+
+
+class MuaError(Exception):
+    """Base class of errors whose message is meant for the user."""
+
+    exit_code = 1
+
+
+class UsageError(MuaError):
+    """Bad input: recipe, override, path, name. Exit code 2."""
+
+    exit_code = 2
+
+
+class RunFailure(MuaError):
+    """A run could not proceed (unreachable endpoint, broken checkpoint, ...). Exit code 1."""
+
+    exit_code = 1

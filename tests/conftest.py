@@ -1,0 +1,66 @@
+"""Test-wide settings: offline mode, few threads, the `gpu` skip, shared-data and torchrun helpers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+os.environ.pop("OPENAI_BASE_URL", None)
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    return Path(os.environ.get("MUA_SHARED", REPO.parent / "shared"))
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """`../shared/data`, or a skip saying why when it is absent."""
+    data = shared_dir() / "data"
+    if not data.is_dir():
+        pytest.skip(f"public data not found at {data} (set MUA_SHARED to the shared/ folder)")
+    return data
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    if not has_cuda:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def mua_cli():
+    """Run the CLI in-process: returns (exit_code, stdout, stderr)."""
+
+    def run(*args: str):
+        import subprocess
+
+        res = subprocess.run(
+            [sys.executable, "-m", "mua.cli.main", *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "COLUMNS": "200"},
+            timeout=600,
+        )
+        return res.returncode, res.stdout, res.stderr
+
+    return run
