@@ -1,0 +1,119 @@
+"""Broken recipes each give one clear line naming the field, and exit 2; shipped recipes validate."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pytest
+
+from mua.config import load_recipe
+from mua.config.loading import apply_overrides
+from mua.config.recipes import TrainRecipe
+from mua.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+
+BROKEN = {
+    "unknown_key": ("optim:\n  lr: 1e-4\n  learning_rate: 3\n", [], "optim.learning_rate: unknown key"),
+    "wrong_type": ("optim:\n  lr: fast\n", [], "optim.lr"),
+    "bad_kind": ("algo:\n  kind: dpo\n", [], "algo"),
+    "negative_size": ("rollout:\n  n: -4\n", [], "rollout.n"),
+    "secret_inline": ("user:\n  kind: llm\n  api_key: sk-abcdefghijklmnop1234\n", [], "user.api_key: looks like a secret"),
+    "secret_value_anywhere": ("gym:\n  options:\n    key: sk-abcdefghijklmnop1234\n", [], "gym.options.key: looks like a secret"),
+    "contradictory_sizes": (
+        "data:\n  tasks_per_step: 3\nrollout:\n  n: 3\nalgo:\n  kind: grpo\n  mini_batches: 2\n",
+        [],
+        "algo.mini_batches (2) must divide",
+    ),
+    "turn_budget_over_total": (
+        "rollout:\n  max_new_tokens_per_turn: 512\n  max_total_tokens: 100\n",
+        [],
+        "rollout.max_total_tokens: must be at least",
+    ),
+    "bad_override_path": ("", ["optim.lrr=1"], "did you mean optim.lr?"),
+    "bad_override_value": ("", ["rollout.temperature=hot"], "rollout.temperature"),
+    "override_without_equals": ("", ["optim.lr"], "expected key=value"),
+    "unknown_kind_field": ("algo:\n  kind: sft\n  credit: r2g\n", [], "algo.credit: unknown key"),
+    "weights_mismatch": ("data:\n  train_files: [a.parquet, b.parquet]\n  weights: [1.0]\n", [], "data.weights has 1 entries"),
+    "wrong_verb": ("verb: eval\n", [], "this recipe is for `mua eval`"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_recipe_gives_one_clear_line(tmp_path, name):
+    text, overrides, expected = BROKEN[name]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError) as exc:
+        load_recipe(path, overrides, verb="train")
+    message = str(exc.value)
+    assert expected in message, message
+    assert len(message.splitlines()) == 1, message
+    assert "Traceback" not in message
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("optim:\n  lr: [1, 2\n")
+    with pytest.raises(UsageError, match=r"invalid YAML at line \d+"):
+        load_recipe(path, [], verb="train")
+
+
+def test_missing_file():
+    with pytest.raises(UsageError, match="recipe file not found"):
+        load_recipe("does/not/exist.yaml", [], verb="train")
+
+
+def test_override_applies_yaml_scalars(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("optim:\n  lr: 1e-4\n")
+    recipe = load_recipe(path, ["optim.lr=3e-4", "rollout.n=8", "algo.kind=ppo", "algo.lam=0.95", "gym.options.size=32"], verb="train")
+    assert recipe.optim.lr == pytest.approx(3e-4)
+    assert recipe.rollout.n == 8
+    assert recipe.algo.kind == "ppo" and recipe.algo.lam == pytest.approx(0.95)
+    assert recipe.gym.options == {"size": 32}
+
+
+def test_override_path_follows_union_arm():
+    raw = {"algo": {"kind": "sft"}}
+    with pytest.raises(UsageError, match="unknown key 'credit'"):
+        apply_overrides(raw, ["algo.credit=r2g"], TrainRecipe)
+
+
+def _shipped_recipes():
+    return sorted(glob.glob(str(REPO / "recipes" / "**" / "*.yaml"), recursive=True))
+
+
+def test_recipes_exist():
+    assert len(_shipped_recipes()) >= 1
+
+
+@pytest.mark.parametrize("path", _shipped_recipes(), ids=lambda p: Path(p).name)
+def test_every_shipped_recipe_validates(path):
+    from mua.config.loading import infer_verb, read_yaml
+
+    load_recipe(path, [], verb=infer_verb(path, read_yaml(path)))
+
+
+def test_cli_broken_recipe_exit_2(tmp_path, mua_cli):
+    path = tmp_path / "r.yaml"
+    path.write_text("optim:\n  learning_rate: 3\n")
+    code, out, err = mua_cli("recipe", "validate", str(path))
+    assert code == 2
+    assert "r.yaml: optim.learning_rate: unknown key; valid keys here:" in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_cli_schema_lists_documented_fields(mua_cli):
+    code, out, err = mua_cli("recipe", "schema", "train")
+    assert code == 0, err
+    for field in ("model.path", "rollout.max_new_tokens_per_turn", "optim.lr", "checkpoint.save_freq"):
+        assert field in out
+    assert "Peak learning rate" in out
+
+
+def test_cli_no_args_prints_help(mua_cli):
+    code, out, err = mua_cli()
+    assert "Usage" in out + err
