@@ -70,7 +70,9 @@ class GRPOConfig(_RLCommon):
         "sum", description="Trajectory score (UserRL's 'Sum' is `mean`)."
     )
     advantage: Literal["grpo", "drgrpo", "rloo", "reinforce++"] = Field("grpo", description="Group baseline.")
-    credit: Literal["equalized", "r2g", "em"] = Field("equalized", description="Turn-level credit.")
+    credit: Literal["equalized", "r2g", "em", "turn-group"] = Field(
+        "equalized", description="Turn-level credit (`turn-group`: per-turn group normalisation)."
+    )
 
 
 class PPOConfig(_RLCommon):

@@ -1,0 +1,40 @@
+"""KL to a reference model (ALGORITHMS.md §6): per-token estimators and the reward placement.
+
+Inputs are per-token log-probs of the sampled tokens under the policy and the reference model.
+The loss placement is just `coef * kl_penalty(...)` added to the token loss (see
+`losses.policy_loss`); this module loads no model and decides nothing about when a reference is
+needed (none is when β = 0).
+
+Estimators, with d = logp − logp_ref:
+- `k1`: d
+- `k2`: ½ d²
+- `k3`: exp(−d) + d − 1 (low-variance, always ≥ 0), clamped to [−10, 10]
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mua.algo._groups import check_choice
+
+KL_ESTIMATORS = ("k1", "k2", "k3")
+K3_CLAMP = 10.0
+
+
+def kl_penalty(logp: torch.Tensor, logp_ref: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    """Per-token KL estimate, same shape as `logp` (differentiable w.r.t. `logp`)."""
+    check_choice("kl estimator", estimator, KL_ESTIMATORS)
+    diff = logp - logp_ref
+    if estimator == "k1":
+        return diff
+    if estimator == "k2":
+        return 0.5 * diff.square()
+    ref_minus = -diff
+    return (torch.exp(ref_minus) - ref_minus - 1).clamp(min=-K3_CLAMP, max=K3_CLAMP)
+
+
+def kl_in_reward(
+    token_rewards: torch.Tensor, kl: torch.Tensor, coef: float, loss_mask: torch.Tensor
+) -> torch.Tensor:
+    """`kl.placement: reward`: r_i − β · kl_i on policy tokens, rewards unchanged elsewhere."""
+    return token_rewards - coef * kl.detach() * loss_mask.to(kl.dtype)

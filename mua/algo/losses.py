@@ -1,0 +1,198 @@
+"""Losses (ALGORITHMS.md §4-§5): clipped policy loss, clipped value loss, entropy, aggregation.
+
+`policy_loss` and `value_loss` return *per-token* losses (0 outside the loss mask) plus
+detached statistics; `aggregate` reduces per-token losses to the scalar to back-propagate.
+No optimizer, model or process group here: counts that must be global are passed in.
+
+Aggregation contract (independence from micro-batch size and number of ranks)
+------------------------------------------------------------------------------
+Every mode is a *sum* of per-token or per-sequence terms divided by a constant:
+- `token-mean`:              Σ_i m_i l_i / T                         (T = policy tokens in the mini-batch)
+- `seq-mean-token-sum`:      Σ_b Σ_i m_i l_i / S                     (S = sequences with ≥1 policy token)
+- `seq-mean-token-mean`:     Σ_b (Σ_i m_i l_i / Σ_i m_i) / S
+- `seq-mean-token-sum-norm`: Σ_b Σ_i m_i l_i / (norm_length · S)     (Dr. GRPO, constant length)
+Pass `global_token_count` = T and `global_seq_count` = S summed over *all* micro-batches of the
+optimizer step and all ranks (sum `loss_normalizers(...)` locally, then all-reduce with SUM).
+Then the partial losses of the micro-batches, summed over micro-batches and ranks, equal the
+full mini-batch loss, and so do their gradients. If the data-parallel gradient reduction
+averages over ranks, multiply the partial loss by the world size. A sequence must not be split
+across micro-batches in `seq-mean-token-mean` (its own token count is needed). Without the global
+counts, the local counts of this call are used (fine for a single micro-batch on one rank).
+
+Layout: [B, L] rows are sequences; or pass `seq_index` (same shape as the losses, the local
+sequence id of each token, −1 for padding) for packed micro-batches.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mua.algo._groups import check_choice
+
+AGGREGATIONS = (
+    "token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+)
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    count = mask.sum()
+    return (x * mask).sum() / count.clamp(min=1)
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-token PPO-clip loss (+ optional dual clip, entropy bonus, KL in the loss).
+
+    ratio = exp(logp − logp_old); l_i = −min(ratio·A, clip(ratio, 1−clip_low, 1+clip_high)·A).
+    With `dual_clip` = c > 1, tokens with A < 0 have l_i capped at −c·A. Then
+    l_i −= entropy_coef · entropy_i and l_i += kl_coef · kl_i. Returns (losses, stats) where the
+    stats are masked means over policy tokens: `clip_frac` (clipped term chosen), `dual_clip_frac`,
+    `approx_kl` (mean of logp_old − logp), `ratio_mean`, `pg_loss`, plus `entropy`/`kl` when given,
+    and `tokens` (the policy-token count, to weight stats across micro-batches).
+    """
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+    mask = loss_mask.to(logp.dtype)
+    advantages = advantages.detach().to(logp.dtype)
+    log_ratio = logp - logp_old.detach()
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    pg = torch.maximum(unclipped, clipped)
+    dual_active = torch.zeros_like(pg, dtype=torch.bool)
+    if dual_clip is not None:
+        cap = -advantages * dual_clip
+        dual_active = (advantages < 0) & (pg > cap)
+        pg = torch.where(advantages < 0, torch.minimum(pg, cap), pg)
+    losses = pg
+    stats = {
+        "pg_loss": _masked_mean(pg.detach(), mask),
+        "clip_frac": _masked_mean((clipped > unclipped).to(mask.dtype), mask),
+        "dual_clip_frac": _masked_mean(dual_active.to(mask.dtype), mask),
+        "approx_kl": _masked_mean(-log_ratio.detach(), mask),
+        "ratio_mean": _masked_mean(ratio.detach(), mask),
+        "tokens": mask.sum().detach(),
+    }
+    if entropy is not None:
+        losses = losses - entropy_coef * entropy
+        stats["entropy"] = _masked_mean(entropy.detach(), mask)
+    if kl is not None:
+        losses = losses + kl_coef * kl
+        stats["kl"] = _masked_mean(kl.detach(), mask)
+    return losses * mask, stats
+
+
+def value_loss(
+    values: torch.Tensor,
+    values_old: torch.Tensor,
+    returns: torch.Tensor,
+    loss_mask: torch.Tensor,
+    clip: float = 0.2,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-token clipped value loss ½·max((V − R)², (clip(V, V_old ± c) − R)²), 0 off-mask.
+
+    Stats: `vf_clip_frac` (the clipped term is larger) and `vf_loss` (masked mean).
+    """
+    mask = loss_mask.to(values.dtype)
+    returns = returns.detach()
+    values_old = values_old.detach()
+    clipped_values = values_old + (values - values_old).clamp(-clip, clip)
+    plain = (values - returns).square()
+    clipped = (clipped_values - returns).square()
+    losses = 0.5 * torch.maximum(plain, clipped) * mask
+    stats = {
+        "vf_loss": _masked_mean(losses.detach(), mask),
+        "vf_clip_frac": _masked_mean((clipped > plain).to(mask.dtype), mask),
+    }
+    return losses, stats
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the softmax over the last dimension: logsumexp(z) − Σ softmax(z)·z."""
+    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    probs = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(dim=-1)
+
+
+def token_log_probs(logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[target] per position: logits [..., V], target_ids [...] -> [...]."""
+    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    gathered = logits.gather(-1, target_ids.long().unsqueeze(-1)).squeeze(-1)
+    return gathered - torch.logsumexp(logits, dim=-1)
+
+
+def _seq_ids(mask: torch.Tensor, seq_index: torch.Tensor | None) -> torch.Tensor:
+    if seq_index is not None:
+        if seq_index.shape != mask.shape:
+            raise ValueError(
+                f"seq_index shape {tuple(seq_index.shape)} differs from mask shape {tuple(mask.shape)}"
+            )
+        return seq_index.long()
+    if mask.dim() != 2:
+        raise ValueError("pass [B, L] rows or a seq_index for packed 1-D losses")
+    return torch.arange(mask.shape[0], device=mask.device).unsqueeze(1).expand_as(mask)
+
+
+def _per_sequence(values: torch.Tensor, seq_ids: torch.Tensor) -> torch.Tensor:
+    """Sum of `values` per sequence id (ids < 0 ignored) -> [num_sequences]."""
+    flat_ids = seq_ids.reshape(-1)
+    valid = flat_ids >= 0
+    num = int(flat_ids.max()) + 1 if valid.any() else 0
+    out = torch.zeros(num, dtype=values.dtype, device=values.device)
+    return out.index_add(0, flat_ids[valid], values.reshape(-1)[valid])
+
+
+def loss_normalizers(
+    loss_mask: torch.Tensor, seq_index: torch.Tensor | None = None
+) -> tuple[int, int]:
+    """Local (policy-token count, count of sequences with ≥1 policy token), to sum globally."""
+    mask = loss_mask.to(torch.float64)
+    token_count = int(mask.sum())
+    per_seq = _per_sequence(mask, _seq_ids(mask, seq_index))
+    return token_count, int((per_seq > 0).sum())
+
+
+def aggregate(
+    token_losses: torch.Tensor,
+    loss_mask: torch.Tensor,
+    mode: str = "token-mean",
+    norm_length: int | None = None,
+    global_token_count: float | None = None,
+    global_seq_count: float | None = None,
+    seq_index: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reduce per-token losses to a scalar (see the module docstring for the contract)."""
+    check_choice("loss aggregation", mode, AGGREGATIONS)
+    mask = loss_mask.to(token_losses.dtype)
+    masked = token_losses * mask
+    if mode == "token-mean":
+        tokens = float(mask.sum()) if global_token_count is None else float(global_token_count)
+        return masked.sum() / max(tokens, 1.0)
+    ids = _seq_ids(mask, seq_index)
+    seq_sums = _per_sequence(masked, ids)
+    seq_tokens = _per_sequence(mask, ids)
+    seqs = float((seq_tokens > 0).sum()) if global_seq_count is None else float(global_seq_count)
+    seqs = max(seqs, 1.0)
+    if mode == "seq-mean-token-sum":
+        return seq_sums.sum() / seqs
+    if mode == "seq-mean-token-mean":
+        return (seq_sums / seq_tokens.clamp(min=1)).sum() / seqs
+    if norm_length is None or norm_length <= 0:
+        raise ValueError(
+            "seq-mean-token-sum-norm needs a positive norm_length (algo.loss.norm_length)"
+        )
+    return seq_sums.sum() / (norm_length * seqs)

@@ -1,0 +1,54 @@
+"""Trajectory scores S_b (ALGORITHMS.md §1): what the group baseline compares.
+
+Input is ragged: one sequence of per-turn rewards r_{b,1..T_b} per trajectory (0 for a turn that
+earned nothing). Output is a 1-D float tensor of length B. This module does not compute
+advantages (see `advantages`) nor per-turn credit (see `credit`).
+
+Kinds:
+- `sum`:     S_b = Σ_t r_{b,t}
+- `mean`:    S_b = (1/T_b) Σ_t r_{b,t}. UserRL's configs call this "Sum" (its code takes the mean and
+             rounds to 4 decimals); mua does not round.
+- `r2g`:     S_b = Σ_t γ^(t-1) r_{b,t}, the discounted return from turn 1 (rewards early success).
+- `outcome`: S_b = the episode's final reward, i.e. the reward of the last turn (the runner puts
+             the episode-level reward there).
+A trajectory with no turns scores 0 under every kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from mua.algo._groups import as_float_list, check_choice
+
+SCORE_KINDS = ("sum", "mean", "r2g", "outcome")
+
+
+def trajectory_score(rewards: torch.Tensor, kind: str, gamma: float = 1.0) -> float:
+    """Score of one trajectory from its 1-D tensor of per-turn rewards."""
+    num_turns = rewards.numel()
+    if num_turns == 0:
+        return 0.0
+    if kind == "sum":
+        return float(rewards.sum())
+    if kind == "mean":
+        return float(rewards.sum()) / num_turns
+    if kind == "r2g":
+        discounts = gamma ** torch.arange(num_turns, dtype=torch.float64)
+        return float((discounts * rewards).sum())
+    return float(rewards[-1])
+
+
+def trajectory_scores(
+    turn_rewards: Sequence[Sequence[float] | torch.Tensor], kind: str, gamma: float = 1.0
+) -> torch.Tensor:
+    """Scores S_b of every trajectory, shape [B] (default float dtype).
+
+    `turn_rewards[b]` holds r_{b,1..T_b}; `gamma` only matters for `r2g`.
+    """
+    check_choice("score kind", kind, SCORE_KINDS)
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    scores = [trajectory_score(r, kind, gamma) for r in as_float_list(turn_rewards)]
+    return torch.tensor(scores, dtype=torch.get_default_dtype())
