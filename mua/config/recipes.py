@@ -103,6 +103,11 @@ class PrepRecipe(_RecipeBase):
     out: str = Field("data/{gym}", description="Output folder for <split>.parquet files.")
     seed: int = Field(0, description="Seed for generation and splits.")
     options: dict = Field(default_factory=dict, description="Gym-specific prep options (sizes, domains, ...).")
+    mix: dict[str, float] = Field(
+        default_factory=dict,
+        description="Mix instead of build: task folder -> weight (relative share of rows), written to `out`.",
+    )
+    rows: int | None = Field(None, ge=1, description="Mix only: rows per split (default: the largest mix without repeats).")
 
 
 RECIPE_MODELS: dict[str, type[Section]] = {

@@ -179,3 +179,4 @@ class GymSpec:
     reward_components: dict[str, float] = field(default_factory=dict)
     tool_format: str = "hermes"
     trivial_baseline: Callable[[list[Task]], float] | None = None
+    random_action: Callable[[Any], str] | None = None

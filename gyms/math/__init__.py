@@ -1,0 +1,69 @@
+"""The `math` gym: solve a problem, answer in \\boxed{}, with MuTIS-style interventions.
+
+Exposes `GYM` (the `GymSpec`), `random_action(rng)` and the scripted expert (which computes the
+answer of a built-in problem from its parameters, or reads the gold answer of a JSONL task).
+"""
+
+from __future__ import annotations
+
+import random
+
+from gyms.math.env import INTERVENTION, MathEnv, make_env
+from gyms.math.problems import solve
+from mua.gym.api import GymContext, GymSpec, Task
+
+
+def expert_answer(task: Task) -> str:
+    payload = task.payload
+    if payload.get("kind") in (None, "jsonl"):
+        return str(payload["answer"])
+    return solve(payload["kind"], payload["params"])
+
+
+def make_expert(ctx: GymContext):
+    async def policy(messages: list[dict], task: Task) -> dict:
+        return {
+            "role": "assistant",
+            "content": f"Working it out exactly, the result is \\boxed{{{expert_answer(task)}}}.",
+        }
+
+    return policy
+
+
+def random_action(rng: random.Random) -> str:
+    """A random response: a guessed boxed/tagged answer, rambling without one, or junk."""
+    guess = rng.randint(-20, 100)
+    return rng.choice(
+        [
+            f"I think it is \\boxed{{{guess}}}.",
+            f"<answer>{guess}</answer>",
+            f"Answer: {guess}",
+            "Let me think about this step by step. First, we",
+            "",
+            "\\boxed{",
+            "\\boxed{}}}{{",
+            f"\\boxed{{\\frac{{{guess}}}{{0}}}}",
+            "Answer:",
+            '<tool_call>{"name": "calc"}</tool_call>',
+        ]
+    )
+
+
+def _build_tasks(source, seed, options=None):
+    from data_prep.math import build_tasks
+
+    return build_tasks(source, seed, options)
+
+
+GYM = GymSpec(
+    name="math",
+    description="Solve a math problem with the answer in \\boxed{}; interventions when a turn ends without one (MuTIS).",
+    make_env=make_env,
+    build_tasks=_build_tasks,
+    expert=make_expert,
+    reward_components={"correct": 1.0},
+    random_action=random_action,
+    tool_format="hermes",  # no tools; the parser only separates text from stray markup
+)
+
+__all__ = ["GYM", "INTERVENTION", "MathEnv", "expert_answer", "random_action"]

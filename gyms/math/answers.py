@@ -1,0 +1,73 @@
+"""Final-answer detection and answer equivalence for the math gym.
+
+`extract_final_answer(text)` finds the answer a response commits to: the last `\\boxed{...}`
+(balanced braces), else the last `<answer>...</answer>`, else what follows the last `Answer:` on
+its line; None when the response has no final answer (which triggers an intervention). It reads
+only the text it is given, i.e. the response, never the prompt.
+
+`answers_match(gold, predicted)` asks Math-Verify (`verify(gold, pred)`, gold first). Only when
+Math-Verify raises does it fall back to a normalised string comparison, and it says so, so the
+caller can count fallbacks. Math-Verify's timeouts use SIGALRM, which works only in the main
+thread; elsewhere they are switched off.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_ANSWER_LINE = re.compile(r"answer\s*:\s*([^\n]*)", re.I)
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _last_boxed(text: str) -> str | None:
+    found = None
+    for m in _BOXED.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found = text[m.end() : i - 1]
+    return found
+
+
+def extract_final_answer(text: str) -> str | None:
+    text = text or ""
+    for candidate in (
+        _last_boxed(text),
+        (_ANSWER_TAG.findall(text) or [None])[-1],
+        (_ANSWER_LINE.findall(text) or [None])[-1],
+    ):
+        if candidate is not None and candidate.strip():
+            return candidate.strip().rstrip(".").strip()
+    return None
+
+
+def has_final_answer(text: str) -> bool:
+    return extract_final_answer(text) is not None
+
+
+def normalise(answer: str) -> str:
+    s = re.sub(r"\\(left|right|displaystyle|,|!|;)", "", answer)
+    s = re.sub(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", s)
+    s = s.replace("$", "").replace(" ", "").replace("{", "").replace("}", "").lower()
+    return s.rstrip(".").removeprefix("x=")
+
+
+def answers_match(gold: str, predicted: str) -> tuple[bool, bool]:
+    """(equal, used_fallback)."""
+    from math_verify import parse, verify
+
+    timeout = 5 if threading.current_thread() is threading.main_thread() else None
+    try:
+        gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=timeout, raise_on_error=True)
+        pred_parsed = parse(f"\\boxed{{{predicted}}}", parsing_timeout=timeout, raise_on_error=True)
+        return bool(
+            verify(gold_parsed, pred_parsed, timeout_seconds=timeout, raise_on_error=True)
+        ), False
+    except (
+        Exception
+    ):  # Math-Verify failed on this pair: compare normalised text instead, and report it
+        return normalise(gold) == normalise(predicted), True

@@ -1,0 +1,152 @@
+"""`mua prep`: write a gym's tasks as parquet split files, list gyms, or mix gyms' task folders.
+
+Forms:
+  mua prep --gym NAME [--source PATH] [--out DIR] [--seed S] [--option k=v ...]
+  mua prep RECIPE.yaml [k=v ...]           (a PrepRecipe; with `mix:` set it mixes)
+  mua prep mix --out DIR FOLDER:WEIGHT ... [--seed S] [--rows N]
+  mua prep --list
+The work is in `mua.gym.prep`; this module parses arguments and prints a table of what it wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+HELP = """Write a gym's tasks to <out>/<split>.parquet, list gyms, or mix task folders.
+
+Examples:
+
+  mua prep --gym travel --option num_train=200
+
+  mua prep --gym math --source limo.jsonl --out data/limo
+
+  mua prep mix --out data/mix data/travel:3 data/math:1   (weights = relative share of rows)
+
+  mua prep recipes/prep_travel.yaml seed=3
+"""
+
+
+def _print_written(gym: str, written: dict) -> None:
+    from rich.table import Table
+
+    from mua.cli.common import console
+
+    table = Table("split", "rows", "file", title=f"{gym} tasks")
+    for split, (path, count) in written.items():
+        table.add_row(split, str(count), str(path))
+    console().print(table)
+
+
+def _print_mix(report: dict, out: str) -> None:
+    from rich.table import Table
+
+    from mua.cli.common import console
+
+    table = Table("split", "source folder", "rows", title=f"mix written to {out}")
+    for split, counts in report.items():
+        for folder, count in counts.items():
+            table.add_row(split, folder, str(count))
+        table.add_row(split, "[bold]total[/]", f"[bold]{sum(counts.values())}[/]")
+    console().print(table)
+
+
+def _list_gyms() -> None:
+    from rich.table import Table
+
+    from mua.cli.common import console
+    from mua.gym.registry import get_gym, list_gyms
+
+    table = Table("gym", "description")
+    for name in list_gyms():
+        try:
+            description = get_gym(name).description
+        except Exception as e:  # one broken gym must not hide the others
+            description = f"(cannot be imported: {type(e).__name__}: {e})"
+        table.add_row(name, description)
+    console().print(table)
+
+
+def _mix(items: list[str], out: str | None, seed: int, rows: int | None) -> None:
+    from mua.errors import UsageError
+    from mua.gym.prep import mix_task_dirs, parse_mix_sources
+
+    if not out:
+        raise UsageError(
+            "prep mix: --out DIR is required (where the mixed <split>.parquet files go)"
+        )
+    if rows is not None and rows < 1:
+        raise UsageError(f"prep mix: --rows must be >= 1, got {rows}")
+    report = mix_task_dirs(parse_mix_sources(items), out, seed=seed, rows=rows)
+    _print_mix(report, out)
+
+
+def _build(gym: str, source: str | None, out: str | None, seed: int, options: dict) -> None:
+    from mua.gym.prep import build_and_write
+
+    out_dir = out or str(Path("data") / gym)
+    _print_written(gym, build_and_write(gym, out_dir, source=source, seed=seed, options=options))
+
+
+def _from_recipe(args: list[str], gym, source, out, seed, options, rows) -> None:
+    from mua.cli.common import load
+
+    recipe = load(args, "prep")
+    seed = recipe.seed if seed is None else seed
+    if recipe.mix:
+        items = [f"{folder}:{weight}" for folder, weight in recipe.mix.items()]
+        _mix(items, out or recipe.out.replace("{gym}", "mix"), seed, rows or recipe.rows)
+        return
+    gym = gym or recipe.gym
+    _build(
+        gym,
+        source or recipe.source,
+        out or recipe.out.replace("{gym}", gym),
+        seed,
+        {**recipe.options, **options},
+    )
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("prep", help=HELP)
+    def prep(
+        args: list[str] | None = typer.Argument(
+            None, help="`mix FOLDER:WEIGHT ...`, or a recipe file then key=value overrides."
+        ),
+        gym: str | None = typer.Option(
+            None, "--gym", "-g", help="Gym whose tasks to write (see --list)."
+        ),
+        source: str | None = typer.Option(
+            None, "--source", help="Public data file or folder; default: the built-in dataset."
+        ),
+        out: str | None = typer.Option(None, "--out", help="Output folder (default data/<gym>)."),
+        seed: int | None = typer.Option(
+            None, "--seed", help="Seed for generation, splits and mixing (default 0)."
+        ),
+        option: list[str] | None = typer.Option(
+            None, "--option", "-o", help="Gym prep option key=value (repeatable)."
+        ),
+        rows: int | None = typer.Option(
+            None, "--rows", help="mix: rows per split (default: largest mix without repeats)."
+        ),
+        list_gyms: bool = typer.Option(False, "--list", help="List gyms with their descriptions."),
+    ) -> None:
+        from mua.errors import UsageError
+        from mua.gym.prep import parse_option_args
+
+        args = list(args or [])
+        if list_gyms:
+            _list_gyms()
+            return
+        options = parse_option_args(list(option or []))
+        if args and args[0] == "mix":
+            _mix(args[1:], out, seed or 0, rows)
+        elif args:
+            _from_recipe(args, gym, source, out, seed, options, rows)
+        elif gym:
+            _build(gym, source, out, seed or 0, options)
+        else:
+            raise UsageError(
+                "mua prep: give --gym NAME (see `mua prep --list`), a prep recipe file, or `mix`"
+            )
