@@ -1,0 +1,1 @@
+"""Gyms shipped with mua: one package per environment, each exposing `GYM` (a GymSpec)."""

@@ -1,0 +1,54 @@
+"""Building canonical `Task`s for these gyms: the shared system prompt and deterministic splits.
+
+The system prompt explains the one tool and its bracket form; each gym adds its own rules.
+Splits of public data are by a stable hash of the task id (the same on every machine and in
+every Python process), so `mua prep` output does not change between runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from mua.gym import Task
+
+_CHOICE_HELP = {
+    "action": "`action`: talk to the environment (ask a question, make a move)",
+    "search": "`search`: query the environment's search tool or database",
+    "answer": "`answer`: submit your answer",
+    "finish": "`finish`: end the game (content may be empty)",
+}
+
+
+def system_prompt(description: str, choices: tuple[str, ...], rules: str) -> str:
+    """A system message: the game, the tool, its choices (plus `finish`) and the gym's rules."""
+    listed = [c for c in ("action", "search", "answer") if c in choices] + ["finish"]
+    choice_lines = "\n".join(f"- {_CHOICE_HELP[c]}" for c in listed)
+    bracket = " / ".join(f"`[{c}] ...`" for c in listed[:-1]) + " / `[finish]`"
+    return (
+        f"{description}\n\n"
+        "Act by calling the tool `interact_with_env` with a `choice` and a `content`:\n"
+        f"{choice_lines}\n"
+        f"Without tool calling, write one line in the form {bracket}.\n\n"
+        f"{rules}"
+    ).strip()
+
+
+def make_task(gym: str, task_id: str, split: str, system: str, first_user: str, payload: dict, source: str = "builtin") -> Task:
+    prompt = [{"role": "system", "content": system}, {"role": "user", "content": first_user}]
+    return Task(task_id=task_id, gym=gym, split=split, prompt=prompt, payload=payload, source=source)
+
+
+def stable_fraction(key: str) -> float:
+    """A number in [0, 1) fixed by `key` (sha256, not Python's salted hash)."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) / float(16**12)
+
+
+def hash_split(task_id: str, test_fraction: float) -> str:
+    return "test" if stable_fraction(task_id) < test_fraction else "train"
+
+
+def by_split(tasks: list[Task]) -> dict[str, list[Task]]:
+    out: dict[str, list[Task]] = {"train": [], "test": []}
+    for t in tasks:
+        out.setdefault(t.split, []).append(t)
+    return out

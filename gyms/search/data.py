@@ -1,0 +1,42 @@
+"""Search gym tasks: built-in two-hop questions (`corpus.py`) and UserRL's 125 Bamboogle questions.
+
+Built-in split: the last 4 questions are test. Bamboogle is a test set (all 125 go to test).
+"""
+
+from __future__ import annotations
+
+from gyms.common.tasks import by_split, make_task, system_prompt
+
+GYM_NAME = "search"
+CHOICES = ("search", "answer")
+NUM_TEST_BUILTIN = 4
+DESCRIPTION = "Answer the user's question. You can search a document collection as many times as you need."
+RULES = (
+    "- `search`: a search query; the reply lists the best matching documents.\n"
+    "- `answer`: a short final answer (a name, a number, a date). A correct answer ends the episode; a wrong "
+    "one can be retried.\n"
+    "Questions usually need several steps: find the first fact, then search for the next one."
+)
+
+
+def first_user(question: str) -> str:
+    return f"{question}\nSearch step by step, then give a short answer."
+
+
+def _task(task_id: str, split: str, payload: dict, source: str):
+    system = system_prompt(DESCRIPTION, CHOICES, RULES)
+    return make_task(GYM_NAME, task_id, split, system, first_user(payload["question"]), payload, source)
+
+
+def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
+    if source is None:
+        from gyms.search.corpus import QUESTIONS
+
+        n = len(QUESTIONS)
+        return by_split([_task(f"search-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", q, "builtin")
+                         for i, q in enumerate(QUESTIONS)])
+    from data_prep.userrl import read_search_questions
+
+    rows = read_search_questions(source)
+    return by_split([_task(f"search-{r['id']}", "test", {"question": r["question"], "answers": [r["answer"]], "hops": []}, "userrl")
+                     for r in rows])

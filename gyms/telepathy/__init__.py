@@ -1,0 +1,54 @@
+"""Telepathy gym: guess a hidden entity with yes/no questions (twenty questions).
+
+Seeded by UserRL's TelepathyGym. Scripted oracle/judge for offline runs, LLM oracle/judge
+through `ctx.llm`. See README.md.
+"""
+
+from __future__ import annotations
+
+import random
+
+from gyms.common.actions import call_message
+from gyms.common.episode import count_assistant_turns
+from gyms.telepathy.data import ATTRIBUTES, build_tasks
+from gyms.telepathy.env import TelepathyEnv
+from mua.gym import GymContext, GymSpec
+
+_PROBE_ORDER = ("person", "animal", "food", "place", "fictional", "manmade", "space", "europe", "asia", "america")
+
+
+def make_env(ctx: GymContext) -> TelepathyEnv:
+    return TelepathyEnv(ctx)
+
+
+def expert(ctx: GymContext):
+    """Ask up to three category questions the entity satisfies, then name it."""
+
+    async def policy(messages: list[dict], task) -> dict:
+        turn = count_assistant_turns(messages)
+        attributes = task.payload.get("attributes") or []
+        probes = [a for a in _PROBE_ORDER if a in attributes][:3]
+        if turn < len(probes):
+            return call_message("action", f"Is it {'a ' if probes[turn] in ('person', 'animal', 'place') else ''}{ATTRIBUTES[probes[turn]][0]}?")
+        return call_message("answer", task.payload["name"])
+
+    return policy
+
+
+def random_action(rng: random.Random) -> str:
+    if rng.random() < 0.7:
+        return f"[action] Is it {rng.choice(list(ATTRIBUTES))}?"
+    if rng.random() < 0.9:
+        return f"[answer] {rng.choice(['a rock', 'the ocean', 'a teapot', 'Napoleon', 'Zebra', 'a cloud', 'Lion'])}"
+    return rng.choice(["[finish]", "hmm", "[answer]", "[search] wiki"])
+
+
+GYM = GymSpec(
+    name="telepathy",
+    description="Guess a hidden entity by asking yes/no questions.",
+    make_env=make_env,
+    build_tasks=build_tasks,
+    expert=expert,
+    reward_components={"guess": 1.0},
+    random_action=random_action,
+)
