@@ -1,0 +1,123 @@
+"""Render conversations to token ids through a tokenizer's chat template, and check stability.
+
+`render_ids` is the one way the project turns messages into ids: it renders the template to text
+and encodes that text without adding extra special tokens, returning a flat `list[int]` whatever
+the transformers version returns from `apply_chat_template`. `render_delta_ids` gives the ids a
+new message appends to a rendered conversation. `check_prefix_stability` verifies that rendering a
+conversation turn by turn only ever appends tokens, which multi-turn rollouts rely on.
+
+This module does not parse model output (tool-call parsing lives with the rollout code) and
+does not edit templates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mua.errors import UsageError
+
+Message = Mapping[str, Any]
+
+
+def render_text(
+    tokenizer, messages: Sequence[Message], tools: Sequence[Mapping] | None = None,
+    add_generation_prompt: bool = False,
+) -> str:
+    """The chat template's text for `messages` (and `tools`, listed in the system turn).
+
+    An empty conversation renders as "" (what it contributes to any longer rendering).
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise UsageError(
+            f"tokenizer {name!r} has no chat template; use a chat/instruct model's tokenizer "
+            "or set model.tokenizer to one that has a template (e.g. tiny:qwen3-1m)"
+        )
+    return tokenizer.apply_chat_template(
+        [dict(m) for m in messages],
+        tools=list(tools) if tools else None,
+        add_generation_prompt=add_generation_prompt,
+        tokenize=False,
+    )
+
+
+def render_ids(
+    tokenizer, messages: Sequence[Message], tools: Sequence[Mapping] | None = None,
+    add_generation_prompt: bool = False,
+) -> list[int]:
+    """Token ids of the rendered conversation, as a flat list of ints."""
+    text = render_text(tokenizer, messages, tools, add_generation_prompt)
+    return [int(i) for i in tokenizer.encode(text, add_special_tokens=False)]
+
+
+def render_delta_ids(
+    tokenizer, previous: Sequence[Message], new: Sequence[Message],
+    tools: Sequence[Mapping] | None = None, add_generation_prompt: bool = False,
+) -> list[int]:
+    """Ids that rendering `new` after `previous` appends to the rendering of `previous` alone.
+
+    Raises RunFailure when the template is not prefix-stable for this conversation, because
+    then no suffix exists and appending ids would train on a sequence the template never makes.
+    """
+    from mua.errors import RunFailure
+
+    before = render_ids(tokenizer, previous, tools)
+    after = render_ids(tokenizer, [*previous, *new], tools, add_generation_prompt)
+    if after[: len(before)] != before:
+        where = _first_difference(before, after)
+        raise RunFailure(
+            "chat template is not prefix-stable: adding a message changed earlier tokens at "
+            f"position {where} ({_excerpt(tokenizer, before, where)!r} became "
+            f"{_excerpt(tokenizer, after, where)!r}); fix the template or use another tokenizer"
+        )
+    return after[len(before):]
+
+
+def _first_difference(a: Sequence[int], b: Sequence[int]) -> int:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _excerpt(tokenizer, ids: Sequence[int], at: int, width: int = 8) -> str:
+    return tokenizer.decode(list(ids[max(0, at - width): at + width]))
+
+
+def _split_conversation(conversation) -> tuple[list[Message], list[Mapping] | None]:
+    if isinstance(conversation, Mapping):
+        return list(conversation["messages"]), conversation.get("tools")
+    return list(conversation), None
+
+
+def check_prefix_stability(tokenizer, conversations) -> list[str]:
+    """Render each conversation turn by turn and whole; return one line per disagreement.
+
+    A conversation is a list of messages or a mapping with `messages` and optional `tools`.
+    Two things are checked at every message boundary: the rendering of the first k messages is
+    a prefix of the whole rendering, and before each assistant message the rendering with the
+    generation prompt is a prefix too (that is the prompt a rollout sends to the engine).
+    An empty list means the template is prefix-stable on these conversations.
+    """
+    problems: list[str] = []
+    for conv_index, conversation in enumerate(conversations):
+        messages, tools = _split_conversation(conversation)
+        whole = render_ids(tokenizer, messages, tools)
+        for count in range(1, len(messages)):
+            checks = [(render_ids(tokenizer, messages[:count], tools), "")]
+            if messages[count].get("role") == "assistant":
+                prompt = render_ids(tokenizer, messages[:count], tools, add_generation_prompt=True)
+                checks.append((prompt, " with the generation prompt"))
+            for prefix, how in checks:
+                if whole[: len(prefix)] == prefix:
+                    continue
+                at = _first_difference(prefix, whole)
+                role = messages[count].get("role", "?")
+                problems.append(
+                    f"conversation {conv_index}: the first {count} message(s){how} render to "
+                    f"tokens that are not a prefix of the whole before message {count} ({role}): "
+                    f"token {at} is {_excerpt(tokenizer, prefix, at)!r} turn by turn but "
+                    f"{_excerpt(tokenizer, whole, at)!r} in the whole"
+                )
+    return problems
