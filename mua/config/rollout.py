@@ -70,6 +70,45 @@ class LLMUserConfig(Section):
 UserConfig = Annotated[ScriptedUserConfig | LLMUserConfig, Field(discriminator="kind")]
 
 
+class SGLangConfig(Section):
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="Running servers speaking SGLang's protocol (SGLang or `mua serve`); empty: "
+        "launch one SGLang server per node on the trainer's GPUs.",
+    )
+    mem_fraction: float = Field(
+        0.5, gt=0.0, lt=1.0, description="GPU memory share SGLang takes for weights and KV cache."
+    )
+    tp_size: PositiveInt = Field(1, description="Tensor-parallel size of each launched server.")
+    port: int = Field(30000, ge=1, le=65535, description="Port of the first launched server.")
+    dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="Weight dtype inside SGLang."
+    )
+    weight_path: Literal["tensor", "disk"] = Field(
+        "tensor",
+        description="How weights reach the engine after each step: `tensor` (update_weights_from_tensor) "
+        "or `disk` (safetensors in shared memory, then update_weights_from_disk).",
+    )
+    tensor_format: Literal["auto", "sglang", "portable"] = Field(
+        "auto",
+        description="Tensor payload: `sglang` (pickled handles, same host), `portable` (safetensors "
+        "bytes, what `mua serve` reads), `auto` (ask the server).",
+    )
+    weights_dir: str | None = Field(
+        None, description="Folder for the disk path; default /dev/shm (RAM-backed)."
+    )
+    probe_tolerance: PositiveFloat = Field(
+        0.05,
+        description="Most mean |log-prob| difference between engine and trainer on the probe "
+        "prompt after a push before the run stops.",
+    )
+    launch_timeout_s: PositiveFloat = Field(900.0, description="Wait for a launched server to answer.")
+    request_timeout_s: PositiveFloat = Field(600.0, description="Timeout of one HTTP request.")
+    extra_args: list[str] = Field(
+        default_factory=list, description="More `sglang.launch_server` flags, passed verbatim."
+    )
+
+
 class RolloutConfig(Section):
     engine: Literal["hf", "sglang", "openai"] = Field(
         "hf", description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), "
@@ -95,9 +134,9 @@ class RolloutConfig(Section):
     )
     base_url: str | None = Field(None, description="Endpoint for engine=openai.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Env var with the key for engine=openai.")
-    sglang: dict = Field(
-        default_factory=dict,
-        description="SGLang engine settings (mem_fraction, tp_size, ...); engine=sglang only.",
+    sglang: SGLangConfig = Field(
+        default_factory=lambda: SGLangConfig(),
+        description="SGLang engine settings (servers, memory, weight push); engine=sglang only.",
     )
 
     @field_validator("max_total_tokens")

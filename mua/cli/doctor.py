@@ -1,0 +1,183 @@
+"""`mua doctor`: check the machine and a model for what training and SGLang rollouts need.
+
+Checks: torch, CUDA devices, NCCL, SGLang (installed, inside the tested version range, importable
+on a GPU machine), flash-attn, and, with `--model`, that the model's chat template renders
+conversations prefix-stably (multi-turn rollouts append tokens turn by turn and rely on it).
+Each check is ok, warn (works, slower or CPU-only) or fail (a run that needs it will not work),
+with the fix on the same line. Exit code 1 only when a check fails; a CPU-only machine gets
+warnings and exit 0. It changes nothing and downloads nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import typer
+
+# The SGLang releases whose HTTP protocol mua's client was written against (the `gpu` extra).
+SGLANG_TESTED_MIN = "0.4.9"
+SGLANG_TESTED_BELOW = "0.6"
+
+HELP = """Check CUDA, NCCL, SGLang, flash-attn and (with --model) the chat template.
+
+Examples:
+
+  mua doctor
+
+  mua doctor --model tiny:qwen3-1m
+
+  mua doctor --model ./Qwen3-1.7B
+"""
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # "ok" | "warn" | "fail"
+    detail: str
+
+
+def check_torch_cuda() -> list[Check]:
+    import torch
+
+    checks = [Check("torch", "ok", torch.__version__)]
+    if not torch.cuda.is_available():
+        checks.append(Check("cuda", "warn", "no CUDA GPU: training and the hf engine run on CPU; "
+                                            "rollout.engine=sglang needs a GPU"))
+        return checks
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    free, total = torch.cuda.mem_get_info(0)
+    checks.append(Check("cuda", "ok", f"{len(names)} GPU(s): {', '.join(sorted(set(names)))}; "
+                                      f"GPU 0 {free / 2**30:.1f}/{total / 2**30:.1f} GiB free"))
+    return checks
+
+
+def check_nccl() -> Check:
+    import torch
+    import torch.distributed as dist
+
+    if not torch.cuda.is_available():
+        return Check("nccl", "warn", "not used without CUDA; multi-process CPU runs use gloo")
+    if not dist.is_nccl_available():
+        return Check("nccl", "fail", "this torch build has no NCCL; install a CUDA build of torch")
+    version = ".".join(str(v) for v in torch.cuda.nccl.version())
+    return Check("nccl", "ok", f"NCCL {version}")
+
+
+def _version_tuple(text: str) -> tuple:
+    import re
+
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def check_sglang(has_cuda: bool) -> Check:
+    from mua.rollout.sglang_engine import sglang_version
+
+    version = sglang_version()
+    tested = f">={SGLANG_TESTED_MIN},<{SGLANG_TESTED_BELOW}"
+    if version is None:
+        how = "pip install 'mua[gpu]'" if has_cuda else "it needs a CUDA machine"
+        return Check("sglang", "warn", f"not installed; rollout.engine=sglang unavailable ({how}); "
+                                       "the hf engine and `mua serve` work without it")
+    in_range = _version_tuple(SGLANG_TESTED_MIN) <= _version_tuple(version) < _version_tuple(SGLANG_TESTED_BELOW)
+    if has_cuda:
+        try:
+            import sglang  # noqa: F401  (the import itself is the check)
+        except Exception as err:  # a broken install shows up as any exception
+            return Check("sglang", "fail", f"{version} is installed but does not import "
+                                           f"({type(err).__name__}: {err}); reinstall with "
+                                           "pip install 'mua[gpu]'")
+    if not in_range:
+        return Check("sglang", "warn", f"{version} is outside the tested range {tested}; the "
+                                       "HTTP protocol may differ: pip install 'mua[gpu]'")
+    return Check("sglang", "ok", f"{version} (tested {tested})")
+
+
+def check_flash_attn(has_cuda: bool) -> Check:
+    import importlib.util
+    from importlib import metadata
+
+    if importlib.util.find_spec("flash_attn") is None:
+        status = "warn"
+        why = "models use PyTorch SDPA attention (slower for long sequences)"
+        return Check("flash-attn", status, f"not installed; {why}" + ("; pip install flash-attn" if has_cuda else ""))
+    return Check("flash-attn", "ok", metadata.version("flash-attn"))
+
+
+SAMPLE_CONVERSATIONS = [
+    [
+        {"role": "system", "content": "You are a helpful travel agent."},
+        {"role": "user", "content": "Find me a flight to Paris."},
+        {"role": "assistant", "content": "Which date would you like to fly?"},
+        {"role": "user", "content": "Next Monday, please."},
+        {"role": "assistant", "content": "Booked: Monday, 9:40, seat 12A."},
+    ],
+    {
+        "messages": [
+            {"role": "user", "content": "What is the weather in Oslo?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+            {"role": "tool", "content": "{\"temp_c\": 4}"},
+            {"role": "assistant", "content": "It is 4 degrees Celsius in Oslo."},
+            {"role": "user", "content": "Thanks!"},
+            {"role": "assistant", "content": "You are welcome."},
+        ],
+        "tools": [{"type": "function", "function": {
+            "name": "get_weather", "description": "Current weather of a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                           "required": ["city"]}}}],
+    },
+]
+
+
+def check_template(model: str) -> Check:
+    from mua.errors import MuaError
+    from mua.models import check_prefix_stability, load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(model)
+        problems = check_prefix_stability(tokenizer, SAMPLE_CONVERSATIONS)
+    except MuaError as err:
+        return Check("chat template", "fail", str(err))
+    except Exception as err:  # a template that cannot render these conversations at all
+        return Check("chat template", "fail", f"rendering failed ({type(err).__name__}: {err}); "
+                                              "fix the template or use another tokenizer")
+    if problems:
+        return Check("chat template", "fail", f"not prefix-stable: {problems[0]} "
+                     f"({len(problems)} problem(s)); multi-turn rollouts would drop trajectories; "
+                     "use a template that only appends (e.g. strip the 'think' rewriting)")
+    return Check("chat template", "ok", f"{model}: prefix-stable on {len(SAMPLE_CONVERSATIONS)} sample conversations")
+
+
+def run_checks(model: str | None) -> list[Check]:
+    import torch
+
+    checks = check_torch_cuda()
+    has_cuda = torch.cuda.is_available()
+    checks += [check_nccl(), check_sglang(has_cuda), check_flash_attn(has_cuda)]
+    if model:
+        checks.append(check_template(model))
+    return checks
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("doctor", help=HELP)
+    def doctor(
+        model: str | None = typer.Option(None, "--model", "-m", help="Also check this model's chat template."),
+    ) -> None:
+        from rich.table import Table
+
+        from mua.cli.common import console
+
+        checks = run_checks(model)
+        style = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]fail[/]"}
+        table = Table("check", "status", "detail / fix", title="mua doctor")
+        for c in checks:
+            table.add_row(c.name, style[c.status], c.detail)
+        console().print(table)
+        failed = [c.name for c in checks if c.status == "fail"]
+        if failed:
+            console().print(f"[bold red]{len(failed)} check(s) failed:[/] {', '.join(failed)}")
+            raise typer.Exit(1)
+        warned = sum(c.status == "warn" for c in checks)
+        console().print("all checks passed" + (f" ({warned} warning(s))" if warned else ""))

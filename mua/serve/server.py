@@ -1,0 +1,317 @@
+"""`mua serve`: SGLang's native HTTP protocol and an OpenAI chat endpoint over any RolloutEngine.
+
+Endpoints (SGLang's names and shapes, see `mua.serve.protocol`):
+  GET  /health, /health_generate, /get_model_info, /get_server_info, /v1/models
+  POST /generate                      token ids in, sampled ids + log-probs + finish reason out
+  POST /update_weights_from_tensor    load_format `mua_safetensors` (base64 safetensors bytes)
+  POST /update_weights_from_disk      {"model_path": folder of *.safetensors}
+  POST /release_memory_occupation     {"tags": ["weights", "kv_cache"]} -> engine.sleep()
+  POST /resume_memory_occupation      {"tags": [...]} -> engine.wake() once weights are back
+  GET|POST /flush_cache
+  POST /v1/chat/completions           messages rendered with the chat template, so a local
+                                      model can act as the simulated user (`user.kind: llm`)
+
+It exists so the exact client code that drives SGLang on GPU runs in CI against mua's own
+transformers engine. The HTTP side is the standard library's threaded server (one thread per
+request); the engine lives on one asyncio loop in a background thread, so concurrent requests
+reach it together and it batches them.
+
+Deliberately not served: streaming, text prompts on /generate, prompt log-probs, pickled tensor
+payloads (SGLang's same-host format: unpickling a network payload would run arbitrary code),
+tool calls in chat replies, throughput features (prefix cache, continuous batching).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import mua
+from mua.serve import protocol
+from mua.serve.protocol import ProtocolError
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class MuaServer:
+    """An HTTP front for one RolloutEngine. `start()` runs it in background threads."""
+
+    def __init__(self, engine, tokenizer=None, *, model_path: str = "", model_name: str | None = None,
+                 host: str = "127.0.0.1", port: int = 0, request_timeout_s: float = 600.0):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.model_path = model_path
+        self.model_name = model_name or model_path or "mua"
+        self.host, self.port = host, port
+        self.request_timeout_s = request_timeout_s
+        self.released_tags: set[str] = set()
+        self.weight_version = 0
+        self.counts = {"generate": 0, "chat": 0, "weight_pushes": 0, "flushes": 0}
+        self._loop = asyncio.new_event_loop()
+        self._threads: list[threading.Thread] = []
+        self._http: ThreadingHTTPServer | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> MuaServer:
+        self._http = ThreadingHTTPServer((self.host, self.port), _make_handler(self))
+        self._http.daemon_threads = True
+        self.port = self._http.server_address[1]
+        loop_thread = threading.Thread(target=self._loop.run_forever, name="mua-serve-engine", daemon=True)
+        http_thread = threading.Thread(target=self._http.serve_forever, name="mua-serve-http", daemon=True)
+        self._threads = [loop_thread, http_thread]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+        if self._loop.is_running():
+            close = getattr(self.engine, "close", None)
+            if close is not None:
+                try:
+                    self._run(close(), timeout_s=30)
+                except Exception:
+                    pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def __enter__(self) -> MuaServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _run(self, coro, timeout_s: float | None = None):
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result(timeout=timeout_s or self.request_timeout_s)
+
+    # ---- SGLang-native endpoints ----------------------------------------------------------
+
+    def info(self) -> dict:
+        return {"model_path": self.model_path, "tokenizer_path": self.model_path,
+                "is_generation": True, "weight_version": str(self.weight_version), "served_by": "mua"}
+
+    def server_info(self) -> dict:
+        return {"version": mua.__version__, "mua_serve": True, "model_path": self.model_path,
+                "released_tags": sorted(self.released_tags), "weight_version": str(self.weight_version),
+                "counts": dict(self.counts), "tensor_load_formats": [protocol.PORTABLE_TENSOR_FORMAT]}
+
+    def _require_awake(self) -> None:
+        if self.released_tags:
+            raise HTTPError(503, f"memory released ({', '.join(sorted(self.released_tags))}); "
+                                 "POST /resume_memory_occupation first")
+
+    def generate(self, body: Any) -> Any:
+        from mua.rollout.engine import GenerationRequest
+
+        self._require_awake()
+        prompts = protocol.parse_generate_body(body)
+        requests = [GenerationRequest(prompt_ids=ids, sampling=sp, request_id=rid or uuid.uuid4().hex)
+                    for ids, sp, rid in prompts]
+
+        async def run_all():
+            return await asyncio.gather(*(self.engine.generate(r) for r in requests))
+
+        results = self._run(run_all())
+        self.counts["generate"] += len(requests)
+        version = str(self.weight_version)
+        out = [protocol.generate_response(res, len(req.prompt_ids), req.request_id,
+                                          self._decode(res.token_ids), version)
+               for req, res in zip(requests, results, strict=True)]
+        single = not isinstance(body["input_ids"][0], list)
+        return out[0] if single else out
+
+    def update_from_tensor(self, body: Any) -> dict:
+        if not isinstance(body, dict) or not body.get("serialized_named_tensors"):
+            raise ProtocolError("serialized_named_tensors must be a non-empty list")
+        if body.get("load_format") != protocol.PORTABLE_TENSOR_FORMAT:
+            raise ProtocolError(
+                f"load_format {body.get('load_format')!r} is not served by mua serve; send "
+                f"load_format={protocol.PORTABLE_TENSOR_FORMAT!r} (SGLang's pickled tensors only "
+                "work with a real SGLang server on the same host)")
+        from mua.rollout.weight_sync import decode_portable
+
+        # Every tensor-parallel rank gets the same full tensors; this server has one rank.
+        bucket = decode_portable(body["serialized_named_tensors"][0])
+        self._run(self.engine.update_weights(bucket))
+        return self._pushed(f"loaded {len(bucket)} tensors")
+
+    def update_from_disk(self, body: Any) -> dict:
+        from mua.rollout.weight_sync import read_shards
+
+        if not isinstance(body, dict) or not body.get("model_path"):
+            raise ProtocolError("update_weights_from_disk needs model_path (a folder of .safetensors)")
+        count = 0
+        try:
+            for bucket in read_shards(body["model_path"]):
+                self._run(self.engine.update_weights(bucket))
+                count += len(bucket)
+        except FileNotFoundError as err:
+            raise ProtocolError(str(err)) from err
+        return self._pushed(f"loaded {count} tensors from {body['model_path']}")
+
+    def _pushed(self, message: str) -> dict:
+        self.weight_version += 1
+        self.counts["weight_pushes"] += 1
+        return {"success": True, "message": message, "num_paused_requests": 0}
+
+    def release(self, body: Any) -> dict:
+        tags = _tags(body)
+        if "weights" in tags and "weights" not in self.released_tags:
+            self._run(self.engine.sleep())
+        self.released_tags |= tags
+        return {"success": True, "message": f"released {sorted(tags)}"}
+
+    def resume(self, body: Any) -> dict:
+        tags = _tags(body)
+        if "weights" in tags and "weights" in self.released_tags:
+            self._run(self.engine.wake())
+        self.released_tags -= tags
+        return {"success": True, "message": f"resumed {sorted(tags)}"}
+
+    def flush_cache(self) -> dict:
+        self.counts["flushes"] += 1  # the transformers engine keeps no cache across requests
+        return {"success": True, "message": "Cache flushed."}
+
+    # ---- OpenAI-compatible chat -----------------------------------------------------------
+
+    def chat(self, body: Any) -> dict:
+        from mua.models import render_ids
+        from mua.rollout.engine import GenerationRequest, SamplingParams
+
+        self._require_awake()
+        if self.tokenizer is None:
+            raise HTTPError(400, "this server was started without a tokenizer; chat is unavailable")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+            raise ProtocolError("messages must be a non-empty list")
+        prompt = render_ids(self.tokenizer, body["messages"], body.get("tools"), add_generation_prompt=True)
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 256
+        seed = body.get("seed")
+        sampling = [SamplingParams(
+            temperature=float(body.get("temperature", 1.0)), top_p=float(body.get("top_p", 1.0)),
+            max_new_tokens=int(max_tokens), stop_token_ids=self._stop_ids(),
+            seed=None if seed is None else int(seed) + i) for i in range(int(body.get("n", 1)))]
+        requests = [GenerationRequest(prompt_ids=prompt, sampling=s) for s in sampling]
+
+        async def run_all():
+            return await asyncio.gather(*(self.engine.generate(r) for r in requests))
+
+        results = self._run(run_all())
+        self.counts["chat"] += 1
+        choices = [self._choice(i, res, body.get("stop")) for i, res in enumerate(results)]
+        completion = sum(len(r.token_ids) for r in results)
+        return {"id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion",
+                "created": int(time.time()), "model": body.get("model") or self.model_name,
+                "choices": choices, "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion,
+                                              "total_tokens": len(prompt) + completion}}
+
+    def _choice(self, index: int, result, stop: Any) -> dict:
+        text = self.tokenizer.decode(result.token_ids, skip_special_tokens=True)
+        finish = "stop" if result.finish_reason == "stop" else "length"
+        for s in [stop] if isinstance(stop, str) else (stop or []):
+            if s and s in text:
+                text, finish = text[: text.index(s)], "stop"
+        return {"index": index, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+
+    def _stop_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id}
+        end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(end, int) and end != self.tokenizer.unk_token_id:
+            ids.add(end)
+        return sorted(i for i in ids if isinstance(i, int))
+
+    def _decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids) if self.tokenizer is not None else ""
+
+    # ---- routing --------------------------------------------------------------------------
+
+    def route(self, method: str, path: str, body: Any) -> Any:
+        path = path.split("?", 1)[0].rstrip("/") or "/"
+        gets = {"/health": lambda: {}, "/health_generate": lambda: {}, "/get_model_info": self.info,
+                "/get_server_info": self.server_info, "/flush_cache": self.flush_cache,
+                "/v1/models": lambda: {"object": "list", "data": [
+                    {"id": self.model_name, "object": "model", "owned_by": "mua"}]}}
+        posts = {"/generate": self.generate, "/update_weights_from_tensor": self.update_from_tensor,
+                 "/update_weights_from_disk": self.update_from_disk, "/release_memory_occupation": self.release,
+                 "/resume_memory_occupation": self.resume, "/flush_cache": lambda _b: self.flush_cache(),
+                 "/v1/chat/completions": self.chat}
+        if method == "GET" and path in gets:
+            return gets[path]()
+        if method == "POST" and path in posts:
+            return posts[path](body)
+        if path in gets or path in posts:
+            raise HTTPError(405, f"{method} is not allowed on {path}")
+        raise HTTPError(404, f"no endpoint {path}")
+
+
+def _tags(body: Any) -> set[str]:
+    tags = (body or {}).get("tags") if isinstance(body, dict) else None
+    return set(tags) if tags else set(protocol.DEFAULT_RELEASE_TAGS)
+
+
+def _make_handler(app: MuaServer):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:  # keep the console quiet; counts are in server_info
+            pass
+
+        def do_GET(self) -> None:
+            self._handle("GET")
+
+        def do_POST(self) -> None:
+            self._handle("POST")
+
+        def _handle(self, method: str) -> None:
+            try:
+                body = self._read_json() if method == "POST" else None
+                status, payload = 200, app.route(method, self.path, body)
+            except HTTPError as err:
+                status, payload = err.status, _error(str(err), self.path)
+            except (ProtocolError, ValueError) as err:
+                status, payload = 400, _error(str(err), self.path)
+            except TimeoutError:
+                status, payload = 504, _error("the engine did not answer in time", self.path)
+            except Exception as err:  # the engine failed: tell the client, keep serving
+                status, payload = 500, _error(f"{type(err).__name__}: {err}", self.path)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _read_json(self) -> Any:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if not raw:
+                return {}
+            try:
+                return json.loads(raw)
+            except json.JSONDecodeError as err:
+                raise ProtocolError(f"the request body is not JSON: {err}") from err
+
+    return Handler
+
+
+def _error(message: str, path: str) -> dict:
+    if path.startswith(("/update_weights", "/release_memory", "/resume_memory")):
+        return {"success": False, "message": message}
+    return {"error": {"message": message}}

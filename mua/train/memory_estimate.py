@@ -1,0 +1,198 @@
+"""Pre-flight GPU memory estimate for a co-located run: trainer (FSDP2) and rollout engine per GPU.
+
+The run alternates two phases on the same GPUs:
+  rollout: the engine holds `mem_fraction` of the GPU (weights + KV cache) while the trainer keeps
+           its sharded parameters and optimizer state resident;
+  train:   the engine has released its memory (sleep) and the trainer peaks with gradients,
+           the layer being all-gathered, activations of one micro-batch and its logits.
+Both must fit. The KV budget is what is left of the engine's share after its weights; it must
+hold at least one full trajectory. `estimate_memory` is a pure function of sizes; `format_table`
+prints it; `check_fits` raises `RunFailure` naming the cheapest fix.
+
+These are estimates (within tens of percent): activation memory uses a per-token rule of thumb
+for transformer blocks with fused attention, fragmentation is covered by a fixed overhead, and
+CPU offload is taken to move parameters and optimizer state entirely off the GPU. Not modelled:
+pipeline/tensor parallelism of the trainer, sequence parallelism, LoRA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mua.errors import RunFailure
+
+GIB = 1024**3
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Bytes of saved activations per token per layer, in units of hidden_size, for a block with fused
+# attention and a gated MLP in 16-bit (the 34·h rule for attention+MLP, plus the gate).
+ACTIVATION_BYTES_PER_HIDDEN = 40
+CUDA_OVERHEAD_BYTES = int(1.5 * GIB)  # CUDA context, NCCL buffers, allocator fragmentation
+ENGINE_ASLEEP_BYTES = 1 * GIB  # what a released engine still holds (its own CUDA context)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    num_params: int
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+    num_kv_heads: int
+    head_dim: int
+
+    @classmethod
+    def from_hf_config(cls, config, num_params: int | None = None) -> ModelShape:
+        """Read the shape from a transformers config; counts parameters when not given."""
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        if num_params is None:
+            num_params = _count_params(config, head_dim)
+        return cls(num_params=num_params, num_layers=config.num_hidden_layers,
+                   hidden_size=config.hidden_size, vocab_size=config.vocab_size,
+                   num_kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim)
+
+
+def _count_params(config, head_dim: int) -> int:
+    h, layers = config.hidden_size, config.num_hidden_layers
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    inter = getattr(config, "intermediate_size", 4 * h)
+    attention = h * head_dim * (heads + 2 * kv) + heads * head_dim * h
+    per_layer = attention + 3 * h * inter + 2 * h
+    embeddings = config.vocab_size * h * (1 if getattr(config, "tie_word_embeddings", False) else 2)
+    return layers * per_layer + embeddings + h
+
+
+@dataclass
+class RunShape:
+    """What the recipe asks for, per GPU."""
+
+    world_size: int = 1
+    micro_batch_tokens: int = 8192
+    train_dtype: str = "bfloat16"  # compute dtype; fp32 master weights are kept either way
+    activation_checkpointing: bool = False
+    cpu_offload: bool = False
+    reference_model: bool = False  # KL against a frozen copy
+    engine: str = "sglang"
+    engine_mem_fraction: float = 0.5
+    engine_tp_size: int = 1
+    engine_dtype: str = "bfloat16"
+    max_total_tokens: int = 4096  # one trajectory
+
+
+@dataclass
+class MemoryEstimate:
+    gpu_bytes: int
+    rollout_rows: list[tuple[str, int]] = field(default_factory=list)
+    train_rows: list[tuple[str, int]] = field(default_factory=list)
+    kv_budget_bytes: int = 0
+    kv_bytes_per_token: int = 0
+    max_total_tokens: int = 0
+
+    @property
+    def rollout_bytes(self) -> int:
+        return sum(b for _, b in self.rollout_rows)
+
+    @property
+    def train_bytes(self) -> int:
+        return sum(b for _, b in self.train_rows)
+
+    @property
+    def kv_tokens(self) -> int:
+        return max(0, self.kv_budget_bytes) // max(1, self.kv_bytes_per_token)
+
+    def problems(self) -> list[str]:
+        out = []
+        gib = self.gpu_bytes / GIB
+        if self.train_bytes > self.gpu_bytes:
+            out.append(f"the train phase needs {self.train_bytes / GIB:.1f} GiB per GPU of {gib:.1f}: "
+                       "lower parallel.micro_batch_tokens, set parallel.activation_checkpointing=true, "
+                       "use more GPUs, or parallel.cpu_offload=true")
+        if self.rollout_bytes > self.gpu_bytes:
+            out.append(f"the rollout phase needs {self.rollout_bytes / GIB:.1f} GiB per GPU of {gib:.1f}: "
+                       "lower rollout.sglang.mem_fraction or set parallel.cpu_offload=true")
+        if self.kv_tokens < self.max_total_tokens:
+            out.append(f"the engine's KV cache holds {self.kv_tokens} tokens, less than one trajectory "
+                       f"(rollout.max_total_tokens={self.max_total_tokens}): raise "
+                       "rollout.sglang.mem_fraction or rollout.sglang.tp_size")
+        return out
+
+
+def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryEstimate:
+    """Per-GPU bytes of each component in the rollout and train phases."""
+    n, world = model.num_params, max(1, run.world_size)
+    on_gpu = 0 if run.cpu_offload else 1
+    compute_bytes = DTYPE_BYTES[run.train_dtype]
+    master = on_gpu * n * 4 // world  # fp32 sharded parameters
+    optimizer = on_gpu * n * 8 // world  # AdamW exp_avg + exp_avg_sq in fp32
+    grads = on_gpu * n * 4 // world
+    gathered = 2 * n * compute_bytes // model.num_layers  # the block in use + the one prefetched
+    reference = n * compute_bytes // world if run.reference_model else 0
+    tokens = run.micro_batch_tokens
+    per_layer_act = tokens * model.hidden_size * ACTIVATION_BYTES_PER_HIDDEN
+    if run.activation_checkpointing:  # block inputs kept, one block recomputed at a time
+        activations = tokens * model.hidden_size * compute_bytes * model.num_layers + per_layer_act
+    else:
+        activations = per_layer_act * model.num_layers
+    logits = tokens * model.vocab_size * 4 * 2  # fp32 logits and their log-softmax
+
+    engine_weights = n * DTYPE_BYTES[run.engine_dtype] // max(1, run.engine_tp_size)
+    kv_per_token = 2 * model.num_layers * model.num_kv_heads * model.head_dim * DTYPE_BYTES[run.engine_dtype]
+    kv_per_token //= max(1, run.engine_tp_size)
+    if run.engine == "sglang":
+        engine_share = int(run.engine_mem_fraction * gpu_bytes)
+    else:  # the hf engine: its model copy plus the cache of one trajectory
+        engine_share = engine_weights + kv_per_token * run.max_total_tokens
+
+    est = MemoryEstimate(gpu_bytes=gpu_bytes, kv_budget_bytes=engine_share - engine_weights,
+                         kv_bytes_per_token=kv_per_token, max_total_tokens=run.max_total_tokens)
+    est.rollout_rows = [("trainer weights (fp32, sharded)", master),
+                        ("optimizer state (AdamW, sharded)", optimizer),
+                        ("reference model (sharded)", reference),
+                        (f"engine ({run.engine}): weights + KV cache", engine_share),
+                        ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES)]
+    est.train_rows = [("trainer weights (fp32, sharded)", master),
+                      ("optimizer state (AdamW, sharded)", optimizer),
+                      ("gradients (fp32, sharded)", grads),
+                      ("gathered layers (compute dtype)", gathered),
+                      ("reference model (sharded)", reference),
+                      (f"activations ({tokens} tokens/micro-batch)", activations),
+                      ("logits + log-softmax (fp32)", logits),
+                      ("released engine", ENGINE_ASLEEP_BYTES),
+                      ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES)]
+    return est
+
+
+def format_table(est: MemoryEstimate) -> str:
+    """A plain-text table of both phases, the KV budget and the verdict."""
+    lines = [f"{'component':<52}{'GiB/GPU':>10}"]
+    for title, rows, total in (("rollout phase", est.rollout_rows, est.rollout_bytes),
+                               ("train phase", est.train_rows, est.train_bytes)):
+        lines.append(f"-- {title}")
+        lines += [f"  {name:<50}{b / GIB:>10.2f}" for name, b in rows if b]
+        lines.append(f"  {'total':<50}{total / GIB:>10.2f}")
+    lines.append(f"-- GPU memory {est.gpu_bytes / GIB:.2f} GiB; engine KV budget "
+                 f"{max(0, est.kv_budget_bytes) / GIB:.2f} GiB = {est.kv_tokens} tokens "
+                 f"({est.kv_bytes_per_token} bytes/token)")
+    problems = est.problems()
+    lines.append("fits" if not problems else "does not fit: " + "; ".join(problems))
+    return "\n".join(lines)
+
+
+def check_fits(est: MemoryEstimate) -> None:
+    problems = est.problems()
+    if problems:
+        raise RunFailure("not enough GPU memory: " + problems[0] +
+                         (f" (and {len(problems) - 1} more; see the memory table)" if len(problems) > 1 else ""))
+
+
+def run_shape_from_recipe(recipe, world_size: int) -> RunShape:
+    """The RunShape of a TrainRecipe (its parallel, rollout, algo and model sections)."""
+    kl = getattr(getattr(recipe.algo, "kl", None), "coef", 0.0) or 0.0
+    mixed = recipe.parallel.mixed_precision
+    train_dtype = "float32" if mixed == "fp32" else "bfloat16"
+    return RunShape(world_size=world_size, micro_batch_tokens=recipe.parallel.micro_batch_tokens,
+                    train_dtype=train_dtype, activation_checkpointing=recipe.parallel.activation_checkpointing,
+                    cpu_offload=recipe.parallel.cpu_offload, reference_model=kl > 0,
+                    engine=recipe.rollout.engine, engine_mem_fraction=recipe.rollout.sglang.mem_fraction,
+                    engine_tp_size=recipe.rollout.sglang.tp_size, engine_dtype=recipe.rollout.sglang.dtype,
+                    max_total_tokens=recipe.rollout.max_total_tokens)
