@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from mua.config.base import Section
 from mua.config.model import ModelConfig
-from mua.config.rollout import GymConfig, RolloutConfig, UserConfig
+from mua.config.rollout import GymConfig, RolloutConfig, ScriptedUserConfig, UserConfig
 from mua.config.track import EvalConfig, TrackConfig
 from mua.config.train import (
     AlgoConfig,
@@ -34,7 +34,7 @@ class TrainRecipe(_RecipeBase):
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     gym: GymConfig = Field(default_factory=GymConfig)
-    user: UserConfig = Field(default_factory=lambda: {"kind": "scripted"})
+    user: UserConfig = Field(default_factory=ScriptedUserConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algo: AlgoConfig = Field(default_factory=GRPOConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
@@ -68,7 +68,7 @@ class RolloutRecipe(_RecipeBase):
     )
     data: DataConfig = Field(default_factory=DataConfig)
     gym: GymConfig = Field(default_factory=GymConfig)
-    user: UserConfig = Field(default_factory=lambda: {"kind": "scripted"})
+    user: UserConfig = Field(default_factory=ScriptedUserConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     output: str = Field("{run_dir}/trajectories.jsonl", description="JSONL file of trajectories.")
     split: str = Field("train", description="Which split of the built-in data to use when no files are given.")
@@ -81,7 +81,7 @@ class EvalRecipe(_RecipeBase):
     gyms: list[str] = Field(default_factory=lambda: ["guess"], description="Gyms to evaluate (`all` for every one).")
     gym: GymConfig = Field(default_factory=GymConfig)
     data: DataConfig = Field(default_factory=DataConfig)
-    user: UserConfig = Field(default_factory=lambda: {"kind": "scripted"})
+    user: UserConfig = Field(default_factory=ScriptedUserConfig)
     rollout: RolloutConfig = Field(default_factory=lambda: RolloutConfig(n=1, temperature=0.0))
     eval: EvalConfig = Field(default_factory=EvalConfig)
     track: TrackConfig = Field(default_factory=TrackConfig)

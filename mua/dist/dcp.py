@@ -1,0 +1,55 @@
+"""torch.distributed.checkpoint (DCP) save/load of a sharded model and its optimizer.
+
+The state dict written has two top-level keys: `model` (HF parameter names -> tensors) and,
+when an optimizer is given, `optim`. Each rank writes its own shards; any world size can load
+them back (DCP reshards). Layout, atomic renames and trainer state live in
+`mua.train.checkpoint`; this module only moves tensors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+def _options():
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=False)
+
+
+def save_dcp(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+    if optimizer is not None:
+        model_sd, optim_sd = get_state_dict(model, optimizer, options=_options())
+        state = {"model": model_sd, "optim": optim_sd}
+    else:
+        state = {"model": get_model_state_dict(model, options=_options())}
+    dcp.save(state, checkpoint_id=str(path))
+
+
+def load_dcp(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
+
+    if optimizer is not None:
+        model_sd, optim_sd = get_state_dict(model, optimizer, options=_options())
+        state = {"model": model_sd, "optim": optim_sd}
+        dcp.load(state, checkpoint_id=str(path))
+        set_state_dict(
+            model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+            options=_options(),
+        )
+    else:
+        state = {"model": get_model_state_dict(model, options=_options())}
+        dcp.load(state, checkpoint_id=str(path))
+        set_model_state_dict(model, state["model"], options=_options())

@@ -1,0 +1,122 @@
+"""FSDP2 wrapping of Hugging Face causal LMs and gathering of their full weights.
+
+`shard_model` applies `fully_shard` to every decoder block and then to the root, on the given
+DeviceMesh, with bf16 compute (fp32 reductions) on GPU, optional activation checkpointing and
+optional CPU offload. `iter_full_params` yields full (unsharded) tensors with their HF names, one
+at a time, so callers can push weights in buckets or save a Hugging Face folder.
+Parameter names stay the HF names: `fully_shard` swaps module classes but adds no prefixes.
+Does not build models or optimizers.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+from torch import nn
+
+
+def decoder_blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated transformer blocks of an HF model (`model.layers`, `transformer.h`, ...)."""
+    for name in ("model.layers", "model.model.layers", "transformer.h", "gpt_neox.layers", "layers"):
+        node = model
+        for part in name.split("."):
+            node = getattr(node, part, None)
+            if node is None:
+                break
+        if isinstance(node, nn.ModuleList) and len(node):
+            return list(node)
+    raise ValueError(f"cannot find the decoder blocks of {type(model).__name__}")
+
+
+def compute_dtype(mixed_precision: str, device: torch.device) -> torch.dtype:
+    if mixed_precision == "bf16" or (mixed_precision == "auto" and device.type == "cuda"):
+        return torch.bfloat16
+    return torch.float32
+
+
+def shard_model(
+    model: nn.Module,
+    mesh,
+    *,
+    mixed_precision: str = "auto",
+    activation_checkpointing: bool = False,
+    cpu_offload: bool = False,
+    trainable: bool = True,
+) -> nn.Module:
+    """fully_shard each block, then the root; returns the same (now sharded) module."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    device = torch.device(mesh.device_type)
+    dtype = compute_dtype(mixed_precision, device)
+    kwargs: dict = {"mesh": mesh}
+    if dtype != torch.float32:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+    if cpu_offload:
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    if activation_checkpointing and trainable and hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if not cpu_offload:
+        model.to(device)
+    for block in decoder_blocks(model):
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
+    if not trainable:
+        model.requires_grad_(False)
+        model.eval()
+    return model
+
+
+def iter_full_params(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(HF name, full tensor on CPU) for every parameter and buffer-free weight, in a fixed order.
+
+    Every rank must iterate in lock-step: each DTensor gather is a collective.
+    """
+    for name, param in model.named_parameters():
+        data = param.detach()
+        if hasattr(data, "full_tensor"):
+            data = data.full_tensor()
+        yield name, data.cpu()
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """All parameters gathered to full CPU tensors on every rank (tied weights appear once)."""
+    return dict(iter_full_params(model))
+
+
+def buckets(
+    named: Iterator[tuple[str, torch.Tensor]], bucket_mb: int
+) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """Group named tensors into lists of at most `bucket_mb` MiB (a bigger tensor goes alone)."""
+    limit = bucket_mb * 1024 * 1024
+    current: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, t in named:
+        nbytes = t.numel() * t.element_size()
+        if current and size + nbytes > limit:
+            yield current
+            current, size = [], 0
+        current.append((name, t))
+        size += nbytes
+    if current:
+        yield current
+
+
+def clip_grad_norm(model: nn.Module, max_norm: float | None) -> float:
+    """Global grad norm over all shards (and clip when max_norm is set)."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if not params:
+        return 0.0
+    if max_norm is None:
+        max_norm = float("inf")
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    if hasattr(norm, "full_tensor"):
+        norm = norm.full_tensor()
+    return float(norm)
+
+
+def set_grad_divide_factor(model: nn.Module, factor: float) -> None:
+    """Make FSDP sum gradients across ranks (factor 1) so the loss sets the normalisation."""
+    for m in model.modules():
+        if hasattr(m, "set_gradient_divide_factor"):
+            m.set_gradient_divide_factor(factor)

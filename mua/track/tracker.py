@@ -1,0 +1,90 @@
+"""MLflow tracking of a training run (rank 0 only; other ranks get a tracker that does nothing).
+
+Store: `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<run_dir>/mlflow.db`.
+Logged: the flattened resolved recipe as parameters (names of environment variables only, never
+their values), numeric metrics per step, the resolved recipe file and sampled transcripts as
+artifacts (`transcripts/step_N.txt`). A resumed run continues the same MLflow run (its id is
+kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from mua.track.console import StepConsole
+
+_MAX_PARAM_LEN = 500
+_SECRET_HINTS = ("api_key", "secret", "password", "token")
+
+
+def tracking_uri(configured: str | None, run_dir: str | Path) -> str:
+    if configured:
+        return configured
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{Path(run_dir).resolve() / 'mlflow.db'}"
+
+
+def flatten_params(tree, prefix: str = "") -> dict[str, str]:
+    """Nested recipe dict -> {"a.b.c": "value"}; a key that looks secret is kept only if it names an env var."""
+    out: dict[str, str] = {}
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            out.update(flatten_params(v, f"{prefix}{k}."))
+        return out
+    key = prefix[:-1]
+    leaf = key.rsplit(".", 1)[-1].lower()
+    if any(h in leaf for h in _SECRET_HINTS) and not leaf.endswith("_env"):
+        return out
+    out[key] = str(tree)[:_MAX_PARAM_LEN]
+    return out
+
+
+class Tracker:
+    def __init__(self, recipe, run_dir: str | Path, enabled: bool, console: bool = True):
+        self.enabled = enabled
+        self.run_dir = Path(run_dir)
+        self._mlflow = None
+        self._console = StepConsole(recipe.total_steps) if (enabled and console) else None
+        if not enabled:
+            return
+        import mlflow
+
+        self._mlflow = mlflow
+        mlflow.set_tracking_uri(tracking_uri(recipe.track.mlflow_uri, run_dir))
+        mlflow.set_experiment(recipe.track.experiment)
+        id_file = self.run_dir / "mlflow_run_id"
+        run_id = id_file.read_text().strip() if id_file.exists() else None
+        run = mlflow.start_run(run_id=run_id, run_name=recipe.track.run_name or self.run_dir.name)
+        if run_id is None:
+            id_file.write_text(run.info.run_id)
+            params = flatten_params(recipe.model_dump(mode="json"))
+            items = list(params.items())
+            for i in range(0, len(items), 100):
+                mlflow.log_params(dict(items[i : i + 100]))
+            resolved = self.run_dir / "recipe.resolved.yaml"
+            if resolved.exists():
+                mlflow.log_artifact(str(resolved))
+
+    def log_step(self, step: int, metrics: dict) -> None:
+        if not self.enabled:
+            return
+        clean = {k.replace("@", "_at_"): float(v) for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and math.isfinite(float(v))}
+        self._mlflow.log_metrics(clean, step=step)
+        if self._console is not None:
+            self._console.step(step, clean)
+
+    def log_transcripts(self, step: int, transcripts: list[str]) -> None:
+        if not self.enabled or not transcripts:
+            return
+        text = "\n\n".join(f"===== transcript {i} =====\n{t}" for i, t in enumerate(transcripts))
+        self._mlflow.log_text(text, f"transcripts/step_{step:06d}.txt")
+
+    def close(self, status: str = "FINISHED") -> None:
+        if self._console is not None:
+            self._console.close()
+        if self.enabled and self._mlflow is not None:
+            self._mlflow.end_run(status=status)

@@ -1,0 +1,123 @@
+"""Checkpoints of a training run: layout, atomic writes, retention, finding the latest.
+
+Layout of `run_dir/checkpoints/global_step_N/` (what `mua merge` reads):
+
+    .metadata, __*_*.distcp   torch.distributed.checkpoint files of the state dict
+                              {"model": {HF parameter name: tensor}, "optim": optimizer state}
+                              (sharded as saved; DCP reshards on load for any world size)
+    trainer_state.pt          torch.save of {"step", "data" (sampler position), "scheduler",
+                              "world_size", "algo"}
+    rng/rank_R.pt             torch / python / cuda RNG states of rank R
+    config.json, tokenizer*   the model's HF config and tokenizer files, so a merge needs
+                              nothing else
+    critic/                   (PPO only) DCP files of the critic {"model", "optim"}
+
+A checkpoint is written under `checkpoints/.tmp-global_step_N` and renamed once every rank has
+finished, so a name `global_step_N` always means a complete checkpoint; leftovers of a killed
+write are deleted when the run resumes. Only `keep_last` checkpoints are kept.
+Does not decide when to save (the trainer does) and does not export HF folders.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+
+import torch
+
+from mua.dist import barrier
+from mua.dist.dcp import load_dcp, save_dcp
+
+_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+TMP_PREFIX = ".tmp-"
+
+
+def checkpoints_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        m = _STEP_DIR.match(p.name)
+        if m and p.is_dir() and (p / "trainer_state.pt").exists():
+            found.append((int(m.group(1)), p))
+    return sorted(found)
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[-1][1] if found else None
+
+
+def remove_partial(run_dir: str | Path) -> None:
+    root = checkpoints_dir(run_dir)
+    if root.is_dir():
+        for p in root.iterdir():
+            if p.name.startswith(TMP_PREFIX):
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(run_dir, step: int, *, model, optimizer, trainer_state: dict, rank: int,
+                    keep_last: int, hf_files=None, critic=None, critic_optimizer=None) -> Path:
+    """Write checkpoint `step` on every rank (collective), rename it into place on rank 0.
+
+    `hf_files(dir)` is called on rank 0 to save config.json and the tokenizer beside the tensors.
+    """
+    root = checkpoints_dir(run_dir)
+    final = root / f"global_step_{step}"
+    tmp = root / f"{TMP_PREFIX}global_step_{step}"
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    barrier()
+    save_dcp(tmp, model, optimizer)
+    if critic is not None:
+        save_dcp(tmp / "critic", critic, critic_optimizer)
+    (tmp / "rng").mkdir(exist_ok=True)
+    torch.save(_rng_state(), tmp / "rng" / f"rank_{rank}.pt")
+    if rank == 0:
+        torch.save({**trainer_state, "step": step}, tmp / "trainer_state.pt")
+        if hf_files is not None:
+            hf_files(tmp)
+    barrier()
+    if rank == 0:
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        for _, old in list_checkpoints(run_dir)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    barrier()
+    return final
+
+
+def load_checkpoint(path: str | Path, *, model, optimizer, rank: int, critic=None, critic_optimizer=None) -> dict:
+    """Load tensors into the (already sharded) model/optimizer; return the trainer state."""
+    path = Path(path)
+    load_dcp(path, model, optimizer)
+    if critic is not None:
+        load_dcp(path / "critic", critic, critic_optimizer)
+    state = torch.load(path / "trainer_state.pt", weights_only=False)
+    rng_file = path / "rng" / f"rank_{rank}.pt"
+    if rng_file.exists():
+        _set_rng_state(torch.load(rng_file, weights_only=False))
+    return state

@@ -1,0 +1,161 @@
+"""Training data: task sampling for RL (one file or a weighted mix) and conversation data for SFT.
+
+`TaskSampler` deals tasks in seeded per-epoch shuffles; its whole position is one integer
+(`consumed`), saved in checkpoints, so resuming replays exactly the same tasks. Every rank builds
+the same global order; `rank_slice` picks a rank's share of a step. With `weights`, an epoch has
+as many draws as there are rows, each draw picking a file by weight and then that file's next
+task in its own shuffled order (cycling when oversampled).
+SFT samples come from JSONL (what `mua rollout` writes: `token_ids` + `loss_mask`, or `messages`
+to render) or parquet with the same columns; the loss covers assistant tokens only.
+Does not roll anything out and does not touch torch.distributed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mua.errors import UsageError
+from mua.gym.api import Task
+
+
+class TaskSampler:
+    def __init__(self, files: list[list[Task]], weights: list[float] | None, seed: int, shuffle: bool = True):
+        if not files or not any(files):
+            raise UsageError("data.train_files: no tasks found; give task parquet files from `mua prep`")
+        self.files = files
+        self.weights = weights
+        self.seed = seed
+        self.shuffle = shuffle
+        self.epoch_len = sum(len(f) for f in files)
+        self.consumed = 0
+        self._cache: tuple[int, list[Task]] | None = None
+
+    def _perm(self, n: int, gen: torch.Generator) -> list[int]:
+        return torch.randperm(n, generator=gen).tolist() if self.shuffle else list(range(n))
+
+    def _epoch_order(self, epoch: int) -> list[Task]:
+        if self._cache and self._cache[0] == epoch:
+            return self._cache[1]
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        if self.weights is None:
+            flat = [t for f in self.files for t in f]
+            order = [flat[i] for i in self._perm(len(flat), gen)]
+        else:
+            w = torch.tensor(self.weights, dtype=torch.float64)
+            picks = torch.multinomial(w, self.epoch_len, replacement=True, generator=gen).tolist()
+            perms = [self._perm(len(f), gen) for f in self.files]
+            cursor = [0] * len(self.files)
+            order = []
+            for fi in picks:
+                f = self.files[fi]
+                order.append(f[perms[fi][cursor[fi] % len(f)]])
+                cursor[fi] += 1
+        self._cache = (epoch, order)
+        return order
+
+    @property
+    def epoch(self) -> int:
+        return self.consumed // self.epoch_len
+
+    def next_tasks(self, k: int) -> list[Task]:
+        out = []
+        for _ in range(k):
+            epoch, pos = divmod(self.consumed, self.epoch_len)
+            out.append(self._epoch_order(epoch)[pos])
+            self.consumed += 1
+        return out
+
+    def state_dict(self) -> dict:
+        return {"consumed": self.consumed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.consumed = int(state["consumed"])
+
+
+def rank_slice(items: list, rank: int, world_size: int) -> list:
+    """A rank's share: strided so every rank gets the same count when it divides evenly."""
+    return items[rank::world_size]
+
+
+def load_task_files(paths: list[str], max_tasks: int | None = None) -> list[list[Task]]:
+    from mua.gym.taskfile import read_tasks
+
+    files = [read_tasks(p) for p in paths]
+    if max_tasks is not None:
+        left = max_tasks
+        trimmed = []
+        for f in files:
+            trimmed.append(f[:left])
+            left = max(0, left - len(trimmed[-1]))
+        files = [f for f in trimmed if f] or files[:1]
+    return files
+
+
+@dataclass
+class SFTSample:
+    token_ids: list[int]
+    loss_mask: list[int]
+
+
+def _rows_of(path: Path) -> list[dict]:
+    if not path.exists():
+        raise UsageError(f"{path}: SFT data file not found; write one with `mua rollout`")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{path}: line {n}: not JSON ({e.msg}); expected one conversation per line") from None
+    return rows
+
+
+def render_assistant_mask(tokenizer, messages: list[dict], tools: list | None = None) -> SFTSample:
+    """Render a conversation and mark the tokens of assistant turns (content + end marker)."""
+    kw = {"tools": tools} if tools else {}
+    text = tokenizer.apply_chat_template(messages, tokenize=False, **kw)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = []
+    for i, msg in enumerate(messages):
+        if msg.get("role") != "assistant":
+            continue
+        start = len(tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True, **kw))
+        end = len(tokenizer.apply_chat_template(messages[: i + 1], tokenize=False, **kw))
+        spans.append((start, end))
+    mask = [int(any(s <= a < e for s, e in spans)) for a, _ in enc["offset_mapping"]]
+    return SFTSample(list(enc["input_ids"]), mask)
+
+
+def load_sft_samples(paths: list[str], tokenizer, max_tokens: int | None = None) -> list[SFTSample]:
+    samples = []
+    for p in paths:
+        path = Path(p)
+        for i, row in enumerate(_rows_of(path)):
+            if row.get("token_ids") is not None and row.get("loss_mask") is not None:
+                s = SFTSample(list(row["token_ids"]), [int(x) for x in row["loss_mask"]])
+                if len(s.token_ids) != len(s.loss_mask):
+                    raise UsageError(f"{path}: row {i}: token_ids and loss_mask differ in length")
+            elif row.get("messages"):
+                msgs = row["messages"]
+                msgs = json.loads(msgs) if isinstance(msgs, str) else msgs
+                s = render_assistant_mask(tokenizer, msgs, row.get("tools"))
+            else:
+                raise UsageError(
+                    f"{path}: row {i}: needs `token_ids` + `loss_mask` or `messages` (as written by `mua rollout`)"
+                )
+            if max_tokens:
+                s = SFTSample(s.token_ids[:max_tokens], s.loss_mask[:max_tokens])
+            if sum(s.loss_mask):
+                samples.append(s)
+    if not samples:
+        raise UsageError(f"data.train_files {paths}: no conversation with assistant tokens to train on")
+    return samples

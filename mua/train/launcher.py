@@ -1,0 +1,86 @@
+"""`mua train` before any rank exists: validate, write the resolved recipe, start torchrun.
+
+Validation happens here, in a process that has not imported torch, so a bad recipe fails in
+well under a second with one line (exit 2). Then `python -m torch.distributed.run` starts the
+ranks, each running `mua.train.entry RUN_DIR` and reading only the resolved recipe.
+One node: `--standalone`. Many nodes: the same command on every node with `--nnodes M
+--node-rank R --rdzv-endpoint HOST:PORT` (static rendezvous: HOST:PORT is node 0's address).
+Does not manage processes itself: torchrun does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mua.errors import RunFailure, UsageError
+
+
+def check_inputs(recipe) -> None:
+    """Fast checks the schema cannot do: files exist, the gym is registered, lengths agree."""
+    if not recipe.data.train_files:
+        kind = "conversation JSONL/parquet" if recipe.algo.kind == "sft" else "task parquet"
+        raise UsageError(f"data.train_files is empty; give {kind} files (e.g. data.train_files=[data/guess/train.parquet])")
+    for p in [*recipe.data.train_files, *recipe.data.test_files]:
+        if not Path(p).exists():
+            raise UsageError(f"data file {p} not found; create it with `mua prep` (tasks) or `mua rollout` (SFT data)")
+    if recipe.algo.kind != "sft":
+        _check_gym_name(recipe.gym.name)
+        raise UsageError(
+            f"algo.kind={recipe.algo.kind}: RL training is not available in this build yet; use algo.kind=sft"
+        )
+    path = recipe.model.path
+    if not path.startswith("tiny:") and not Path(path).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise UsageError(f"model.path {path}: no such folder and HF_HUB_OFFLINE=1 forbids downloads")
+
+
+def _check_gym_name(name: str) -> None:
+    from mua.gym.registry import list_gyms
+
+    names = list_gyms()
+    if name not in names:
+        import difflib
+
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; one of {', '.join(names)}"
+        raise UsageError(f"gym.name: unknown gym {name!r}{hint}")
+
+
+def torchrun_command(run_dir: Path, *, nproc_per_node: int, nnodes: int, node_rank: int,
+                     rdzv_endpoint: str | None, resume: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
+    if nnodes == 1 and rdzv_endpoint is None:
+        cmd.append("--standalone")
+    else:
+        if rdzv_endpoint is None or ":" not in rdzv_endpoint:
+            raise UsageError("--rdzv-endpoint HOST:PORT is required with --nnodes > 1 (node 0's address)")
+        host, port = rdzv_endpoint.rsplit(":", 1)
+        if not port.isdigit():
+            raise UsageError(f"--rdzv-endpoint {rdzv_endpoint}: the port must be a number")
+        if not 0 <= node_rank < nnodes:
+            raise UsageError(f"--node-rank {node_rank} must be in [0, {nnodes - 1}]")
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", f"--master-addr={host}", f"--master-port={port}"]
+    cmd += ["-m", "mua.train.entry", str(run_dir)]
+    if not resume:
+        cmd.append("--no-resume")
+    return cmd
+
+
+def launch(recipe, *, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,
+           rdzv_endpoint: str | None = None, resume: bool = True) -> None:
+    from mua.config import write_resolved
+
+    if nproc_per_node < 1 or nnodes < 1:
+        raise UsageError("--nproc-per-node and --nnodes must be at least 1")
+    check_inputs(recipe)
+    run_dir = Path(recipe.run_dir)
+    cmd = torchrun_command(run_dir, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
+                           rdzv_endpoint=rdzv_endpoint, resume=resume)
+    write_resolved(recipe, run_dir)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    code = subprocess.run(cmd, env=env).returncode
+    if code != 0:
+        raise RunFailure(f"training failed (exit {code}); see the messages above; the run dir is {run_dir}")

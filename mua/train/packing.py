@@ -1,0 +1,114 @@
+"""Pack token sequences into micro-batches by token budget and compute per-token log-probs.
+
+A micro-batch is one row: sequences concatenated, `position_ids` restarting at 0 for each
+sequence, no padding and no attention mask. Which attention runs on packed rows:
+- CPU, or GPU without flash-attn: PyTorch sdpa; transformers sees the position_ids restart and
+  builds a block-diagonal causal mask, so no token attends across sequences (verified by
+  tests/unit/test_batching.py: packed log-probs equal per-sequence ones).
+- GPU with flash-attn installed and `attn_implementation=flash_attention_2`: the varlen kernel,
+  with sequence boundaries derived from the same position_ids.
+Token i's log-prob comes from the logits at i-1 of the same sequence; the first token of each
+sequence has none (its value is 0 and it must be masked). Does not know about losses or ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class MicroBatch:
+    indices: list[int]  # which input sequences, in order
+    input_ids: torch.Tensor  # [1, T]
+    position_ids: torch.Tensor  # [1, T]
+    lengths: list[int]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.input_ids.shape[1])
+
+
+def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
+    """Greedy, order-preserving groups of sequence indices whose total length fits the budget.
+
+    A sequence longer than the budget gets a micro-batch of its own.
+    """
+    groups: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for i, n in enumerate(lengths):
+        if current and used + n > token_budget:
+            groups.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += n
+    if current:
+        groups.append(current)
+    return groups
+
+
+def pack(sequences: list[list[int]], indices: list[int], device: torch.device | str = "cpu") -> MicroBatch:
+    ids: list[int] = []
+    pos: list[int] = []
+    lengths = []
+    for i in indices:
+        seq = sequences[i]
+        ids.extend(seq)
+        pos.extend(range(len(seq)))
+        lengths.append(len(seq))
+    return MicroBatch(
+        indices=list(indices),
+        input_ids=torch.tensor([ids], dtype=torch.long, device=device),
+        position_ids=torch.tensor([pos], dtype=torch.long, device=device),
+        lengths=lengths,
+    )
+
+
+def concat_per_token(values: list[list[float]] | list[torch.Tensor], indices: list[int], dtype=torch.float32,
+                     device: torch.device | str = "cpu") -> torch.Tensor:
+    """Concatenate per-token values of the chosen sequences into one [T] tensor."""
+    parts = [torch.as_tensor(values[i], dtype=dtype) for i in indices]
+    return torch.cat(parts).to(device) if parts else torch.zeros(0, dtype=dtype, device=device)
+
+
+def packed_logits(model, mb: MicroBatch) -> torch.Tensor:
+    """Forward one packed row; returns logits [T, V] (float32)."""
+    out = model(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False)
+    return out.logits[0].float()
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, lengths: list[int],
+                   temperature: float = 1.0) -> torch.Tensor:
+    """log_softmax(logits/T) of each actual next token, aligned to token positions: [T].
+
+    Position 0 of every sequence gets 0 (no prediction exists for it).
+    """
+    ids = input_ids.reshape(-1)  # [T]
+    scaled = logits / (temperature if temperature > 0 else 1.0)
+    logp_next = torch.log_softmax(scaled[:-1], dim=-1).gather(-1, ids[1:, None]).squeeze(-1)  # [T-1]
+    aligned = torch.cat([logp_next.new_zeros(1), logp_next])  # [T]
+    return aligned * _not_first_mask(lengths, aligned.device)
+
+
+def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Entropy of the predictive distribution that produced each token, aligned like logprobs."""
+    scaled = logits[:-1] / (temperature if temperature > 0 else 1.0)
+    logp = torch.log_softmax(scaled, dim=-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    return torch.cat([ent.new_zeros(1), ent])
+
+
+def _not_first_mask(lengths: list[int], device) -> torch.Tensor:
+    mask = torch.ones(sum(lengths), device=device)
+    start = 0
+    for n in lengths:
+        mask[start] = 0.0
+        start += n
+    return mask
+
+
+def first_token_mask(lengths: list[int], device="cpu") -> torch.Tensor:
+    """1 everywhere except the first token of each sequence."""
+    return _not_first_mask(lengths, device)

@@ -1,0 +1,120 @@
+"""The Trainer: builds a run's pieces on every rank and runs the step loop (RL or SFT).
+
+Setup order: seeds -> tokenizer -> policy (FSDP2) -> optimizer and schedule -> data -> resume
+from the latest checkpoint -> tracker (rank 0). The loop calls the algorithm's step function,
+logs metrics, saves checkpoints every `checkpoint.save_freq` steps (and at the end) and exports
+a Hugging Face folder at the end. SFT's step lives in `mua.train.sft`. The RL step (GRPO/PPO,
+in-training validation) is not wired in yet: those algorithms are refused with one line.
+Does not launch processes (see `mua.train.launcher`).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from mua.dist import DistInfo, barrier
+from mua.errors import UsageError
+from mua.train import checkpoint as ckpt
+from mua.train.data import TaskSampler, load_sft_samples, load_task_files
+from mua.train.modeling import export_hf, hf_side_files, load_policy, load_tokenizer_for
+from mua.train.optim import build_optimizer, build_scheduler
+from mua.train.sft import sft_step, sft_steps_total
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    def __init__(self, recipe, run_dir: str | Path, dist: DistInfo, resume: bool = True):
+        self.recipe = recipe
+        self.run_dir = Path(run_dir)
+        self.dist = dist
+        self.resume = resume
+        seed_everything(recipe.data.seed)
+        self.tokenizer = load_tokenizer_for(recipe)
+        self.model = load_policy(recipe, dist.mesh)
+        self.optimizer = build_optimizer(self.model.parameters(), recipe.optim)
+        self.is_sft = recipe.algo.kind == "sft"
+        if self.is_sft:
+            self._setup_sft()
+        else:
+            raise UsageError(
+                f"algo.kind={recipe.algo.kind}: the RL step is not in the trainer yet; only algo.kind=sft trains"
+            )
+        self.scheduler = build_scheduler(self.optimizer, recipe.optim, self.total_steps)
+        self.start_step = self._maybe_resume()
+        from mua.track import Tracker
+
+        self.tracker = Tracker(recipe, self.run_dir, enabled=dist.is_main)
+
+    def _setup_sft(self) -> None:
+        r = self.recipe
+        self.samples = load_sft_samples(r.data.train_files, self.tokenizer, r.rollout.max_total_tokens)
+        self.sampler = TaskSampler([self.samples], None, r.data.seed, r.data.shuffle)
+        self.total_steps = sft_steps_total(len(self.samples), r.algo.batch_size, r.algo.epochs, r.total_steps)
+        self.rl = None
+
+    # ---- checkpoints -------------------------------------------------------------------
+    def _maybe_resume(self) -> int:
+        if self.dist.is_main:
+            ckpt.remove_partial(self.run_dir)
+        barrier()
+        latest = ckpt.latest_checkpoint(self.run_dir) if self.resume else None
+        if latest is None:
+            return 0
+        state = ckpt.load_checkpoint(latest, model=self.model, optimizer=self.optimizer,
+                                     rank=self.dist.rank)
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["data"])
+        if self.dist.is_main:
+            print(f"resumed from {latest} (step {state['step']})", flush=True)
+        return int(state["step"])
+
+    def save(self, step: int) -> None:
+        state = {"data": self.sampler.state_dict(), "scheduler": self.scheduler.state_dict(),
+                 "world_size": self.dist.world_size, "algo": self.recipe.algo.kind}
+        ckpt.save_checkpoint(
+            self.run_dir, step, model=self.model, optimizer=self.optimizer, trainer_state=state,
+            rank=self.dist.rank, keep_last=self.recipe.checkpoint.keep_last,
+            hf_files=hf_side_files(self.model, self.tokenizer),
+        )
+
+    # ---- loop --------------------------------------------------------------------------
+    def step(self, step: int) -> dict[str, float]:
+        if self.is_sft:
+            batch = self.sampler.next_tasks(self.recipe.algo.batch_size)
+            return sft_step(
+                self.model, self.optimizer, self.scheduler, batch, rank=self.dist.rank,
+                world_size=self.dist.world_size, token_budget=self.recipe.parallel.micro_batch_tokens,
+                grad_clip=self.recipe.optim.grad_clip, device=self.dist.device,
+            )
+        raise UsageError(f"algo.kind={self.recipe.algo.kind} cannot train yet")
+
+    def fit(self) -> None:
+        cfg = self.recipe.checkpoint
+        saved_at = self.start_step
+        status = "FAILED"
+        try:
+            for step in range(self.start_step + 1, self.total_steps + 1):
+                t0 = time.perf_counter()
+                metrics = self.step(step)
+                metrics["time/step_s"] = time.perf_counter() - t0
+                metrics["epoch"] = float(self.sampler.epoch)
+                self.tracker.log_step(step, metrics)
+                if cfg.save_freq and step % cfg.save_freq == 0:
+                    self.save(step)
+                    saved_at = step
+            if saved_at != self.total_steps and self.total_steps > self.start_step:
+                self.save(self.total_steps)
+            if cfg.export_hf_at_end:
+                export_hf(self.model, self.tokenizer, self.run_dir / "hf" / "final",
+                          self.recipe.model.dtype, self.dist.is_main)
+            status = "FINISHED"
+        finally:
+            self.tracker.close(status)

@@ -1,0 +1,67 @@
+"""Helpers of the training integration tests: tiny SFT data, recipes, running `mua train`, reading MLflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_sft_data(folder: Path, num: int = 16, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    path = folder / "sft.jsonl"
+    with open(path, "w") as f:
+        for _ in range(num):
+            n = rng.randint(10, 40)
+            ids = [rng.randint(3, 1999) for _ in range(n)]
+            k = rng.randint(3, n - 2)
+            f.write(json.dumps({"token_ids": ids, "loss_mask": [0] * k + [1] * (n - k)}) + "\n")
+    return path
+
+
+def write_sft_recipe(folder: Path, data: Path, **extra) -> Path:
+    recipe = {
+        "model": {"path": "tiny:qwen2-1m"},
+        "data": {"train_files": [str(data)]},
+        "algo": {"kind": "sft", "batch_size": 8, "epochs": 4},
+        "optim": {"lr": 1e-4},
+        "checkpoint": {"save_freq": 1, "keep_last": 2},
+        "total_steps": 4,
+        "run_dir": str(folder / "run"),
+    }
+    for key, value in extra.items():
+        recipe[key] = {**recipe.get(key, {}), **value} if isinstance(value, dict) else value
+    path = folder / "sft.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def run_train(recipe: Path, *args: str, env_extra: dict | None = None, timeout_s: float = 300):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200", **(env_extra or {})}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "mua.cli.main", "train", str(recipe), *args],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s,
+    )
+
+
+def metric_history(run_dir: Path, key: str) -> list[float]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{run_dir.resolve() / 'mlflow.db'}")
+    run_id = (run_dir / "mlflow_run_id").read_text().strip()
+    hist = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+    return [m.value for m in hist]
+
+
+def final_params(run_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(run_dir / "hf" / "final" / "model.safetensors"))
