@@ -1,0 +1,60 @@
+"""The guess gym: find a hidden number in 1..N from "higher"/"lower" replies (the CPU quickstart).
+
+Exposes `GYM`, the scripted binary-search expert and a random policy. See README.md.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from gyms.guess.env import GuessEnv
+from gyms.guess.tasks import build_tasks
+from mua.gym import GymContext, GymSpec, Task
+
+_ANSWER = re.compile(r"\[\s*answer\s*\]\s*([-+]?\d+)", re.I)
+
+
+def _bounds(messages: list[dict], max_number: int) -> tuple[int, int]:
+    """Range still possible after the guesses and replies in `messages`."""
+    low, high = 1, max_number
+    last_guess = None
+    for msg in messages:
+        if msg["role"] == "assistant":
+            match = _ANSWER.search(msg.get("content") or "")
+            last_guess = int(match.group(1)) if match else None
+        elif msg["role"] == "user" and last_guess is not None:
+            reply = (msg.get("content") or "").strip().lower()
+            if reply.startswith("higher"):
+                low = max(low, last_guess + 1)
+            elif reply.startswith("lower"):
+                high = min(high, last_guess - 1)
+            last_guess = None
+    return low, high
+
+
+def expert(ctx: GymContext):
+    """Binary search over the replies so far; at most ceil(log2(N + 1)) guesses."""
+
+    async def act(messages: list[dict], task: Task) -> dict:
+        low, high = _bounds(messages, int(task.payload.get("max_number", 16)))
+        return {"role": "assistant", "content": f"[answer] {(low + max(low, high)) // 2}"}
+
+    return act
+
+
+def random_action(rng: random.Random) -> str:
+    """A uniformly random guess in 1..16 (the random-policy baseline)."""
+    return f"[answer] {rng.randint(1, 16)}"
+
+
+GYM = GymSpec(
+    name="guess",
+    description="Guess a hidden integer in 1..N; the user replies higher or lower.",
+    make_env=GuessEnv,
+    build_tasks=build_tasks,
+    expert=expert,
+    reward_components={"correct": 1.0},
+    tool_format="bracket",
+    random_action=random_action,
+)

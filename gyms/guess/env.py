@@ -1,0 +1,94 @@
+"""The guess environment: find a hidden integer in 1..N; the user answers "higher" or "lower".
+
+The agent acts with bracket text (`[answer] 7`, parsed by the runner into the
+`interact_with_env(choice, content)` tool) or the same tool through a Hermes tool call. Replies come
+back as short user messages so tiny models see few tokens. Reward 1.0 for the correct number (the
+episode ends), 0 otherwise. The turn limit is the recipe's `rollout.max_turns`, not the env's.
+There is no LLM user here and no tool beyond `interact_with_env`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mua.gym import AgentAction, GymContext, ResetResult, StepResult, Task, ToolEnv, tool
+
+_LEADING_INT = re.compile(r"^\s*[-+]?\d+")
+
+
+def system_prompt(max_number: int) -> str:
+    return f"Guess my number from 1 to {max_number}. Reply [answer] N. I say higher or lower."
+
+
+class GuessEnv(ToolEnv):
+    """One episode; `interact_with_env` records the verdict of the last guess in `self._verdict`."""
+
+    def __init__(self, ctx: GymContext):
+        self.ctx = ctx
+        self.target = 0
+        self.max_number = 16
+        self._verdict: str | None = None
+
+    async def reset(self, task: Task) -> ResetResult:
+        self.target = int(task.payload["target"])
+        self.max_number = int(task.payload.get("max_number", 16))
+        return ResetResult(messages=[dict(m) for m in task.prompt], tools=[])
+
+    @tool
+    def interact_with_env(self, choice: str, content: str = "") -> str:
+        """Act in the game.
+
+        Args:
+            choice: `answer` to guess a number; `finish` gives up.
+            content: the guessed number for `answer`.
+        """
+        choice = choice.strip().lower()
+        if choice == "finish":
+            self._verdict = "finish"
+            return "Game over."
+        if choice != "answer":
+            self._verdict = "invalid"
+            return "Guess with [answer] N."
+        match = _LEADING_INT.match(content)
+        if match is None:
+            self._verdict = "invalid"
+            return f"Give a number from 1 to {self.max_number}."
+        guess = int(match.group(0))
+        if guess == self.target:
+            self._verdict = "correct"
+            return "Correct!"
+        self._verdict = "wrong"
+        return "higher" if guess < self.target else "lower"
+
+    async def step(self, action: AgentAction) -> StepResult:
+        self._verdict = None
+        errors: dict[str, int] = {}
+        if action.parse_errors:
+            errors["parse_error"] = len(action.parse_errors)
+            return self._reply(f"Could not read that: {action.parse_errors[0]}", errors)
+        if not action.tool_calls:
+            errors["no_action"] = 1
+            return self._reply("Guess with [answer] N.", errors)
+        message, kind = await self.call_tool(action.tool_calls[0])
+        if kind:
+            errors[kind] = 1
+        elif self._verdict == "invalid":
+            errors["bad_answer"] = 1
+        reward = 1.0 if self._verdict == "correct" else 0.0
+        done = self._verdict in ("correct", "finish")
+        weight = self.ctx.reward_weights.get("correct", 1.0)
+        return StepResult(
+            messages=[{"role": "user", "content": message["content"]}],
+            reward=reward * weight,
+            components={"correct": reward * weight},
+            done=done,
+            info={"errors": errors} if errors else {},
+        )
+
+    @staticmethod
+    def _reply(text: str, errors: dict[str, int]) -> StepResult:
+        return StepResult(messages=[{"role": "user", "content": text}], info={"errors": errors})
+
+    async def close(self) -> None:
+        return None
+

@@ -1,0 +1,161 @@
+"""`mua rollout`: run a policy (the model or the gym's scripted expert) on a gym's tasks and write
+the trajectories as JSONL, optionally printing some conversations or writing an HTML page.
+
+Tasks come from `data.train_files` (parquet from `mua prep`) or the gym's built-in split. The
+resolved recipe is written to the run dir first. No training happens here.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from mua.cli.common import RECIPE_HELP
+
+HELP = """Roll out a policy on a gym's tasks and write trajectories (JSONL).
+
+Examples:
+
+  mua rollout recipes/rollout_guess.yaml policy=expert --show 2
+
+  mua rollout my.yaml model.path=runs/quickstart/hf/global_step_50 --html runs/view.html
+"""
+
+
+def _load_tasks(recipe, gym) -> list:
+    from mua.errors import UsageError
+
+    if recipe.data.train_files:
+        from mua.gym.taskfile import read_tasks
+
+        tasks = [t for path in recipe.data.train_files for t in read_tasks(path)]
+        wrong = sorted({t.gym for t in tasks if t.gym != gym.name})
+        if wrong:
+            raise UsageError(f"data.train_files hold tasks of gym(s) {wrong}, but gym.name is {gym.name!r}; "
+                             "set gym.name to match the files")
+    else:
+        splits = gym.build_tasks(None, seed=recipe.data.seed, options=dict(recipe.gym.options))
+        if recipe.split not in splits:
+            raise UsageError(f"gym {gym.name!r} has no split {recipe.split!r}; choose one of {sorted(splits)}")
+        tasks = splits[recipe.split]
+    limit = recipe.max_tasks or recipe.data.max_tasks
+    tasks = tasks[:limit] if limit else tasks
+    if not tasks:
+        raise UsageError("no tasks to roll out; check data.train_files, split and max_tasks")
+    return tasks
+
+
+def _make_policy(recipe, gym, ctx):
+    """(policy, async close function or None)."""
+    from mua.errors import UsageError
+    from mua.rollout.policies import EnginePolicy, expert_policy
+
+    if recipe.policy == "expert":
+        return expert_policy(gym, ctx), None
+    engine_kind = recipe.rollout.engine
+    if engine_kind == "hf":
+        import torch
+
+        from mua.rollout.hf_engine import HFEngine
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        engine = HFEngine.from_pretrained(recipe.model.path, dtype=recipe.model.dtype, device=device,
+                                          seed=recipe.model.seed)
+        return EnginePolicy.from_config(engine, recipe.rollout, recipe.model.tool_parser), engine.close
+    if engine_kind == "openai":
+        from mua.rollout.openai_policy import OpenAIPolicy
+
+        agent = OpenAIPolicy.from_config(recipe.rollout, model=recipe.model.path, tool_parser=recipe.model.tool_parser)
+        return agent.as_message_policy(), agent.aclose
+    raise UsageError(f"`mua rollout` does not run rollout.engine={engine_kind} yet; use rollout.engine=hf or openai")
+
+
+def _user_config(user):
+    """The `user` section as a model (an unset section arrives as its raw default dict)."""
+    if not isinstance(user, dict):
+        return user
+    from pydantic import TypeAdapter
+
+    from mua.config.rollout import UserConfig
+
+    return TypeAdapter(UserConfig).validate_python(user)
+
+
+def _write_jsonl(trajectories, path) -> None:
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for traj in trajectories:
+            f.write(traj.to_json() + "\n")
+    os.replace(tmp, path)
+
+
+def _summary_line(trajectories, output) -> str:
+    from collections import Counter
+
+    n = len(trajectories)
+    mean = sum(t.reward for t in trajectories) / n
+    reasons = ", ".join(f"{k} {v}" for k, v in Counter(t.termination for t in trajectories).most_common())
+    drift = sum(1 for t in trajectories if t.metrics.get("drift"))
+    return f"{n} trajectories · mean reward {mean:.3f} · {reasons} · drift {drift} · wrote {output}"
+
+
+def run(args: list[str], show: int, html_path: str | None) -> None:
+    import asyncio
+    from pathlib import Path
+
+    from mua.cli.common import console, load
+    from mua.config import write_resolved
+    from mua.gym import GymContext, get_gym
+    from mua.models import load_tokenizer
+    from mua.rollout.progress import rollout_progress
+    from mua.rollout.runner import run_rollouts
+    from mua.rollout.users import make_llm_client
+
+    recipe = load(args, "rollout")
+    gym = get_gym(recipe.gym.name)
+    tasks = _load_tasks(recipe, gym)
+    user = recipe.user = _user_config(recipe.user)
+    ctx = GymContext(options=dict(recipe.gym.options), reward_weights=dict(recipe.gym.reward_weights),
+                     user_kind=user.kind, llm=make_llm_client(user), seed=recipe.data.seed)
+    tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
+    run_dir = Path(recipe.run_dir)
+    write_resolved(recipe, run_dir)
+    output = recipe.output.replace("{run_dir}", str(run_dir))
+    policy, close = _make_policy(recipe, gym, ctx)
+
+    async def collect(progress):
+        try:
+            return await run_rollouts(tasks, n=recipe.rollout.n, policy=policy, gym_spec=gym, gym_ctx=ctx,
+                                      tokenizer=tokenizer, rollout_cfg=recipe.rollout, progress=progress)
+        finally:
+            if close is not None:
+                await close()
+
+    with rollout_progress(len(tasks) * recipe.rollout.n) as progress:
+        trajectories = asyncio.run(collect(progress))
+    _write_jsonl(trajectories, output)
+    out = console()
+    if show:
+        from mua.rollout.render import print_conversations
+
+        print_conversations(trajectories, show, out)
+    if html_path:
+        from mua.rollout.render import write_html
+
+        write_html(trajectories, html_path, tokenizer)
+        out.print(f"wrote {html_path}")
+    out.print(_summary_line(trajectories, output), soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("rollout", help=HELP)
+    def rollout(
+        args: list[str] = typer.Argument(..., help=RECIPE_HELP),
+        show: int = typer.Option(0, "--show", help="Print this many conversations with roles and rewards."),
+        html: str | None = typer.Option(None, "--html", help="Also write an HTML page of the trajectories here."),
+    ) -> None:
+        run(list(args), show, html)

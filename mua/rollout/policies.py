@@ -1,0 +1,122 @@
+"""Who acts in a rollout: a token-level policy (a RolloutEngine) or a message-level one.
+
+`EnginePolicy` samples token ids from an engine; the runner keeps them verbatim with their
+log-probs and parses tool calls from their text. `MessagePolicy` returns whole assistant messages
+(a gym's scripted expert, or an agent behind an OpenAI-compatible API); the runner renders them
+through the chat template with loss mask 1 on the assistant tokens, which is how SFT data is made.
+Neither class knows about envs, budgets or transcripts: the runner does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from mua.gym.api import AgentAction, GymContext, GymSpec, Task, ToolCall
+from mua.rollout.engine import GenerationRequest, GenerationResult, RolloutEngine, SamplingParams
+from mua.rollout.toolcalls import ParserName, parse_action
+
+PolicyKind = Literal["tokens", "messages"]
+
+
+class EnginePolicy:
+    """Sample assistant turns from a `RolloutEngine` with fixed sampling settings."""
+
+    kind: PolicyKind = "tokens"
+
+    def __init__(
+        self,
+        engine: RolloutEngine,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        tool_parser: ParserName = "auto",
+        seed: int | None = None,
+    ):
+        self.engine = engine
+        self.temperature = temperature
+        self.top_p = top_p
+        self.top_k = top_k
+        self.tool_parser = tool_parser
+        self.seed = seed
+        self._requests = 0
+
+    @classmethod
+    def from_config(cls, engine: RolloutEngine, rollout_cfg, tool_parser: ParserName = "auto") -> EnginePolicy:
+        return cls(
+            engine,
+            temperature=rollout_cfg.temperature,
+            top_p=rollout_cfg.top_p,
+            top_k=rollout_cfg.top_k,
+            tool_parser=tool_parser,
+        )
+
+    async def generate(
+        self, prompt_ids: list[int], max_new_tokens: int, stop_token_ids: list[int], route_key: str = ""
+    ) -> GenerationResult:
+        self._requests += 1
+        seed = None if self.seed is None else self.seed + self._requests
+        sampling = SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=max_new_tokens,
+            stop_token_ids=list(stop_token_ids),
+            seed=seed,
+        )
+        request = GenerationRequest(prompt_ids=list(prompt_ids), sampling=sampling, route_key=route_key)
+        return await self.engine.generate(request)
+
+
+MessageActor = Callable[..., Awaitable[dict]]
+
+
+class MessagePolicy:
+    """Wrap `act(messages, task)` or `act(messages, task, tools)` returning an assistant message."""
+
+    kind: PolicyKind = "messages"
+
+    def __init__(self, act: MessageActor, tool_parser: ParserName = "auto", name: str = "messages"):
+        self._act = act
+        self.tool_parser = tool_parser
+        self.name = name
+        try:
+            self._takes_tools = len(inspect.signature(act).parameters) >= 3
+        except (TypeError, ValueError):
+            self._takes_tools = False
+
+    async def act(self, messages: list[dict], task: Task, tools: list[dict]) -> dict:
+        history = [dict(m) for m in messages]
+        msg = await (self._act(history, task, tools) if self._takes_tools else self._act(history, task))
+        if not isinstance(msg, dict):
+            raise TypeError(f"{self.name} policy returned {type(msg).__name__}, expected a message dict")
+        out: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+        if msg.get("tool_calls"):
+            out["tool_calls"] = msg["tool_calls"]
+        if msg.get("parse_errors"):  # markup the policy's own reader could not use
+            out["parse_errors"] = list(msg["parse_errors"])
+        return out
+
+    def to_action(self, message: dict) -> AgentAction:
+        """Structured tool calls are taken as they are; otherwise the text is parsed (bracket form)."""
+        calls = message.get("tool_calls") or []
+        if not calls and not message.get("parse_errors"):
+            return parse_action(message.get("content") or "", self.tool_parser)
+        tool_calls = []
+        for i, call in enumerate(calls):
+            fn = call.get("function", call)
+            tool_calls.append(ToolCall(name=fn.get("name", ""), arguments=fn.get("arguments", {}), id=f"call_{i}"))
+        content = message.get("content") or ""
+        errors = list(message.get("parse_errors") or [])
+        return AgentAction(text=content, tool_calls=tool_calls, parse_errors=errors, raw=content)
+
+
+def expert_policy(gym_spec: GymSpec, ctx: GymContext) -> MessagePolicy:
+    """The gym's scripted expert as a policy (for SFT data, tests and eval ceilings)."""
+    from mua.errors import UsageError
+
+    if gym_spec.expert is None:
+        raise UsageError(f"gym {gym_spec.name!r} has no scripted expert; use policy=model")
+    return MessagePolicy(gym_spec.expert(ctx), tool_parser="auto", name=f"{gym_spec.name} expert")

@@ -1,0 +1,275 @@
+"""The multi-turn rollout runner: many trajectories in flight, each one independent.
+
+`run_rollouts(tasks, n=..., policy=..., ...)` makes n samples per task (one GRPO group per task),
+each with a fresh env from `gym_spec.make_env(ctx)`, at most `rollout.max_concurrency` at once and
+no barrier between turns of different trajectories. Budgets: tokens per turn and per trajectory,
+turns, wall time per trajectory, and a timeout on every env call. Whatever happens inside one
+trajectory (an env bug, a user simulator giving up, a timeout) ends that trajectory with a recorded
+`termination` and never the batch. Errors of the policy or engine themselves do propagate: a
+broken engine must stop the run, not produce empty trajectories.
+
+Unreadable model output does not end a trajectory (there is no `parse_failure` reason): it comes
+back as an observation and is counted, and the turn budget bounds how long that can go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from mua.gym.api import AgentAction, GymContext, GymSpec, StepResult, Task, UserFailure
+from mua.rollout.toolcalls import action_as_message, parse_action
+from mua.rollout.transcript import (
+    ChatRenderer,
+    Trajectory,
+    TranscriptBuilder,
+    check_drift,
+    per_turn_samples,
+)
+
+log = logging.getLogger("mua.rollout")
+
+
+class _Stop(Exception):
+    """Ends one trajectory with a termination reason."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class _Episode:
+    """Mutable state of one trajectory, so a timeout can still produce a Trajectory."""
+
+    task: Task
+    group_id: str
+    sample_index: int
+    builder: TranscriptBuilder | None = None
+    messages: list[dict] = field(default_factory=list)
+    tools: list[dict] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    components: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    parse_errors: int = 0
+    termination: str = "max_turns"
+    detail: str = ""
+    covered: int = 0  # messages the token stream covers
+    ends_with_prompt: bool = True
+    last_turn_cut: bool = False  # the stream ends inside an assistant turn (no stop token)
+
+
+async def _env_call(awaitable, timeout_s: float, what: str):
+    """Await an env call; map its failures to the trajectory's termination reason."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except asyncio.TimeoutError:
+        raise _Stop("timeout", f"{what} took longer than {timeout_s:g}s") from None
+    except UserFailure as e:
+        raise _Stop("user_failure", f"{what}: {e}") from None
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # an env bug ends this trajectory only
+        raise _Stop("env_error", f"{what} raised {type(e).__name__}: {e}") from None
+
+
+def _strip_stop_text(text: str, stop_text: str) -> str:
+    return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
+
+
+async def _policy_turn(ep: _Episode, policy, turn: int, cfg, stop_ids: list[int]) -> tuple[AgentAction, bool]:
+    """One assistant turn appended to the transcript; returns (action, ended with a stop)."""
+    builder = ep.builder
+    budget = cfg.max_total_tokens - len(builder.token_ids)
+    if policy.kind == "tokens":
+        result = await policy.generate(
+            builder.token_ids,
+            min(cfg.max_new_tokens_per_turn, budget),
+            stop_ids,
+            route_key=f"{ep.group_id}/{ep.sample_index}",
+        )
+        builder.add_sampled(result.token_ids, result.logprobs, turn)
+        text = builder.renderer.tokenizer.decode(result.token_ids)
+        action = parse_action(_strip_stop_text(text, builder.renderer.stop_text), policy.tool_parser)
+        message = action_as_message(action)
+        stopped = result.finish_reason == "stop"
+    else:
+        message = await policy.act(ep.messages, ep.task, ep.tools)
+        builder.add_assistant_message(message, turn)
+        action = policy.to_action(message)
+        stopped = True
+    ep.messages.append(message)
+    ep.covered = len(ep.messages)
+    ep.ends_with_prompt = False
+    ep.last_turn_cut = not stopped
+    ep.parse_errors += len(action.parse_errors)
+    return action, stopped
+
+
+def _record_step(ep: _Episode, step: StepResult) -> None:
+    ep.turn_rewards.append(float(step.reward))
+    for name, value in (step.components or {}).items():
+        ep.components[name] = ep.components.get(name, 0.0) + float(value)
+    for kind, count in ((step.info or {}).get("errors") or {}).items():
+        ep.errors[kind] = ep.errors.get(kind, 0) + int(count)
+    ep.messages.extend(dict(m) for m in step.messages)
+
+
+def _append_replies(ep: _Episode, replies: list[dict], stopped: bool, style: str) -> None:
+    builder = ep.builder
+    if style == "raw" and replies and all(m.get("role") == "env" for m in replies):
+        for i, msg in enumerate(replies):
+            ep.messages[len(ep.messages) - len(replies) + i]["style"] = "raw"
+            builder.add_raw(msg.get("content") or "")
+        ep.covered = len(ep.messages)
+        return
+    if not stopped:
+        builder.close_truncated_turn()
+    builder.add_followup(replies)
+    ep.covered = len(ep.messages)
+    ep.ends_with_prompt = True
+    ep.last_turn_cut = False
+
+
+async def _drive(ep: _Episode, env, policy, tokenizer, cfg) -> None:
+    """The turn loop of one trajectory; sets `ep.termination` or raises `_Stop`."""
+    reset = await _env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
+    ep.messages = [dict(m) for m in reset.messages]
+    ep.tools = list(reset.tools or [])
+    ep.builder = TranscriptBuilder(ChatRenderer(tokenizer, ep.tools))
+    ep.builder.add_prompt(ep.messages)
+    ep.covered = len(ep.messages)
+    stop_ids = ep.builder.renderer.stop_token_ids()
+    for turn in range(cfg.max_turns):
+        if len(ep.builder.token_ids) >= cfg.max_total_tokens:
+            ep.termination = "length"
+            return
+        action, stopped = await _policy_turn(ep, policy, turn, cfg, stop_ids)
+        step = await _env_call(env.step(action), cfg.call_timeout_s, "env.step")
+        _record_step(ep, step)
+        if step.done:
+            ep.termination = "done"
+            return
+        if turn == cfg.max_turns - 1:
+            ep.termination = "max_turns"
+            return
+        if len(ep.builder.token_ids) >= cfg.max_total_tokens:
+            ep.termination = "length"
+            return
+        _append_replies(ep, list(step.messages), stopped, cfg.intervention_style)
+    ep.termination = "max_turns"
+
+
+def _metrics(ep: _Episode) -> dict[str, float]:
+    b = ep.builder
+    out = {
+        "tokens": float(len(b.token_ids)) if b else 0.0,
+        "assistant_tokens": float(sum(b.loss_mask)) if b else 0.0,
+        "parse_errors": float(ep.parse_errors + ep.errors.get("parse_error", 0)),
+        "drift": 0.0,
+    }
+    for kind, count in ep.errors.items():
+        out[f"tool_errors/{kind}"] = float(count)
+    return out
+
+
+def _apply_drift_check(ep: _Episode, traj: Trajectory, drift_mode: str) -> None:
+    b = ep.builder
+    if b is None or not b.turn_starts:
+        return
+    messages = ep.messages[: ep.covered]
+    if ep.last_turn_cut and not ep.ends_with_prompt:
+        # A turn cut by the budget has no template form; compare everything before it.
+        cut = b.turn_starts[-1]
+        probe = TranscriptBuilder(b.renderer, token_ids=b.token_ids[:cut], turn_index=b.turn_index[:cut],
+                                  turn_starts=b.turn_starts[:-1])
+        diff = check_drift(probe, messages[:-1], ends_with_prompt=True)
+        b.retokenized_turns = probe.retokenized_turns
+    else:
+        diff = check_drift(b, messages, ends_with_prompt=ep.ends_with_prompt)
+    traj.metrics["retokenized_turns"] = float(b.retokenized_turns)
+    if diff is None:
+        return
+    traj.metrics["drift"] = 1.0
+    log.warning("re-rendered conversation differs from the sampled tokens (task %s): %s", ep.task.task_id, diff)
+    traj.loss_mask = [0] * len(traj.loss_mask)
+    if drift_mode == "per_turn":
+        traj.per_turn_samples = per_turn_samples(b, messages)
+    else:
+        traj.metrics["drift_dropped"] = 1.0
+
+
+def _to_trajectory(ep: _Episode, drift_mode: str) -> Trajectory:
+    b = ep.builder
+    traj = Trajectory(
+        task_id=ep.task.task_id,
+        group_id=ep.group_id,
+        sample_index=ep.sample_index,
+        token_ids=list(b.token_ids) if b else [],
+        sources=list(b.sources) if b else [],
+        loss_mask=list(b.loss_mask) if b else [],
+        logprobs=list(b.logprobs) if b else [],
+        turn_index=list(b.turn_index) if b else [],
+        turn_rewards=list(ep.turn_rewards),
+        reward=float(sum(ep.turn_rewards)),
+        reward_components=dict(ep.components),
+        termination=ep.termination,
+        detail=ep.detail,
+        messages=ep.messages,
+        tools=ep.tools,
+        num_turns=len(b.turn_starts) if b else 0,
+        prompt_len=b.prompt_len if b else 0,
+        metrics=_metrics(ep),
+    )
+    _apply_drift_check(ep, traj, drift_mode)
+    return traj
+
+
+async def run_one(task: Task, group_id: str, sample_index: int, *, policy, gym_spec: GymSpec,
+                  gym_ctx: GymContext, tokenizer, rollout_cfg) -> Trajectory:
+    """One trajectory, start to finish, whatever the env does."""
+    ep = _Episode(task=task, group_id=group_id, sample_index=sample_index)
+    env = None
+    try:
+        env = gym_spec.make_env(gym_ctx)
+        await asyncio.wait_for(_drive(ep, env, policy, tokenizer, rollout_cfg), rollout_cfg.trajectory_timeout_s)
+    except asyncio.TimeoutError:
+        ep.termination, ep.detail = "timeout", f"trajectory took longer than {rollout_cfg.trajectory_timeout_s:g}s"
+    except _Stop as stop:
+        ep.termination, ep.detail = stop.reason, stop.detail
+    finally:
+        if env is not None:
+            try:
+                await asyncio.wait_for(env.close(), rollout_cfg.call_timeout_s)
+            except Exception as e:  # closing is best effort; the trajectory is already recorded
+                log.warning("env.close failed for task %s: %s", task.task_id, e)
+    if ep.termination in ("timeout", "user_failure", "env_error"):
+        log.info("trajectory of task %s ended with %s: %s", task.task_id, ep.termination, ep.detail)
+    return _to_trajectory(ep, rollout_cfg.drift)
+
+
+async def run_rollouts(tasks: list[Task], *, n: int, policy, gym_spec: GymSpec, gym_ctx: GymContext,
+                       tokenizer, rollout_cfg, progress=None) -> list[Trajectory]:
+    """n trajectories per task, grouped by task (`group_id`), in task order then sample order.
+
+    `progress`, when given, gets `advance(trajectory)` as each trajectory finishes.
+    """
+    limit = asyncio.Semaphore(rollout_cfg.max_concurrency)
+
+    async def one(task_pos: int, task: Task, k: int) -> Trajectory:
+        async with limit:
+            traj = await run_one(task, f"{task_pos}:{task.task_id}", k, policy=policy, gym_spec=gym_spec,
+                                 gym_ctx=gym_ctx, tokenizer=tokenizer, rollout_cfg=rollout_cfg)
+        if progress is not None:
+            progress.advance(traj)
+        return traj
+
+    jobs = [one(pos, task, k) for pos, task in enumerate(tasks) for k in range(n)]
+    return list(await asyncio.gather(*jobs))
+
+
+def run_rollouts_sync(tasks: list[Task], **kwargs) -> list[Trajectory]:
+    """`run_rollouts` from synchronous code (starts and closes its own event loop)."""
+    return asyncio.run(run_rollouts(tasks, **kwargs))
