@@ -1,0 +1,62 @@
+"""tau gym: customer service in tau-bench's retail and airline domains, with database tools.
+
+The agent follows the domain policy (system prompt), talks to a customer (scripted or LLM) and
+changes an in-memory database through typed tools. Reward 1 iff the final database equals the
+gold replay's and every required output was said (ALGORITHMS.md §9). See README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from gyms.tau.data import build_tasks
+from gyms.tau.env import TauEnv
+from gyms.tau.expert import do_nothing_score, expert
+from mua.gym import GymContext, GymSpec
+
+_TOOL_NAMES = (
+    "get_order_details", "cancel_pending_order", "find_user_id_by_email", "return_delivered_order_items",
+    "book_reservation", "update_reservation_flights", "calculate", "think", "no_such_tool",
+)
+_WORDS = ("order", "refund", "please", "ok", "###", "STOP", "null", "{", "}", "\u00e9\u00e8", "yes", "cancel")
+
+
+def make_env(ctx: GymContext) -> TauEnv:
+    return TauEnv(ctx)
+
+
+def _random_arguments(rng: random.Random) -> object:
+    pick = rng.random()
+    if pick < 0.2:
+        return {}
+    if pick < 0.35:
+        return [1, 2, 3]
+    if pick < 0.5:
+        return "not an object"
+    keys = ("order_id", "reason", "item_ids", "user_id", "expression", "flights", "amount", "bogus")
+    values = ("#W0000000", "ordered by mistake", ["1", "1"], None, 3.5, -1, "1/0", [{"flight_number": 5}], {"x": []}, "")
+    return {rng.choice(keys): rng.choice(values) for _ in range(rng.randint(1, 4))}
+
+
+def random_action(rng: random.Random) -> str:
+    """A random assistant output: garbled text, broken markup, or tool calls with bad arguments."""
+    pick = rng.random()
+    if pick < 0.3:
+        return " ".join(rng.choice(_WORDS) for _ in range(rng.randint(0, 12)))
+    if pick < 0.45:
+        return "<tool_call>\n{" + rng.choice(['"name": "calculate"', '"name":', "]]", ""]) + "\n</tool_call>"
+    call = {"name": rng.choice(_TOOL_NAMES), "arguments": _random_arguments(rng)}
+    return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+
+
+GYM = GymSpec(
+    name="tau",
+    description="Customer service (tau-bench retail/airline): follow the policy, use database tools, satisfy the customer.",
+    make_env=make_env,
+    build_tasks=build_tasks,
+    expert=expert,
+    reward_components={"db_match": 1.0, "outputs": 1.0},
+    trivial_baseline=do_nothing_score,
+    random_action=random_action,
+)
