@@ -1,0 +1,219 @@
+"""An agent policy that drives any OpenAI-compatible server at message level (`rollout.engine: openai`).
+
+For evaluation only: the server samples, so there are no token ids, log-probs or loss masks to
+train on. `OpenAIPolicy.act(messages, tools)` sends the conversation and the tool schemas and
+returns one assistant message dict:
+
+    {"role": "assistant", "content": str,
+     "tool_calls": [{"id": ..., "type": "function", "function": {"name": ..., "arguments": {...}}}],
+     "parse_errors": [str, ...]}          # the last two keys only when non-empty
+
+Native `tool_calls` are used when the server returns them; otherwise tool calls written as text
+(`<tool_call>{json}</tool_call>` or bracket actions) are read with `mua.rollout.toolcalls`.
+`message_to_action` turns the dict into the gym's `AgentAction`.
+
+Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
+is `mua.rollout.users.ChatEndpoint`; when its retries are spent the run stops with a
+`RunFailure` naming the endpoint, since an agent that cannot answer makes the evaluation
+meaningless. Mua's internal messages (tool-call arguments as dicts, tool results by name, `env`
+interventions) are converted to the wire format here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from mua.errors import RunFailure, UsageError
+from mua.gym.api import AgentAction, ToolCall, UserFailure
+from mua.rollout.toolcalls import ParserName, action_as_message, parse_action
+from mua.rollout.users import OPENAI_API_URL, ChatEndpoint
+
+DEFAULT_MAX_RETRIES = 4
+DEFAULT_BACKOFF_S = 0.5
+
+
+def to_wire_messages(messages: list[dict]) -> list[dict]:
+    """Mua messages -> OpenAI chat messages (ids paired, arguments as JSON strings)."""
+    wire: list[dict] = []
+    pending_ids: list[str] = []
+    for turn, msg in enumerate(messages):
+        role = msg.get("role")
+        if role == "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+            calls = msg.get("tool_calls") or []
+            if calls:
+                out["tool_calls"] = [_wire_call(call, turn, i) for i, call in enumerate(calls)]
+                pending_ids = [c["id"] for c in out["tool_calls"]]
+            wire.append(out)
+        elif role == "tool":
+            call_id = msg.get("tool_call_id") or (pending_ids.pop(0) if pending_ids else None)
+            if call_id is None:  # a tool result nobody asked for: servers reject a bare one
+                wire.append(
+                    {
+                        "role": "user",
+                        "content": f"[{msg.get('name', 'tool')}] {msg.get('content', '')}",
+                    }
+                )
+            else:
+                wire.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "content": str(msg.get("content", "")),
+                    }
+                )
+        elif role in ("system", "user"):
+            wire.append({"role": role, "content": msg.get("content") or ""})
+        else:  # `env` interventions and anything else reach the agent as user turns
+            wire.append({"role": "user", "content": msg.get("content") or ""})
+    return wire
+
+
+def _wire_call(call: dict, turn: int, index: int) -> dict:
+    fn = call.get("function") or call
+    args = fn.get("arguments", {})
+    return {
+        "id": call.get("id") or f"call_{turn}_{index}",
+        "type": "function",
+        "function": {
+            "name": fn.get("name", ""),
+            "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+        },
+    }
+
+
+def _native_calls(raw_calls: list[Any]) -> tuple[list[dict], list[str]]:
+    calls, errors = [], []
+    for i, raw in enumerate(raw_calls):
+        name = raw.function.name or ""
+        text = raw.function.arguments or ""
+        try:
+            args = json.loads(text) if text.strip() else {}
+            if not isinstance(args, dict):
+                raise ValueError(f"a JSON object is required, got {type(args).__name__}")
+        except ValueError as err:
+            errors.append(f"arguments of tool call {name!r} are not a JSON object: {err}")
+            continue
+        call_id = raw.id or f"call_{i}"
+        calls.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+        )
+    return calls, errors
+
+
+def message_from_reply(reply: Any, tool_parser: ParserName = "auto") -> dict:
+    """The server's assistant message -> mua's assistant message dict (see module doc)."""
+    content = reply.content or ""
+    raw_calls = getattr(reply, "tool_calls", None) or []
+    if raw_calls:
+        calls, errors = _native_calls(raw_calls)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+    else:  # tool calls written as text: stored the way the runner stores sampled turns
+        action = parse_action(content, tool_parser)
+        message, errors = action_as_message(action), list(action.parse_errors)
+    if errors:
+        message["parse_errors"] = errors
+    return message
+
+
+def message_to_action(message: dict) -> AgentAction:
+    """Mua's assistant message dict -> the `AgentAction` an `Env.step` takes."""
+    calls = [
+        ToolCall(
+            name=c["function"]["name"], arguments=c["function"]["arguments"], id=c.get("id", "")
+        )
+        for c in message.get("tool_calls") or []
+    ]
+    return AgentAction(
+        text=message.get("content") or "",
+        tool_calls=calls,
+        parse_errors=list(message.get("parse_errors") or []),
+        raw=message.get("content") or "",
+    )
+
+
+class OpenAIPolicy:
+    """Message-level agent backed by an OpenAI-compatible chat endpoint."""
+
+    def __init__(
+        self,
+        endpoint: ChatEndpoint,
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        max_tokens: int = 512,
+        tool_parser: ParserName = "auto",
+    ) -> None:
+        self.endpoint = endpoint
+        self.temperature = temperature
+        self.top_p = top_p
+        self.top_k = top_k
+        self.max_tokens = max_tokens
+        self.tool_parser = tool_parser
+
+    @classmethod
+    def from_config(
+        cls, rollout_cfg: Any, model: str, tool_parser: ParserName = "auto"
+    ) -> OpenAIPolicy:
+        """Build from the recipe's `rollout` section; `model` is the served model's name."""
+        base_url = rollout_cfg.base_url or os.environ.get("OPENAI_BASE_URL")
+        if base_url is None and not os.environ.get(rollout_cfg.api_key_env):
+            raise UsageError(
+                f"rollout.engine=openai talks to the OpenAI API but ${rollout_cfg.api_key_env} is "
+                "not set; export it, or set rollout.base_url to your server"
+            )
+        endpoint = ChatEndpoint(
+            base_url=base_url or OPENAI_API_URL,
+            model=model,
+            api_key_env=rollout_cfg.api_key_env,
+            timeout_s=rollout_cfg.call_timeout_s,
+            max_retries=DEFAULT_MAX_RETRIES,
+            backoff_s=DEFAULT_BACKOFF_S,
+            max_concurrency=rollout_cfg.max_concurrency,
+            label="agent endpoint",
+        )
+        return cls(
+            endpoint,
+            temperature=rollout_cfg.temperature,
+            top_p=rollout_cfg.top_p,
+            top_k=rollout_cfg.top_k,
+            max_tokens=rollout_cfg.max_new_tokens_per_turn,
+            tool_parser=tool_parser,
+        )
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return dict(self.endpoint.counts)
+
+    async def act(self, messages: list[dict], tools: list[dict] | None = None) -> dict:
+        kwargs: dict[str, Any] = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if self.top_k > 0:  # not part of the OpenAI API; vLLM and SGLang read it from the body
+            kwargs["extra_body"] = {"top_k": self.top_k}
+        try:
+            reply, _ = await self.endpoint.chat(to_wire_messages(messages), **kwargs)
+        except UserFailure as err:
+            raise RunFailure(str(err)) from None
+        return message_from_reply(reply, self.tool_parser)
+
+    def as_message_policy(self) -> Any:
+        """This agent as the runner's `MessagePolicy` (`run_rollouts(policy=...)`)."""
+        from mua.rollout.policies import MessagePolicy
+
+        async def act(messages: list[dict], task: Any, tools: list[dict]) -> dict:
+            return await self.act(messages, tools)
+
+        return MessagePolicy(act, tool_parser=self.tool_parser, name="openai agent")
+
+    async def aclose(self) -> None:
+        await self.endpoint.aclose()

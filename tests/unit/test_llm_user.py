@@ -1,0 +1,251 @@
+"""The LLM user client against the fake OpenAI server on 127.0.0.1, with injected faults."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
+from mua.errors import RunFailure, UsageError
+from mua.gym.api import UserFailure
+from mua.rollout.users import LLMClient, make_llm_client, parse_json_text
+from mua.testing import FakeOpenAIServer, Fault
+
+pytestmark = pytest.mark.timeout(60)
+
+KEY_ENV = "MUA_TEST_USER_KEY"
+ASK = [{"role": "system", "content": "You are a user."}, {"role": "user", "content": "Hello?"}]
+
+
+def json_reply(_request: dict) -> str:
+    return '```json\n{"answer": "yes"}\n```'
+
+
+def client_for(server: FakeOpenAIServer, **overrides) -> LLMClient:
+    settings = dict(
+        kind="llm",
+        base_url=server.base_url,
+        model="sim-user",
+        api_key_env=KEY_ENV,
+        timeout_s=0.5,
+        max_retries=3,
+        backoff_s=0.05,
+    )
+    settings.update(overrides)
+    return LLMClient(LLMUserConfig(**settings))
+
+
+def request_gaps_s(server: FakeOpenAIServer) -> list[float]:
+    times = [r["t"] for r in server.requests]
+    return [b - a for a, b in zip(times[:-1], times[1:], strict=True)]
+
+
+@pytest.mark.parametrize("kind", ["hang", "http500", "http429", "malformed", "garbage", "drop"])
+def test_each_fault_is_retried_with_backoff_then_succeeds(kind):
+    with FakeOpenAIServer(json_reply, faults=[kind, kind, None], hang_cap_s=5) as server:
+        client = client_for(server)
+        started = time.monotonic()
+        value = asyncio.run(client.complete_json(ASK))
+        elapsed_s = time.monotonic() - started
+    assert value == {"answer": "yes"}
+    assert server.total_requests == 3
+    counts = client.counters
+    assert counts["requests"] == 3 and counts["retries"] == 2 and counts["failures"] == 0
+    # two backoffs: at least half of 0.05 s and half of 0.1 s (equal jitter)
+    assert min(request_gaps_s(server)) >= 0.025
+    if kind == "hang":
+        assert counts["timeouts"] == 2
+        assert (
+            elapsed_s >= 2 * 0.5
+        )  # each hung attempt waited out its timeout, not the server's cap
+        assert elapsed_s < 4.0
+
+
+def test_backoff_doubles_per_retry():
+    with FakeOpenAIServer(json_reply, faults=["http500"] * 4) as server:
+        client = client_for(server, backoff_s=0.1, max_retries=4)
+        asyncio.run(client.complete_json(ASK))
+    gaps = request_gaps_s(server)
+    assert len(gaps) == 4
+    for retry_number, gap_s in enumerate(gaps, start=1):
+        base_s = 0.1 * 2 ** (retry_number - 1)
+        assert base_s / 2 <= gap_s <= base_s + 0.15, (retry_number, gaps)
+    assert gaps[3] > gaps[0] * 3  # 0.4..0.8 vs 0.05..0.1 s: growth, not a constant delay
+
+
+def test_retry_after_of_a_429_is_honoured():
+    faults = [Fault("http429", retry_after_s=0.4), None]
+    with FakeOpenAIServer(json_reply, faults=faults) as server:
+        client = client_for(server, backoff_s=0.01)
+        asyncio.run(client.complete_json(ASK))
+    assert client.counters["rate_limited"] == 1
+    assert request_gaps_s(server)[0] >= 0.4
+
+
+def test_spent_retries_raise_user_failure_naming_the_cause():
+    with FakeOpenAIServer(json_reply, faults=lambda i, body: "http500") as server:
+        client = client_for(server, max_retries=2, backoff_s=0.01)
+        with pytest.raises(UserFailure) as info:
+            asyncio.run(client.complete(ASK))
+    message = str(info.value)
+    assert "3 attempt(s)" in message and "HTTP 500" in message and server.base_url in message
+    assert server.total_requests == 3
+    assert client.counters["failures"] == 1 and client.counters["retries"] == 2
+
+
+def test_malformed_json_forever_raises_user_failure():
+    with FakeOpenAIServer(json_reply, faults=lambda i, body: "malformed") as server:
+        client = client_for(server, max_retries=1, backoff_s=0.01)
+        with pytest.raises(UserFailure, match="malformed reply: not valid JSON"):
+            asyncio.run(client.complete_json(ASK))
+    assert server.total_requests == 2
+
+
+def test_a_4xx_fails_fast_with_the_server_message():
+    fault = Fault("status", status=400, message="context length exceeded")
+    with FakeOpenAIServer(json_reply, faults=lambda i, body: fault) as server:
+        client = client_for(server)
+        with pytest.raises(UserFailure, match="HTTP 400.*context length exceeded"):
+            asyncio.run(client.complete(ASK))
+    assert server.total_requests == 1
+    assert client.counters["retries"] == 0
+
+
+def test_a_404_is_a_run_failure_about_url_or_model():
+    fault = Fault("status", status=404, message="model sim-user not found")
+    with FakeOpenAIServer(json_reply, faults=lambda i, body: fault) as server:
+        client = client_for(server)
+        with pytest.raises(RunFailure, match="model sim-user not found.*check the URL and model"):
+            asyncio.run(client.complete(ASK))
+    assert server.total_requests == 1
+
+
+def test_validation_failure_reasks_with_the_error():
+    def reply(request: dict) -> str:
+        reasked = any("could not be used" in m["content"] for m in request["messages"])
+        return '{"answer": "yes"}' if reasked else '{"answer": "perhaps"}'
+
+    def validate(value):
+        if value.get("answer") not in ("yes", "no"):
+            raise ValueError("answer must be yes or no")
+
+    with FakeOpenAIServer(reply) as server:
+        client = client_for(server)
+        value = asyncio.run(client.complete_json(ASK, validate=validate))
+    assert value == {"answer": "yes"}
+    assert client.counters["retries"] == 1 and client.counters["malformed"] == 1
+    reask = server.requests[1]["json"]["messages"]
+    assert reask[:2] == ASK
+    assert reask[2] == {"role": "assistant", "content": '{"answer": "perhaps"}'}
+    assert "answer must be yes or no" in reask[3]["content"]
+
+
+def test_concurrency_limit_is_never_exceeded():
+    async def many(client: LLMClient) -> list[str]:
+        asks = [[{"role": "user", "content": f"q{i}"}] for i in range(16)]
+        return await asyncio.gather(*(client.complete(a) for a in asks))
+
+    with FakeOpenAIServer(latency_ms=60) as server:
+        client = client_for(server, max_concurrency=3, timeout_s=5)
+        replies = asyncio.run(many(client))
+    assert len(replies) == 16 and server.total_requests == 16
+    assert server.max_in_flight == 3  # the cap is reached (requests overlap) and never passed
+
+
+def test_cache_hits_skip_the_server(tmp_path):
+    with FakeOpenAIServer(json_reply) as server:
+        first = client_for(server, cache_dir=str(tmp_path))
+        assert asyncio.run(first.complete_json(ASK)) == {"answer": "yes"}
+        second = client_for(server, cache_dir=str(tmp_path))
+        assert asyncio.run(second.complete_json(ASK)) == {"answer": "yes"}
+        assert second.counters["cache_hits"] == 1 and second.counters["requests"] == 0
+        assert server.total_requests == 1
+        hotter = client_for(server, cache_dir=str(tmp_path), temperature=0.7)
+        asyncio.run(hotter.complete_json(ASK))
+        assert hotter.counters["cache_hits"] == 0 and server.total_requests == 2
+
+        # a cached reply that fails this caller's validation is asked again, not returned
+        def reject(value):
+            raise ValueError("never good enough")
+
+        with pytest.raises(UserFailure):
+            asyncio.run(
+                client_for(server, cache_dir=str(tmp_path), max_retries=0).complete_json(
+                    ASK, validate=reject
+                )
+            )
+        assert server.total_requests == 3
+    entries = list(tmp_path.rglob("*.json"))
+    assert len(entries) == 2 and not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_secret_key_reaches_the_server_but_no_log_or_error(monkeypatch, caplog, capfd):
+    secret = "sk-planted-SECRET-0123456789"
+    monkeypatch.setenv(KEY_ENV, secret)
+    caplog.set_level(logging.DEBUG)
+    echo = Fault("status", status=401, message=f"Incorrect API key provided: {secret}")
+    faults = ["http500", "malformed", None, echo]
+    with FakeOpenAIServer(json_reply, faults=faults) as server:
+        client = client_for(server, backoff_s=0.01)
+        asyncio.run(client.complete_json(ASK))
+        with pytest.raises(RunFailure) as info:
+            asyncio.run(client.complete(ASK))
+    assert server.requests[0]["headers"]["authorization"] == f"Bearer {secret}"
+    out, err = capfd.readouterr()
+    assert caplog.records  # debug logging really was on
+    for text in (caplog.text, out, err, str(info.value), repr(vars(client.endpoint))):
+        assert secret not in text
+    assert "***" in str(info.value) and KEY_ENV in str(info.value)
+
+
+def test_unset_key_sends_a_placeholder_to_local_servers(monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with FakeOpenAIServer() as server:
+        asyncio.run(client_for(server).complete(ASK))
+    assert server.requests[0]["headers"]["authorization"] == "Bearer EMPTY"
+
+
+def test_make_llm_client_reads_env_defaults(monkeypatch):
+    assert make_llm_client(ScriptedUserConfig()) is None
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with pytest.raises(UsageError, match=KEY_ENV):
+        make_llm_client(LLMUserConfig(kind="llm", api_key_env=KEY_ENV))
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("MULTITURN_MODEL_NAME", "env-model")
+        client = make_llm_client(LLMUserConfig(kind="llm", api_key_env=KEY_ENV))
+        assert asyncio.run(client.complete(ASK)).startswith("Thanks.")
+    assert server.requests[0]["json"]["model"] == "env-model"
+    assert server.requests[0]["json"]["max_tokens"] == 512
+
+
+def test_one_client_survives_several_event_loops():
+    with FakeOpenAIServer() as server:
+        client = client_for(server)
+        for _ in range(3):
+            asyncio.run(client.complete(ASK))
+    assert server.total_requests == 3
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('```json\n{"a": [1, 2]}\n```', {"a": [1, 2]}),
+        ('Here you go:\n```\n{"a": 1}\n```\nbye', {"a": 1}),
+        ('Verdict: {"score": 0.5} done', {"score": 0.5}),
+        ("[1, 2]", [1, 2]),
+    ],
+)
+def test_parse_json_text_accepts(text, expected):
+    assert parse_json_text(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "yes", '{"a": oops', "```json\n{\n```"])
+def test_parse_json_text_rejects(text):
+    with pytest.raises(ValueError, match="not valid JSON"):
+        parse_json_text(text)
