@@ -16,7 +16,9 @@ import torch
 MODEL_KEY = "model"
 
 
-def checkpoint_tensor_shapes(path: str | Path, prefix: str = MODEL_KEY) -> dict[str, tuple[torch.Size, torch.dtype]]:
+def checkpoint_tensor_shapes(
+    path: str | Path, prefix: str = MODEL_KEY
+) -> dict[str, tuple[torch.Size, torch.dtype]]:
     """{name under `prefix`: (shape, dtype)} of the tensors stored in a DCP checkpoint."""
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
@@ -26,7 +28,7 @@ def checkpoint_tensor_shapes(path: str | Path, prefix: str = MODEL_KEY) -> dict[
     shapes = {}
     for key, meta in metadata.state_dict_metadata.items():
         if key.startswith(head) and isinstance(meta, TensorStorageMetadata):
-            shapes[key[len(head):]] = (meta.size, meta.properties.dtype)
+            shapes[key[len(head) :]] = (meta.size, meta.properties.dtype)
     return shapes
 
 

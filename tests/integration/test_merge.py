@@ -35,8 +35,12 @@ def _probe() -> torch.Tensor:
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("merge2")
-    recipe = write_sft_recipe(folder, write_sft_data(folder), total_steps=2,
-                              checkpoint={"save_freq": 1, "keep_last": 2, "export_hf_at_end": True})
+    recipe = write_sft_recipe(
+        folder,
+        write_sft_data(folder),
+        total_steps=2,
+        checkpoint={"save_freq": 1, "keep_last": 2, "export_hf_at_end": True},
+    )
     res = run_train(recipe, "--nproc-per-node", "2")
     assert res.returncode == 0, res.stderr[-3000:]
     return folder / "run"
@@ -46,18 +50,28 @@ def test_merge_two_rank_tied_checkpoint_matches_trainer_logits(two_rank_run, mua
     code, out, err = mua_cli("merge", str(two_rank_run), "--verify")
     assert code == 0, err
     merged = two_rank_run / "hf" / "global_step_2"
-    for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer_config.json", "merge_info.json"):
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer_config.json",
+        "merge_info.json",
+    ):
         assert (merged / name).is_file(), name
     assert (two_rank_run / "hf" / "global_step_1" / "merge_info.json").is_file()
     config = json.loads((merged / "config.json").read_text())
     assert config["tie_word_embeddings"] is True
     from safetensors.torch import load_file
 
-    assert "lm_head.weight" not in load_file(str(merged / "model.safetensors"))  # one copy when tied
+    assert "lm_head.weight" not in load_file(
+        str(merged / "model.safetensors")
+    )  # one copy when tied
     ids = _probe()
     trainer = _logits(two_rank_run / "hf" / "final", ids)
     assert torch.equal(_logits(merged, ids), trainer)
-    assert not torch.equal(_logits(two_rank_run / "hf" / "global_step_1", ids), trainer)  # steps differ
+    assert not torch.equal(
+        _logits(two_rank_run / "hf" / "global_step_1", ids), trainer
+    )  # steps differ
     info = json.loads((merged / "merge_info.json").read_text())
     assert info["step"] == 2 and info["verify_max_logit_diff"] <= 1e-5
 
@@ -99,7 +113,7 @@ def test_untied_model_keeps_its_head_and_matches_logits(untied_run):
     from mua.models.merge import find_checkpoints, merge_checkpoint
 
     run, model = untied_run
-    (step, path), = find_checkpoints(run)
+    ((step, path),) = find_checkpoints(run)
     out = run / "hf" / "untied"
     result = merge_checkpoint(step, path, out, verify=True)
     assert result.max_logit_diff is not None and result.max_logit_diff <= 1e-5
@@ -116,7 +130,7 @@ def test_bfloat16_export_is_rounded_weights_and_verifies(untied_run, tmp_path):
     from mua.models.merge import find_checkpoints, merge_checkpoint
 
     run, model = untied_run
-    (step, path), = find_checkpoints(run)
+    ((step, path),) = find_checkpoints(run)
     result = merge_checkpoint(step, path, tmp_path / "bf16", dtype="bfloat16", verify=True)
     weights = load_file(str(tmp_path / "bf16" / "model.safetensors"))
     assert all(t.dtype == torch.bfloat16 for t in weights.values())

@@ -1,0 +1,130 @@
+"""`mua eval`: evaluate a model (or an API agent, or a gym's expert) on held-out tasks of gyms.
+
+Flags become recipe overrides (`--model` -> model.path, `-n` -> eval.n, `--max-tasks` ->
+eval.max_tasks, `--temperature` -> eval.temperature, `--user` -> user.kind), so a recipe and flags
+combine and are validated the same way. The work is in `mua.eval.session`; this module parses
+arguments and prints the table and where the outputs are.
+"""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+HELP = """Evaluate a model on gyms' held-out tasks: a table, results.jsonl, summary.json and an MLflow run.
+
+--model: tiny:<preset>, a Hugging Face folder, a training run or checkpoint (merged first),
+openai:<name> (any OpenAI-compatible endpoint: rollout.base_url or $OPENAI_BASE_URL), or expert.
+Re-running the same command resumes an interrupted evaluation (--fresh starts over).
+
+  mua eval --gym travel --model runs/quickstart/hf/final
+
+  mua eval --gym all --model tiny:qwen3-1m -n 4 --max-tasks 8
+
+  mua eval --gym tau --model openai:gpt-4o --user llm user.model=gpt-4o-mini
+
+  mua eval recipes/quickstart_eval.yaml model.path=runs/demo/rl
+"""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_")[-80:] or "model"
+
+
+def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperature):
+    """The EvalRecipe from an optional recipe file, its key=value overrides, then the flags."""
+    from mua.cli.common import split_recipe_args
+    from mua.config import load_recipe
+
+    path, overrides = split_recipe_args(args)
+    flags = {
+        "model.path": model,
+        "eval.n": n,
+        "eval.max_tasks": max_tasks,
+        "eval.temperature": temperature,
+    }
+    kind = (
+        [f"user.kind={user}"] if user is not None else []
+    )  # first: it decides which user.* keys exist
+    overrides = (
+        kind + overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
+    )
+    recipe = load_recipe(path, overrides, verb="eval")
+    if gyms:
+        recipe.gyms = list(gyms)
+    return recipe, path
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval", help=HELP)
+    def eval_(
+        args: list[str] | None = typer.Argument(
+            None, help="Optional recipe file, then key=value overrides."
+        ),
+        gym: list[str] | None = typer.Option(
+            None, "--gym", "-g", help="Gym to evaluate (repeat, comma-separate, or `all`)."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", "-m", help="What to evaluate (see above)."
+        ),
+        user: str | None = typer.Option(
+            None, "--user", help="Simulated user: scripted or llm (user.* overrides)."
+        ),
+        n: int | None = typer.Option(
+            None, "-n", help="Samples per task (pass@k/pass^k use k <= n)."
+        ),
+        max_tasks: int | None = typer.Option(
+            None, "--max-tasks", help="Evaluate at most N tasks per gym."
+        ),
+        temperature: float | None = typer.Option(
+            None, "--temperature", help="Sampling temperature (0: greedy)."
+        ),
+        out: str | None = typer.Option(
+            None,
+            "--out",
+            "-o",
+            help="Output folder (default: the recipe's run_dir, else runs/eval/<model>).",
+        ),
+        fresh: bool = typer.Option(
+            False, "--fresh", help="Discard earlier results in the output folder."
+        ),
+        mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log an MLflow run."),
+    ) -> None:
+        from mua.cli.common import console, is_tty
+        from mua.eval.report import summary_table
+        from mua.eval.session import run_evaluation
+
+        recipe, path = build_recipe(
+            list(args or []),
+            model=model,
+            gyms=gym,
+            user=user,
+            n=n,
+            max_tasks=max_tasks,
+            temperature=temperature,
+        )
+        out_dir = out or (recipe.run_dir if path else f"runs/eval/{_slug(recipe.model.path)}")
+        summaries, meta = run_evaluation(
+            recipe,
+            model=recipe.model.path,
+            gyms=recipe.gyms,
+            out_dir=out_dir,
+            fresh=fresh,
+            track=mlflow,
+        )
+        con = console()
+        if not is_tty():
+            con.width = max(con.width, 160)  # a log file has room for the whole table
+        title = f"mua eval · {meta['model']} · n={meta['n']} · T={meta['temperature']:g}"
+        con.print(summary_table(summaries, title))
+        resumed = (
+            f" (resumed: {meta['resumed_rows']} trajectories were already done)"
+            if meta["resumed_rows"]
+            else ""
+        )
+        con.print(
+            f"results: {out_dir}/results.jsonl, {out_dir}/summary.json{resumed}", soft_wrap=True
+        )
+        if meta.get("mlflow_uri"):
+            con.print(f"mlflow: mlflow ui --backend-store-uri {meta['mlflow_uri']}", soft_wrap=True)

@@ -1,0 +1,241 @@
+"""The CPU quickstart behind `make demo`: the whole mua loop on the `guess` gym with a tiny model.
+
+Phases, each a real `mua` command in a subprocess (its output in `<out>/logs/<phase>.log`),
+each reported on one line:
+
+  1. prep        mua prep --gym guess                         built-in tasks, train/test split
+  2. expert      mua rollout policy=expert                    SFT data from the scripted expert
+  3. sft         mua train recipes/quickstart_sft.yaml        imitate the expert (warm start)
+  4. eval sft    mua eval recipes/quickstart_eval.yaml        held-out reward before RL
+  5. rl          mua train recipes/quickstart.yaml            GRPO from the SFT model
+  6. merge       mua merge <out>/rl                           checkpoint -> Hugging Face folder
+  7. eval rl     mua eval ... --model <merged folder>         held-out reward after RL
+
+Then a before/after table and where to look in MLflow (one store for every phase:
+`<out>/mlflow.db`). `python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the
+numbers (the B8 benchmark calls it). The demo always starts fresh in its folder.
+Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = Path("recipes")  # relative to REPO, the phases' working directory
+# `--quick`: the same phases, cut to a smoke test (a couple of steps, a few tasks)
+QUICK = {
+    "expert": ["max_tasks=32"],
+    "sft": ["total_steps=2"],
+    "rl": ["total_steps=2", "checkpoint.save_freq=1", "data.tasks_per_step=2", "rollout.n=2"],
+    "eval": ["--max-tasks", "4"],
+}
+
+
+@dataclass
+class DemoResult:
+    out_dir: Path
+    seed: int
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    before: dict = field(default_factory=dict)  # summary of the SFT model on held-out tasks
+    after: dict = field(default_factory=dict)  # summary of the RL model
+
+    @property
+    def minutes(self) -> float:
+        return sum(self.phase_seconds.values()) / 60.0
+
+
+class PhaseFailed(RuntimeError):
+    pass
+
+
+def _mua(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mua.cli.main", *args]
+
+
+def _run_phase(
+    index: int, total: int, name: str, cmd: list[str], out_dir: Path, env: dict, result: DemoResult
+) -> None:
+    log = out_dir / "logs" / f"{index}_{name.replace(' ', '_')}.log"
+    shown = " ".join(a if a != sys.executable else "python" for a in cmd).replace(
+        "python -m mua.cli.main", "mua"
+    )
+    print(f"[{index}/{total}] {name:<9} {shown}", flush=True)
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        code = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - t0
+    result.phase_seconds[name] = seconds
+    if code != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise PhaseFailed(f"phase {name!r} failed (exit {code}); last lines of {log}:\n{tail}")
+    print(f"      {'':<9} done in {seconds:.0f}s", flush=True)
+
+
+def _phases(out: Path, seed: int, quick: bool = False) -> list[tuple[str, list[str]]]:
+    data = out / "data" / "guess"
+    seeds = [f"data.seed={seed}", f"model.seed={seed}"]
+    cut = QUICK if quick else {}
+    eval_common = [
+        str(RECIPES / "quickstart_eval.yaml"),
+        f"data.test_files=[{data / 'test.parquet'}]",
+        "--fresh",
+        *cut.get("eval", []),
+    ]
+    return [
+        ("prep", _mua("prep", "--gym", "guess", "--out", str(data))),
+        (
+            "expert",
+            _mua(
+                "rollout",
+                "policy=expert",
+                "gym.name=guess",
+                f"data.train_files=[{data / 'train.parquet'}]",
+                "rollout.n=1",
+                "rollout.max_turns=6",
+                "rollout.max_total_tokens=256",
+                f"run_dir={out / 'expert'}",
+                *cut.get("expert", []),
+            ),
+        ),
+        (
+            "sft",
+            _mua(
+                "train",
+                str(RECIPES / "quickstart_sft.yaml"),
+                f"data.train_files=[{out / 'expert' / 'trajectories.jsonl'}]",
+                f"run_dir={out / 'sft'}",
+                *seeds,
+                *cut.get("sft", []),
+                "--no-resume",
+            ),
+        ),
+        (
+            "eval sft",
+            _mua(
+                "eval",
+                *eval_common,
+                "--model",
+                str(out / "sft" / "hf" / "final"),
+                "--out",
+                str(out / "eval_sft"),
+            ),
+        ),
+        (
+            "rl",
+            _mua(
+                "train",
+                str(RECIPES / "quickstart.yaml"),
+                f"model.path={out / 'sft' / 'hf' / 'final'}",
+                f"data.train_files=[{data / 'train.parquet'}]",
+                "data.test_files=[]",
+                f"run_dir={out / 'rl'}",
+                *seeds,
+                *cut.get("rl", []),
+                "--no-resume",
+            ),
+        ),
+        ("merge", _mua("merge", str(out / "rl"), "--verify")),
+        (
+            "eval rl",
+            _mua("eval", *eval_common, "--model", "{merged}", "--out", str(out / "eval_rl")),
+        ),
+    ]
+
+
+def _latest_merged(out: Path) -> Path:
+    merged = sorted(
+        (out / "rl" / "hf").glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1])
+    )
+    if not merged:
+        raise PhaseFailed(f"no merged folder under {out / 'rl' / 'hf'}")
+    return merged[-1]
+
+
+def _guess_summary(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())["gyms"]["guess"]
+
+
+def run_demo(out_dir: str | Path = "runs/demo", seed: int = 0, quick: bool = False) -> DemoResult:
+    """Run every phase (fresh) in `out_dir`; raises PhaseFailed with the log tail when one fails."""
+    out = Path(out_dir).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "logs").mkdir(parents=True)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "COLUMNS": "160",
+        "MUA_DEMO_SEED": str(seed),
+    }
+    result = DemoResult(out_dir=out, seed=seed)
+    phases = _phases(out, seed, quick)
+    for i, (name, cmd) in enumerate(phases, start=1):
+        if "{merged}" in cmd:
+            cmd = [str(_latest_merged(out)) if a == "{merged}" else a for a in cmd]
+        _run_phase(i, len(phases), name, cmd, out, env, result)
+    result.before = _guess_summary(out / "eval_sft")
+    result.after = _guess_summary(out / "eval_rl")
+    return result
+
+
+def print_report(result: DemoResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"held-out guess tasks ({result.before['num_tasks']}), greedy")
+    for col in ("model", "reward", "success", "turns", "tokens"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for label, s in (("after SFT (start)", result.before), ("after GRPO", result.after)):
+        table.add_row(
+            label,
+            f"{s['reward_mean']:.3f}",
+            f"{s['success_rate']:.3f}",
+            f"{s['turns_mean']:.2f}",
+            f"{s['tokens_mean']:.0f}",
+        )
+    console = Console(highlight=False)
+    console.print(table)
+    gain = result.after["reward_mean"] - result.before["reward_mean"]
+    console.print(
+        f"reward gain from RL: {gain:+.3f} · total {result.minutes:.1f} min · outputs in {result.out_dir}"
+    )
+    console.print(
+        f"MLflow (SFT, GRPO and both evaluations): mlflow ui --backend-store-uri sqlite:///{result.out_dir / 'mlflow.db'}",
+        soft_wrap=True,
+    )
+    console.print(f"merged model: {_latest_merged(result.out_dir)}", soft_wrap=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mua.demo", description="The mua CPU quickstart."
+    )
+    parser.add_argument(
+        "--out", default="runs/demo", help="Folder for every output (emptied first)."
+    )
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the model init and training.")
+    parser.add_argument(
+        "--quick", action="store_true", help="A smoke test: every phase, a couple of steps each."
+    )
+    args = parser.parse_args(argv)
+    try:
+        result = run_demo(args.out, args.seed, args.quick)
+    except PhaseFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print_report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""What an evaluation leaves behind: a Rich table, `summary.json`, and an MLflow run.
+
+The MLflow store is `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else sqlite in the output
+folder; a resumed evaluation continues the same MLflow run (id kept in `mlflow_run_id`). Metrics
+are logged as `<gym>/<metric>`; summary.json and results.jsonl as artifacts. Does not compute.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from mua.eval.metrics import flat_metrics
+
+SUMMARY_FILE = "summary.json"
+
+
+def _num(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def summary_table(summaries: dict[str, dict], title: str):
+    """One row per gym; termination reasons go in the last column."""
+    from rich.table import Table
+
+    pass_keys = sorted(
+        {k for s in summaries.values() for k in s if k.startswith("pass")},
+        key=lambda k: (k[4], int(k[5:])),
+    )
+    table = Table(title=title)
+    for col in (
+        "gym",
+        "traj",
+        "reward",
+        "success",
+        *pass_keys,
+        "turns",
+        "tokens",
+        "parse err",
+        "tool err",
+        "excl",
+        "baseline",
+        "ended",
+    ):
+        table.add_column(col, justify="left" if col in ("gym", "ended") else "right")
+    for gym, s in summaries.items():
+        ends = ", ".join(f"{k} {v}" for k, v in s["terminations"].items())
+        table.add_row(
+            gym,
+            f"{s['num_tasks']}×{s['num_trajectories'] // max(s['num_tasks'], 1)}",
+            _num(s["reward_mean"]),
+            _num(s["success_rate"]),
+            *[_num(s.get(k)) for k in pass_keys],
+            _num(s["turns_mean"], 1),
+            _num(s["tokens_mean"], 0),
+            str(s["parse_failures"]),
+            str(s.get("tool_errors", 0)),
+            str(s["excluded"]),
+            _num(s["trivial_baseline"]),
+            ends,
+        )
+    return table
+
+
+def _json_safe(value):
+    """NaN/inf (an empty metric) -> null, recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def write_summary(out_dir: Path, summaries: dict[str, dict], meta: dict) -> Path:
+    path = Path(out_dir) / SUMMARY_FILE
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    clean = _json_safe({**meta, "gyms": summaries})
+    tmp.write_text(json.dumps(clean, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) -> str:
+    """Log params, metrics and files; returns the tracking URI (for 'where to look')."""
+    import mlflow
+
+    from mua.track.tracker import flatten_params, tracking_uri
+
+    uri = tracking_uri(recipe.track.mlflow_uri, out_dir)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(recipe.track.experiment)
+    id_file = Path(out_dir) / "mlflow_run_id"
+    run_id = id_file.read_text().strip() if id_file.exists() else None
+    with mlflow.start_run(
+        run_id=run_id, run_name=recipe.track.run_name or f"eval {meta['model']}"
+    ) as run:
+        if run_id is None:
+            id_file.write_text(run.info.run_id)
+            params = {
+                **flatten_params(recipe.model_dump(mode="json")),
+                **{f"eval.{k}": str(v) for k, v in meta.items()},
+            }
+            items = list(params.items())
+            for i in range(0, len(items), 100):
+                mlflow.log_params(dict(items[i : i + 100]))
+        metrics = {
+            k.replace("@", "_at_").replace("^", "_hat_"): v
+            for k, v in flat_metrics(summaries).items()
+        }
+        mlflow.log_metrics(metrics)
+        for name in (SUMMARY_FILE, "results.jsonl"):
+            if (Path(out_dir) / name).exists():
+                mlflow.log_artifact(str(Path(out_dir) / name))
+    return uri

@@ -1,0 +1,66 @@
+"""Held-out tasks per gym for `mua eval`: from `data.test_files`, else each gym's built-in test split.
+
+Task files may mix gyms (each row names its gym); `--gym all` then means every gym in the files.
+Without files, `all` means every registered gym and each gym builds its built-in dataset with
+`data.seed` (the same seed `mua prep` uses by default, so the split equals data/<gym>/test.parquet).
+`gym.options` apply to the gym named in `gym.name`. `eval.max_tasks` keeps the first N per gym.
+"""
+
+from __future__ import annotations
+
+from mua.errors import UsageError
+
+HELD_OUT_SPLITS = ("test", "validation", "dev")
+
+
+def gym_names(requested: list[str], from_files: list[str] | None) -> list[str]:
+    from mua.gym.registry import get_gym, list_gyms
+
+    names: list[str] = []
+    for item in requested:
+        names.extend(p.strip() for p in item.split(",") if p.strip())
+    if not names:
+        raise UsageError("no gym to evaluate; pass --gym NAME (or --gym all)")
+    if "all" in names:
+        return sorted(set(from_files)) if from_files else list_gyms()
+    for name in names:
+        get_gym(name)  # UsageError with a did-you-mean for an unknown name
+    return list(dict.fromkeys(names))
+
+
+def _builtin_split(spec, recipe) -> list:
+    options = dict(recipe.gym.options) if recipe.gym.name == spec.name else {}
+    splits = spec.build_tasks(None, seed=recipe.data.seed, options=options)
+    for split in HELD_OUT_SPLITS:
+        if splits.get(split):
+            return list(splits[split])
+    raise UsageError(
+        f"gym {spec.name!r} has no held-out split (has {sorted(splits)}); give data.test_files"
+    )
+
+
+def load_eval_tasks(recipe, requested: list[str]) -> dict[str, list]:
+    """{gym name: tasks}, in the order the gyms were asked for."""
+    from mua.gym.registry import get_gym
+
+    by_gym: dict[str, list] = {}
+    if recipe.data.test_files:
+        from mua.gym.taskfile import read_tasks
+
+        for path in recipe.data.test_files:
+            for task in read_tasks(path):
+                by_gym.setdefault(task.gym, []).append(task)
+    names = gym_names(requested, list(by_gym) if recipe.data.test_files else None)
+    limit = recipe.eval.max_tasks
+    out = {}
+    for name in names:
+        if recipe.data.test_files:
+            if name not in by_gym:
+                raise UsageError(
+                    f"data.test_files hold no tasks of gym {name!r} (they have {sorted(by_gym)})"
+                )
+            tasks = by_gym[name]
+        else:
+            tasks = _builtin_split(get_gym(name), recipe)
+        out[name] = tasks[:limit] if limit else tasks
+    return out

@@ -1,0 +1,262 @@
+"""Turn training checkpoints (DCP, any world size) into Hugging Face folders: the core of `mua merge`.
+
+Input: a run dir, its `checkpoints/` folder, or one `checkpoints/global_step_N/` (layout in
+`mua.train.checkpoint`: DCP tensors under the `model` key plus config.json, tokenizer and
+generation config beside them). Output, per step (default `<run>/hf/global_step_N/`):
+
+    model.safetensors (or shards + index)   weights in the chosen dtype
+    config.json, generation_config.json     from the checkpoint (config `dtype` = the chosen dtype)
+    tokenizer files, chat_template.jinja    from the checkpoint
+    merge_info.json                         source checkpoint, step, dtype, verification result
+
+`merge_info.json` is written last, so its presence means the folder is complete; a step whose
+folder has it (with the same dtype) is skipped unless `force`. Tied embeddings: the checkpoint
+stores `lm_head.weight` beside the embedding; for a tied config the two must be equal and the
+file keeps one copy, as Hugging Face expects. `verify` rebuilds the model from the checkpoint's
+tensors and compares its logits on a fixed probe batch with the merged folder's (loaded through
+`AutoModelForCausalLM.from_pretrained`); both sides use the weights rounded to the chosen dtype,
+so any mismatch is a conversion bug, not rounding. `export_full_state` is the same writer for
+a trainer that already holds full tensors (final and periodic exports).
+Does not read optimizer state, and does not print (the CLI shows progress).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mua.errors import RunFailure, UsageError
+
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+MERGE_INFO = "merge_info.json"
+PROBE_SHAPE = (2, 32)  # [B, T] of the verification batch
+VERIFY_TOLERANCE = 1e-4  # max |logit difference| between checkpoint and merged folder
+
+
+@dataclass
+class MergeResult:
+    step: int
+    checkpoint: Path
+    out_dir: Path
+    skipped: bool = False
+    seconds: float = 0.0
+    max_logit_diff: float | None = None
+    info: dict = field(default_factory=dict)
+
+
+def _is_step_dir(path: Path) -> bool:
+    return STEP_DIR.match(path.name) is not None and (path / ".metadata").is_file()
+
+
+def find_checkpoints(path: str | Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every complete checkpoint at `path` (a run, its checkpoints/, or one step)."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise UsageError(
+            f"{path}: no such folder; give a run dir, its checkpoints/ folder or one global_step_N"
+        )
+    if STEP_DIR.match(root.name):
+        if not (root / ".metadata").is_file():
+            raise UsageError(
+                f"{path}: not a complete checkpoint (no .metadata); it may be a killed write"
+            )
+        return [(int(STEP_DIR.match(root.name).group(1)), root)]
+    if (root / "checkpoints").is_dir():
+        root = root / "checkpoints"
+    found = sorted(
+        (int(STEP_DIR.match(p.name).group(1)), p)
+        for p in root.iterdir()
+        if p.is_dir() and _is_step_dir(p)
+    )
+    if not found:
+        raise UsageError(
+            f"{path}: no global_step_* checkpoints found; train first (`mua train`) or point at a run dir"
+        )
+    return found
+
+
+def default_out_dir(step_dir: Path, out_root: str | Path | None) -> Path:
+    """`out_root/global_step_N`, or `<run>/hf/global_step_N` beside the run's checkpoints/."""
+    if out_root is not None:
+        return Path(out_root).expanduser() / step_dir.name
+    parent = step_dir.parent
+    run = parent.parent if parent.name == "checkpoints" else parent
+    return run / "hf" / step_dir.name
+
+
+def already_merged(out_dir: Path, dtype: str) -> bool:
+    info_file = out_dir / MERGE_INFO
+    if not info_file.is_file():
+        return False
+    try:
+        return json.loads(info_file.read_text()).get("dtype") == dtype
+    except (OSError, ValueError):
+        return False
+
+
+def _checked_state(state: dict, config, source: str) -> dict:
+    """The state to load: for tied embeddings, lm_head equal to the embedding and then dropped."""
+    state = dict(state)
+    if getattr(config, "tie_word_embeddings", False) and "lm_head.weight" in state:
+        head = state.pop("lm_head.weight")
+        embed = next((v for k, v in state.items() if k.endswith("embed_tokens.weight")), None)
+        if embed is not None and not bool((head == embed).all()):
+            raise RunFailure(
+                f"{source}: config ties the embeddings but lm_head.weight differs from embed_tokens.weight; "
+                "set tie_word_embeddings=false in its config.json if the head was trained separately"
+            )
+    return state
+
+
+def _load_into(model, state: dict, config, source: str, assign: bool):
+    missing, unexpected = model.load_state_dict(
+        _checked_state(state, config, source), strict=False, assign=assign
+    )
+    tied = getattr(config, "tie_word_embeddings", False)
+    missing = [k for k in missing if not (tied and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise RunFailure(
+            f"{source}: checkpoint tensors do not fit its config.json (missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]}); was config.json replaced?"
+        )
+    if tied:
+        model.tie_weights()
+    return model
+
+
+def model_from_state(state: dict, config, *, on_meta: bool, source: str = "checkpoint"):
+    """A causal LM with `state`'s weights (fp32). `on_meta`: skip random init (for saving only)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if on_meta:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    else:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return _load_into(model, state, config, source, assign=on_meta).eval()
+
+
+def export_full_state(
+    state: dict,
+    config,
+    out_dir: str | Path,
+    dtype: str,
+    *,
+    tokenizer=None,
+    generation_config=None,
+    info: dict | None = None,
+) -> Path:
+    """Write full tensors `state` (HF names) as a Hugging Face folder; `merge_info.json` last."""
+    from mua.models.saving import save_hf
+
+    model = model_from_state(
+        state, config, on_meta=True, source=str(info.get("checkpoint") if info else "state")
+    )
+    if generation_config is not None:
+        model.generation_config = generation_config
+    out = save_hf(model, tokenizer, out_dir, dtype)
+    record = {"dtype": dtype, "merged_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **(info or {})}
+    (out / MERGE_INFO).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def _side_files(step_dir: Path):
+    """(config, generation config or None, tokenizer or None) saved beside the checkpoint."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    if not (step_dir / "config.json").is_file():
+        raise UsageError(
+            f"{step_dir}: no config.json beside the checkpoint; it was not written by `mua train`"
+        )
+    config = AutoConfig.from_pretrained(step_dir)
+    generation = (
+        GenerationConfig.from_pretrained(step_dir)
+        if (step_dir / "generation_config.json").is_file()
+        else None
+    )
+    tokenizer = None
+    if (step_dir / "tokenizer_config.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(step_dir)
+    return config, generation, tokenizer
+
+
+def probe_batch(vocab_size: int):
+    """A fixed [2, 32] batch of token ids (seeded, independent of the global RNG)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1234)
+    return torch.randint(0, vocab_size, PROBE_SHAPE, generator=generator)
+
+
+def _rounded(state: dict, dtype: str) -> dict:
+    import torch
+
+    target = getattr(torch, dtype)
+    return {k: v.to(target).to(v.dtype) if v.is_floating_point() else v for k, v in state.items()}
+
+
+def verify_merged(state: dict, config, out_dir: Path, dtype: str) -> float:
+    """Max |logit difference| between the checkpoint's weights and the merged folder on the probe batch."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    reference = model_from_state(_rounded(state, dtype), config, on_meta=False)
+    merged = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
+    ids = probe_batch(config.vocab_size)
+    with torch.no_grad():
+        want = reference(input_ids=ids).logits
+        got = merged(input_ids=ids).logits
+    return float((want - got).abs().max())
+
+
+def merge_checkpoint(
+    step: int,
+    step_dir: Path,
+    out_dir: Path,
+    *,
+    dtype: str = "float32",
+    force: bool = False,
+    verify: bool = False,
+) -> MergeResult:
+    """Merge one checkpoint; skipped when `out_dir` holds a finished merge of the same dtype."""
+    from mua.dist.dcp_offline import read_model_state
+
+    result = MergeResult(step=step, checkpoint=step_dir, out_dir=out_dir)
+    if not force and already_merged(out_dir, dtype):
+        result.skipped = True
+        return result
+    t0 = time.perf_counter()
+    config, generation, tokenizer = _side_files(step_dir)
+    try:
+        state = read_model_state(step_dir)
+    except (ValueError, RuntimeError, OSError) as err:
+        raise RunFailure(
+            f"{step_dir}: cannot read the checkpoint tensors ({str(err).splitlines()[0]})"
+        ) from None
+    info = {"checkpoint": str(step_dir.resolve()), "step": step}
+    export_full_state(
+        state, config, out_dir, dtype, tokenizer=tokenizer, generation_config=generation, info=info
+    )
+    if verify:
+        diff = verify_merged(state, config, out_dir, dtype)
+        result.max_logit_diff = diff
+        info["verify_max_logit_diff"] = diff
+        (out_dir / MERGE_INFO).write_text(
+            json.dumps(
+                {**json.loads((out_dir / MERGE_INFO).read_text()), **info}, indent=2, sort_keys=True
+            )
+            + "\n"
+        )
+        if diff > VERIFY_TOLERANCE:
+            (out_dir / MERGE_INFO).unlink()  # not a finished merge: the next run redoes it
+            raise RunFailure(
+                f"{out_dir}: merged logits differ from the checkpoint's by {diff:.3g} (> {VERIFY_TOLERANCE:g}); "
+                "the export is wrong, do not use it"
+            )
+    result.seconds = time.perf_counter() - t0
+    result.info = info
+    return result
