@@ -1,0 +1,231 @@
+"""B1: one GRPO step, single-turn: mua's trainer vs TRL's GRPOTrainer, same tiny Qwen2 models.
+
+Workload (both sides): 8 chat prompts x 4 generations x at most 32 new tokens, temperature 1,
+top_p 1, no top-k, one optimizer step (AdamW, lr 1e-5 constant, grad clip 1.0), beta = 0 (no
+reference model), clip epsilon 0.2, group-normalised advantages, token-mean loss over the batch
+(TRL's "dapo"), fp32, 2 threads, the same reward function (`bench._b1_task.reward_of`), the same
+model weights and tokenizer (`mua.models`, seed 0). Models: tiny:qwen2-1m and tiny:qwen2-10m.
+
+mua: a `Trainer` built from a GRPO recipe exactly as `mua train` builds it (FSDP2 on a one-process
+gloo group, an `hf` engine with its own copy of the weights); the timed unit is
+`Trainer.step`: rollouts through the multi-turn runner, advantages, the old-log-prob forward,
+the update, and the weight push into the engine. The recipe names the `math` gym only to pass
+validation; its GymSpec is then replaced by the one-turn gym of `bench._b1_task`.
+TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with BENCHMARKS.md's
+GRPOConfig (TRL's default gradient checkpointing left on), timed by a callback from step begin to
+step end and paused between steps.
+
+Settings that differ: mua recomputes old log-probs with one extra forward (TRL skips it when
+num_iterations = 1) and pushes weights into its engine every step; TRL generates with the
+training model itself, left-padded, and recomputes activations (gradient checkpointing).
+Steps alternate mua, TRL, mua, TRL ... (1 warm-up round, then the median of 5).
+step_ratio_vs_trl_* = mua's median step seconds / TRL's (bar <= 0.5).
+Without bench/.venv (or without trl in it) only mua's absolute step times are reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench import _b1_task as task
+
+ID = "B1"
+BAR = {"step_ratio_vs_trl_1m": "<= 0.5", "step_ratio_vs_trl_10m": "<= 0.5"}
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_PYTHON = REPO_ROOT / "bench" / ".venv" / "bin" / "python"
+WARMUP_ROUNDS, TIMED_ROUNDS = 1, 5
+MODELS = {"1m": task.MODEL_SMALL, "10m": task.MODEL_LARGE}
+_DROPPED_ENV = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+)
+
+
+class TRLWorker:
+    """The TRL side in bench/.venv: one `step()` runs one GRPOTrainer step and returns its seconds."""
+
+    def __init__(self, model_path: str, num_steps: int, log_path: Path):
+        env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+        env.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            OMP_NUM_THREADS=str(task.NUM_THREADS),
+            PYTHONPATH=str(REPO_ROOT),
+        )
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [str(BENCH_PYTHON), "-m", "bench._trl_side", model_path, str(num_steps + 1)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self.version = ""
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait(timeout=30)
+            tail = self.log_path.read_text()[-2000:]
+            raise RuntimeError(f"the TRL side exited (code {self.proc.returncode}):\n{tail}")
+        return json.loads(line)
+
+    def wait_ready(self) -> None:
+        self.version = self._read().get("trl", "")
+
+    def step(self) -> float:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return float(self._read()["step_s"])
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                self.proc.stdin.write("stop\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=60)
+        except (BrokenPipeError, subprocess.TimeoutExpired):
+            self.proc.kill()
+        finally:
+            self._log.close()
+
+
+def trl_available() -> bool:
+    if not BENCH_PYTHON.exists():
+        return False
+    probe = subprocess.run([str(BENCH_PYTHON), "-c", "import trl"], capture_output=True)
+    return probe.returncode == 0
+
+
+def mua_recipe(model_path: str, task_file: Path, run_dir: Path):
+    from mua.config.recipes import TrainRecipe
+
+    return TrainRecipe.model_validate(
+        {
+            "run_dir": str(run_dir),
+            "model": {"path": model_path, "seed": task.SEED},
+            "gym": {"name": "math"},
+            "data": {
+                "train_files": [str(task_file)],
+                "tasks_per_step": task.NUM_PROMPTS,
+                "seed": task.SEED,
+            },
+            "rollout": {
+                "engine": "hf",
+                "n": task.NUM_GENERATIONS,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "top_k": 0,
+                "max_new_tokens_per_turn": task.MAX_NEW_TOKENS,
+                "max_total_tokens": 512,
+                "max_turns": 1,
+            },
+            "algo": {
+                "kind": "grpo",
+                "score": "sum",
+                "advantage": "grpo",
+                "credit": "equalized",
+                "epochs": 1,
+                "mini_batches": 1,
+                "kl": {"coef": 0.0},
+                "loss": {
+                    "clip_low": task.CLIP_EPSILON,
+                    "clip_high": task.CLIP_EPSILON,
+                    "aggregation": "token-mean",
+                },
+            },
+            "optim": {"lr": task.LEARNING_RATE, "grad_clip": 1.0, "schedule": "constant"},
+            "parallel": {"micro_batch_tokens": 4096, "mixed_precision": "fp32"},
+            "checkpoint": {"export_hf_at_end": False},
+            "track": {
+                "transcripts_per_step": 0,
+                "mlflow_uri": f"sqlite:///{run_dir.parent.parent / 'mlflow.db'}",
+            },
+            "total_steps": WARMUP_ROUNDS + TIMED_ROUNDS + 1,
+        }
+    )
+
+
+def mua_trainer(model_path: str, workdir: Path, dist):
+    from mua.config import write_resolved
+    from mua.gym.taskfile import write_tasks
+    from mua.train.trainer import Trainer
+
+    task_file = write_tasks(task.tasks(), workdir / "tasks.parquet")
+    recipe = mua_recipe(model_path, task_file, workdir / "run")
+    write_resolved(recipe, workdir / "run")  # as `mua train` does before starting the ranks
+    trainer = Trainer(recipe, workdir / "run", dist, resume=False)
+    trainer.rl.gym = task.gym_spec()
+    return trainer
+
+
+def compare(
+    model_path: str, dist, workdir: Path, with_trl: bool
+) -> tuple[float, float | None, str]:
+    """(mua median step s, TRL median step s or None, TRL version)."""
+    trl = (
+        TRLWorker(model_path, WARMUP_ROUNDS + TIMED_ROUNDS, workdir / "trl.log")
+        if with_trl
+        else None
+    )
+    try:
+        trainer = mua_trainer(model_path, workdir, dist)
+        if trl is not None:
+            trl.wait_ready()
+        mua_s, trl_s = [], []
+        for round_index in range(WARMUP_ROUNDS + TIMED_ROUNDS):
+            t0 = time.perf_counter()
+            trainer.step(round_index + 1)
+            mua_s.append(time.perf_counter() - t0)
+            if trl is not None:
+                trl_s.append(trl.step())
+            shown = f", TRL {trl_s[-1]:.3f} s" if trl is not None else ""
+            print(f"  {model_path} round {round_index}: mua {mua_s[-1]:.3f} s{shown}", flush=True)
+        mua_median = statistics.median(mua_s[WARMUP_ROUNDS:])
+        trl_median = statistics.median(trl_s[WARMUP_ROUNDS:]) if trl is not None else None
+        trainer.tracker.close("FINISHED")
+        return mua_median, trl_median, (trl.version if trl else "")
+    finally:
+        if trl is not None:
+            trl.close()
+
+
+def run():
+    import torch
+
+    from bench._proc_group import one_process_group
+
+    torch.set_num_threads(task.NUM_THREADS)
+    with_trl = trl_available()
+    metrics: dict[str, float] = {}
+    versions = set()
+    with one_process_group() as dist, tempfile.TemporaryDirectory(prefix="mua-b1-") as tmp:
+        for tag, model_path in MODELS.items():
+            workdir = Path(tmp) / tag
+            workdir.mkdir()
+            mua_s, trl_s, version = compare(model_path, dist, workdir, with_trl)
+            metrics[f"mua_step_s_{tag}"] = mua_s
+            if trl_s is not None:
+                metrics[f"trl_step_s_{tag}"] = trl_s
+                metrics[f"step_ratio_vs_trl_{tag}"] = mua_s / trl_s
+                versions.add(version)
+    notes = (
+        f"TRL {', '.join(sorted(versions))} in bench/.venv"
+        if with_trl
+        else "TRL is not installed (bench/.venv missing or without trl): only mua's absolute step times"
+    )
+    return metrics, notes
