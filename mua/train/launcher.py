@@ -28,12 +28,23 @@ def check_inputs(recipe) -> None:
             raise UsageError(f"data file {p} not found; create it with `mua prep` (tasks) or `mua rollout` (SFT data)")
     if recipe.algo.kind != "sft":
         _check_gym_name(recipe.gym.name)
-        raise UsageError(
-            f"algo.kind={recipe.algo.kind}: RL training is not available in this build yet; use algo.kind=sft"
-        )
+        _check_rl_inputs(recipe)
     path = recipe.model.path
     if not path.startswith("tiny:") and not Path(path).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UsageError(f"model.path {path}: no such folder and HF_HUB_OFFLINE=1 forbids downloads")
+
+
+def _check_rl_inputs(recipe) -> None:
+    """Task files hold tasks of the recipe's gym; the engine is one the RL step can drive."""
+    from mua.gym.taskfile import read_tasks
+
+    if recipe.rollout.engine != "hf":
+        raise UsageError(f"rollout.engine={recipe.rollout.engine}: the RL trainer drives rollout.engine=hf only in this build")
+    for path in [*recipe.data.train_files, *recipe.data.test_files]:
+        gyms = sorted({t.gym for t in read_tasks(path)})
+        if gyms and gyms != [recipe.gym.name]:
+            raise UsageError(f"{path} holds tasks of gym(s) {gyms} but gym.name is {recipe.gym.name!r}; "
+                             "set gym.name to match the files")
 
 
 def _check_gym_name(name: str) -> None:

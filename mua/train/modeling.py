@@ -2,7 +2,7 @@
 
 Weights come from `mua.models.load_model` (full fp32 master weights on every rank, built with
 the recipe's seed, so every rank starts identical), then `mua.dist.fsdp.shard_model` shards them.
-No reference model or critic yet (the RL step is not wired in).
+The RL reference model is another `load_policy(..., trainable=False)`; the PPO critic lives in `mua.train.critic`.
 Also writes the HF side files of a checkpoint and the final Hugging Face export.
 Does not run forward passes for losses (see `mua.train.sft`).
 """

@@ -3,8 +3,8 @@
 Setup order: seeds -> tokenizer -> policy (FSDP2) -> optimizer and schedule -> data -> resume
 from the latest checkpoint -> tracker (rank 0). The loop calls the algorithm's step function,
 logs metrics, saves checkpoints every `checkpoint.save_freq` steps (and at the end) and exports
-a Hugging Face folder at the end. SFT's step lives in `mua.train.sft`. The RL step (GRPO/PPO,
-in-training validation) is not wired in yet: those algorithms are refused with one line.
+a Hugging Face folder at the end. SFT's step lives in `mua.train.sft`, the RL step (GRPO/PPO,
+rollouts, weight pushes, in-training validation) in `mua.train.rl`.
 Does not launch processes (see `mua.train.launcher`).
 """
 
@@ -17,7 +17,6 @@ from pathlib import Path
 import torch
 
 from mua.dist import DistInfo, barrier
-from mua.errors import UsageError
 from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples, load_task_files
 from mua.train.modeling import export_hf, hf_side_files, load_policy, load_tokenizer_for
@@ -43,12 +42,16 @@ class Trainer:
         self.is_sft = recipe.algo.kind == "sft"
         if self.is_sft:
             self._setup_sft()
+            optimizer_steps = self.total_steps
         else:
-            raise UsageError(
-                f"algo.kind={recipe.algo.kind}: the RL step is not in the trainer yet; only algo.kind=sft trains"
-            )
-        self.scheduler = build_scheduler(self.optimizer, recipe.optim, self.total_steps)
+            self._setup_rl()
+            optimizer_steps = self.total_steps * recipe.algo.epochs * recipe.algo.mini_batches
+        self.scheduler = build_scheduler(self.optimizer, recipe.optim, optimizer_steps)
         self.start_step = self._maybe_resume()
+        if self.rl is not None:
+            from mua.train.rl import push_weights
+
+            push_weights(self.model, self.rl.engine, recipe.parallel.weight_push_bucket_mb)
         from mua.track import Tracker
 
         self.tracker = Tracker(recipe, self.run_dir, enabled=dist.is_main)
@@ -60,6 +63,19 @@ class Trainer:
         self.total_steps = sft_steps_total(len(self.samples), r.algo.batch_size, r.algo.epochs, r.total_steps)
         self.rl = None
 
+    def _setup_rl(self) -> None:
+        from mua.train.rl import build_rl_parts
+
+        r = self.recipe
+        self.sampler = TaskSampler(load_task_files(r.data.train_files, r.data.max_tasks), r.data.weights,
+                                   r.data.seed, r.data.shuffle)
+        self.total_steps = r.total_steps
+        self.rl = build_rl_parts(self)
+        if r.algo.kind == "ppo":
+            from mua.train.critic import build_critic
+
+            self.rl.critic = build_critic(self)
+
     # ---- checkpoints -------------------------------------------------------------------
     def _maybe_resume(self) -> int:
         if self.dist.is_main:
@@ -68,8 +84,12 @@ class Trainer:
         latest = ckpt.latest_checkpoint(self.run_dir) if self.resume else None
         if latest is None:
             return 0
-        state = ckpt.load_checkpoint(latest, model=self.model, optimizer=self.optimizer,
-                                     rank=self.dist.rank)
+        critic = self.rl.critic if self.rl is not None else None
+        state = ckpt.load_checkpoint(latest, model=self.model, optimizer=self.optimizer, rank=self.dist.rank,
+                                     critic=critic.model if critic else None,
+                                     critic_optimizer=critic.optimizer if critic else None)
+        if critic is not None and "critic_scheduler" in state:
+            critic.scheduler.load_state_dict(state["critic_scheduler"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["data"])
         if self.dist.is_main:
@@ -79,10 +99,14 @@ class Trainer:
     def save(self, step: int) -> None:
         state = {"data": self.sampler.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "world_size": self.dist.world_size, "algo": self.recipe.algo.kind}
+        critic = self.rl.critic if self.rl is not None else None
+        if critic is not None:
+            state["critic_scheduler"] = critic.scheduler.state_dict()
         ckpt.save_checkpoint(
             self.run_dir, step, model=self.model, optimizer=self.optimizer, trainer_state=state,
             rank=self.dist.rank, keep_last=self.recipe.checkpoint.keep_last,
             hf_files=hf_side_files(self.model, self.tokenizer),
+            critic=critic.model if critic else None, critic_optimizer=critic.optimizer if critic else None,
         )
 
     # ---- loop --------------------------------------------------------------------------
@@ -94,7 +118,9 @@ class Trainer:
                 world_size=self.dist.world_size, token_budget=self.recipe.parallel.micro_batch_tokens,
                 grad_clip=self.recipe.optim.grad_clip, device=self.dist.device,
             )
-        raise UsageError(f"algo.kind={self.recipe.algo.kind} cannot train yet")
+        from mua.train.rl import rl_step
+
+        return rl_step(self, step)
 
     def fit(self) -> None:
         cfg = self.recipe.checkpoint
@@ -117,4 +143,8 @@ class Trainer:
                           self.recipe.model.dtype, self.dist.is_main)
             status = "FINISHED"
         finally:
+            if self.rl is not None:
+                import asyncio
+
+                asyncio.run(self.rl.engine.close())
             self.tracker.close(status)

@@ -1,0 +1,157 @@
+"""The PPO critic: a value head (one Linear) on the last hidden state of the policy architecture.
+
+`ValueModel` is the policy's decoder (a fresh copy, same weights at start, no LM head) plus a
+zero-initialised Linear(hidden, 1), sharded with FSDP2 like the policy and trained by its own AdamW
+at `algo.critic_lr`. Its forward returns an object whose `.logits` is [1, T, 1] (the values), so
+the packed micro-batch helpers of `mua.train.micro` run it unchanged. Values are aligned like
+log-probs: token i's value comes from the hidden state at i − 1 (the state before the token was
+sampled); position 0 of every sequence has none.
+
+`ppo_advantages` fills each sample's values, GAE advantages (policy tokens only, whitened over the
+whole step across ranks) and returns; `Critic.train_mini_batch` takes one clipped value-loss
+optimizer step. Not here: a separate critic architecture (`algo.critic: separate` is refused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from mua.algo import (
+    aggregate,
+    gae_over_policy_tokens,
+    kl_in_reward,
+    kl_penalty,
+    place_turn_rewards,
+    value_loss,
+)
+from mua.dist import all_reduce_sum
+from mua.dist.fsdp import clip_grad_norm, shard_model
+from mua.errors import UsageError
+from mua.train.micro import accumulate, forward_only
+from mua.train.packing import concat_per_token, first_token_mask
+
+
+class ValueModel(nn.Module):
+    def __init__(self, causal_lm: nn.Module):
+        super().__init__()
+        self.model = getattr(causal_lm, causal_lm.base_model_prefix)  # the decoder, without the LM head
+        self.config = causal_lm.config
+        self.value_head = nn.Linear(causal_lm.config.hidden_size, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    def forward(self, input_ids, position_ids=None, use_cache=False, **_):
+        hidden = self.model(input_ids=input_ids, position_ids=position_ids, use_cache=False).last_hidden_state
+        return SimpleNamespace(logits=self.value_head(hidden))  # [1, T, 1]
+
+
+def aligned_values(values_col: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """[T, 1] head outputs -> [T] values of the tokens (shifted by one, 0 at sequence starts)."""
+    v = values_col[:, 0]
+    shifted = torch.cat([v.new_zeros(1), v[:-1]])
+    return shifted * first_token_mask(lengths, v.device)
+
+
+@dataclass
+class Critic:
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    pass_losses: list[float] = field(default_factory=list)  # value loss of each mini-batch pass of a step
+
+    def epoch_losses(self, mini_batches: int) -> dict[str, float]:
+        """Mean value loss of the step's first and last epoch (same data: the drop shows learning)."""
+        losses, self.pass_losses = self.pass_losses, []
+        if not losses:
+            return {}
+        first, last = losses[:mini_batches], losses[-mini_batches:]
+        return {"critic/vf_loss_first_epoch": sum(first) / len(first),
+                "critic/vf_loss_last_epoch": sum(last) / len(last)}
+
+    def values(self, trainer, samples) -> list[list[float]]:
+        def per_mb(mb, out):
+            return [v.tolist() for v in torch.split(aligned_values(out, mb.lengths).cpu(), mb.lengths)]
+
+        r = trainer.recipe
+        return forward_only(self.model, [s.token_ids for s in samples], r.parallel.micro_batch_tokens,
+                            trainer.dist.device, per_mb)
+
+    def train_mini_batch(self, trainer, mini) -> dict[str, float]:
+        r, device, world = trainer.recipe, trainer.dist.device, trainer.dist.world_size
+        masks = [s.loss_mask for s in mini]
+        tokens = float(all_reduce_sum([sum(sum(m[1:]) for m in masks)])[0])
+        passes = r.algo.epochs * r.algo.mini_batches
+
+        def loss_fn(mb, out):
+            mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(mb.lengths, device)
+            new = aligned_values(out.float(), mb.lengths)
+            old = concat_per_token([s.values for s in mini], mb.indices, device=device)
+            ret = concat_per_token([s.returns for s in mini], mb.indices, device=device)
+            losses, _ = value_loss(new, old, ret, mask, r.algo.value_clip)
+            loss = aggregate(losses, mask, "token-mean", global_token_count=tokens)
+            return loss * world, {"critic/vf_loss": float(loss.detach()) / passes}
+
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = accumulate(self.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn)
+        self.pass_losses.append(float(all_reduce_sum([sum(st["critic/vf_loss"] for st in stats) * passes])[0]))
+        grad_norm = clip_grad_norm(self.model, r.optim.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        out = {"critic/grad_norm": grad_norm / passes / max(world, 1)}
+        for st in stats:
+            for k, v in st.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+
+def build_critic(trainer) -> Critic:
+    from mua.models import load_model
+    from mua.train.optim import build_optimizer, build_scheduler
+
+    r = trainer.recipe
+    if r.algo.critic != "value_head":
+        raise UsageError(f"algo.critic={r.algo.critic} is not available yet; use algo.critic=value_head")
+    lm = load_model(r.model.path, dtype="float32", seed=r.model.seed)
+    p = r.parallel
+    model = shard_model(ValueModel(lm), trainer.dist.mesh, mixed_precision=p.mixed_precision,
+                        activation_checkpointing=False, cpu_offload=p.cpu_offload)
+    optimizer = build_optimizer(model.parameters(), r.optim, lr=r.algo.critic_lr)
+    scheduler = build_scheduler(optimizer, r.optim, r.total_steps * r.algo.epochs * r.algo.mini_batches)
+    return Critic(model, optimizer, scheduler)
+
+
+def _global_whiten(rows: list[torch.Tensor], masks: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Whiten advantages over every policy token of the step on every rank (mean 0, unbiased std 1)."""
+    picked = [a[m.bool()].double() for a, m in zip(rows, masks, strict=False)]
+    total, sq, count = all_reduce_sum([sum(float(p.sum()) for p in picked), sum(float((p * p).sum()) for p in picked),
+                                       sum(p.numel() for p in picked)]).tolist()
+    if count < 2:
+        return rows
+    mean = total / count
+    var = (sq - count * mean * mean) / (count - 1)
+    scale = (var + 1e-8) ** -0.5
+    return [torch.where(m.bool(), (a - mean) * scale, torch.zeros_like(a)) for a, m in zip(rows, masks, strict=False)]
+
+
+def ppo_advantages(trainer, samples) -> None:
+    """Values, token rewards (+ KL in the reward), GAE over policy tokens, global whitening."""
+    r, critic = trainer.recipe, trainer.rl.critic
+    values = critic.values(trainer, samples)
+    kl_reward = trainer.rl.ref_model is not None and r.algo.kl.placement == "reward"
+    advs, masks = [], []
+    for s, v in zip(samples, values, strict=False):
+        mask = torch.tensor([s.loss_mask], dtype=torch.float32)  # [1, L]
+        rewards = place_turn_rewards([s.turn_rewards], torch.tensor([s.turn_index]), mask)
+        if kl_reward:
+            kl = kl_penalty(torch.tensor([s.old_logprobs]), torch.tensor([s.ref_logprobs]), r.algo.kl.estimator)
+            rewards = kl_in_reward(rewards, kl, r.algo.kl.coef, mask)
+        adv, ret = gae_over_policy_tokens(rewards, torch.tensor([v]), mask, r.algo.gamma, r.algo.lam)
+        s.values, s.returns = v, ret[0].tolist()
+        advs.append(adv[0])
+        masks.append(mask[0])
+    for s, a in zip(samples, _global_whiten(advs, masks), strict=False):
+        s.advantages = a.tolist()

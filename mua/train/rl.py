@@ -1,0 +1,372 @@
+"""The RL step of `mua train` (GRPO, and PPO with `mua.train.critic`), run identically on every rank.
+
+`rl_step` reads like the loop it implements:
+
+    engine.wake -> rollouts of this rank's share of the step's tasks -> engine.sleep
+    -> exclusions, scores, advantages (mua.algo) -> old/reference log-probs (trainer forward)
+    -> policy (and critic) updates over epochs × mini-batches -> weights pushed to the engine
+    -> metrics, transcripts, validation when due
+
+Design choices:
+- Every rank owns an `HFEngine` holding a private copy of the policy; after each update the
+  gathered full parameters are pushed into it in buckets of `parallel.weight_push_bucket_mb`.
+- A step's tasks are dealt to ranks strided, so each task's n samples (its GRPO group) stay on one
+  rank. Sampling is seeded per (data.seed, step, global task position, sample, turn), never per
+  rank, so 1 and N ranks draw the same rollouts.
+- Old log-probs are recomputed by the trainer model before the update (exact for epochs > 1); the
+  engine's own log-probs are only compared with them (`logp_diff_engine_vs_trainer`).
+- Loss normalisers (policy tokens, sequences) are summed over all micro-batches and ranks of a
+  mini-batch, so the update does not depend on the micro-batch budget or the number of ranks.
+Not here: checkpoint writing (the Trainer's loop), the sglang engine (the step drives `hf` only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+from mua.algo import aggregate, kl_penalty, policy_loss
+from mua.dist import all_gather_objects, all_reduce_sum
+from mua.dist.fsdp import clip_grad_norm, iter_full_params
+from mua.rollout.policies import EnginePolicy
+from mua.rollout.weight_sync import iter_buckets
+from mua.train.data import rank_slice
+from mua.train.micro import accumulate, forward_only
+from mua.train.packing import concat_per_token, first_token_mask, token_entropy, token_logprobs
+from mua.train.rl_batch import RLSample, build_samples, split_mini_batches
+
+
+class SeededPolicy(EnginePolicy):
+    """An EnginePolicy whose every request is seeded by (seed, step, global task, sample, turn).
+
+    The runner's route key is `"{local task position}:{task id}/{sample}"`; the local position is
+    mapped back to the global one so the seed does not depend on how tasks were dealt to ranks.
+    """
+
+    def __init__(self, engine, rollout_cfg, tool_parser, *, seed: int, rank: int, world_size: int,
+                 temperature: float | None = None):
+        super().__init__(engine, temperature=rollout_cfg.temperature if temperature is None else temperature,
+                         top_p=rollout_cfg.top_p, top_k=rollout_cfg.top_k, tool_parser=tool_parser)
+        self.base_seed, self.rank, self.world_size = seed, rank, world_size
+        self.step = 0
+        self._turns: Counter = Counter()
+
+    def start_step(self, step: int) -> None:
+        self.step = step
+        self._turns.clear()
+
+    def request_seed(self, route_key: str) -> int:
+        head, sample = route_key.rsplit("/", 1)
+        local_pos = int(head.split(":", 1)[0])
+        global_pos = local_pos * self.world_size + self.rank
+        turn = self._turns[route_key]
+        self._turns[route_key] += 1
+        text = f"{self.base_seed}/{self.step}/{global_pos}/{sample}/{turn}".encode()
+        return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
+
+    async def generate(self, prompt_ids, max_new_tokens, stop_token_ids, route_key: str = ""):
+        from mua.rollout.engine import GenerationRequest, SamplingParams
+
+        sampling = SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                                  max_new_tokens=max_new_tokens, stop_token_ids=list(stop_token_ids),
+                                  seed=self.request_seed(route_key))
+        return await self.engine.generate(GenerationRequest(list(prompt_ids), sampling, route_key=route_key))
+
+
+@dataclass
+class RLParts:
+    """What the RL step needs besides the Trainer's model/optimizer/sampler."""
+
+    engine: object
+    policy: SeededPolicy
+    gym: object
+    gym_ctx: object
+    test_tasks: list
+    ref_model: object | None = None
+    critic: object | None = None  # mua.train.critic.Critic (PPO)
+
+
+def build_rl_parts(trainer) -> RLParts:
+    from mua.gym import GymContext, get_gym
+    from mua.models import load_model
+    from mua.rollout.hf_engine import HFEngine
+    from mua.rollout.users import make_llm_client
+    from mua.train.data import load_task_files
+    from mua.train.modeling import load_policy
+
+    r, dist = trainer.recipe, trainer.dist
+    gym = get_gym(r.gym.name)
+    ctx = GymContext(options=dict(r.gym.options), reward_weights=dict(r.gym.reward_weights),
+                     user_kind=r.user.kind, llm=make_llm_client(r.user), seed=r.data.seed)
+    dtype = r.model.dtype if dist.device.type == "cuda" else "float32"
+    engine = HFEngine(load_model(r.model.path, dtype=dtype, seed=r.model.seed), device=str(dist.device),
+                      copy_model=False, pad_token_id=trainer.tokenizer.pad_token_id or 0)
+    policy = SeededPolicy(engine, r.rollout, r.model.tool_parser, seed=r.data.seed, rank=dist.rank,
+                          world_size=dist.world_size)
+    test_tasks = [t for f in load_task_files(r.data.test_files, r.eval.max_tasks) for t in f] if r.data.test_files else []
+    ref = load_policy(r, dist.mesh, trainable=False) if r.algo.kl.coef > 0 else None
+    return RLParts(engine=engine, policy=policy, gym=gym, gym_ctx=ctx, test_tasks=test_tasks, ref_model=ref)
+
+
+# ---- the step ------------------------------------------------------------------------------
+
+
+def rl_step(trainer, step: int) -> dict[str, float]:
+    """One RL step on this rank (collective: every rank calls it with the same step)."""
+    r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    tasks = rank_slice(trainer.sampler.next_tasks(r.data.tasks_per_step), dist.rank, dist.world_size)
+    trajectories = collect(parts, tasks, step, trainer.tokenizer, r.rollout, r.rollout.n)
+    timings["time/rollout_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    is_ppo = r.algo.kind == "ppo"
+    samples, report = build_samples(trajectories, r.algo, rank=dist.rank, world_size=dist.world_size,
+                                    n=r.rollout.n, with_advantages=not is_ppo)
+    fill_logprobs(trainer, samples)
+    if is_ppo:
+        from mua.train.critic import ppo_advantages
+
+        ppo_advantages(trainer, samples)
+        report.trajectory_advantages = [  # for the advantage metrics: mean over each sample's policy tokens
+            sum(a * m for a, m in zip(s.advantages, s.loss_mask, strict=False)) / max(sum(s.loss_mask), 1) for s in samples]
+    timings["time/prepare_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    update_stats = update(trainer, samples, train_policy=not is_ppo or step > getattr(r.algo, "critic_warmup_steps", 0))
+    timings["time/update_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    push_weights(trainer.model, parts.engine, r.parallel.weight_push_bucket_mb)
+    timings["time/weight_push_s"] = time.perf_counter() - t0
+
+    metrics = {**rollout_metrics(trajectories, samples, report), **update_stats, **timings}
+    metrics["tokens_per_s"] = metrics["tokens/total"] / max(sum(timings.values()), 1e-9)
+    log_transcripts(trainer, step, trajectories)
+    if r.eval.test_freq and step % r.eval.test_freq == 0 and parts.test_tasks:
+        metrics.update(validate(trainer))
+    return metrics
+
+
+# ---- phases --------------------------------------------------------------------------------
+
+
+def collect(parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, policy=None) -> list:
+    """Wake the engine, roll out n samples of each task, put the engine back to sleep."""
+    from mua.rollout.runner import run_rollouts
+
+    policy = policy or parts.policy
+    policy.start_step(step)
+
+    async def go():
+        await parts.engine.wake()
+        try:
+            if not tasks:
+                return []
+            return await run_rollouts(tasks, n=n, policy=policy, gym_spec=parts.gym, gym_ctx=parts.gym_ctx,
+                                      tokenizer=tokenizer, rollout_cfg=rollout_cfg)
+        finally:
+            await parts.engine.sleep()
+
+    return asyncio.run(go())
+
+
+def fill_logprobs(trainer, samples: list[RLSample]) -> None:
+    """Old log-probs from the trainer's policy (and reference log-probs when KL is on)."""
+    r = trainer.recipe
+    temperature = _temperature(r.rollout)
+    seqs = [s.token_ids for s in samples]
+    budget, device = r.parallel.micro_batch_tokens, trainer.dist.device
+
+    def logps(model):
+        def per_mb(mb, logits):
+            lp = token_logprobs(logits, mb.input_ids, mb.lengths, temperature).cpu()
+            return list(torch.split(lp, mb.lengths))
+        return forward_only(model, seqs, budget, device, per_mb)
+
+    for s, lp in zip(samples, logps(trainer.model), strict=False):
+        s.old_logprobs = lp.tolist()
+    if trainer.rl.ref_model is not None:
+        for s, lp in zip(samples, logps(trainer.rl.ref_model), strict=False):
+            s.ref_logprobs = lp.tolist()
+
+
+def update(trainer, samples: list[RLSample], train_policy: bool = True) -> dict[str, float]:
+    """Epochs × mini-batches of optimizer steps on the policy (and the critic, for PPO)."""
+    r = trainer.recipe
+    global_batch = r.data.tasks_per_step * r.rollout.n
+    totals: Counter = Counter()
+    grad_norms, lrs = [], []
+    for _ in range(r.algo.epochs):
+        for mini in split_mini_batches(samples, global_batch, r.algo.mini_batches):
+            if trainer.rl.critic is not None:
+                totals.update(trainer.rl.critic.train_mini_batch(trainer, mini))
+            if not train_policy:
+                continue
+            stats, grad_norm = policy_mini_batch(trainer, mini)
+            totals.update(stats)
+            grad_norms.append(grad_norm)
+            lrs.append(trainer.optimizer.param_groups[0]["lr"])
+            trainer.optimizer.step()
+            trainer.scheduler.step()
+    out = _update_metrics(totals, grad_norms, lrs)
+    if trainer.rl.critic is not None:
+        out.update(trainer.rl.critic.epoch_losses(r.algo.mini_batches))
+    return out
+
+
+def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
+    """Accumulate the policy loss of one mini-batch over micro-batches; returns (stat sums, grad norm)."""
+    r, world = trainer.recipe, trainer.dist.world_size
+    algo, device = r.algo, trainer.dist.device
+    temperature = _temperature(r.rollout)
+    masks = [s.loss_mask for s in mini]
+    local_tokens = sum(sum(m[1:]) for m in masks)
+    local_seqs = sum(1 for m in masks if sum(m[1:]) > 0)
+    tokens, seqs = (float(x) for x in all_reduce_sum([local_tokens, local_seqs]))
+    kl_in_loss = trainer.rl.ref_model is not None and algo.kl.placement == "loss"
+
+    def loss_fn(mb, logits):
+        mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(mb.lengths, device)
+        old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
+        adv = concat_per_token([s.advantages for s in mini], mb.indices, device=device)
+        logp = token_logprobs(logits, mb.input_ids, mb.lengths, temperature)
+        entropy = token_entropy(logits, temperature)
+        kl = None
+        if kl_in_loss:
+            ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
+            kl = kl_penalty(logp, ref, algo.kl.estimator)
+        losses, st = policy_loss(logp, old, adv, mask, algo.loss.clip_low, algo.loss.clip_high,
+                                 algo.loss.dual_clip, entropy=entropy if algo.loss.entropy_coef else entropy.detach(),
+                                 entropy_coef=algo.loss.entropy_coef, kl=kl, kl_coef=algo.kl.coef if kl_in_loss else 0.0)
+        seq_index = torch.repeat_interleave(torch.arange(len(mb.lengths), device=device),
+                                            torch.tensor(mb.lengths, device=device))
+        loss = aggregate(losses, mask, algo.loss.aggregation, algo.loss.norm_length,
+                         global_token_count=tokens, global_seq_count=seqs, seq_index=seq_index)
+        n_tok = float(st["tokens"])
+        out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
+        for key in ("pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl"):
+            if key in st:
+                out[f"sum/{key}"] = float(st[key]) * n_tok
+        return loss * world, out
+
+    trainer.optimizer.zero_grad(set_to_none=True)
+    stats = accumulate(trainer.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn)
+    grad_norm = clip_grad_norm(trainer.model, r.optim.grad_clip)
+    totals: Counter = Counter()
+    for st in stats:
+        totals.update(st)
+    return totals, grad_norm
+
+
+def push_weights(model, engine, bucket_mb: int) -> None:
+    """Gather the full parameters (collective) and load them into this rank's engine, bucket by bucket."""
+
+    async def go():
+        for bucket in iter_buckets(iter_full_params(model), bucket_mb):
+            await engine.update_weights(bucket)
+
+    asyncio.run(go())
+
+
+# ---- metrics, transcripts, validation ------------------------------------------------------
+
+
+def _temperature(rollout_cfg) -> float:
+    return rollout_cfg.temperature if rollout_cfg.temperature > 0 else 1.0
+
+
+def _traj_summary(t) -> dict:
+    return {"reward": t.reward, "turns": t.num_turns, "tokens": len(t.token_ids),
+            "assistant_tokens": int(t.metrics.get("assistant_tokens", 0)), "termination": t.termination,
+            "parse_errors": t.metrics.get("parse_errors", 0.0), "drift": t.metrics.get("drift", 0.0),
+            "success": float(t.reward > 0 and t.termination == "done")}
+
+
+def rollout_metrics(trajectories, samples: list[RLSample], report) -> dict[str, float]:
+    """Step metrics over every rank's trajectories (one small object gather)."""
+    local_diff = [(abs(e - o), m) for s in samples for e, o, m in zip(s.engine_logprobs, s.old_logprobs, s.loss_mask, strict=False) if m]
+    local = {
+        "trajs": [_traj_summary(t) for t in trajectories],
+        "adv": report.trajectory_advantages,
+        "diff": (sum(d for d, _ in local_diff), len(local_diff), max((d for d, _ in local_diff), default=0.0)),
+        "excluded": report.excluded_by_termination, "zv_groups": report.dropped_zero_variance_groups,
+        "zv_trajs": report.dropped_zero_variance_trajectories, "samples": len(samples),
+        "trained_tokens": sum(sum(s.loss_mask) for s in samples),
+    }
+    parts = all_gather_objects(local)
+    trajs = [t for p in parts for t in p["trajs"]]
+    adv = torch.tensor([a for p in parts for a in p["adv"]] or [0.0], dtype=torch.float64)
+    num = max(len(trajs), 1)
+    out = {
+        "reward/mean": sum(t["reward"] for t in trajs) / num,
+        "reward/success_rate": sum(t["success"] for t in trajs) / num,
+        "rollout/turns_mean": sum(t["turns"] for t in trajs) / num,
+        "rollout/tokens_mean": sum(t["tokens"] for t in trajs) / num,
+        "rollout/parse_errors": float(sum(t["parse_errors"] for t in trajs)),
+        "rollout/drift": float(sum(t["drift"] for t in trajs)),
+        "tokens/total": float(sum(t["tokens"] for t in trajs)),
+        "tokens/trained": float(sum(p["trained_tokens"] for p in parts)),
+        "filter/excluded_by_termination": float(sum(p["excluded"] for p in parts)),
+        "filter/zero_variance_groups": float(sum(p["zv_groups"] for p in parts)),
+        "filter/zero_variance_trajectories": float(sum(p["zv_trajs"] for p in parts)),
+        "filter/samples_trained": float(sum(p["samples"] for p in parts)),
+        "advantage/mean": float(adv.mean()), "advantage/std": float(adv.std()) if adv.numel() > 1 else 0.0,
+        "advantage/max": float(adv.max()), "advantage/min": float(adv.min()),
+    }
+    for reason, count in Counter(t["termination"] for t in trajs).items():
+        out[f"termination/{reason}"] = float(count)
+    diff_sum, diff_n = sum(p["diff"][0] for p in parts), sum(p["diff"][1] for p in parts)
+    out["logp_diff_engine_vs_trainer"] = diff_sum / max(diff_n, 1)
+    out["logp_diff_engine_vs_trainer_max"] = max(p["diff"][2] for p in parts)
+    return out
+
+
+def _update_metrics(totals: Counter, grad_norms: list[float], lrs: list[float]) -> dict[str, float]:
+    keys = [k for k in totals if k == "loss" or k.startswith(("sum/", "critic/", "mb_tokens"))]
+    summed = dict(zip(keys, all_reduce_sum([totals[k] for k in keys]).tolist(), strict=False)) if keys else {}
+    out: dict[str, float] = {}
+    steps = max(len(grad_norms), 1)
+    if grad_norms:
+        out["loss"] = summed.get("loss", 0.0) / steps
+        out["grad_norm"] = sum(grad_norms) / steps
+        out["lr"] = lrs[-1]
+        tokens = max(summed.get("mb_tokens", 0.0), 1.0)
+        for k, v in summed.items():
+            if k.startswith("sum/"):
+                out[f"actor/{k[4:]}"] = v / tokens
+    out["optimizer_steps"] = float(len(grad_norms))
+    for k, v in summed.items():
+        if k.startswith("critic/"):
+            out[k] = v
+    return out
+
+
+def log_transcripts(trainer, step: int, trajectories) -> None:
+    count = trainer.recipe.track.transcripts_per_step
+    if not count or not trainer.dist.is_main:
+        return
+    texts = []
+    for t in trajectories[:count]:
+        body = "\n".join(f"[{m.get('role')}] {m.get('content') or ''}" for m in t.messages)
+        texts.append(f"task {t.task_id} sample {t.sample_index} reward {t.reward:g} ({t.termination})\n{body}")
+    trainer.tracker.log_transcripts(step, texts)
+
+
+def validate(trainer) -> dict[str, float]:
+    """Greedy (eval.temperature) rollouts of the held-out tasks; mean reward over all ranks."""
+    r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
+    tasks = rank_slice(parts.test_tasks, dist.rank, dist.world_size)
+    policy = SeededPolicy(parts.engine, r.rollout, r.model.tool_parser, seed=r.data.seed + 1, rank=dist.rank,
+                          world_size=dist.world_size, temperature=r.eval.temperature)
+    trajectories = collect(parts, tasks, 0, trainer.tokenizer, r.rollout, r.eval.n, policy=policy)
+    rewards = [t.reward for t in trajectories]
+    success = [float(t.reward > 0 and t.termination == "done") for t in trajectories]
+    total, count, won = all_reduce_sum([sum(rewards), len(rewards), sum(success)]).tolist()
+    return {"val/reward_mean": total / max(count, 1), "val/success_rate": won / max(count, 1)}

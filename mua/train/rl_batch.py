@@ -1,0 +1,130 @@
+"""Turn one step's Trajectories into training samples: token ids, loss mask and token advantages.
+
+What happens to a rank's trajectories (every GRPO group lives on one rank, so all of this is local):
+1. Exclusion: `filters.termination_mask` (env/user/engine failures always, truncation with
+   `algo.mask_truncated`) and, with `algo.dynamic_sampling`, groups whose scores all agree. Drifted
+   trajectories already have an all-zero loss mask (the runner zeroes it) and carry no tokens.
+2. Advantages on the kept trajectories only (excluded ones do not enter the group baseline):
+   `algo.pipeline.grpo_token_advantages` with the recipe's score/advantage/credit.
+3. Samples: one `RLSample` per kept trajectory with at least one policy token, in the order the
+   rollouts came back, each with its position in the step's global batch (`global_index`, which
+   decides its mini-batch independently of the number of ranks).
+Old and reference log-probs are filled in later by the trainer (a forward pass); PPO's values and
+GAE advantages too. Nothing here runs a model or talks to other ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from mua.algo import (
+    grpo_token_advantages,
+    termination_mask,
+    trajectory_scores,
+    zero_variance_groups,
+)
+
+
+@dataclass
+class RLSample:
+    token_ids: list[int]
+    loss_mask: list[int]
+    turn_index: list[int]
+    turn_rewards: list[float]
+    engine_logprobs: list[float]
+    global_index: int  # position in the step's global batch: task position × n + sample index
+    advantages: list[float] = field(default_factory=list)
+    old_logprobs: list[float] = field(default_factory=list)
+    ref_logprobs: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)  # PPO: critic values at sampling time
+    returns: list[float] = field(default_factory=list)  # PPO: GAE returns
+
+
+@dataclass
+class BatchReport:
+    """Counts of what the filters did, for the step's metrics (local to this rank)."""
+
+    excluded_by_termination: int = 0
+    dropped_zero_variance_groups: int = 0
+    dropped_zero_variance_trajectories: int = 0
+    no_policy_tokens: int = 0
+    scores: list[float] = field(default_factory=list)
+    trajectory_advantages: list[float] = field(default_factory=list)
+
+
+def global_index(group_id: str, sample_index: int, rank: int, world_size: int, n: int) -> int:
+    """Global batch position of a trajectory whose group id is `"{local task position}:{task id}"`.
+
+    Tasks of a step are dealt to ranks strided (`rank_slice`), so local position p on rank r is
+    global task position p × world_size + r.
+    """
+    local_pos = int(group_id.split(":", 1)[0])
+    return (local_pos * world_size + rank) * n + sample_index
+
+
+def _clean_mask(traj) -> list[int]:
+    """The loss mask without tokens of a turn that has no recorded reward (a turn cut by a failure)."""
+    num_turns = len(traj.turn_rewards)
+    return [m if 0 <= t < num_turns else 0 for m, t in zip(traj.loss_mask, traj.turn_index, strict=False)]
+
+
+def keep_mask(trajectories, algo, report: BatchReport) -> list[bool]:
+    """Which trajectories enter the loss (termination reasons and, optionally, dynamic sampling)."""
+    by_reason = termination_mask([t.termination for t in trajectories], algo.mask_truncated).bool().tolist()
+    report.excluded_by_termination = sum(1 for k in by_reason if not k)
+    keep = list(by_reason)
+    if algo.dynamic_sampling and trajectories:
+        scores = trajectory_scores([t.turn_rewards for t in trajectories], getattr(algo, "score", "sum"), algo.gamma)
+        flat = zero_variance_groups(scores, [t.group_id for t in trajectories]).tolist()
+        dropped_groups = {t.group_id for t, z in zip(trajectories, flat, strict=False) if z}
+        report.dropped_zero_variance_groups = len(dropped_groups)
+        report.dropped_zero_variance_trajectories = sum(1 for k, z in zip(keep, flat, strict=False) if k and z)
+        keep = [k and not z for k, z in zip(keep, flat, strict=False)]
+    return keep
+
+
+def build_samples(trajectories, algo, *, rank: int, world_size: int, n: int,
+                  with_advantages: bool = True) -> tuple[list[RLSample], BatchReport]:
+    """Kept trajectories as samples, with GRPO token advantages when `with_advantages`."""
+    report = BatchReport()
+    keep = keep_mask(trajectories, algo, report)
+    kept = [t for t, k in zip(trajectories, keep, strict=False) if k]
+    masks = [_clean_mask(t) for t in kept]
+    if with_advantages and kept:
+        out = grpo_token_advantages(
+            [t.turn_rewards for t in kept], [t.group_id for t in kept],
+            [torch.tensor(t.turn_index) for t in kept], [torch.tensor(m) for m in masks],
+            score=algo.score, advantage=algo.advantage, credit=algo.credit, gamma=algo.gamma, eps=algo.eps,
+        )
+        token_adv = [a.tolist() for a in out.token_advantages]
+        report.scores = out.scores.tolist()
+        report.trajectory_advantages = out.trajectory_advantages.tolist()
+    else:
+        token_adv = [[0.0] * len(m) for m in masks]
+    samples = []
+    for traj, mask, adv in zip(kept, masks, token_adv, strict=False):
+        if sum(mask) == 0:
+            report.no_policy_tokens += 1
+            continue
+        samples.append(RLSample(
+            token_ids=list(traj.token_ids), loss_mask=mask, turn_index=list(traj.turn_index),
+            turn_rewards=list(traj.turn_rewards), engine_logprobs=list(traj.logprobs),
+            global_index=global_index(traj.group_id, traj.sample_index, rank, world_size, n),
+            advantages=adv,
+        ))
+    return samples, report
+
+
+def mini_batch_of(sample: RLSample, global_batch: int, num_mini_batches: int) -> int:
+    """Mini-batch id of a sample: contiguous slices of the global batch (rank-count independent)."""
+    per = max(1, global_batch // num_mini_batches)
+    return min(sample.global_index // per, num_mini_batches - 1)
+
+
+def split_mini_batches(samples: list[RLSample], global_batch: int, num_mini_batches: int) -> list[list[RLSample]]:
+    out: list[list[RLSample]] = [[] for _ in range(num_mini_batches)]
+    for s in samples:
+        out[mini_batch_of(s, global_batch, num_mini_batches)].append(s)
+    return out
