@@ -10,7 +10,7 @@ Does not build models or optimizers.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -82,24 +82,6 @@ def iter_full_params(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """All parameters gathered to full CPU tensors on every rank (tied weights appear once)."""
     return dict(iter_full_params(model))
-
-
-def buckets(
-    named: Iterator[tuple[str, torch.Tensor]], bucket_mb: int
-) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """Group named tensors into lists of at most `bucket_mb` MiB (a bigger tensor goes alone)."""
-    limit = bucket_mb * 1024 * 1024
-    current: list[tuple[str, torch.Tensor]] = []
-    size = 0
-    for name, t in named:
-        nbytes = t.numel() * t.element_size()
-        if current and size + nbytes > limit:
-            yield current
-            current, size = [], 0
-        current.append((name, t))
-        size += nbytes
-    if current:
-        yield current
 
 
 def clip_grad_norm(model: nn.Module, max_norm: float | None) -> float:

@@ -90,7 +90,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
     """Log params, metrics and files; returns the tracking URI (for 'where to look')."""
     import mlflow
 
-    from mua.track.tracker import flatten_params, tracking_uri
+    from mua.track.tracker import flatten_params, metric_name, tracking_uri
 
     uri = tracking_uri(recipe.track.mlflow_uri, out_dir)
     mlflow.set_tracking_uri(uri)
@@ -110,7 +110,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i : i + 100]))
         metrics = {
-            k.replace("@", "_at_").replace("^", "_hat_"): v
+            metric_name(k): v
             for k, v in flat_metrics(summaries).items()
         }
         mlflow.log_metrics(metrics)

@@ -27,6 +27,11 @@ def tracking_uri(configured: str | None, run_dir: str | Path) -> str:
     return f"sqlite:///{Path(run_dir).resolve() / 'mlflow.db'}"
 
 
+def metric_name(key: str) -> str:
+    """An MLflow-safe metric name: `pass@k` -> `pass_at_k`, `pass^k` -> `pass_hat_k`."""
+    return key.replace("@", "_at_").replace("^", "_hat_")
+
+
 def flatten_params(tree, prefix: str = "") -> dict[str, str]:
     """Nested recipe dict -> {"a.b.c": "value"}; a key that looks secret is kept only if it names an env var."""
     out: dict[str, str] = {}
@@ -71,7 +76,7 @@ class Tracker:
     def log_step(self, step: int, metrics: dict) -> None:
         if not self.enabled:
             return
-        clean = {k.replace("@", "_at_"): float(v) for k, v in metrics.items()
+        clean = {metric_name(k): float(v) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and math.isfinite(float(v))}
         self._mlflow.log_metrics(clean, step=step)
         if self._console is not None:

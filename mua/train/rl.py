@@ -360,13 +360,31 @@ def log_transcripts(trainer, step: int, trajectories) -> None:
 
 
 def validate(trainer) -> dict[str, float]:
-    """Greedy (eval.temperature) rollouts of the held-out tasks; mean reward over all ranks."""
+    """Held-out evaluation through the shared evaluation runner, gathered over all ranks.
+
+    Each rank evaluates its slice of the test tasks with `mua.eval.runner.evaluate` (the code
+    `mua eval` runs); rows are gathered and summarised once, so the numbers do not depend on the
+    number of ranks. Returns the summary's numbers under `val/`.
+    """
+    from mua.eval.metrics import flat_metrics, summarize
+    from mua.eval.runner import evaluate
+
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
     tasks = rank_slice(parts.test_tasks, dist.rank, dist.world_size)
     policy = SeededPolicy(parts.engine, r.rollout, r.model.tool_parser, seed=r.data.seed + 1, rank=dist.rank,
                           world_size=dist.world_size, temperature=r.eval.temperature)
-    trajectories = collect(parts, tasks, 0, trainer.tokenizer, r.rollout, r.eval.n, policy=policy)
-    rewards = [t.reward for t in trajectories]
-    success = [float(t.reward > 0 and t.termination == "done") for t in trajectories]
-    total, count, won = all_reduce_sum([sum(rewards), len(rewards), sum(success)]).tolist()
-    return {"val/reward_mean": total / max(count, 1), "val/success_rate": won / max(count, 1)}
+
+    async def go():
+        await parts.engine.wake()
+        try:
+            return await evaluate(tasks, policy=policy, gym_spec=parts.gym, gym_ctx=parts.gym_ctx,
+                                  tokenizer=trainer.tokenizer, rollout_cfg=r.rollout, n=r.eval.n,
+                                  k_values=r.eval.k, success_threshold=r.eval.success_threshold)
+        finally:
+            await parts.engine.sleep()
+
+    rows = [{k: v for k, v in row.items() if k != "messages"} for row in asyncio.run(go()).rows]
+    every_row = [row for part in all_gather_objects(rows) for row in part]
+    k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
+    summary = summarize(every_row, k_values, [str(t.task_id) for t in parts.test_tasks])
+    return {key.replace("all/", "val/", 1): value for key, value in flat_metrics({"all": summary}).items()}
