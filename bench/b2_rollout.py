@@ -11,7 +11,9 @@ by the fake OpenAI-compatible server (a separate process; log-normal latency, me
 (c) generation alone: the same prompts and token counts as (b), no user at all.
 
 (b) and (c) replay the prompts and per-turn token counts of one (a) run, so all three sample
-the same number of tokens from prompts of the same lengths. The stop token is disabled so each
+the same number of tokens from prompts of the same lengths; each replayed conversation extends
+its own sampled tokens under its own route key, so the engine's prefix reuse applies to all three
+alike, and every timed run starts from an empty prefix store. The stop token is disabled so each
 turn samples exactly 32 tokens. Timing: interleaved a b c a b c ..., median of 5 after a warm-up.
 """
 
@@ -21,6 +23,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import statistics
 import subprocess
 import sys
 
@@ -145,19 +148,34 @@ async def _mua_run(engine, tokenizer, base_url: str) -> list:
     return trajs
 
 
+def _next_prompt(conv, turn: int, prompt: list[int], sampled: list[int]) -> list[int]:
+    """Turn `turn + 1`'s prompt: this run's prompt and sampled tokens, then the recorded reply tokens."""
+    recorded_prompt, recorded_sampled = conv[turn]
+    reply = conv[turn + 1][0][len(recorded_prompt) + recorded_sampled :]
+    return prompt + sampled + reply
+
+
 async def _replay(engine, workload, base_url: str | None) -> None:
-    """Turn-synchronous replay of `workload`; with a base_url, all user calls follow each turn."""
+    """Turn-synchronous replay of `workload`; with a base_url, all user calls follow each turn.
+
+    Each conversation keeps its own sampled tokens (and its route key), so turn k+1 extends turn
+    k's prompt exactly as in (a): the engine's prefix reuse helps (b) and (c) as much as (a).
+    """
     from mua.rollout.engine import GenerationRequest, SamplingParams
 
     llm = _user_client(base_url) if base_url else None
+    prompts = [conv[0][0] for conv in workload]
     try:
         for turn in range(NUM_TURNS):
             requests = [
-                GenerationRequest(prompt_ids=conv[turn][0], sampling=SamplingParams(
+                GenerationRequest(prompt_ids=prompts[i], route_key=f"replay/{i}", sampling=SamplingParams(
                     temperature=1.0, max_new_tokens=conv[turn][1], seed=i * NUM_TURNS + turn))
                 for i, conv in enumerate(workload)
             ]
-            await asyncio.gather(*(engine.generate(r) for r in requests))
+            results = await asyncio.gather(*(engine.generate(r) for r in requests))
+            if turn + 1 < NUM_TURNS:
+                prompts = [_next_prompt(conv, turn, prompts[i], results[i].token_ids)
+                           for i, conv in enumerate(workload)]
             if llm is not None:
                 asks = [[*USER_PROMPT, {"role": "user", "content": f"turn {turn} of {i}"}]
                         for i in range(len(workload))]
@@ -165,6 +183,24 @@ async def _replay(engine, workload, base_url: str | None) -> None:
     finally:
         if llm is not None:
             await llm.aclose()
+
+
+def _fresh(engine, fn, probe: dict | None = None):
+    """Time `fn` from an empty prefix store, as after a weight update; with `probe`, record the
+    share of the run the engine was busy and the CPU seconds of the event-loop thread."""
+    import time
+
+    def go():
+        engine.prefixes.clear()
+        busy_s, wall_s, loop_cpu_s = engine.stats["busy_s"], time.perf_counter(), time.thread_time()
+        out = fn()
+        if probe is not None:
+            probe.setdefault("engine_busy_fraction", []).append(
+                (engine.stats["busy_s"] - busy_s) / (time.perf_counter() - wall_s))
+            probe.setdefault("loop_thread_cpu_seconds", []).append(time.thread_time() - loop_cpu_s)
+        return out
+
+    return go
 
 
 def run() -> tuple[dict[str, float], str]:
@@ -184,10 +220,11 @@ def run() -> tuple[dict[str, float], str]:
     server, base_url = _start_user_server()
     try:
         workload = _turn_workload(asyncio.run(_mua_run(engine, tokenizer, base_url)))
+        probe: dict[str, list[float]] = {}
         times = interleaved({
-            "mua": lambda: asyncio.run(_mua_run(engine, tokenizer, base_url)),
-            "turn_sync": lambda: asyncio.run(_replay(engine, workload, base_url)),
-            "generation_only": lambda: asyncio.run(_replay(engine, workload, None)),
+            "mua": _fresh(engine, lambda: asyncio.run(_mua_run(engine, tokenizer, base_url)), probe),
+            "turn_sync": _fresh(engine, lambda: asyncio.run(_replay(engine, workload, base_url))),
+            "generation_only": _fresh(engine, lambda: asyncio.run(_replay(engine, workload, None))),
         }, repeats=5, warmup=1)
     finally:
         server.terminate()
@@ -200,6 +237,9 @@ def run() -> tuple[dict[str, float], str]:
         "turn_sync_seconds": times["turn_sync"],
         "generation_only_seconds": times["generation_only"],
         "sampled_tokens": float(sampled),
+        # where mua's time goes: the engine's share of the wall time, and the runner's own CPU
+        # (HTTP client, chat templates, tokenization) on the event-loop thread, which shares the GIL
+        **{f"mua_{name}": statistics.median(values) for name, values in probe.items()},
     }
     notes = (f"{NUM_CONVERSATIONS} conversations x {NUM_TURNS} turns x {NEW_TOKENS_PER_TURN} tokens, "
              f"{MODEL}, hf engine (CPU, {THREADS} thread(s)), user latency log-normal mean {USER_LATENCY_MS} ms "

@@ -86,25 +86,38 @@ def test_stop_tokens_end_a_request_and_are_kept(model):
     assert res.token_ids[-1] == stop and len(res.logprobs) == len(res.token_ids)
 
 
-def test_requests_arriving_during_a_batch_join_the_next_batch(model):
+def test_requests_arriving_during_a_batch_join_it_between_decode_steps(model):
     engine = HFEngine(model)
 
     async def go():
-        first = [asyncio.ensure_future(engine.generate(request([1, 2, 3], temperature=1.0, max_new_tokens=40)))
+        first = [asyncio.ensure_future(engine.generate(request([1, 2, 3], temperature=1.0, max_new_tokens=200)))
                  for _ in range(3)]
-        await asyncio.sleep(0.05)  # the first batch is running in the worker thread now
+        while engine.stats["steps"] < 3:  # the first group is decoding in the serving thread now
+            await asyncio.sleep(0.001)
         ticks = 0
-        later = [asyncio.ensure_future(engine.generate(request([4, 5], temperature=1.0, max_new_tokens=5)))
-                 for _ in range(4)]
-        while not all(f.done() for f in first + later):
+        later = [asyncio.ensure_future(engine.generate(request(list(range(4, 40 + 7 * i)), temperature=1.0,
+                                                               max_new_tokens=5, seed=i)))
+                 for i in range(4)]
+        while not all(f.done() for f in later):
             ticks += 1  # the event loop keeps running while the engine generates
             await asyncio.sleep(0.001)
-        return ticks
+        first_done_early = sum(f.done() for f in first)
+        await asyncio.gather(*first)
+        return ticks, first_done_early, [f.result() for f in later], [f.result() for f in first]
 
-    ticks = asyncio.run(go())
-    assert engine.stats["requests"] == 7
-    assert engine.stats["batches"] == 2 and engine.stats["largest_batch"] == 4
+    ticks, first_done_early, later, first = asyncio.run(go())
+    assert first_done_early == 0  # the short requests did not wait for the long ones to end
+    assert engine.stats["requests"] == 7 and engine.stats["batches"] == 2
+    assert engine.stats["largest_batch"] == 7
     assert ticks > 5
+    for i, res in enumerate(later):  # joining a running batch keeps log-probs exact
+        prompt = list(range(4, 40 + 7 * i))
+        ref = recompute_logprobs(model, prompt, res.token_ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
+    for res in first:  # so do the rows the newcomers were merged into
+        assert len(res.token_ids) == 200
+        ref = recompute_logprobs(model, [1, 2, 3], res.token_ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
 
 
 def test_update_weights_changes_outputs_and_accepts_buckets(model):
@@ -158,3 +171,66 @@ def test_batching_beats_one_at_a_time(model):
     run_all(engine, reqs)
     batched_s = time.perf_counter() - t0
     assert batched_s < sequential_s
+
+
+def test_next_turn_reuses_the_previous_turns_kv_and_stays_exact(model):
+    engine = HFEngine(model)
+    turn1 = [request(list(range(10, 30 + 5 * i)), temperature=1.0, max_new_tokens=6 + i, seed=i) for i in range(3)]
+    for i, r in enumerate(turn1):
+        r.route_key = f"traj{i}"
+    first = run_all(engine, turn1)
+    assert engine.stats["prefix_hits"] == 0
+    reply = [101, 102, 103, 104]  # the environment's answer, appended like a chat template would
+    turn2 = [request(r.prompt_ids + res.token_ids + reply[: 2 + i], temperature=1.0, max_new_tokens=8, seed=10 + i)
+             for i, (r, res) in enumerate(zip(turn1, first, strict=True))]
+    turn2.append(request(list(range(50, 70)), temperature=1.0, max_new_tokens=8, seed=99))  # no stored prefix
+    for i, r in enumerate(turn2[:3]):
+        r.route_key = f"traj{i}"
+    second = run_all(engine, turn2)
+    assert engine.stats["prefix_hits"] == 3
+    fed_before = sum(len(r.prompt_ids) + len(res.token_ids) - 1 for r, res in zip(turn1, first, strict=True))
+    assert engine.stats["prefix_tokens_reused"] == fed_before
+    for r, res in zip(turn2, second, strict=True):
+        ref = recompute_logprobs(model, r.prompt_ids, res.token_ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
+    # the same requests without any stored prefix sample the same tokens (same seeds)
+    fresh = run_all(HFEngine(model, prefix_cache_mb=0), [request(r.prompt_ids, temperature=1.0, max_new_tokens=8,
+                                                                  seed=r.sampling.seed) for r in turn2])
+    assert [f.token_ids for f in fresh] == [s.token_ids for s in second]
+
+
+def test_weight_updates_drop_stored_prefixes(model):
+    engine = HFEngine(model)
+    req = request(list(range(10, 40)), temperature=0.0, max_new_tokens=4)
+    req.route_key = "t"
+    res = run_all(engine, [req])[0]
+    assert len(engine.prefixes) == 1
+    asyncio.run(engine.update_weights(list(model.state_dict().items())[:1]))
+    assert len(engine.prefixes) == 0
+    nxt = request(req.prompt_ids + res.token_ids + [7, 8], temperature=0.0, max_new_tokens=4)
+    nxt.route_key = "t"
+    run_all(engine, [nxt])
+    assert engine.stats["prefix_hits"] == 0
+
+
+def test_a_turn_with_a_stored_prefix_joins_a_running_batch_exactly(model):
+    engine = HFEngine(model)
+    first_turn = request(list(range(10, 35)), temperature=1.0, max_new_tokens=5, seed=1)
+    first_turn.route_key = "traj"
+    done = run_all(engine, [first_turn])[0]
+    second_turn = request(first_turn.prompt_ids + done.token_ids + [201, 202, 203], temperature=1.0,
+                          max_new_tokens=6, seed=2)
+    second_turn.route_key = "traj"
+
+    async def go():
+        long_one = asyncio.ensure_future(engine.generate(request([3, 4, 5], temperature=1.0, max_new_tokens=60, seed=3)))
+        while engine.stats["steps"] < 10:
+            await asyncio.sleep(0.001)
+        joined = await engine.generate(second_turn)
+        return joined, await long_one
+
+    joined, long_one = asyncio.run(go())
+    assert engine.stats["prefix_hits"] == 1 and engine.stats["largest_batch"] == 2
+    for prompt, res in ((second_turn.prompt_ids, joined), ([3, 4, 5], long_one)):
+        ref = recompute_logprobs(model, prompt, res.token_ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5

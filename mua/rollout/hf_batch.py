@@ -1,0 +1,327 @@
+"""The running batch of the `hf` engine: rows decoded together over one left-padded KV cache.
+
+`RunningBatch.step(newcomers)` runs one decode forward for the live rows and one prefill forward
+for the newcomers (left-padded among themselves, logits of the last position only), samples one
+token per row, and appends the newcomers' KV rows to the live cache, left-padding whichever side
+is narrower: new requests join between two decode steps. Rows that stop (a stop id or their token
+budget) leave the batch at once, and leading cache columns no live row uses are trimmed away.
+
+Each sampled token comes with log_softmax(logits / T) of that token, T the request's temperature
+(T = 1 when greedy), computed before top-k/top-p filtering: what the trainer recomputes. Padding
+only adds masked key columns, so a row's log-probs do not depend on its batch mates beyond float
+rounding.
+
+With a `PrefixStore`, a finishing row leaves the KV of the tokens it was fed under its route key,
+and a newcomer whose prompt extends such a prefix feeds only the rest: its stored KV becomes its
+row of the cache before the prefill, and the masked holes between that prefix and the left-padded
+new tokens are packed away after it.
+
+Deliberately not here: threads, asyncio, weights (the engine's job). Merging and prefix reuse need
+a plain dynamic KV cache (full attention in every layer); for other cache kinds `can_merge` is
+False, nothing is stored, and the engine admits new rows only into an empty batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
+
+
+@dataclass
+class Row:
+    """One request being generated; `handle` is whatever the engine needs to deliver the result."""
+
+    request: GenerationRequest
+    handle: Any = None
+    generator: Any = None
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "length"
+
+    def result(self) -> GenerationResult:
+        return GenerationResult(token_ids=self.token_ids, logprobs=self.logprobs,
+                                finish_reason=self.finish_reason)
+
+    def record(self, token: int, logprob: float) -> bool:
+        """Append one sampled token; True when the row is finished."""
+        self.token_ids.append(token)
+        self.logprobs.append(logprob)
+        if token in self.request.sampling.stop_token_ids:
+            self.finish_reason = "stop"
+            return True
+        return len(self.token_ids) >= self.request.sampling.max_new_tokens
+
+
+def accepts_logits_to_keep(model) -> bool:
+    import inspect
+
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class RunningBatch:
+    """Live rows with their shared KV cache, attention mask [B, W], next positions [B] and the
+    last sampled token [B] of each row (sampled, not yet fed to the model)."""
+
+    def __init__(self, model, device, pad_id: int, prefix_store=None):
+        self.model = model
+        self.prefix_store = prefix_store
+        self.device = device
+        self.pad_id = pad_id
+        self.keep_last_logits_only = accepts_logits_to_keep(model)
+        self.can_merge = True  # until a cache that cannot be merged shows up
+        self.rows: list[Row] = []
+        self.cache = None
+        self.mask = None
+        self.next_pos = None
+        self.last_tokens = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def clear(self) -> list[Row]:
+        rows, self.rows = self.rows, []
+        self.cache = self.mask = self.next_pos = self.last_tokens = None
+        return rows
+
+    def step(self, newcomers: list[Row] = ()) -> list[Row]:
+        """Sample one token for every live row and the first token of each of `newcomers`, which
+        then join; returns the rows that finished (and left).
+
+        Newcomers get a forward of their own (their prompts are long, the live rows feed one token
+        each: one right-aligned forward for both would spend the prompt width on every live row),
+        and their KV rows are then appended to the live cache."""
+        newcomers = list(newcomers)
+        if not newcomers or not self.rows:
+            return self._forward(newcomers)
+        group = RunningBatch(self.model, self.device, self.pad_id, self.prefix_store)
+        group.can_merge, group.keep_last_logits_only = self.can_merge, self.keep_last_logits_only
+        finished = group._forward(newcomers)
+        finished += self._forward([])
+        self._absorb(group)
+        return finished
+
+    def _forward(self, newcomers: list[Row]) -> list[Row]:
+        """One forward, either a decode step (live rows feed their last sampled token) or a prefill
+        into an empty batch (`newcomers` feed their prompt, or the part no stored prefix covers,
+        left-padded); one token sampled per row."""
+        import torch
+
+        assert not (newcomers and self.rows), "newcomers are prefilled apart from live rows"
+        if newcomers:
+            cache, input_ids, mask, positions = self._prefill_inputs(newcomers)
+            rows = newcomers
+        else:  # a decode step: each live row feeds its last sampled token
+            cache, rows = self.cache, self.rows
+            input_ids, positions = self.last_tokens[:, None], self.next_pos[:, None]
+            mask = torch.cat([self.mask, self.mask.new_ones((len(rows), 1))], dim=1)
+        extra = {"logits_to_keep": 1} if self.keep_last_logits_only else {}
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=cache, use_cache=True, **extra)
+        self.rows, self.cache, self.mask = rows, out.past_key_values, mask
+        self.next_pos = positions[:, -1] + 1
+        if cache is None:
+            self.can_merge = _mergeable(self.cache)
+        elif input_ids.shape[1] > 1:
+            self._compact()  # rows that fed fewer tokens than the widest left masked holes
+        tokens, lps = _sample(out.logits[:, -1, :].float(), rows)
+        finished, keep = _record(rows, tokens, lps)
+        self._store(rows, finished, self.cache, self.mask)
+        self.last_tokens = torch.tensor(tokens, dtype=torch.long, device=self.device)
+        if len(keep) < len(rows):
+            self.keep(keep)
+        return finished
+
+    def keep(self, keep: list[int]) -> None:
+        """Keep only the rows at positions `keep` (in order) and trim unused leading columns."""
+        import torch
+
+        if not keep:
+            self.clear()
+            return
+        index = torch.tensor(keep, device=self.device)
+        self.cache.batch_select_indices(index)
+        self.mask, self.next_pos = self.mask[index], self.next_pos[index]
+        self.last_tokens = self.last_tokens[index]
+        self.rows = [self.rows[i] for i in keep]
+        unused = int(self.mask.argmax(dim=1).min())  # the first used column of each row
+        if unused > 0 and self.can_merge:
+            self.mask = self.mask[:, unused:]
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, unused:], layer.values[:, :, unused:]
+
+    def _store(self, rows: list[Row], finished: list[Row], cache, mask) -> None:
+        """Leave the KV of each finished row's fed tokens in the prefix store."""
+        if self.prefix_store is None or not finished or not self.can_merge or not _mergeable(cache):
+            return
+        position = {id(r): i for i, r in enumerate(rows)}
+        for row in finished:
+            if not row.request.route_key:
+                continue
+            i = position[id(row)]
+            used = mask[i].bool()
+            layers = [(layer.keys[i][:, used], layer.values[i][:, used]) for layer in cache.layers]
+            fed = list(row.request.prompt_ids) + row.token_ids[:-1]
+            if layers and layers[0][0].shape[1] == len(fed):
+                self.prefix_store.put(row.request.route_key, fed, layers)
+
+    def _prefill_inputs(self, newcomers: list[Row]):
+        """(cache, input_ids, mask, positions) for newcomers: the prompt tokens no stored prefix
+        covers, left-padded, after the reused prefixes (right-aligned) or no cache at all."""
+        import torch
+
+        for row in newcomers:
+            row.generator = _generator(row.request.sampling.seed, self.device)
+        store = self.prefix_store if self.can_merge else None
+        hits = [store.take(r.request.route_key, r.request.prompt_ids) if store else (0, None)
+                for r in newcomers]
+        suffixes = [r.request.prompt_ids[n:] for r, (n, _) in zip(newcomers, hits, strict=True)]
+        input_ids, new_mask, positions = _left_pad(suffixes, self.pad_id, self.device)
+        if not any(n for n, _ in hits):
+            return None, input_ids, new_mask, positions
+        from transformers.cache_utils import DynamicCache
+
+        past, past_mask = _stack_prefixes(hits, self.device)
+        reused = torch.tensor([n for n, _ in hits], dtype=positions.dtype, device=self.device)
+        mask = torch.cat([past_mask, new_mask], dim=1)
+        return DynamicCache(ddp_cache_data=past), input_ids, mask, positions + reused[:, None]
+
+    def _absorb(self, other: RunningBatch) -> None:
+        """Append the rows of `other` (with their cache rows, left-padded to one width) to this batch."""
+        import torch
+
+        if not other.rows:
+            return
+        if not self.rows:
+            self.rows, self.cache, self.mask = other.rows, other.cache, other.mask
+            self.next_pos, self.last_tokens = other.next_pos, other.last_tokens
+            return
+        width = max(self.mask.shape[1], other.mask.shape[1])
+        for mine, theirs in zip(self.cache.layers, other.cache.layers, strict=True):
+            mine.keys = torch.cat([_pad_left(mine.keys, width, -2), _pad_left(theirs.keys, width, -2)])
+            mine.values = torch.cat([_pad_left(mine.values, width, -2), _pad_left(theirs.values, width, -2)])
+        self.mask = torch.cat([_pad_left(self.mask, width, -1), _pad_left(other.mask, width, -1)])
+        self.next_pos = torch.cat([self.next_pos, other.next_pos])
+        self.last_tokens = torch.cat([self.last_tokens, other.last_tokens])
+        self.rows = self.rows + other.rows
+
+    def _compact(self) -> None:
+        """Move every row's used cache columns to the right end, in order; drop columns no row uses."""
+        import torch
+
+        used = self.mask.bool()
+        width = int(used.sum(dim=1).max())
+        order = torch.argsort(used.to(torch.int32), dim=1, stable=True)[:, -width:]  # [B, width]
+        self.mask = self.mask.gather(1, order)
+        index = order[:, None, :, None]
+        for layer in self.cache.layers:
+            heads, head_dim = layer.keys.shape[1], layer.keys.shape[3]
+            layer.keys = layer.keys.gather(2, index.expand(-1, heads, -1, head_dim))
+            heads, head_dim = layer.values.shape[1], layer.values.shape[3]
+            layer.values = layer.values.gather(2, index.expand(-1, heads, -1, head_dim))
+
+
+def _mergeable(cache) -> bool:
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+def _stack_prefixes(hits, device):
+    """Per layer (keys, values) [B, H, W, D] with each row's reused prefix right-aligned, and [B, W] mask."""
+    import torch
+
+    width = max(n for n, _ in hits)
+    some = next(layers for n, layers in hits if n)
+    past_mask = torch.zeros((len(hits), width), dtype=torch.long, device=device)
+    past = []
+    for layer_index, (k_ref, v_ref) in enumerate(some):
+        keys = k_ref.new_zeros((len(hits), k_ref.shape[0], width, k_ref.shape[2]))
+        values = v_ref.new_zeros((len(hits), v_ref.shape[0], width, v_ref.shape[2]))
+        for i, (n, layers) in enumerate(hits):
+            if n:
+                keys[i, :, width - n :] = layers[layer_index][0][:, :n]
+                values[i, :, width - n :] = layers[layer_index][1][:, :n]
+        past.append((keys, values))
+    for i, (n, _) in enumerate(hits):
+        if n:
+            past_mask[i, width - n :] = 1
+    return past, past_mask
+
+
+def _pad_left(t, width: int, dim: int):
+    """Zero-pad tensor `t` on the left of dimension `dim` (-1 or -2) up to `width`."""
+    import torch.nn.functional as F
+
+    missing = width - t.shape[dim]
+    if missing <= 0:
+        return t
+    return F.pad(t, (missing, 0) if dim == -1 else (0, 0, missing, 0))
+
+
+def _record(rows: list[Row], tokens: list[int], lps: list[float]) -> tuple[list[Row], list[int]]:
+    finished, keep = [], []
+    for i, row in enumerate(rows):
+        if row.record(tokens[i], lps[i]):
+            finished.append(row)
+        else:
+            keep.append(i)
+    return finished, keep
+
+
+def _left_pad(prompts: list[list[int]], pad_id: int, device):
+    import torch
+
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # [B, T]
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)  # [B, T]
+    for i, p in enumerate(prompts):
+        input_ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p) :] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
+    return input_ids.to(device), mask.to(device), positions.to(device)
+
+
+def _generator(seed: int | None, device):
+    if seed is None:
+        return None
+    import torch
+
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed))
+    return g
+
+
+def _sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
+    """One token per row and its log_softmax(logits / T); logits [B, V] float32."""
+    import torch
+
+    params: list[SamplingParams] = [r.request.sampling for r in rows]
+    temps = torch.tensor([p.temperature if p.temperature > 0 else 1.0 for p in params],
+                         dtype=logits.dtype, device=logits.device)
+    scaled = logits / temps[:, None]  # [B, V]
+    logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
+    tokens = []
+    for i, p in enumerate(params):
+        if p.temperature <= 0:
+            tokens.append(int(torch.argmax(scaled[i])))
+            continue
+        row = scaled[i]
+        if p.top_k and p.top_k < row.numel():
+            kth = torch.topk(row, p.top_k).values[-1]
+            row = row.masked_fill(row < kth, float("-inf"))
+        if p.top_p < 1.0:
+            sorted_logits, order = torch.sort(row, descending=True)
+            probs = torch.softmax(sorted_logits, dim=-1)
+            outside = probs.cumsum(-1) - probs > p.top_p  # keep the token that crosses top_p
+            row = row.clone()
+            row[order[outside]] = float("-inf")
+        probs = torch.softmax(row, dim=-1)
+        tokens.append(int(torch.multinomial(probs, 1, generator=rows[i].generator)))
+    picked = logp[torch.arange(len(params), device=logits.device), torch.tensor(tokens, device=logits.device)]
+    return tokens, picked.tolist()
