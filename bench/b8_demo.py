@@ -1,6 +1,7 @@
 """B8: the quickstart learns — `make demo` over seeds: minutes, held-out reward after SFT and after GRPO.
 
-Each seed runs the whole demo (`mua.demo.run_demo`) in runs/bench_b8/seed_S. The gain is
+Each seed runs the whole demo (`mua.demo.run_demo`) in runs/bench_b8/seed_S; rewards are the demo's
+sampled evaluation (temperature 1, 8 games per held-out task). The gain is
 reward_after_rl − reward_after_sft per seed; `reward_gain` is its mean, `reward_gain_spread` the
 range (max − min) of the per-seed gains, and `gain_minus_spread` must be positive. `demo_minutes`
 is the slowest seed. Seeds: $B8_SEEDS (comma-separated, default 0,1,2).

@@ -3,18 +3,26 @@
 Phases, each a real `mua` command in a subprocess (its output in `<out>/logs/<phase>.log`),
 each reported on one line:
 
-  1. prep        mua prep --gym guess                         built-in tasks, train/test split
-  2. expert      mua rollout policy=expert                    SFT data from the scripted expert
-  3. sft         mua train recipes/quickstart_sft.yaml        imitate the expert (warm start)
+  1. prep        mua prep --gym guess                         built-in tasks (numbers 1..8), train/test split
+  2. expert      mua rollout policy=expert                    SFT data from the careless scripted expert
+  3. sft         mua train recipes/quickstart_sft.yaml        imitate it (a weak warm start)
   4. eval sft    mua eval recipes/quickstart_eval.yaml        held-out reward before RL
   5. rl          mua train recipes/quickstart.yaml            GRPO from the SFT model
   6. merge       mua merge <out>/rl                           checkpoint -> Hugging Face folder
   7. eval rl     mua eval ... --model <merged folder>         held-out reward after RL
 
+The expert is the gym's binary search made careless (`gym.options.expert_noise`: half of its
+guesses are uniform in 1..16, out of range half the time). Imitating it gives a weak policy whose
+sampled games still differ in reward, which is what GRPO learns from; imitating the exact expert
+gives a near-deterministic policy with little to improve in a few minutes. Both evaluations sample
+like training (temperature 1, 8 games per held-out task): greedy decoding of a tiny model repeats
+one guess and moves in steps of 1/64.
+
 Then a before/after table and where to look in MLflow (one store for every phase:
 `<out>/mlflow.db`). `python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the
 numbers (the B8 benchmark calls it). The demo always starts fresh in its folder.
-Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting.
+Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting except the two
+gym settings of the data phases below (`MAX_NUMBER`, `EXPERT_NOISE`).
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = Path("recipes")  # relative to REPO, the phases' working directory
+MAX_NUMBER = 8  # the game's range 1..N (a small range a 1M-parameter model learns in minutes)
+EXPERT_NOISE = 0.5  # share of the expert's guesses that are careless (see gyms/guess/README.md)
 # `--quick`: the same phases, cut to a smoke test (a couple of steps, a few tasks)
 QUICK = {
     "expert": ["max_tasks=32"],
@@ -91,7 +101,7 @@ def _phases(out: Path, seed: int, quick: bool = False) -> list[tuple[str, list[s
         *cut.get("eval", []),
     ]
     return [
-        ("prep", _mua("prep", "--gym", "guess", "--out", str(data))),
+        ("prep", _mua("prep", "--gym", "guess", "--out", str(data), "--option", f"max_number={MAX_NUMBER}")),
         (
             "expert",
             _mua(
@@ -100,7 +110,8 @@ def _phases(out: Path, seed: int, quick: bool = False) -> list[tuple[str, list[s
                 "gym.name=guess",
                 f"data.train_files=[{data / 'train.parquet'}]",
                 "rollout.n=1",
-                "rollout.max_turns=6",
+                f"gym.options.expert_noise={EXPERT_NOISE}",
+                "rollout.max_turns=4",
                 "rollout.max_total_tokens=256",
                 f"run_dir={out / 'expert'}",
                 *cut.get("expert", []),
@@ -188,11 +199,19 @@ def run_demo(out_dir: str | Path = "runs/demo", seed: int = 0, quick: bool = Fal
     return result
 
 
+def _decoding(result: DemoResult) -> str:
+    summary = json.loads((result.out_dir / "eval_sft" / "summary.json").read_text())
+    if not summary.get("temperature"):
+        return "greedy"
+    return f"sampled at temperature {summary['temperature']:g}, {summary['n']} games per task"
+
+
 def print_report(result: DemoResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"held-out guess tasks ({result.before['num_tasks']}), greedy")
+    title = f"held-out guess tasks ({result.before['num_tasks']}), {_decoding(result)}"
+    table = Table(title=title)
     for col in ("model", "reward", "success", "turns", "tokens"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for label, s in (("after SFT (start)", result.before), ("after GRPO", result.after)):

@@ -1,6 +1,7 @@
 """The guess gym: find a hidden number in 1..N from "higher"/"lower" replies (the CPU quickstart).
 
-Exposes `GYM`, the scripted binary-search expert and a random policy. See README.md.
+Exposes `GYM`, the scripted binary-search expert (optionally careless: gym option `expert_noise`)
+and a random policy. See README.md.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 
 from gyms.guess.env import GuessEnv
 from gyms.guess.tasks import build_tasks
+from mua.errors import UsageError
 from mua.gym import GymContext, GymSpec, Task
 
 _ANSWER = re.compile(r"\[\s*answer\s*\]\s*([-+]?\d+)", re.I)
@@ -33,11 +35,30 @@ def _bounds(messages: list[dict], max_number: int) -> tuple[int, int]:
     return low, high
 
 
+def expert_noise(options: dict) -> float:
+    """The `expert_noise` gym option: chance that an expert guess is careless (default 0)."""
+    value = options.get("expert_noise", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise UsageError(f"gym.options.expert_noise must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
 def expert(ctx: GymContext):
-    """Binary search over the replies so far; at most ceil(log2(N + 1)) guesses."""
+    """Binary search over the replies so far; at most ceil(log2(N + 1)) guesses.
+
+    With `gym.options.expert_noise` = p > 0 each guess is, with probability p, a careless one drawn
+    uniformly from 1..2N (half of them out of range, replies ignored): a weaker, less predictable
+    player whose imitation leaves reinforcement learning something to improve. The draws are seeded
+    by the context seed, the task and the turn, so the same run gives the same conversations.
+    """
+    noise = expert_noise(ctx.options)
 
     async def act(messages: list[dict], task: Task) -> dict:
-        low, high = _bounds(messages, int(task.payload.get("max_number", 16)))
+        max_number = int(task.payload.get("max_number", 16))
+        rng = random.Random(f"{ctx.seed}:{task.task_id}:{len(messages)}")
+        if noise > 0.0 and rng.random() < noise:
+            return {"role": "assistant", "content": f"[answer] {rng.randint(1, 2 * max_number)}"}
+        low, high = _bounds(messages, max_number)
         return {"role": "assistant", "content": f"[answer] {(low + max(low, high)) // 2}"}
 
     return act

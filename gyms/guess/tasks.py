@@ -1,7 +1,8 @@
 """The guess gym's built-in dataset: hidden numbers drawn with a seed, split into train and test.
 
-Options: `max_number` (N, default 16), `num_train` (default 512), `num_test` (default 64). The
-same seed and options give the same tasks. There is no public dataset for this gym.
+Options: `max_number` (N, default 16), `num_train` (default 512), `num_test` (default 64);
+`expert_noise` is accepted and left to the expert. The same seed and options give the same tasks.
+There is no public dataset for this gym.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def build_tasks(source: str | None = None, seed: int = 0, options: dict | None =
     options = dict(options or {})
     if source is not None:
         raise UsageError("the guess gym has no public dataset; drop --source to use its built-in tasks")
-    unknown = sorted(set(options) - _KNOWN_OPTIONS - {"max_turns"})
+    unknown = sorted(set(options) - _KNOWN_OPTIONS - {"max_turns", "expert_noise"})
     if unknown:
         raise UsageError(f"unknown guess option(s) {unknown}; known: {sorted(_KNOWN_OPTIONS)}")
     max_number = _int_option(options, "max_number", 16, 2)

@@ -89,3 +89,22 @@ def test_expert_and_random_baselines_match_readme():
     stated = dict(re.findall(r"\| (expert|random) [^|]*\| ([0-9.]+) \|", text))
     assert float(stated["expert"]) == pytest.approx(expert, abs=0.005)
     assert float(stated["random"]) == pytest.approx(rand, abs=0.005), rand
+
+
+def test_careless_expert_is_seeded_weaker_and_matches_readme():
+    tasks = GYM.build_tasks(None, seed=0)["test"]
+    careless = GYM.expert(GymContext(options={"expert_noise": 0.5}))
+    first = [asyncio.run(play(t, careless)) for t in tasks]
+    again = [asyncio.run(play(t, careless)) for t in tasks]
+    assert [m for _, m in first] == [m for _, m in again]  # same seed, same conversations
+    reward = sum(r for r, _ in first) / len(tasks)
+    assert 0.3 < reward < 0.95
+    guesses = [int(m["content"].split()[-1]) for _, msgs in first for m in msgs if m["role"] == "assistant"]
+    assert max(guesses) > 16  # careless guesses reach 1..2N
+    stated = dict(re.findall(r"\| careless expert \(expert_noise ([0-9.]+)\) \| ([0-9.]+) \|", README.read_text()))
+    assert float(stated["0.5"]) == pytest.approx(reward, abs=0.005), reward
+    reseeded = GYM.expert(GymContext(options={"expert_noise": 0.5}, seed=1))
+    assert [m for _, m in first] != [asyncio.run(play(t, reseeded))[1] for t in tasks]
+    for bad in (1.5, -0.1, "half", True):
+        with pytest.raises(UsageError, match="expert_noise"):
+            GYM.expert(GymContext(options={"expert_noise": bad}))
