@@ -141,6 +141,9 @@ class Trainer:
             if cfg.export_hf_at_end:
                 export_hf(self.model, self.tokenizer, self.run_dir / "hf" / "final",
                           self.recipe.model.dtype, self.dist.is_main)
+            # Ranks leave together: a rank that tears its process group down while rank 0 is
+            # still writing the export can abort inside the gloo backend.
+            barrier()
             status = "FINISHED"
         finally:
             if self.rl is not None:
