@@ -24,7 +24,6 @@ from mua.gym import (
     StepResult,
     Task,
     ToolEnv,
-    UserFailure,
     tool,
 )
 
@@ -60,7 +59,6 @@ class InteractEnv(ToolEnv):
         self._turn_components: dict[str, float] = {}
         self._turn_errors: dict[str, int] = {}
         self._turn_done = False
-        self._failure: UserFailure | None = None
         if ctx.user_kind == "llm" and ctx.llm is None and self.needs_llm():
             raise UsageError(f"gym {self.gym_name!r}: user.kind is 'llm' but no LLM client was configured")
 
@@ -124,11 +122,7 @@ class InteractEnv(ToolEnv):
             self._count_error("empty_content")
             return f"Error: `{choice}` needs a non-empty `content`."
         handler = {"action": self.on_action, "search": self.on_search, "answer": self.on_answer}[choice]
-        try:
-            outcome = await handler(content)
-        except UserFailure as e:
-            self._failure = e  # re-raised by step(): a judge failure must not become an observation
-            raise
+        outcome = await handler(content)
         for name, value in outcome.components.items():
             self._turn_components[name] = self._turn_components.get(name, 0.0) + float(value)
         self._turn_done = self._turn_done or outcome.done
@@ -141,13 +135,11 @@ class InteractEnv(ToolEnv):
                 done=True,
                 info={"errors": {"after_done": 1}},
             )
-        self._turn_components, self._turn_errors, self._turn_done, self._failure = {}, {}, False, None
+        self._turn_components, self._turn_errors, self._turn_done = {}, {}, False
         if action.tool_calls or action.parse_errors:
             messages, errors = await self.call_tools(action)
         else:
             messages, errors = await self._plain_text_turn(action.text)
-        if self._failure is not None:
-            raise self._failure
         for kind, n in self._turn_errors.items():
             errors[kind] = errors.get(kind, 0) + n
         self.done = self._turn_done

@@ -27,7 +27,6 @@ from mua.gym.api import (
     StepResult,
     Task,
     ToolCall,
-    UserFailure,
 )
 from mua.gym.tools import ToolEnv, tool
 
@@ -72,7 +71,6 @@ class TravelEnv(ToolEnv):
         self.done = False
         self._turn: dict[str, float] = {}
         self._asked = False
-        self._user_failure: UserFailure | None = None
         return ResetResult(messages=[dict(m) for m in task.prompt], tools=self.tool_schemas())
 
     @tool
@@ -101,13 +99,7 @@ class TravelEnv(ToolEnv):
             raise ValueError(
                 "empty message to the traveller; write what you want to ask in `content`"
             )
-        try:
-            reply, revealed = await self.user.respond(message, self.prefs, self.current)
-        except (
-            UserFailure
-        ) as e:  # ToolEnv turns exceptions into observations; this one must end the episode
-            self._user_failure = e
-            raise
+        reply, revealed = await self.user.respond(message, self.prefs, self.current)
         new = [p for p in revealed if p not in self.prefs.revealed]
         self.prefs.revealed.update(new)
         if new:
@@ -159,7 +151,7 @@ class TravelEnv(ToolEnv):
         self._turn[component] = self._turn.get(component, 0.0) + raw * self.weights[component]
 
     async def step(self, action: AgentAction) -> StepResult:
-        self._turn, self._asked, self._user_failure = {}, False, None
+        self._turn, self._asked = {}, False
         if self.done:
             return StepResult(
                 messages=[{"role": "user", "content": "The conversation is over."}], done=True
@@ -175,8 +167,6 @@ class TravelEnv(ToolEnv):
                 text=action.text, tool_calls=calls, parse_errors=list(action.parse_errors)
             )
             messages, errors = await self.call_tools(act)
-            if self._user_failure is not None:
-                raise self._user_failure
             if from_text:  # the model wrote bracket text, so it reads the answer as a user turn
                 messages = [{"role": "user", "content": m["content"]} for m in messages]
         elif _THINK.sub("", action.text).strip():

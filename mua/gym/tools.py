@@ -3,7 +3,8 @@
 `@tool` marks a function or env method; `tool_schema(fn)` returns its OpenAI-style schema;
 `ToolEnv` dispatches parsed tool calls to marked methods and turns every mistake (unknown tool,
 bad arguments, exceptions) into a tool message that says what was wrong, with an `error_kind`
-for metrics. It never raises on model output.
+for metrics. It never raises on model output; only a `UserFailure` (the simulated user or judge
+could not answer) passes through, so the runner can end that trajectory masked.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from mua.gym.api import AgentAction, StepResult, ToolCall
+from mua.gym.api import AgentAction, StepResult, ToolCall, UserFailure
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object"}
 
@@ -213,6 +214,8 @@ class ToolEnv:
             result = fn(**kwargs)
             if inspect.isawaitable(result):
                 result = await result
+        except UserFailure:
+            raise  # the user or judge could not answer: the runner ends the trajectory, masked
         except Exception as e:  # a tool bug or a rejected action must not end the rollout
             return self._tool_msg(call, f"Error: {call.name} failed: {type(e).__name__}: {e}"), "tool_exception"
         if not isinstance(result, str):
