@@ -30,12 +30,16 @@ def _load_tasks(recipe, gym) -> list:
         tasks = [t for path in recipe.data.train_files for t in read_tasks(path)]
         wrong = sorted({t.gym for t in tasks if t.gym != gym.name})
         if wrong:
-            raise UsageError(f"data.train_files hold tasks of gym(s) {wrong}, but gym.name is {gym.name!r}; "
-                             "set gym.name to match the files")
+            raise UsageError(
+                f"data.train_files hold tasks of gym(s) {wrong}, but gym.name is {gym.name!r}; "
+                "set gym.name to match the files"
+            )
     else:
         splits = gym.build_tasks(None, seed=recipe.data.seed, options=dict(recipe.gym.options))
         if recipe.split not in splits:
-            raise UsageError(f"gym {gym.name!r} has no split {recipe.split!r}; choose one of {sorted(splits)}")
+            raise UsageError(
+                f"gym {gym.name!r} has no split {recipe.split!r}; choose one of {sorted(splits)}"
+            )
         tasks = splits[recipe.split]
     limit = recipe.max_tasks or recipe.data.max_tasks
     tasks = tasks[:limit] if limit else tasks
@@ -58,26 +62,22 @@ def _make_policy(recipe, gym, ctx):
         from mua.rollout.hf_engine import HFEngine
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine = HFEngine.from_pretrained(recipe.model.path, dtype=recipe.model.dtype, device=device,
-                                          seed=recipe.model.seed)
-        return EnginePolicy.from_config(engine, recipe.rollout, recipe.model.tool_parser), engine.close
+        engine = HFEngine.from_pretrained(
+            recipe.model.path, dtype=recipe.model.dtype, device=device, seed=recipe.model.seed
+        )
+        return EnginePolicy.from_config(
+            engine, recipe.rollout, recipe.model.tool_parser
+        ), engine.close
     if engine_kind == "openai":
         from mua.rollout.openai_policy import OpenAIPolicy
 
-        agent = OpenAIPolicy.from_config(recipe.rollout, model=recipe.model.path, tool_parser=recipe.model.tool_parser)
+        agent = OpenAIPolicy.from_config(
+            recipe.rollout, model=recipe.model.path, tool_parser=recipe.model.tool_parser
+        )
         return agent.as_message_policy(), agent.aclose
-    raise UsageError(f"`mua rollout` does not run rollout.engine={engine_kind} yet; use rollout.engine=hf or openai")
-
-
-def _user_config(user):
-    """The `user` section as a model (an unset section arrives as its raw default dict)."""
-    if not isinstance(user, dict):
-        return user
-    from pydantic import TypeAdapter
-
-    from mua.config.rollout import UserConfig
-
-    return TypeAdapter(UserConfig).validate_python(user)
+    raise UsageError(
+        f"`mua rollout` does not run rollout.engine={engine_kind} yet; use rollout.engine=hf or openai"
+    )
 
 
 def _write_jsonl(trajectories, path) -> None:
@@ -98,7 +98,9 @@ def _summary_line(trajectories, output) -> str:
 
     n = len(trajectories)
     mean = sum(t.reward for t in trajectories) / n
-    reasons = ", ".join(f"{k} {v}" for k, v in Counter(t.termination for t in trajectories).most_common())
+    reasons = ", ".join(
+        f"{k} {v}" for k, v in Counter(t.termination for t in trajectories).most_common()
+    )
     drift = sum(1 for t in trajectories if t.metrics.get("drift"))
     return f"{n} trajectories · mean reward {mean:.3f} · {reasons} · drift {drift} · wrote {output}"
 
@@ -118,9 +120,14 @@ def run(args: list[str], show: int, html_path: str | None) -> None:
     recipe = load(args, "rollout")
     gym = get_gym(recipe.gym.name)
     tasks = _load_tasks(recipe, gym)
-    user = recipe.user = _user_config(recipe.user)
-    ctx = GymContext(options=dict(recipe.gym.options), reward_weights=dict(recipe.gym.reward_weights),
-                     user_kind=user.kind, llm=make_llm_client(user), seed=recipe.data.seed)
+    user = recipe.user
+    ctx = GymContext(
+        options=dict(recipe.gym.options),
+        reward_weights=dict(recipe.gym.reward_weights),
+        user_kind=user.kind,
+        llm=make_llm_client(user),
+        seed=recipe.data.seed,
+    )
     tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
     run_dir = Path(recipe.run_dir)
     write_resolved(recipe, run_dir)
@@ -129,8 +136,16 @@ def run(args: list[str], show: int, html_path: str | None) -> None:
 
     async def collect(progress):
         try:
-            return await run_rollouts(tasks, n=recipe.rollout.n, policy=policy, gym_spec=gym, gym_ctx=ctx,
-                                      tokenizer=tokenizer, rollout_cfg=recipe.rollout, progress=progress)
+            return await run_rollouts(
+                tasks,
+                n=recipe.rollout.n,
+                policy=policy,
+                gym_spec=gym,
+                gym_ctx=ctx,
+                tokenizer=tokenizer,
+                rollout_cfg=recipe.rollout,
+                progress=progress,
+            )
         finally:
             if close is not None:
                 await close()
@@ -155,7 +170,11 @@ def register(app: typer.Typer) -> None:
     @app.command("rollout", help=HELP)
     def rollout(
         args: list[str] = typer.Argument(..., help=RECIPE_HELP),
-        show: int = typer.Option(0, "--show", help="Print this many conversations with roles and rewards."),
-        html: str | None = typer.Option(None, "--html", help="Also write an HTML page of the trajectories here."),
+        show: int = typer.Option(
+            0, "--show", help="Print this many conversations with roles and rewards."
+        ),
+        html: str | None = typer.Option(
+            None, "--html", help="Also write an HTML page of the trajectories here."
+        ),
     ) -> None:
         run(list(args), show, html)

@@ -18,7 +18,7 @@ from mua.eval.store import ResultStore
 
 def _fingerprint(recipe, model: str) -> dict:
     r = recipe.rollout
-    user = recipe.user if isinstance(recipe.user, dict) else recipe.user.model_dump(mode="json")
+    user = recipe.user.model_dump(mode="json")
     return {
         "model": model,
         "n": recipe.eval.n,
@@ -40,22 +40,12 @@ def _fingerprint(recipe, model: str) -> dict:
     }
 
 
-def _user_config(user):
-    if not isinstance(user, dict):
-        return user
-    from pydantic import TypeAdapter
-
-    from mua.config.rollout import UserConfig
-
-    return TypeAdapter(UserConfig).validate_python(user)
-
-
 async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) -> dict:
     from mua.eval.runner import evaluate
     from mua.gym import GymContext, get_gym
     from mua.rollout.users import make_llm_client
 
-    user = _user_config(recipe.user)
+    user = recipe.user
     summaries = {}
     try:
         for gym_name, tasks in tasks_by_gym.items():
