@@ -32,7 +32,10 @@ def main(argv: list[str]) -> int:
         if wanted and bench_id not in wanted:
             continue
         mod = importlib.import_module(mod_name)
-        print(f"== {bench_id}: {mod.__doc__.strip().splitlines()[0] if mod.__doc__ else ''}", flush=True)
+        print(
+            f"== {bench_id}: {mod.__doc__.strip().splitlines()[0] if mod.__doc__ else ''}",
+            flush=True,
+        )
         try:
             result = mod.run()
         except Exception as e:  # one broken benchmark must not hide the others

@@ -70,7 +70,9 @@ class _UserEnv:
         from mua.gym.api import StepResult
 
         self.turns += 1
-        reply = await self.llm.complete([*USER_PROMPT, {"role": "user", "content": action.text[:200]}])
+        reply = await self.llm.complete(
+            [*USER_PROMPT, {"role": "user", "content": action.text[:200]}]
+        )
         if self.turns >= NUM_TURNS:
             return StepResult(done=True, reward=1.0)
         return StepResult(messages=[{"role": "user", "content": reply}])
@@ -83,19 +85,39 @@ def _tasks():
     from mua.gym.api import Task
 
     return [
-        Task(f"c{i}", "b2", "bench", [
-            {"role": "system", "content": "You are a helpful travel agent."},
-            {"role": "user", "content": f"Conversation {i}: help me plan a short trip."},
-        ], {})
+        Task(
+            f"c{i}",
+            "b2",
+            "bench",
+            [
+                {"role": "system", "content": "You are a helpful travel agent."},
+                {"role": "user", "content": f"Conversation {i}: help me plan a short trip."},
+            ],
+            {},
+        )
         for i in range(NUM_CONVERSATIONS)
     ]
 
 
 def _start_user_server() -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "mua.testing.fake_openai", "--port", "0", "--latency-ms",
-           str(USER_LATENCY_MS), "--latency-dist", "lognormal", "--seed", "0", "--max-seconds", "900"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "mua.testing.fake_openai",
+        "--port",
+        "0",
+        "--latency-ms",
+        str(USER_LATENCY_MS),
+        "--latency-dist",
+        "lognormal",
+        "--seed",
+        "0",
+        "--max-seconds",
+        "900",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     line = proc.stdout.readline()
     if not line.startswith("serving "):
         proc.kill()
@@ -107,8 +129,14 @@ def _user_client(base_url: str):
     from mua.config.rollout import LLMUserConfig
     from mua.rollout.users import LLMClient
 
-    cfg = LLMUserConfig(kind="llm", base_url=base_url, model="sim-user", max_concurrency=64,
-                        timeout_s=30, max_retries=2)
+    cfg = LLMUserConfig(
+        kind="llm",
+        base_url=base_url,
+        model="sim-user",
+        max_concurrency=64,
+        timeout_s=30,
+        max_retries=2,
+    )
     return LLMClient(cfg)
 
 
@@ -132,14 +160,28 @@ async def _mua_run(engine, tokenizer, base_url: str) -> list:
     from mua.rollout.runner import run_rollouts
 
     llm = _user_client(base_url)
-    spec = GymSpec(name="b2", description="bench", make_env=_UserEnv, build_tasks=lambda *a, **k: {})
-    cfg = RolloutConfig(n=1, max_new_tokens_per_turn=NEW_TOKENS_PER_TURN, max_total_tokens=4096,
-                        max_turns=NUM_TURNS, max_concurrency=NUM_CONVERSATIONS, call_timeout_s=60)
+    spec = GymSpec(
+        name="b2", description="bench", make_env=_UserEnv, build_tasks=lambda *a, **k: {}
+    )
+    cfg = RolloutConfig(
+        n=1,
+        max_new_tokens_per_turn=NEW_TOKENS_PER_TURN,
+        max_total_tokens=4096,
+        max_turns=NUM_TURNS,
+        max_concurrency=NUM_CONVERSATIONS,
+        call_timeout_s=60,
+    )
     policy = EnginePolicy(_NoStopEngine(engine), temperature=1.0, seed=0)
     try:
-        trajs = await run_rollouts(_tasks(), n=1, policy=policy, gym_spec=spec,
-                                   gym_ctx=GymContext(user_kind="llm", llm=llm), tokenizer=tokenizer,
-                                   rollout_cfg=cfg)
+        trajs = await run_rollouts(
+            _tasks(),
+            n=1,
+            policy=policy,
+            gym_spec=spec,
+            gym_ctx=GymContext(user_kind="llm", llm=llm),
+            tokenizer=tokenizer,
+            rollout_cfg=cfg,
+        )
     finally:
         await llm.aclose()
     bad = [t.termination for t in trajs if t.termination != "done"]
@@ -168,17 +210,26 @@ async def _replay(engine, workload, base_url: str | None) -> None:
     try:
         for turn in range(NUM_TURNS):
             requests = [
-                GenerationRequest(prompt_ids=prompts[i], route_key=f"replay/{i}", sampling=SamplingParams(
-                    temperature=1.0, max_new_tokens=conv[turn][1], seed=i * NUM_TURNS + turn))
+                GenerationRequest(
+                    prompt_ids=prompts[i],
+                    route_key=f"replay/{i}",
+                    sampling=SamplingParams(
+                        temperature=1.0, max_new_tokens=conv[turn][1], seed=i * NUM_TURNS + turn
+                    ),
+                )
                 for i, conv in enumerate(workload)
             ]
             results = await asyncio.gather(*(engine.generate(r) for r in requests))
             if turn + 1 < NUM_TURNS:
-                prompts = [_next_prompt(conv, turn, prompts[i], results[i].token_ids)
-                           for i, conv in enumerate(workload)]
+                prompts = [
+                    _next_prompt(conv, turn, prompts[i], results[i].token_ids)
+                    for i, conv in enumerate(workload)
+                ]
             if llm is not None:
-                asks = [[*USER_PROMPT, {"role": "user", "content": f"turn {turn} of {i}"}]
-                        for i in range(len(workload))]
+                asks = [
+                    [*USER_PROMPT, {"role": "user", "content": f"turn {turn} of {i}"}]
+                    for i in range(len(workload))
+                ]
                 await asyncio.gather(*(llm.complete(a) for a in asks))
     finally:
         if llm is not None:
@@ -196,7 +247,8 @@ def _fresh(engine, fn, probe: dict | None = None):
         out = fn()
         if probe is not None:
             probe.setdefault("engine_busy_fraction", []).append(
-                (engine.stats["busy_s"] - busy_s) / (time.perf_counter() - wall_s))
+                (engine.stats["busy_s"] - busy_s) / (time.perf_counter() - wall_s)
+            )
             probe.setdefault("loop_thread_cpu_seconds", []).append(time.thread_time() - loop_cpu_s)
         return out
 
@@ -215,17 +267,31 @@ def run() -> tuple[dict[str, float], str]:
     logging.getLogger("mua.rollout").setLevel(logging.ERROR)
     torch.manual_seed(0)
     tokenizer = load_tokenizer(MODEL)
-    engine = HFEngine(load_model(MODEL, seed=0), copy_model=False, max_batch_size=NUM_CONVERSATIONS,
-                      pad_token_id=tokenizer.pad_token_id or 0)
+    engine = HFEngine(
+        load_model(MODEL, seed=0),
+        copy_model=False,
+        max_batch_size=NUM_CONVERSATIONS,
+        pad_token_id=tokenizer.pad_token_id or 0,
+    )
     server, base_url = _start_user_server()
     try:
         workload = _turn_workload(asyncio.run(_mua_run(engine, tokenizer, base_url)))
         probe: dict[str, list[float]] = {}
-        times = interleaved({
-            "mua": _fresh(engine, lambda: asyncio.run(_mua_run(engine, tokenizer, base_url)), probe),
-            "turn_sync": _fresh(engine, lambda: asyncio.run(_replay(engine, workload, base_url))),
-            "generation_only": _fresh(engine, lambda: asyncio.run(_replay(engine, workload, None))),
-        }, repeats=5, warmup=1)
+        times = interleaved(
+            {
+                "mua": _fresh(
+                    engine, lambda: asyncio.run(_mua_run(engine, tokenizer, base_url)), probe
+                ),
+                "turn_sync": _fresh(
+                    engine, lambda: asyncio.run(_replay(engine, workload, base_url))
+                ),
+                "generation_only": _fresh(
+                    engine, lambda: asyncio.run(_replay(engine, workload, None))
+                ),
+            },
+            repeats=5,
+            warmup=1,
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -241,9 +307,11 @@ def run() -> tuple[dict[str, float], str]:
         # (HTTP client, chat templates, tokenization) on the event-loop thread, which shares the GIL
         **{f"mua_{name}": statistics.median(values) for name, values in probe.items()},
     }
-    notes = (f"{NUM_CONVERSATIONS} conversations x {NUM_TURNS} turns x {NEW_TOKENS_PER_TURN} tokens, "
-             f"{MODEL}, hf engine (CPU, {THREADS} thread(s)), user latency log-normal mean {USER_LATENCY_MS} ms "
-             "over HTTP; median of 5 interleaved after 1 warm-up")
+    notes = (
+        f"{NUM_CONVERSATIONS} conversations x {NUM_TURNS} turns x {NEW_TOKENS_PER_TURN} tokens, "
+        f"{MODEL}, hf engine (CPU, {THREADS} thread(s)), user latency log-normal mean {USER_LATENCY_MS} ms "
+        "over HTTP; median of 5 interleaved after 1 warm-up"
+    )
     return metrics, notes
 
 

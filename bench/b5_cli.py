@@ -16,7 +16,9 @@ def run() -> dict[str, float]:
         subprocess.run([sys.executable, "-c", "pass"], check=True, capture_output=True)
 
     def help_():
-        subprocess.run([sys.executable, "-m", "mua.cli.main", "--help"], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "mua.cli.main", "--help"], check=True, capture_output=True
+        )
 
     t = interleaved({"bare": bare, "help": help_}, repeats=7, warmup=2)
     return {

@@ -11,13 +11,15 @@ import platform
 import re
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1) -> dict[str, float]:
+def interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1
+) -> dict[str, float]:
     """Median seconds of each callable, measured A B A B ... after `warmup` rounds."""
     times: dict[str, list[float]] = {k: [] for k in fns}
     for i in range(warmup + repeats):
@@ -38,7 +40,9 @@ def _check(value: float, rule: str) -> bool:
     return {"<=": value <= bound, ">=": value >= bound, "<": value < bound, ">": value > bound}[op]
 
 
-def write_result(bench_id: str, metrics: dict[str, float], bar: dict[str, str], notes: str = "") -> dict:
+def write_result(
+    bench_id: str, metrics: dict[str, float], bar: dict[str, str], notes: str = ""
+) -> dict:
     ok = all(name in metrics and _check(metrics[name], rule) for name, rule in bar.items())
     doc = {
         "id": bench_id,
@@ -58,4 +62,6 @@ def write_result(bench_id: str, metrics: dict[str, float], bar: dict[str, str], 
 def _cores() -> int:
     import os
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )

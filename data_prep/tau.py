@@ -18,7 +18,10 @@ from typing import Any
 from mua.errors import UsageError
 
 DOMAINS = ("retail", "airline")
-TABLES = {"retail": ("orders", "products", "users"), "airline": ("flights", "reservations", "users")}
+TABLES = {
+    "retail": ("orders", "products", "users"),
+    "airline": ("flights", "reservations", "users"),
+}
 SPLIT_FILES = {
     "retail": {"train": "tasks_train.json", "dev": "tasks_dev.json", "test": "tasks_test.json"},
     "airline": {"test": "tasks_test.json"},
@@ -29,12 +32,20 @@ POLICY_FILE = "policy.md"
 def domain_dir(source: str | Path, domain: str) -> Path:
     """The folder holding `domain`'s files: `source` itself or `source/<domain>`."""
     if domain not in DOMAINS:
-        raise UsageError(f"tau: unknown domain {domain!r}; use gym.options.domain: retail or airline")
+        raise UsageError(
+            f"tau: unknown domain {domain!r}; use gym.options.domain: retail or airline"
+        )
     path = Path(source).expanduser()
     if not path.exists():
-        raise UsageError(f"{path}: not found; pass the tau-bench data folder (holding retail/ and airline/)")
+        raise UsageError(
+            f"{path}: not found; pass the tau-bench data folder (holding retail/ and airline/)"
+        )
     for candidate in (path / domain, path):
-        if candidate.is_dir() and (candidate / "users.json").is_file() and (candidate / TABLES[domain][0]).with_suffix(".json").is_file():
+        if (
+            candidate.is_dir()
+            and (candidate / "users.json").is_file()
+            and (candidate / TABLES[domain][0]).with_suffix(".json").is_file()
+        ):
             return candidate.resolve()
     raise UsageError(
         f"{path}: no {domain} data here; expected {domain}/{TABLES[domain][0]}.json and {domain}/users.json under it"
@@ -59,10 +70,14 @@ def read_tables(folder: Path, domain: str) -> dict[str, dict[str, dict]]:
         path = folder / f"{table}.json"
         data = _load_json(path)
         if not isinstance(data, dict):
-            raise UsageError(f"{path}: expected a JSON object of records keyed by id, got {type(data).__name__}")
+            raise UsageError(
+                f"{path}: expected a JSON object of records keyed by id, got {type(data).__name__}"
+            )
         bad = next((k for k, v in data.items() if not isinstance(v, dict)), None)
         if bad is not None:
-            raise UsageError(f"{path}: record {bad!r} is {type(data[bad]).__name__}, expected an object")
+            raise UsageError(
+                f"{path}: record {bad!r} is {type(data[bad]).__name__}, expected an object"
+            )
         tables[table] = data
     return tables
 
@@ -72,7 +87,9 @@ def read_policy(folder: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        raise UsageError(f"{path}: policy file missing; the agent's system prompt is read from it") from None
+        raise UsageError(
+            f"{path}: policy file missing; the agent's system prompt is read from it"
+        ) from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: cannot read ({e})") from None
     if not text:
@@ -90,10 +107,21 @@ def _check_task(path: Path, i: int, row: Any) -> dict:
     if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
         raise UsageError(f"{path}: task {i}: 'outputs' must be a list of strings")
     for j, action in enumerate(row["actions"]):
-        if not (isinstance(action, dict) and isinstance(action.get("name"), str) and isinstance(action.get("kwargs", {}), dict)):
-            raise UsageError(f"{path}: task {i}: action {j} must be an object with 'name' and 'kwargs'")
+        if not (
+            isinstance(action, dict)
+            and isinstance(action.get("name"), str)
+            and isinstance(action.get("kwargs", {}), dict)
+        ):
+            raise UsageError(
+                f"{path}: task {i}: action {j} must be an object with 'name' and 'kwargs'"
+            )
     actions = [{"name": a["name"], "kwargs": a.get("kwargs", {})} for a in row["actions"]]
-    return {"user_id": row["user_id"], "instruction": row["instruction"], "actions": actions, "outputs": list(outputs)}
+    return {
+        "user_id": row["user_id"],
+        "instruction": row["instruction"],
+        "actions": actions,
+        "outputs": list(outputs),
+    }
 
 
 def read_tasks(folder: Path, domain: str) -> dict[str, list[dict]]:

@@ -34,7 +34,9 @@ def locate(source: str | Path, kind: str) -> Path:
         found = sorted(path.rglob(name))
         if found:
             return found[0]
-        raise UsageError(f"{path}: no {name} found under this folder; pass the file or the UserRL data folder")
+        raise UsageError(
+            f"{path}: no {name} found under this folder; pass the file or the UserRL data folder"
+        )
     raise UsageError(f"{path}: not found; pass {name} or the folder that contains it")
 
 
@@ -60,7 +62,9 @@ def _need(path: Path, i: Any, row: Any, fields: dict[str, type | tuple]) -> None
         if name not in row:
             raise UsageError(f"{path}: record {i} lacks field {name!r}")
         if not isinstance(row[name], kind) or isinstance(row[name], bool):
-            raise UsageError(f"{path}: record {i} field {name!r} has type {type(row[name]).__name__}")
+            raise UsageError(
+                f"{path}: record {i} field {name!r} has type {type(row[name]).__name__}"
+            )
 
 
 def read_function_rules(source: str | Path) -> list[dict]:
@@ -68,11 +72,25 @@ def read_function_rules(source: str | Path) -> list[dict]:
     path = locate(source, "function")
     out = []
     for i, row in enumerate(_rows(path, _load_json(path))):
-        _need(path, i, row, {"id": str, "rule": str, "test_case": list, "expected_result": (int, float)})
+        _need(
+            path,
+            i,
+            row,
+            {"id": str, "rule": str, "test_case": list, "expected_result": (int, float)},
+        )
         case = row["test_case"]
-        if len(case) != 4 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in case):
+        if len(case) != 4 or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in case
+        ):
             raise UsageError(f"{path}: record {i} test_case must be four numbers, got {case!r}")
-        out.append({"id": row["id"], "rule": row["rule"], "test_case": list(case), "expected": float(row["expected_result"])})
+        out.append(
+            {
+                "id": row["id"],
+                "rule": row["rule"],
+                "test_case": list(case),
+                "expected": float(row["expected_result"]),
+            }
+        )
     return out
 
 
@@ -81,8 +99,16 @@ def read_telepathy_entities(source: str | Path) -> list[dict]:
     path = locate(source, "telepathy")
     out = []
     for i, row in enumerate(_rows(path, _load_json(path))):
-        _need(path, i, row, {"id": str, "title": str, "description": str, "target_entity": str, "category": str})
-        out.append({k: row[k] for k in ("id", "title", "description", "category")} | {"target": row["target_entity"]})
+        _need(
+            path,
+            i,
+            row,
+            {"id": str, "title": str, "description": str, "target_entity": str, "category": str},
+        )
+        out.append(
+            {k: row[k] for k in ("id", "title", "description", "category")}
+            | {"target": row["target_entity"]}
+        )
     return out
 
 
@@ -91,18 +117,39 @@ def read_turtle_stories(source: str | Path) -> list[dict]:
     path = locate(source, "turtle")
     data = _load_json(path)
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a JSON object of stories keyed by id, got {type(data).__name__}")
+        raise UsageError(
+            f"{path}: expected a JSON object of stories keyed by id, got {type(data).__name__}"
+        )
     out = []
     for key, row in data.items():
-        _need(path, key, row, {"new_title": str, "new_surface": str, "new_bottom": str, "evaluation": list})
+        _need(
+            path,
+            key,
+            row,
+            {"new_title": str, "new_surface": str, "new_bottom": str, "evaluation": list},
+        )
         criteria = []
         for j, c in enumerate(row["evaluation"]):
-            if not isinstance(c, dict) or not isinstance(c.get("statement"), str) or not isinstance(c.get("score"), (int, float)):
-                raise UsageError(f"{path}: story {key} evaluation item {j} needs a 'statement' and a numeric 'score'")
+            if (
+                not isinstance(c, dict)
+                or not isinstance(c.get("statement"), str)
+                or not isinstance(c.get("score"), (int, float))
+            ):
+                raise UsageError(
+                    f"{path}: story {key} evaluation item {j} needs a 'statement' and a numeric 'score'"
+                )
             criteria.append({"statement": c["statement"], "weight": float(c["score"])})
         if not criteria:
             raise UsageError(f"{path}: story {key} has no evaluation criteria")
-        out.append({"id": str(key), "title": row["new_title"], "surface": row["new_surface"], "bottom": row["new_bottom"], "criteria": criteria})
+        out.append(
+            {
+                "id": str(key),
+                "title": row["new_title"],
+                "surface": row["new_surface"],
+                "bottom": row["new_bottom"],
+                "criteria": criteria,
+            }
+        )
     return out
 
 
@@ -114,16 +161,39 @@ def read_intentions(source: str | Path, split: str) -> list[dict]:
         _need(path, i, row, {"id": str, "category": str, "task": str, "missing_details": list})
         details = []
         for j, d in enumerate(row["missing_details"]):
-            _need(path, f"{i} missing_details[{j}]", d, {"description": str, "importance": (str, int), "inquiry": str})
+            _need(
+                path,
+                f"{i} missing_details[{j}]",
+                d,
+                {"description": str, "importance": (str, int), "inquiry": str},
+            )
             try:
                 importance = int(d["importance"])
             except ValueError:
-                raise UsageError(f"{path}: record {i} detail {j} importance {d['importance']!r} is not 1, 2 or 3") from None
+                raise UsageError(
+                    f"{path}: record {i} detail {j} importance {d['importance']!r} is not 1, 2 or 3"
+                ) from None
             if importance not in (1, 2, 3):
-                raise UsageError(f"{path}: record {i} detail {j} importance {importance} is not 1, 2 or 3")
+                raise UsageError(
+                    f"{path}: record {i} detail {j} importance {importance} is not 1, 2 or 3"
+                )
             options = [str(o) for o in d.get("options") or []]
-            details.append({"description": d["description"], "importance": importance, "inquiry": d["inquiry"], "options": options})
-        out.append({"id": row["id"], "category": row["category"], "task": row["task"], "missing_details": details})
+            details.append(
+                {
+                    "description": d["description"],
+                    "importance": importance,
+                    "inquiry": d["inquiry"],
+                    "options": options,
+                }
+            )
+        out.append(
+            {
+                "id": row["id"],
+                "category": row["category"],
+                "task": row["task"],
+                "missing_details": details,
+            }
+        )
     return out
 
 

@@ -101,7 +101,12 @@ def _phases(out: Path, seed: int, quick: bool = False) -> list[tuple[str, list[s
         *cut.get("eval", []),
     ]
     return [
-        ("prep", _mua("prep", "--gym", "guess", "--out", str(data), "--option", f"max_number={MAX_NUMBER}")),
+        (
+            "prep",
+            _mua(
+                "prep", "--gym", "guess", "--out", str(data), "--option", f"max_number={MAX_NUMBER}"
+            ),
+        ),
         (
             "expert",
             _mua(

@@ -25,7 +25,13 @@ def call_message(choice: str, content: str = "", thought: str = "") -> dict:
         "role": "assistant",
         "content": thought,
         "tool_calls": [
-            {"type": "function", "function": {"name": TOOL_NAME, "arguments": {"choice": choice, "content": content}}}
+            {
+                "type": "function",
+                "function": {
+                    "name": TOOL_NAME,
+                    "arguments": {"choice": choice, "content": content},
+                },
+            }
         ],
     }
 

@@ -13,12 +13,40 @@ from gyms.common.actions import TOOL_NAME
 from gyms.common.episode import run_episode
 from mua.gym import AgentAction, GymContext, ToolCall
 
-_WEIRD_TEXT = ["", " ", "\x00", "[answer]", "[finish] now", "[search]", "[bogus] x", "{" * 50, "🙂" * 30, "a" * 5000,
-               "<tool_call>{not json</tool_call>", "1 2 3 4", "[action] 1e309 2 3 4", "[answer] nan", "[answer] inf"]
-_WEIRD_ARGS = [None, 5, "not an object", [], {"choice": "dance", "content": "x"}, {"choice": None}, {"content": "x"},
-               {"choice": "answer", "content": {"nested": 1}}, {"choice": "answer", "content": ["x"]},
-               {"choice": "action", "content": 12}, {"choice": "finish"}, {"choice": "answer", "content": "", "extra": 1},
-               {"choice": "search", "content": "x" * 3000}, {"choice": "ANSWER", "content": "1"}, "{\"choice\": \"action\""]
+_WEIRD_TEXT = [
+    "",
+    " ",
+    "\x00",
+    "[answer]",
+    "[finish] now",
+    "[search]",
+    "[bogus] x",
+    "{" * 50,
+    "🙂" * 30,
+    "a" * 5000,
+    "<tool_call>{not json</tool_call>",
+    "1 2 3 4",
+    "[action] 1e309 2 3 4",
+    "[answer] nan",
+    "[answer] inf",
+]
+_WEIRD_ARGS = [
+    None,
+    5,
+    "not an object",
+    [],
+    {"choice": "dance", "content": "x"},
+    {"choice": None},
+    {"content": "x"},
+    {"choice": "answer", "content": {"nested": 1}},
+    {"choice": "answer", "content": ["x"]},
+    {"choice": "action", "content": 12},
+    {"choice": "finish"},
+    {"choice": "answer", "content": "", "extra": 1},
+    {"choice": "search", "content": "x" * 3000},
+    {"choice": "ANSWER", "content": "1"},
+    '{"choice": "action"',
+]
 
 
 def adversarial_action(rng: random.Random) -> AgentAction:
@@ -27,14 +55,27 @@ def adversarial_action(rng: random.Random) -> AgentAction:
         text = rng.choice(_WEIRD_TEXT)
         return AgentAction(text=text, raw=text)
     if kind == 1:
-        return AgentAction(text="", tool_calls=[ToolCall(name=rng.choice(["", "search", "x" * 200, "interact"]), arguments={})])
+        return AgentAction(
+            text="",
+            tool_calls=[
+                ToolCall(name=rng.choice(["", "search", "x" * 200, "interact"]), arguments={})
+            ],
+        )
     if kind == 2:
         args = rng.choice(_WEIRD_ARGS)
         return AgentAction(text="", tool_calls=[ToolCall(name=TOOL_NAME, arguments=args)])
     if kind == 3:
         return AgentAction(text="", parse_errors=["unterminated <tool_call>"])
-    calls = [ToolCall(name=TOOL_NAME, arguments={"choice": rng.choice(["action", "search", "answer", "finish"]),
-                                                 "content": rng.choice(_WEIRD_TEXT)}) for _ in range(rng.randint(2, 4))]
+    calls = [
+        ToolCall(
+            name=TOOL_NAME,
+            arguments={
+                "choice": rng.choice(["action", "search", "answer", "finish"]),
+                "content": rng.choice(_WEIRD_TEXT),
+            },
+        )
+        for _ in range(rng.randint(2, 4))
+    ]
     return AgentAction(text="", tool_calls=calls)
 
 
@@ -49,14 +90,18 @@ async def fuzz_env(make_env, ctx: GymContext, tasks: list, num_actions: int, see
         for _ in range(rng.randint(3, 25)):
             result = await env.step(adversarial_action(rng))
             sent += 1
-            assert isinstance(result.reward, float) and all(m.get("content") is not None for m in result.messages)
+            assert isinstance(result.reward, float) and all(
+                m.get("content") is not None for m in result.messages
+            )
             if sent >= num_actions:
                 break
         await env.close()
     return episodes
 
 
-async def mean_reward(make_env, ctx: GymContext, tasks: list, policy_factory, max_turns: int = 30) -> float:
+async def mean_reward(
+    make_env, ctx: GymContext, tasks: list, policy_factory, max_turns: int = 30
+) -> float:
     """Average total reward of `policy_factory(i)`'s episodes over `tasks`."""
     total = 0.0
     for i, task in enumerate(tasks):
@@ -70,14 +115,26 @@ def llm_context(base_url: str, max_retries: int = 2, **options) -> GymContext:
     from mua.config.rollout import LLMUserConfig
     from mua.rollout.users import LLMClient
 
-    cfg = LLMUserConfig(base_url=base_url, model="fake-model", max_retries=max_retries, backoff_s=0.01, timeout_s=10)
+    cfg = LLMUserConfig(
+        base_url=base_url, model="fake-model", max_retries=max_retries, backoff_s=0.01, timeout_s=10
+    )
     return GymContext(user_kind="llm", llm=LLMClient(cfg), options=options)
 
 
 def system_text(request: dict) -> str:
     """The system message of a chat request the fake server received."""
-    return next((m.get("content") or "" for m in request.get("messages", []) if m.get("role") == "system"), "")
+    return next(
+        (m.get("content") or "" for m in request.get("messages", []) if m.get("role") == "system"),
+        "",
+    )
 
 
 def last_user_text(request: dict) -> str:
-    return next((m.get("content") or "" for m in reversed(request.get("messages", [])) if m.get("role") == "user"), "")
+    return next(
+        (
+            m.get("content") or ""
+            for m in reversed(request.get("messages", []))
+            if m.get("role") == "user"
+        ),
+        "",
+    )

@@ -48,7 +48,11 @@ def random_policy(random_action: Callable[[random.Random], str], rng: random.Ran
 
     async def policy(messages: list[dict], task: Task) -> dict:
         action = parse_bracket_text(random_action(rng))
-        return action.as_message() if action.tool_calls else {"role": "assistant", "content": action.text}
+        return (
+            action.as_message()
+            if action.tool_calls
+            else {"role": "assistant", "content": action.text}
+        )
 
     return policy
 

@@ -60,7 +60,9 @@ class InteractEnv(ToolEnv):
         self._turn_errors: dict[str, int] = {}
         self._turn_done = False
         if ctx.user_kind == "llm" and ctx.llm is None and self.needs_llm():
-            raise UsageError(f"gym {self.gym_name!r}: user.kind is 'llm' but no LLM client was configured")
+            raise UsageError(
+                f"gym {self.gym_name!r}: user.kind is 'llm' but no LLM client was configured"
+            )
 
     # ----- hooks for subclasses -------------------------------------------------------------
     def needs_llm(self) -> bool:
@@ -121,7 +123,9 @@ class InteractEnv(ToolEnv):
         if not content:
             self._count_error("empty_content")
             return f"Error: `{choice}` needs a non-empty `content`."
-        handler = {"action": self.on_action, "search": self.on_search, "answer": self.on_answer}[choice]
+        handler = {"action": self.on_action, "search": self.on_search, "answer": self.on_answer}[
+            choice
+        ]
         outcome = await handler(content)
         for name, value in outcome.components.items():
             self._turn_components[name] = self._turn_components.get(name, 0.0) + float(value)
@@ -145,7 +149,13 @@ class InteractEnv(ToolEnv):
         self.done = self._turn_done
         components = self._weighted(self._turn_components)
         info = {"errors": errors} if errors else {}
-        return StepResult(messages=messages, reward=float(sum(components.values())), components=components, done=self.done, info=info)
+        return StepResult(
+            messages=messages,
+            reward=float(sum(components.values())),
+            components=components,
+            done=self.done,
+            info=info,
+        )
 
     # ----- helpers --------------------------------------------------------------------------
     async def _plain_text_turn(self, text: str) -> tuple[list[dict], dict[str, int]]:
@@ -158,7 +168,9 @@ class InteractEnv(ToolEnv):
 
     def _weighted(self, raw: dict[str, float]) -> dict[str, float]:
         weights = self.ctx.reward_weights or {}
-        return {n: v * float(weights.get(n, self.default_weights.get(n, 1.0))) for n, v in raw.items()}
+        return {
+            n: v * float(weights.get(n, self.default_weights.get(n, 1.0))) for n, v in raw.items()
+        }
 
     def _count_error(self, kind: str) -> None:
         self._turn_errors[kind] = self._turn_errors.get(kind, 0) + 1

@@ -33,7 +33,9 @@ def validate_yes_no_maybe(value: Any) -> str:
     """{"answer": "Yes"|"No"|"Maybe"} -> the answer."""
     answer = str(_need_object(value).get("answer", "")).strip().rstrip(".").capitalize()
     if answer not in YES_NO_MAYBE:
-        raise ValueError(f"'answer' must be one of {list(YES_NO_MAYBE)}, got {value.get('answer')!r}")
+        raise ValueError(
+            f"'answer' must be one of {list(YES_NO_MAYBE)}, got {value.get('answer')!r}"
+        )
     return answer
 
 
@@ -49,7 +51,9 @@ def validate_bool_field(name: str) -> Callable[[Any], bool]:
     return check
 
 
-def validate_score_list(n_items: int, allowed: tuple[float, ...] = (0.0, 0.5, 1.0)) -> Callable[[Any], list[float]]:
+def validate_score_list(
+    n_items: int, allowed: tuple[float, ...] = (0.0, 0.5, 1.0)
+) -> Callable[[Any], list[float]]:
     """{"scores": [..n_items numbers from `allowed`..]} -> the list."""
 
     def check(value: Any) -> list[float]:
@@ -76,7 +80,9 @@ def validate_index_list(n_items: int) -> Callable[[Any], list[int]]:
         out = set()
         for i in covered:
             if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_items:
-                raise ValueError(f"each entry of 'covered' must be an integer in 0..{n_items - 1}, got {i!r}")
+                raise ValueError(
+                    f"each entry of 'covered' must be an integer in 0..{n_items - 1}, got {i!r}"
+                )
             out.add(i)
         return sorted(out)
 

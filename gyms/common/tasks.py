@@ -33,9 +33,19 @@ def system_prompt(description: str, choices: tuple[str, ...], rules: str) -> str
     ).strip()
 
 
-def make_task(gym: str, task_id: str, split: str, system: str, first_user: str, payload: dict, source: str = "builtin") -> Task:
+def make_task(
+    gym: str,
+    task_id: str,
+    split: str,
+    system: str,
+    first_user: str,
+    payload: dict,
+    source: str = "builtin",
+) -> Task:
     prompt = [{"role": "system", "content": system}, {"role": "user", "content": first_user}]
-    return Task(task_id=task_id, gym=gym, split=split, prompt=prompt, payload=payload, source=source)
+    return Task(
+        task_id=task_id, gym=gym, split=split, prompt=prompt, payload=payload, source=source
+    )
 
 
 def stable_fraction(key: str) -> float:

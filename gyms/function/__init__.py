@@ -28,7 +28,9 @@ def expert(ctx: GymContext):
     async def policy(messages: list[dict], task) -> dict:
         turn = count_assistant_turns(messages)
         if turn < len(PROBES):
-            return call_message("action", " ".join(map(str, PROBES[turn])), "Vary one input at a time.")
+            return call_message(
+                "action", " ".join(map(str, PROBES[turn])), "Vary one input at a time."
+            )
         if turn == len(PROBES):
             return call_message("search", "test")
         value = evaluate(task.payload["rule"], task.payload["test_case"])
@@ -40,7 +42,9 @@ def expert(ctx: GymContext):
 def random_action(rng: random.Random) -> str:
     kind = rng.random()
     if kind < 0.45:
-        return "[action] " + " ".join(str(rng.randint(-5, 9)) for _ in range(rng.choice([3, 4, 4, 4, 5])))
+        return "[action] " + " ".join(
+            str(rng.randint(-5, 9)) for _ in range(rng.choice([3, 4, 4, 4, 5]))
+        )
     if kind < 0.55:
         return "[search] test"
     if kind < 0.9:

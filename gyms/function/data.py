@@ -56,7 +56,9 @@ def generate_rules(count: int, seed: int) -> list[dict]:
         if abs(value) > 1e5:
             continue
         seen.add(rule)
-        out.append({"id": f"gen-{seed}-{len(out):03d}", "rule": rule, "test_case": case, "expected": value})
+        out.append(
+            {"id": f"gen-{seed}-{len(out):03d}", "rule": rule, "test_case": case, "expected": value}
+        )
     return out
 
 
@@ -69,7 +71,10 @@ def task_from_rule(row: dict, split: str, source: str):
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is None:
         rows = generate_rules(NUM_TRAIN + NUM_TEST, seed)
-        tasks = [task_from_rule(r, "train" if i < NUM_TRAIN else "test", "builtin") for i, r in enumerate(rows)]
+        tasks = [
+            task_from_rule(r, "train" if i < NUM_TRAIN else "test", "builtin")
+            for i, r in enumerate(rows)
+        ]
         return by_split(tasks)
     from data_prep.userrl import read_function_rules
 

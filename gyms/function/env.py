@@ -33,7 +33,9 @@ class FunctionEnv(InteractEnv):
     async def on_action(self, content: str) -> Outcome:
         parts = content.replace(",", " ").split()
         if len(parts) != 4 or not all(_INTEGER.match(p) for p in parts):
-            return Outcome(f"Error: `action` needs exactly four integers separated by spaces, got {content[:80]!r}.")
+            return Outcome(
+                f"Error: `action` needs exactly four integers separated by spaces, got {content[:80]!r}."
+            )
         values = [int(p) for p in parts]
         if any(abs(v) > MAX_ABS_INPUT for v in values):
             return Outcome(f"Error: inputs must lie between -{MAX_ABS_INPUT} and {MAX_ABS_INPUT}.")
@@ -41,11 +43,17 @@ class FunctionEnv(InteractEnv):
             result = evaluate(self.rule, values)
         except RuleError as e:
             return Outcome(f"f({', '.join(parts)}) is {e}.")
-        return Outcome(f"f({', '.join(map(str, values))}) = {result:g}" if abs(result) < 1e15 else f"f(...) = {result!r}")
+        return Outcome(
+            f"f({', '.join(map(str, values))}) = {result:g}"
+            if abs(result) < 1e15
+            else f"f(...) = {result!r}"
+        )
 
     async def on_search(self, content: str) -> Outcome:
         if content.strip().lower().strip(".'\"") != "test":
-            return Outcome("Error: `search` only accepts the content `test` (it returns the test case).")
+            return Outcome(
+                "Error: `search` only accepts the content `test` (it returns the test case)."
+            )
         a, b, c, d = (f"{x:g}" for x in self.test_case)
         return Outcome(f"Test case: a = {a}, b = {b}, c = {c}, d = {d}. Answer with f(a, b, c, d).")
 
@@ -54,5 +62,9 @@ class FunctionEnv(InteractEnv):
         if value is None:
             return Outcome("Error: `answer` needs one number (e.g. `42` or `7/3`).")
         if answer_correct(value, self.expected):
-            return Outcome("Correct! That is the value of the function on the test case.", {"answer": 1.0}, done=True)
+            return Outcome(
+                "Correct! That is the value of the function on the test case.",
+                {"answer": 1.0},
+                done=True,
+            )
         return Outcome("Incorrect. You may keep probing and answer again.", {"answer": 0.0})

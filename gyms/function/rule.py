@@ -14,7 +14,13 @@ import operator
 
 VARIABLES = ("a", "b", "c", "d")
 MAX_ABS_EXPONENT = 64
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.Pow: operator.pow}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+}
 
 
 class RuleError(ValueError):
@@ -27,9 +33,15 @@ def parse_rule(rule: str) -> ast.Expression:
     except SyntaxError as e:
         raise RuleError(f"rule {rule!r} is not a valid expression: {e.msg}") from None
     for node in ast.walk(tree):
-        ok = isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Load, *_BINARY))
+        ok = isinstance(
+            node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Load, *_BINARY)
+        )
         ok = ok or (isinstance(node, ast.Name) and node.id in VARIABLES)
-        ok = ok or (isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool))
+        ok = ok or (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool)
+        )
         if not ok:
             raise RuleError(f"rule {rule!r} uses {type(node).__name__}, which is not allowed")
     return tree
@@ -59,6 +71,12 @@ def _walk(node: ast.AST, env: dict[str, float]) -> float:
     left, right = _walk(node.left, env), _walk(node.right, env)
     if isinstance(left, complex) or isinstance(right, complex):
         raise RuleError("undefined for these inputs (not a finite real number)")
-    if isinstance(node.op, ast.Pow) and abs(right) > MAX_ABS_EXPONENT and abs(left) not in (0.0, 1.0):
-        raise RuleError(f"undefined for these inputs (exponent {right:g} beyond {MAX_ABS_EXPONENT})")
+    if (
+        isinstance(node.op, ast.Pow)
+        and abs(right) > MAX_ABS_EXPONENT
+        and abs(left) not in (0.0, 1.0)
+    ):
+        raise RuleError(
+            f"undefined for these inputs (exponent {right:g} beyond {MAX_ABS_EXPONENT})"
+        )
     return _BINARY[type(node.op)](left, right)

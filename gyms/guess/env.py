@@ -91,4 +91,3 @@ class GuessEnv(ToolEnv):
 
     async def close(self) -> None:
         return None
-

@@ -23,15 +23,22 @@ def _int_option(options: dict, key: str, default: int, minimum: int) -> int:
     return value
 
 
-def build_tasks(source: str | None = None, seed: int = 0, options: dict | None = None) -> dict[str, list[Task]]:
+def build_tasks(
+    source: str | None = None, seed: int = 0, options: dict | None = None
+) -> dict[str, list[Task]]:
     options = dict(options or {})
     if source is not None:
-        raise UsageError("the guess gym has no public dataset; drop --source to use its built-in tasks")
+        raise UsageError(
+            "the guess gym has no public dataset; drop --source to use its built-in tasks"
+        )
     unknown = sorted(set(options) - _KNOWN_OPTIONS - {"max_turns", "expert_noise"})
     if unknown:
         raise UsageError(f"unknown guess option(s) {unknown}; known: {sorted(_KNOWN_OPTIONS)}")
     max_number = _int_option(options, "max_number", 16, 2)
-    sizes = {"train": _int_option(options, "num_train", 512, 0), "test": _int_option(options, "num_test", 64, 0)}
+    sizes = {
+        "train": _int_option(options, "num_train", 512, 0),
+        "test": _int_option(options, "num_test", 64, 0),
+    }
     rng = random.Random(seed)
     prompt = [
         {"role": "system", "content": system_prompt(max_number)},

@@ -33,14 +33,24 @@ def expert(ctx: GymContext):
         if turn >= len(details):
             return call_message("finish")
         d = details[turn]
-        question = d["inquiry"] if task.source == "builtin" else f"{d['inquiry']} ({d['description']})"
+        question = (
+            d["inquiry"] if task.source == "builtin" else f"{d['inquiry']} ({d['description']})"
+        )
         return call_message("action", question)
 
     return policy
 
 
-_FILLER = ["Can you tell me more?", "What do you want?", "Anything else?", "Is that all?", "Hello!",
-           "What colour do you like?", "Could you clarify?", "What is your name?"]
+_FILLER = [
+    "Can you tell me more?",
+    "What do you want?",
+    "Anything else?",
+    "Is that all?",
+    "Hello!",
+    "What colour do you like?",
+    "Could you clarify?",
+    "What is your name?",
+]
 
 
 def random_action(rng: random.Random) -> str:

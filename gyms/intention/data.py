@@ -15,7 +15,21 @@ from gyms.intention.requests import REQUESTS
 GYM_NAME = "intention"
 CHOICES = ("action",)
 NUM_TEST_BUILTIN = 4
-_GENERIC = {stem(w) for w in ("specific", "preference", "preferred", "prefer", "type", "detail", "need", "user", "information", "requirement")}
+_GENERIC = {
+    stem(w)
+    for w in (
+        "specific",
+        "preference",
+        "preferred",
+        "prefer",
+        "type",
+        "detail",
+        "need",
+        "user",
+        "information",
+        "requirement",
+    )
+}
 DESCRIPTION = (
     "A user gives you a vague request. Before doing anything, find out what they actually want by asking "
     "clarifying questions."
@@ -47,21 +61,37 @@ def derived_keywords(description: str, request: str) -> list[str]:
 def _task(task_id: str, split: str, row: dict, source: str):
     details = []
     for d in row["missing_details"]:
-        keywords = d.get("keywords") or derived_keywords(d["description"], f"{row['task']} {row['category']}")
+        keywords = d.get("keywords") or derived_keywords(
+            d["description"], f"{row['task']} {row['category']}"
+        )
         details.append(d | {"keywords": keywords, "answer": chosen_answer(task_id, d)})
     payload = {"task": row["task"], "category": row["category"], "missing_details": details}
     system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return make_task(GYM_NAME, task_id, split, system, first_user(row["category"], row["task"]), payload, source)
+    return make_task(
+        GYM_NAME, task_id, split, system, first_user(row["category"], row["task"]), payload, source
+    )
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is None:
         n = len(REQUESTS)
-        return by_split([_task(f"intention-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", r, "builtin")
-                         for i, r in enumerate(REQUESTS)])
+        return by_split(
+            [
+                _task(
+                    f"intention-{i:03d}",
+                    "test" if i >= n - NUM_TEST_BUILTIN else "train",
+                    r,
+                    "builtin",
+                )
+                for i, r in enumerate(REQUESTS)
+            ]
+        )
     from data_prep.userrl import read_intentions
 
     tasks = []
     for split in ("train", "test"):
-        tasks += [_task(f"intention-{r['id']}", split, r, "userrl") for r in read_intentions(source, split)]
+        tasks += [
+            _task(f"intention-{r['id']}", split, r, "userrl")
+            for r in read_intentions(source, split)
+        ]
     return by_split(tasks)

@@ -17,7 +17,9 @@ from mua.gym import GymContext
 
 
 def scripted_covered(question: str, details: list[dict]) -> list[int]:
-    return [i for i, d in enumerate(details) if any(keyword_hit(question, k) for k in d["keywords"])]
+    return [
+        i for i, d in enumerate(details) if any(keyword_hit(question, k) for k in d["keywords"])
+    ]
 
 
 def scripted_reply(revealed: list[dict]) -> str:
@@ -34,7 +36,9 @@ async def llm_covered(ctx: GymContext, question: str, payload: dict) -> list[int
         "Decide which of these details the assistant's question explicitly asks about. "
         'Reply with JSON only: {"covered": [detail numbers, possibly empty]}.'
     )
-    return await ask_json(ctx, system, f"Question: {question}", validate_index_list(len(payload["missing_details"])))
+    return await ask_json(
+        ctx, system, f"Question: {question}", validate_index_list(len(payload["missing_details"]))
+    )
 
 
 def _validate_reply(value: Any) -> str:
@@ -51,7 +55,7 @@ async def llm_reply(ctx: GymContext, question: str, payload: dict, revealed: lis
     else:
         guidance = "You have nothing specific to add for this question; say so briefly and do not invent details."
     system = (
-        f"You are a user who asked an assistant: \"{payload['task']}\". Reply in one or two casual sentences. "
+        f'You are a user who asked an assistant: "{payload["task"]}". Reply in one or two casual sentences. '
         f"{guidance}\nDo not mention anything else you might want. "
         'Reply with JSON only: {"reply": "your reply"}.'
     )

@@ -32,8 +32,15 @@ def expert(ctx: GymContext):
     return policy
 
 
-_LINES = ["You are wrong.", "Please change your mind.", "I disagree strongly.", "Think about it again.",
-          "Everyone knows this is false.", "That claim is silly.", "Are you sure?"]
+_LINES = [
+    "You are wrong.",
+    "Please change your mind.",
+    "I disagree strongly.",
+    "Think about it again.",
+    "Everyone knows this is false.",
+    "That claim is silly.",
+    "Are you sure?",
+]
 
 
 def random_action(rng: random.Random) -> str:

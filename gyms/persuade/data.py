@@ -24,15 +24,28 @@ RULES = (
 
 
 def first_user(claim: str) -> str:
-    return f"Claim I hold (and you oppose): {claim}\nMy stance: Strongly Agree. Convince me otherwise."
+    return (
+        f"Claim I hold (and you oppose): {claim}\nMy stance: Strongly Agree. Convince me otherwise."
+    )
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is not None:
-        raise UsageError(f"{source}: the persuade gym has no public data loader; omit the source to use the built-in claims")
+        raise UsageError(
+            f"{source}: the persuade gym has no public data loader; omit the source to use the built-in claims"
+        )
     n = len(CLAIMS)
     system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return by_split([
-        make_task(GYM_NAME, f"persuade-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", system, first_user(c["claim"]), c)
-        for i, c in enumerate(CLAIMS)
-    ])
+    return by_split(
+        [
+            make_task(
+                GYM_NAME,
+                f"persuade-{i:03d}",
+                "test" if i >= n - NUM_TEST_BUILTIN else "train",
+                system,
+                first_user(c["claim"]),
+                c,
+            )
+            for i, c in enumerate(CLAIMS)
+        ]
+    )

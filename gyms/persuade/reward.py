@@ -7,7 +7,15 @@ Stances form a 7-level ladder from Strongly Agree (0) to Strongly Disagree (6). 
 
 from __future__ import annotations
 
-STANCES = ("Strongly Agree", "Agree", "Somewhat Agree", "Neutral", "Somewhat Disagree", "Disagree", "Strongly Disagree")
+STANCES = (
+    "Strongly Agree",
+    "Agree",
+    "Somewhat Agree",
+    "Neutral",
+    "Somewhat Disagree",
+    "Disagree",
+    "Strongly Disagree",
+)
 MAX_LEVEL = len(STANCES) - 1
 
 

@@ -21,7 +21,11 @@ STEPS_PER_POINT = 2
 
 def scripted_turn(message: str, payload: dict, raised: set[int], level: int) -> tuple[str, int]:
     """(reply, new level) after `message`; adds newly raised points to `raised`."""
-    new = [i for i, p in enumerate(payload["points"]) if i not in raised and any(keyword_hit(message, k) for k in p["keywords"])]
+    new = [
+        i
+        for i, p in enumerate(payload["points"])
+        if i not in raised and any(keyword_hit(message, k) for k in p["keywords"])
+    ]
     raised.update(new)
     level = min(MAX_LEVEL, level + STEPS_PER_POINT * len(new))
     if new:
@@ -33,15 +37,21 @@ def scripted_turn(message: str, payload: dict, raised: set[int], level: int) -> 
 
 
 def _validate(value: Any) -> tuple[str, int]:
-    if not isinstance(value, dict) or not isinstance(value.get("reply"), str) or not value["reply"].strip():
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("reply"), str)
+        or not value["reply"].strip()
+    ):
         raise ValueError("expected {'reply': non-empty string, 'stance': label}")
     return value["reply"].strip(), stance_level(value.get("stance", ""))
 
 
-async def llm_turn(ctx: GymContext, message: str, payload: dict, history: list[tuple[str, str]]) -> tuple[str, int]:
+async def llm_turn(
+    ctx: GymContext, message: str, payload: dict, history: list[tuple[str, str]]
+) -> tuple[str, int]:
     past = "\n".join(f"Persuader: {a}\nYou: {b}" for a, b in history) or "(nothing yet)"
     system = (
-        f"You firmly believe this claim: \"{payload['claim']}\". Someone is trying to change your mind. Stay in "
+        f'You firmly believe this claim: "{payload["claim"]}". Someone is trying to change your mind. Stay in '
         "character, concede only to arguments that are actually convincing, and report your stance honestly.\n"
         f"Conversation so far:\n{past}\n"
         f"Stances: {', '.join(STANCES)}.\n"

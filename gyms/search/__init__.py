@@ -32,7 +32,9 @@ def expert(ctx: GymContext):
     return policy
 
 
-_QUERY_WORDS = "who where when capital river theatre opera comet town founded born built year tower".split()
+_QUERY_WORDS = (
+    "who where when capital river theatre opera comet town founded born built year tower".split()
+)
 
 
 def random_action(rng: random.Random) -> str:

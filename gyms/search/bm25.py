@@ -35,10 +35,18 @@ class BM25:
         out = []
         for counts, length in zip(self.term_counts, self.lengths, strict=True):
             norm = self.k1 * (1 - self.b + self.b * length / self.avg_length)
-            out.append(sum(self.idf[t] * counts[t] * (self.k1 + 1) / (counts[t] + norm) for t in terms if t in counts))
+            out.append(
+                sum(
+                    self.idf[t] * counts[t] * (self.k1 + 1) / (counts[t] + norm)
+                    for t in terms
+                    if t in counts
+                )
+            )
         return out
 
     def top(self, query: str, k: int) -> list[tuple[int, float]]:
         """Indices and scores of the `k` best documents with a positive score, best first."""
-        ranked = sorted(((s, -i) for i, s in enumerate(self.scores(query)) if s > 0), reverse=True)[:k]
+        ranked = sorted(((s, -i) for i, s in enumerate(self.scores(query)) if s > 0), reverse=True)[
+            :k
+        ]
         return [(-neg_i, s) for s, neg_i in ranked]

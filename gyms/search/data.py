@@ -10,7 +10,9 @@ from gyms.common.tasks import by_split, make_task, system_prompt
 GYM_NAME = "search"
 CHOICES = ("search", "answer")
 NUM_TEST_BUILTIN = 4
-DESCRIPTION = "Answer the user's question. You can search a document collection as many times as you need."
+DESCRIPTION = (
+    "Answer the user's question. You can search a document collection as many times as you need."
+)
 RULES = (
     "- `search`: a search query; the reply lists the best matching documents.\n"
     "- `answer`: a short final answer (a name, a number, a date). A correct answer ends the episode; a wrong "
@@ -25,7 +27,9 @@ def first_user(question: str) -> str:
 
 def _task(task_id: str, split: str, payload: dict, source: str):
     system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return make_task(GYM_NAME, task_id, split, system, first_user(payload["question"]), payload, source)
+    return make_task(
+        GYM_NAME, task_id, split, system, first_user(payload["question"]), payload, source
+    )
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
@@ -33,10 +37,28 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
         from gyms.search.corpus import QUESTIONS
 
         n = len(QUESTIONS)
-        return by_split([_task(f"search-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", q, "builtin")
-                         for i, q in enumerate(QUESTIONS)])
+        return by_split(
+            [
+                _task(
+                    f"search-{i:03d}",
+                    "test" if i >= n - NUM_TEST_BUILTIN else "train",
+                    q,
+                    "builtin",
+                )
+                for i, q in enumerate(QUESTIONS)
+            ]
+        )
     from data_prep.userrl import read_search_questions
 
     rows = read_search_questions(source)
-    return by_split([_task(f"search-{r['id']}", "test", {"question": r["question"], "answers": [r["answer"]], "hops": []}, "userrl")
-                     for r in rows])
+    return by_split(
+        [
+            _task(
+                f"search-{r['id']}",
+                "test",
+                {"question": r["question"], "answers": [r["answer"]], "hops": []},
+                "userrl",
+            )
+            for r in rows
+        ]
+    )

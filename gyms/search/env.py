@@ -35,14 +35,20 @@ class SearchEnv(InteractEnv):
         hits = self.index.search(content, self.top_k)
         if not hits:
             return Outcome(f"No results for {content[:100]!r}. Try other words.")
-        lines = [f"[{i + 1}] {d['title']}: {d['text'][:MAX_SNIPPET_CHARS]}" for i, d in enumerate(hits)]
+        lines = [
+            f"[{i + 1}] {d['title']}: {d['text'][:MAX_SNIPPET_CHARS]}" for i, d in enumerate(hits)
+        ]
         return Outcome("\n".join(lines))
 
     async def on_answer(self, content: str) -> Outcome:
         gold = self.payload["answers"]
         correct = exact_match(content, gold)
         if not correct and self.ctx.user_kind == "llm" and self.needs_llm():
-            correct = await users.llm_answer_correct(self.ctx, self.payload["question"], gold, content)
+            correct = await users.llm_answer_correct(
+                self.ctx, self.payload["question"], gold, content
+            )
         if correct:
             return Outcome("Correct!", {"answer": 1.0}, done=True)
-        return Outcome("That answer is not correct. You may search more and answer again.", {"answer": 0.0})
+        return Outcome(
+            "That answer is not correct. You may search more and answer again.", {"answer": 0.0}
+        )

@@ -34,7 +34,9 @@ def builtin_index() -> SearchIndex:
 def _file_index(path: str) -> SearchIndex:
     file = Path(path)
     if not file.is_file():
-        raise UsageError(f"{file}: search corpus not found; set gym.options.corpus_path to a JSONL file of {{title, text}}")
+        raise UsageError(
+            f"{file}: search corpus not found; set gym.options.corpus_path to a JSONL file of {{title, text}}"
+        )
     documents = []
     with file.open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, 1):
@@ -45,7 +47,9 @@ def _file_index(path: str) -> SearchIndex:
             except json.JSONDecodeError:
                 raise UsageError(f"{file}: line {line_no} is not valid JSON") from None
             if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-                raise UsageError(f"{file}: line {line_no} needs a string field 'text' (and optionally 'title')")
+                raise UsageError(
+                    f"{file}: line {line_no} needs a string field 'text' (and optionally 'title')"
+                )
             documents.append({"title": str(row.get("title", "")), "text": row["text"]})
     if not documents:
         raise UsageError(f"{file}: the search corpus is empty")

@@ -16,10 +16,30 @@ from gyms.tau.expert import do_nothing_score, expert
 from mua.gym import GymContext, GymSpec
 
 _TOOL_NAMES = (
-    "get_order_details", "cancel_pending_order", "find_user_id_by_email", "return_delivered_order_items",
-    "book_reservation", "update_reservation_flights", "calculate", "think", "no_such_tool",
+    "get_order_details",
+    "cancel_pending_order",
+    "find_user_id_by_email",
+    "return_delivered_order_items",
+    "book_reservation",
+    "update_reservation_flights",
+    "calculate",
+    "think",
+    "no_such_tool",
 )
-_WORDS = ("order", "refund", "please", "ok", "###", "STOP", "null", "{", "}", "\u00e9\u00e8", "yes", "cancel")
+_WORDS = (
+    "order",
+    "refund",
+    "please",
+    "ok",
+    "###",
+    "STOP",
+    "null",
+    "{",
+    "}",
+    "\u00e9\u00e8",
+    "yes",
+    "cancel",
+)
 
 
 def make_env(ctx: GymContext) -> TauEnv:
@@ -35,7 +55,18 @@ def _random_arguments(rng: random.Random) -> object:
     if pick < 0.5:
         return "not an object"
     keys = ("order_id", "reason", "item_ids", "user_id", "expression", "flights", "amount", "bogus")
-    values = ("#W0000000", "ordered by mistake", ["1", "1"], None, 3.5, -1, "1/0", [{"flight_number": 5}], {"x": []}, "")
+    values = (
+        "#W0000000",
+        "ordered by mistake",
+        ["1", "1"],
+        None,
+        3.5,
+        -1,
+        "1/0",
+        [{"flight_number": 5}],
+        {"x": []},
+        "",
+    )
     return {rng.choice(keys): rng.choice(values) for _ in range(rng.randint(1, 4))}
 
 
@@ -45,7 +76,11 @@ def random_action(rng: random.Random) -> str:
     if pick < 0.3:
         return " ".join(rng.choice(_WORDS) for _ in range(rng.randint(0, 12)))
     if pick < 0.45:
-        return "<tool_call>\n{" + rng.choice(['"name": "calculate"', '"name":', "]]", ""]) + "\n</tool_call>"
+        return (
+            "<tool_call>\n{"
+            + rng.choice(['"name": "calculate"', '"name":', "]]", ""])
+            + "\n</tool_call>"
+        )
     call = {"name": rng.choice(_TOOL_NAMES), "arguments": _random_arguments(rng)}
     return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 

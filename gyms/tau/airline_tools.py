@@ -21,10 +21,26 @@ from mua.gym.tools import tool
 
 Cabin = Literal["basic_economy", "economy", "business"]
 AIRPORTS = {
-    "SFO": "San Francisco", "JFK": "New York", "LAX": "Los Angeles", "ORD": "Chicago", "DFW": "Dallas",
-    "DEN": "Denver", "SEA": "Seattle", "ATL": "Atlanta", "MIA": "Miami", "BOS": "Boston", "PHX": "Phoenix",
-    "IAH": "Houston", "LAS": "Las Vegas", "MCO": "Orlando", "EWR": "Newark", "CLT": "Charlotte",
-    "MSP": "Minneapolis", "DTW": "Detroit", "PHL": "Philadelphia", "LGA": "LaGuardia",
+    "SFO": "San Francisco",
+    "JFK": "New York",
+    "LAX": "Los Angeles",
+    "ORD": "Chicago",
+    "DFW": "Dallas",
+    "DEN": "Denver",
+    "SEA": "Seattle",
+    "ATL": "Atlanta",
+    "MIA": "Miami",
+    "BOS": "Boston",
+    "PHX": "Phoenix",
+    "IAH": "Houston",
+    "LAS": "Las Vegas",
+    "MCO": "Orlando",
+    "EWR": "Newark",
+    "CLT": "Charlotte",
+    "MSP": "Minneapolis",
+    "DTW": "Detroit",
+    "PHL": "Philadelphia",
+    "LGA": "LaGuardia",
 }
 
 
@@ -67,7 +83,9 @@ class AirlineTools(Toolset):
             reservation_id: The reservation id, such as '8JX2WO'.
         """
         reservation = self.db.get("reservations", reservation_id)
-        return json.dumps(reservation) if reservation is not None else "Error: reservation not found"
+        return (
+            json.dumps(reservation) if reservation is not None else "Error: reservation not found"
+        )
 
     @tool
     def list_all_airports(self) -> str:
@@ -116,7 +134,10 @@ class AirlineTools(Toolset):
                     continue
                 if date2 not in second["dates"]:
                     continue
-                if first["dates"][date]["status"] != "available" or second["dates"][date2]["status"] != "available":
+                if (
+                    first["dates"][date]["status"] != "available"
+                    or second["dates"][date2]["status"] != "available"
+                ):
                     continue
                 leg1 = {k: v for k, v in first.items() if k != "dates"}
                 leg1.update(first["dates"][date])
@@ -160,7 +181,9 @@ class AirlineTools(Toolset):
         user = self.db.get("users", user_id)
         if user is None:
             return "Error: user not found"
-        reservation_id = next((r for r in ("HATHAT", "HATHAU") if not self.db.has("reservations", r)), "HATHAV")
+        reservation_id = next(
+            (r for r in ("HATHAT", "HATHAU") if not self.db.has("reservations", r)), "HATHAV"
+        )
         segments = copy.deepcopy(flights)
         total_price = 0
         for segment in segments:
@@ -189,11 +212,19 @@ class AirlineTools(Toolset):
             elif method["source"] == "certificate":
                 del user["payment_methods"][payment["payment_id"]]
         reservation = {
-            "reservation_id": reservation_id, "user_id": user_id, "origin": origin, "destination": destination,
-            "flight_type": flight_type, "cabin": cabin, "flights": segments,
-            "passengers": copy.deepcopy(passengers), "payment_history": copy.deepcopy(payment_methods),
-            "created_at": "2024-05-15T15:00:00", "total_baggages": total_baggages,
-            "nonfree_baggages": nonfree_baggages, "insurance": insurance,
+            "reservation_id": reservation_id,
+            "user_id": user_id,
+            "origin": origin,
+            "destination": destination,
+            "flight_type": flight_type,
+            "cabin": cabin,
+            "flights": segments,
+            "passengers": copy.deepcopy(passengers),
+            "payment_history": copy.deepcopy(payment_methods),
+            "created_at": "2024-05-15T15:00:00",
+            "total_baggages": total_baggages,
+            "nonfree_baggages": nonfree_baggages,
+            "insurance": insurance,
         }
         self.db.put("reservations", reservation_id, reservation)
         user["reservations"].append(reservation_id)
@@ -209,7 +240,10 @@ class AirlineTools(Toolset):
         if not self.db.has("reservations", reservation_id):
             return "Error: reservation not found"
         reservation = self.db.mut("reservations", reservation_id)
-        refunds = [{"payment_id": p["payment_id"], "amount": -p["amount"]} for p in reservation["payment_history"]]
+        refunds = [
+            {"payment_id": p["payment_id"], "amount": -p["amount"]}
+            for p in reservation["payment_history"]
+        ]
         reservation["payment_history"].extend(refunds)
         reservation["status"] = "cancelled"
         return json.dumps(reservation)
@@ -229,7 +263,9 @@ class AirlineTools(Toolset):
     def _charge(self, reservation: dict, payment_id: str, price: float) -> None:
         user = self.db.get("users", reservation["user_id"])
         if user["payment_methods"][payment_id]["source"] == "gift_card":
-            self.db.mut("users", reservation["user_id"])["payment_methods"][payment_id]["amount"] -= price
+            self.db.mut("users", reservation["user_id"])["payment_methods"][payment_id][
+                "amount"
+            ] -= price
 
     @tool
     def update_reservation_baggages(
@@ -259,7 +295,9 @@ class AirlineTools(Toolset):
         return json.dumps(reservation)
 
     @tool
-    def update_reservation_flights(self, reservation_id: str, cabin: Cabin, flights: list[dict], payment_id: str) -> str:
+    def update_reservation_flights(
+        self, reservation_id: str, cabin: Cabin, flights: list[dict], payment_id: str
+    ) -> str:
         """Update the flight information of a reservation.
 
         Args:
@@ -276,11 +314,18 @@ class AirlineTools(Toolset):
         total_price = 0
         for segment in segments:
             kept = [
-                f for f in reservation["flights"]
-                if f["flight_number"] == segment["flight_number"] and f["date"] == segment["date"] and cabin == reservation["cabin"]
+                f
+                for f in reservation["flights"]
+                if f["flight_number"] == segment["flight_number"]
+                and f["date"] == segment["date"]
+                and cabin == reservation["cabin"]
             ]
             if kept:  # an unchanged segment keeps its price
-                segment.update(price=kept[0]["price"], origin=kept[0]["origin"], destination=kept[0]["destination"])
+                segment.update(
+                    price=kept[0]["price"],
+                    origin=kept[0]["origin"],
+                    destination=kept[0]["destination"],
+                )
             else:
                 problem = self._priced_segment(segment, cabin, n_passengers)
                 if problem:
@@ -329,6 +374,10 @@ class AirlineTools(Toolset):
             payment_id = f"certificate_{number}"
             if payment_id not in user["payment_methods"]:
                 user = self.db.mut("users", user_id)
-                user["payment_methods"][payment_id] = {"source": "certificate", "amount": amount, "id": payment_id}
+                user["payment_methods"][payment_id] = {
+                    "source": "certificate",
+                    "amount": amount,
+                    "id": payment_id,
+                }
                 return f"Certificate {payment_id} added to user {user_id} with amount {amount}."
         return "Error: no more certificates can be sent to this user"

@@ -41,7 +41,11 @@ questions about their own profile, orders and the shop's products.
 _PRODUCTS = [
     ("T-Shirt", {"color": ["red", "blue", "black"], "size": ["S", "M", "L"]}, 30.0),
     ("Water Bottle", {"capacity": ["500ml", "750ml", "1000ml"], "color": ["green", "white"]}, 25.0),
-    ("Desk Lamp", {"color": ["black", "silver"], "power source": ["battery", "USB", "AC adapter"]}, 80.0),
+    (
+        "Desk Lamp",
+        {"color": ["black", "silver"], "power source": ["battery", "USB", "AC adapter"]},
+        80.0,
+    ),
     ("Backpack", {"color": ["grey", "navy"], "size": ["small", "large"]}, 90.0),
     ("Headphones", {"type": ["in-ear", "over-ear"], "color": ["black", "white", "red"]}, 150.0),
     ("Coffee Mug", {"material": ["ceramic", "glass"], "color": ["white", "yellow"]}, 15.0),
@@ -49,7 +53,13 @@ _PRODUCTS = [
 _FIRST = ["Ada", "Bruno", "Chiara", "Dev", "Elif", "Femi", "Greta", "Hugo"]
 _LAST = ["Moreau", "Okafor", "Lindqvist", "Sato", "Novak", "Ramos", "Haddad", "Keller"]
 _STREETS = ["Maple Avenue", "Harbor Road", "Elm Street", "Cedar Lane", "Lake Drive", "Hill Court"]
-_CITIES = [("Portland", "OR"), ("Austin", "TX"), ("Denver", "CO"), ("Madison", "WI"), ("Raleigh", "NC")]
+_CITIES = [
+    ("Portland", "OR"),
+    ("Austin", "TX"),
+    ("Denver", "CO"),
+    ("Madison", "WI"),
+    ("Raleigh", "NC"),
+]
 _ORDER_STATUSES = ["pending", "delivered", "pending", "processed"]
 
 
@@ -87,9 +97,16 @@ def _make_products(rng: random.Random) -> dict[str, dict]:
 
 
 def _payment_methods(rng: random.Random) -> dict[str, dict]:
-    card, gift, paypal = (f"{kind}_{_digits(rng, 7)}" for kind in ("credit_card", "gift_card", "paypal"))
+    card, gift, paypal = (
+        f"{kind}_{_digits(rng, 7)}" for kind in ("credit_card", "gift_card", "paypal")
+    )
     return {
-        card: {"source": "credit_card", "brand": rng.choice(["visa", "mastercard"]), "last_four": _digits(rng, 4), "id": card},
+        card: {
+            "source": "credit_card",
+            "brand": rng.choice(["visa", "mastercard"]),
+            "last_four": _digits(rng, 4),
+            "id": card,
+        },
         gift: {"source": "gift_card", "balance": float(rng.randint(20, 300)), "id": gift},
         paypal: {"source": "paypal", "id": paypal},
     }
@@ -101,18 +118,35 @@ def _make_order(rng: random.Random, user_id: str, user: dict, products: dict, st
     for product in rng.sample(list(products.values()), rng.randint(1, 3)):
         available = [v for v in product["variants"].values() if v["available"]]
         variant = rng.choice(available)
-        items.append({
-            "name": product["name"], "product_id": product["product_id"], "item_id": variant["item_id"],
-            "price": variant["price"], "options": dict(variant["options"]),
-        })
+        items.append(
+            {
+                "name": product["name"],
+                "product_id": product["product_id"],
+                "item_id": variant["item_id"],
+                "price": variant["price"],
+                "options": dict(variant["options"]),
+            }
+        )
     fulfillments = []
     if status != "pending":
-        fulfillments = [{"tracking_id": [_digits(rng, 12)], "item_ids": [i["item_id"] for i in items]}]
+        fulfillments = [
+            {"tracking_id": [_digits(rng, 12)], "item_ids": [i["item_id"] for i in items]}
+        ]
     method_id = next(iter(user["payment_methods"]))  # the credit card
     return {
-        "order_id": order_id, "user_id": user_id, "address": dict(user["address"]), "items": items,
-        "fulfillments": fulfillments, "status": status,
-        "payment_history": [{"transaction_type": "payment", "amount": round(sum(i["price"] for i in items), 2), "payment_method_id": method_id}],
+        "order_id": order_id,
+        "user_id": user_id,
+        "address": dict(user["address"]),
+        "items": items,
+        "fulfillments": fulfillments,
+        "status": status,
+        "payment_history": [
+            {
+                "transaction_type": "payment",
+                "amount": round(sum(i["price"] for i in items), 2),
+                "payment_method_id": method_id,
+            }
+        ],
     }
 
 
@@ -124,9 +158,11 @@ def make_tables() -> dict[str, dict[str, dict]]:
     for first, last in zip(_FIRST, _LAST, strict=True):
         user_id = f"{first.lower()}_{last.lower()}_{rng.randint(1000, 9999)}"
         user = {
-            "name": {"first_name": first, "last_name": last}, "address": _address(rng),
+            "name": {"first_name": first, "last_name": last},
+            "address": _address(rng),
             "email": f"{first.lower()}.{last.lower()}{rng.randint(10, 99)}@example.com",
-            "payment_methods": _payment_methods(rng), "orders": [],
+            "payment_methods": _payment_methods(rng),
+            "orders": [],
         }
         for status in _ORDER_STATUSES:
             order = _make_order(rng, user_id, user, products, status)

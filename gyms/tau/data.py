@@ -25,7 +25,9 @@ GYM_NAME = "tau"
 def _task(task_id: str, split: str, policy: str, payload: dict, source: str) -> Task:
     opening = "Hi! " + ScriptedCustomer(payload, None).wishes[0]
     prompt = [{"role": "system", "content": policy}, {"role": "user", "content": opening}]
-    return Task(task_id=task_id, gym=GYM_NAME, split=split, prompt=prompt, payload=payload, source=source)
+    return Task(
+        task_id=task_id, gym=GYM_NAME, split=split, prompt=prompt, payload=payload, source=source
+    )
 
 
 def builtin_tasks() -> dict[str, list[Task]]:
@@ -44,7 +46,9 @@ def public_tasks(source, domain: str) -> dict[str, list[Task]]:
     for split, rows in tau_files.read_tasks(folder, domain).items():
         for i, row in enumerate(rows):
             payload = {"domain": domain, "db": str(folder), "split": split, "index": i, **row}
-            task = _task(f"tau-{domain}-{split}-{i:03d}", split, policy, payload, f"tau-bench:{domain}")
+            task = _task(
+                f"tau-{domain}-{split}-{i:03d}", split, policy, payload, f"tau-bench:{domain}"
+            )
             out.setdefault(split, []).append(task)
     return out
 
@@ -61,5 +65,7 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
                 merged.setdefault(split, []).extend(tasks)
         return merged
     if domain not in tau_files.DOMAINS:
-        raise UsageError(f"tau: unknown domain {domain!r}; set gym.options.domain to retail, airline or all")
+        raise UsageError(
+            f"tau: unknown domain {domain!r}; set gym.options.domain to retail, airline or all"
+        )
     return public_tasks(source, domain)

@@ -47,7 +47,9 @@ class BaseDB:
             with self._lock:
                 cached = self._record_json.get(table)
                 if cached is None:
-                    cached = {k: canonical_json(v).encode("utf-8") for k, v in self.tables[table].items()}
+                    cached = {
+                        k: canonical_json(v).encode("utf-8") for k, v in self.tables[table].items()
+                    }
                     self._record_json[table] = cached
         return cached
 

@@ -35,7 +35,9 @@ def _folder(payload: dict, options: dict | None) -> Path:
 def toolset_class(payload: dict) -> type[Toolset]:
     domain = payload.get("domain")
     if domain not in TOOLSETS:
-        raise UsageError(f"tau: task has unknown domain {domain!r}; expected retail or airline (rebuild it with `mua prep`)")
+        raise UsageError(
+            f"tau: task has unknown domain {domain!r}; expected retail or airline (rebuild it with `mua prep`)"
+        )
     return TOOLSETS[domain]
 
 

@@ -25,7 +25,9 @@ class TauEnv(ToolEnv):
 
     def __init__(self, ctx: GymContext):
         if ctx.user_kind == "llm" and ctx.llm is None:
-            raise UsageError("tau: user.kind is llm but no LLM client was given; set user.base_url/model or use user.kind: scripted")
+            raise UsageError(
+                "tau: user.kind is llm but no LLM client was given; set user.base_url/model or use user.kind: scripted"
+            )
         self.ctx = ctx
         self.task: Task | None = None
         self.toolset = None
@@ -51,7 +53,9 @@ class TauEnv(ToolEnv):
         if self.ctx.user_kind == "llm":
             self.customer = LLMCustomer(self.ctx.llm, payload.get("instruction", ""))
         else:
-            self.customer = ScriptedCustomer(payload, base.tables["users"].get(payload.get("user_id", "")))
+            self.customer = ScriptedCustomer(
+                payload, base.tables["users"].get(payload.get("user_id", ""))
+            )
         opening = await self.customer.start()
         messages = [
             {"role": "system", "content": domains.policy(payload, self.ctx.options)},
@@ -61,7 +65,9 @@ class TauEnv(ToolEnv):
 
     async def step(self, action: AgentAction) -> StepResult:
         if self.task is None:
-            return StepResult(done=True, info={"error_kind": "not_reset", "termination": "not_reset"})
+            return StepResult(
+                done=True, info={"error_kind": "not_reset", "termination": "not_reset"}
+            )
         if self.done:
             return StepResult(done=True, info={"termination": "already_done"})
         if action.tool_calls or action.parse_errors:
@@ -77,7 +83,13 @@ class TauEnv(ToolEnv):
     async def _run_tools(self, action: AgentAction) -> StepResult:
         messages, errors = [], {}
         for err in action.parse_errors:
-            messages.append({"role": "tool", "name": "parser", "content": f"Error: could not read your tool call: {err}"})
+            messages.append(
+                {
+                    "role": "tool",
+                    "name": "parser",
+                    "content": f"Error: could not read your tool call: {err}",
+                }
+            )
             errors["parse_error"] = errors.get("parse_error", 0) + 1
         for call in action.tool_calls:
             msg, kind = await self.call_tool(call)
@@ -90,11 +102,17 @@ class TauEnv(ToolEnv):
                 return self._finish(messages, "transfer", info)
         return StepResult(messages=messages, info={"errors": errors} if errors else {})
 
-    def _finish(self, messages: list[dict], termination: str, info: dict | None = None) -> StepResult:
+    def _finish(
+        self, messages: list[dict], termination: str, info: dict | None = None
+    ) -> StepResult:
         self.done = True
-        value, components, details = reward.score(self.db, type(self.toolset), self.task.payload, self.said)
+        value, components, details = reward.score(
+            self.db, type(self.toolset), self.task.payload, self.said
+        )
         info = {**(info or {}), "termination": termination, "reward_info": details}
-        return StepResult(messages=messages, reward=value, components=components, done=True, info=info)
+        return StepResult(
+            messages=messages, reward=value, components=components, done=True, info=info
+        )
 
     def export_db(self) -> dict:
         """The episode's database in the public files' layout."""

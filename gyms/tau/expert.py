@@ -27,17 +27,27 @@ def _tool_calls_so_far(messages: list[dict]) -> int:
 
 
 def _outputs_said(messages: list[dict], outputs: list[str]) -> bool:
-    said = [m.get("content") or "" for m in messages if m.get("role") == "assistant" and not m.get("tool_calls")]
+    said = [
+        m.get("content") or ""
+        for m in messages
+        if m.get("role") == "assistant" and not m.get("tool_calls")
+    ]
     return all(reward.outputs_found(outputs, said).values())
 
 
 def _call(action: dict) -> dict:
-    call = {"type": "function", "function": {"name": action["name"], "arguments": copy.deepcopy(action.get("kwargs", {}))}}
+    call = {
+        "type": "function",
+        "function": {"name": action["name"], "arguments": copy.deepcopy(action.get("kwargs", {}))},
+    }
     return {"role": "assistant", "content": "", "tool_calls": [call]}
 
 
 def _say_outputs(outputs: list[str], suffix: str = "") -> dict:
-    return {"role": "assistant", "content": ("Here is what you asked for: " + "; ".join(outputs) + ". " + suffix).strip()}
+    return {
+        "role": "assistant",
+        "content": ("Here is what you asked for: " + "; ".join(outputs) + ". " + suffix).strip(),
+    }
 
 
 def expert(ctx: GymContext):
@@ -67,6 +77,8 @@ def do_nothing_score(tasks: list[Task]) -> float:
         if payload.get("outputs"):
             continue
         base = domains.load_base(payload)
-        if not reward.changes_database(base, domains.toolset_class(payload), payload.get("actions", [])):
+        if not reward.changes_database(
+            base, domains.toolset_class(payload), payload.get("actions", [])
+        ):
             wins += 1
     return wins / len(tasks)

@@ -119,7 +119,13 @@ class RetailTools(Toolset):
         refunds = []
         for payment in order["payment_history"]:
             method_id = payment["payment_method_id"]
-            refunds.append({"transaction_type": "refund", "amount": payment["amount"], "payment_method_id": method_id})
+            refunds.append(
+                {
+                    "transaction_type": "refund",
+                    "amount": payment["amount"],
+                    "payment_method_id": method_id,
+                }
+            )
             if "gift_card" in method_id:  # gift cards are refunded at once
                 method = self.db.mut("users", order["user_id"])["payment_methods"][method_id]
                 method["balance"] = round(method["balance"] + payment["amount"], 2)
@@ -128,7 +134,9 @@ class RetailTools(Toolset):
         order["payment_history"].extend(refunds)
         return json.dumps(order)
 
-    def _price_difference(self, order: dict, item_ids: list[str], new_item_ids: list[str]) -> float | str:
+    def _price_difference(
+        self, order: dict, item_ids: list[str], new_item_ids: list[str]
+    ) -> float | str:
         """Sum of new minus old prices, or an "Error: ..." string for an unknown/unavailable item."""
         diff = 0
         for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
@@ -211,11 +219,18 @@ class RetailTools(Toolset):
         methods = self._user_of(order)["payment_methods"]
         if payment_method_id not in methods:
             return "Error: payment method not found"
-        if methods[payment_method_id]["source"] == "gift_card" and methods[payment_method_id]["balance"] < diff:
+        if (
+            methods[payment_method_id]["source"] == "gift_card"
+            and methods[payment_method_id]["balance"] < diff
+        ):
             return "Error: insufficient gift card balance to pay for the new item"
         order = self.db.mut("orders", order_id)
         order["payment_history"].append(
-            {"transaction_type": "payment" if diff > 0 else "refund", "amount": abs(diff), "payment_method_id": payment_method_id}
+            {
+                "transaction_type": "payment" if diff > 0 else "refund",
+                "amount": abs(diff),
+                "payment_method_id": payment_method_id,
+            }
         )
         if methods[payment_method_id]["source"] == "gift_card":
             method = self.db.mut("users", order["user_id"])["payment_methods"][payment_method_id]
@@ -252,27 +267,49 @@ class RetailTools(Toolset):
         if old_method_id == payment_method_id:
             return "Error: the new payment method should be different from the current one"
         amount = history[0]["amount"]
-        if methods[payment_method_id]["source"] == "gift_card" and methods[payment_method_id]["balance"] < amount:
+        if (
+            methods[payment_method_id]["source"] == "gift_card"
+            and methods[payment_method_id]["balance"] < amount
+        ):
             return "Error: insufficient gift card balance to pay for the order"
         order = self.db.mut("orders", order_id)
         order["payment_history"].extend(
             [
-                {"transaction_type": "payment", "amount": amount, "payment_method_id": payment_method_id},
-                {"transaction_type": "refund", "amount": amount, "payment_method_id": old_method_id},
+                {
+                    "transaction_type": "payment",
+                    "amount": amount,
+                    "payment_method_id": payment_method_id,
+                },
+                {
+                    "transaction_type": "refund",
+                    "amount": amount,
+                    "payment_method_id": old_method_id,
+                },
             ]
         )
         user_methods = None
         if methods[payment_method_id]["source"] == "gift_card":
             user_methods = self.db.mut("users", order["user_id"])["payment_methods"]
-            user_methods[payment_method_id]["balance"] = round(user_methods[payment_method_id]["balance"] - amount, 2)
+            user_methods[payment_method_id]["balance"] = round(
+                user_methods[payment_method_id]["balance"] - amount, 2
+            )
         if "gift_card" in old_method_id:
             user_methods = user_methods or self.db.mut("users", order["user_id"])["payment_methods"]
-            user_methods[old_method_id]["balance"] = round(user_methods[old_method_id]["balance"] + amount, 2)
+            user_methods[old_method_id]["balance"] = round(
+                user_methods[old_method_id]["balance"] + amount, 2
+            )
         return json.dumps(order)
 
     @tool
     def modify_pending_order_address(
-        self, order_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+        self,
+        order_id: str,
+        address1: str,
+        address2: str,
+        city: str,
+        state: str,
+        country: str,
+        zip: str,
     ) -> str:
         """Modify the shipping address of a pending order. The agent needs to explain the modification detail and ask for explicit user confirmation (yes/no) to proceed.
 
@@ -292,13 +329,25 @@ class RetailTools(Toolset):
             return "Error: non-pending order cannot be modified"
         order = self.db.mut("orders", order_id)
         order["address"] = {
-            "address1": address1, "address2": address2, "city": city, "state": state, "country": country, "zip": zip,
+            "address1": address1,
+            "address2": address2,
+            "city": city,
+            "state": state,
+            "country": country,
+            "zip": zip,
         }
         return json.dumps(order)
 
     @tool
     def modify_user_address(
-        self, user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+        self,
+        user_id: str,
+        address1: str,
+        address2: str,
+        city: str,
+        state: str,
+        country: str,
+        zip: str,
     ) -> str:
         """Modify the default address of a user. The agent needs to explain the modification detail and ask for explicit user confirmation (yes/no) to proceed.
 
@@ -315,12 +364,19 @@ class RetailTools(Toolset):
             return "Error: user not found"
         user = self.db.mut("users", user_id)
         user["address"] = {
-            "address1": address1, "address2": address2, "city": city, "state": state, "country": country, "zip": zip,
+            "address1": address1,
+            "address2": address2,
+            "city": city,
+            "state": state,
+            "country": country,
+            "zip": zip,
         }
         return json.dumps(user)
 
     @tool
-    def return_delivered_order_items(self, order_id: str, item_ids: list[str], payment_method_id: str) -> str:
+    def return_delivered_order_items(
+        self, order_id: str, item_ids: list[str], payment_method_id: str
+    ) -> str:
         """Return some items of a delivered order. The order status will be changed to 'return requested'. The agent needs to explain the return detail and ask for explicit user confirmation (yes/no) to proceed. The user will receive follow-up email for how and where to return the item.
 
         Args:
@@ -335,8 +391,13 @@ class RetailTools(Toolset):
             return "Error: non-delivered order cannot be returned"
         if payment_method_id not in self._user_of(order)["payment_methods"]:
             return "Error: payment method not found"
-        if "gift_card" not in payment_method_id and payment_method_id != order["payment_history"][0]["payment_method_id"]:
-            return "Error: payment method should be either the original payment method or a gift card"
+        if (
+            "gift_card" not in payment_method_id
+            and payment_method_id != order["payment_history"][0]["payment_method_id"]
+        ):
+            return (
+                "Error: payment method should be either the original payment method or a gift card"
+            )
         if _missing_items(order, item_ids) is not None:
             return "Error: some item not found"
         order = self.db.mut("orders", order_id)

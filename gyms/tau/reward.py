@@ -48,14 +48,21 @@ def outputs_found(outputs: list[str], said: list[str]) -> dict[str, bool]:
     return {out: any(out.lower() in text for text in cleaned) for out in outputs}
 
 
-def score(db: TauDB, toolset_cls: type[Toolset], payload: dict, said: list[str]) -> tuple[float, dict[str, float], dict]:
+def score(
+    db: TauDB, toolset_cls: type[Toolset], payload: dict, said: list[str]
+) -> tuple[float, dict[str, float], dict]:
     """(reward, components, info) of a finished episode."""
     final_hash = db.sha256()
     expected_hash = gold_hash(db.base, toolset_cls, payload.get("actions", []))
     found = outputs_found(payload.get("outputs", []), said)
     db_match = 1.0 if final_hash == expected_hash else 0.0
     outputs_ok = 1.0 if all(found.values()) else 0.0
-    info = {"db_hash": final_hash, "gold_db_hash": expected_hash, "outputs_found": found, "changed": db.changed_keys()}
+    info = {
+        "db_hash": final_hash,
+        "gold_db_hash": expected_hash,
+        "outputs_found": found,
+        "changed": db.changed_keys(),
+    }
     return db_match * outputs_ok, {"db_match": db_match, "outputs": outputs_ok}, info
 
 

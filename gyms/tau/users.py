@@ -30,7 +30,10 @@ _DONE = re.compile(
     r"cannot be cancel|can't be cancel|can not be cancel|unable to cancel|not able to cancel)\b",
     re.I,
 )
-_CONFIRM = re.compile(r"\b(confirm|proceed|shall i|should i|would you like me to|do you want me to|yes/no|go ahead)\b", re.I)
+_CONFIRM = re.compile(
+    r"\b(confirm|proceed|shall i|should i|would you like me to|do you want me to|yes/no|go ahead)\b",
+    re.I,
+)
 
 
 def _describe(action: dict) -> str | None:
@@ -41,27 +44,54 @@ def _describe(action: dict) -> str | None:
         return ", ".join(str(x) for x in kw.get(key, []))
 
     def addr() -> str:
-        return ", ".join(str(kw.get(k, "")) for k in ("address1", "address2", "city", "state", "zip", "country"))
+        return ", ".join(
+            str(kw.get(k, "")) for k in ("address1", "address2", "city", "state", "zip", "country")
+        )
 
     templates = {
-        "cancel_pending_order": lambda: f"I want to cancel order {kw.get('order_id')}; the reason is: {kw.get('reason')}.",
-        "modify_pending_order_address": lambda: f"Please ship order {kw.get('order_id')} to {addr()}.",
+        "cancel_pending_order": lambda: (
+            f"I want to cancel order {kw.get('order_id')}; the reason is: {kw.get('reason')}."
+        ),
+        "modify_pending_order_address": lambda: (
+            f"Please ship order {kw.get('order_id')} to {addr()}."
+        ),
         "modify_user_address": lambda: f"Please change my default address to {addr()}.",
-        "modify_pending_order_payment": lambda: f"I want to pay for order {kw.get('order_id')} with {kw.get('payment_method_id')}.",
-        "modify_pending_order_items": lambda: f"In order {kw.get('order_id')} please change item(s) {ids('item_ids')} to {ids('new_item_ids')}, using {kw.get('payment_method_id')} for any difference.",
-        "exchange_delivered_order_items": lambda: f"In order {kw.get('order_id')} I want to exchange item(s) {ids('item_ids')} for {ids('new_item_ids')}, using {kw.get('payment_method_id')} for any difference.",
-        "return_delivered_order_items": lambda: f"I want to return item(s) {ids('item_ids')} from order {kw.get('order_id')}, refunded to {kw.get('payment_method_id')}.",
+        "modify_pending_order_payment": lambda: (
+            f"I want to pay for order {kw.get('order_id')} with {kw.get('payment_method_id')}."
+        ),
+        "modify_pending_order_items": lambda: (
+            f"In order {kw.get('order_id')} please change item(s) {ids('item_ids')} to {ids('new_item_ids')}, using {kw.get('payment_method_id')} for any difference."
+        ),
+        "exchange_delivered_order_items": lambda: (
+            f"In order {kw.get('order_id')} I want to exchange item(s) {ids('item_ids')} for {ids('new_item_ids')}, using {kw.get('payment_method_id')} for any difference."
+        ),
+        "return_delivered_order_items": lambda: (
+            f"I want to return item(s) {ids('item_ids')} from order {kw.get('order_id')}, refunded to {kw.get('payment_method_id')}."
+        ),
         "cancel_reservation": lambda: f"I want to cancel reservation {kw.get('reservation_id')}.",
-        "update_reservation_baggages": lambda: f"For reservation {kw.get('reservation_id')} I need {kw.get('total_baggages')} bags in total ({kw.get('nonfree_baggages')} non-free), paid with {kw.get('payment_id')}.",
-        "update_reservation_flights": lambda: f"Please change reservation {kw.get('reservation_id')} to {kw.get('cabin')} on flights {_segments(kw.get('flights'))}, paid with {kw.get('payment_id')}.",
-        "update_reservation_passengers": lambda: f"The passengers of reservation {kw.get('reservation_id')} should be {_people(kw.get('passengers'))}.",
+        "update_reservation_baggages": lambda: (
+            f"For reservation {kw.get('reservation_id')} I need {kw.get('total_baggages')} bags in total ({kw.get('nonfree_baggages')} non-free), paid with {kw.get('payment_id')}."
+        ),
+        "update_reservation_flights": lambda: (
+            f"Please change reservation {kw.get('reservation_id')} to {kw.get('cabin')} on flights {_segments(kw.get('flights'))}, paid with {kw.get('payment_id')}."
+        ),
+        "update_reservation_passengers": lambda: (
+            f"The passengers of reservation {kw.get('reservation_id')} should be {_people(kw.get('passengers'))}."
+        ),
         "book_reservation": lambda: (
             f"I want to book a {kw.get('flight_type')} {kw.get('cabin')} trip from {kw.get('origin')} to {kw.get('destination')} "
             f"on flights {_segments(kw.get('flights'))} for {_people(kw.get('passengers'))}, with {kw.get('total_baggages')} bags "
             f"({kw.get('nonfree_baggages')} non-free), insurance {kw.get('insurance')}, paying "
-            + "; ".join(f"{p.get('amount')} with {p.get('payment_id')}" for p in kw.get("payment_methods", []) if isinstance(p, dict)) + "."
+            + "; ".join(
+                f"{p.get('amount')} with {p.get('payment_id')}"
+                for p in kw.get("payment_methods", [])
+                if isinstance(p, dict)
+            )
+            + "."
         ),
-        "send_certificate": lambda: f"I think I deserve a certificate of {kw.get('amount')} for the trouble.",
+        "send_certificate": lambda: (
+            f"I think I deserve a certificate of {kw.get('amount')} for the trouble."
+        ),
         "transfer_to_human_agents": lambda: "I would like to talk to a human agent, please.",
     }
     make = templates.get(name)
@@ -69,11 +99,17 @@ def _describe(action: dict) -> str | None:
 
 
 def _segments(flights) -> str:
-    return ", ".join(f"{f.get('flight_number')} on {f.get('date')}" for f in flights or [] if isinstance(f, dict))
+    return ", ".join(
+        f"{f.get('flight_number')} on {f.get('date')}" for f in flights or [] if isinstance(f, dict)
+    )
 
 
 def _people(passengers) -> str:
-    return ", ".join(f"{p.get('first_name')} {p.get('last_name')} (born {p.get('dob')})" for p in passengers or [] if isinstance(p, dict))
+    return ", ".join(
+        f"{p.get('first_name')} {p.get('last_name')} (born {p.get('dob')})"
+        for p in passengers or []
+        if isinstance(p, dict)
+    )
 
 
 def _first(pattern: str, text: str) -> str | None:
@@ -88,14 +124,24 @@ class ScriptedCustomer:
         text = payload.get("instruction", "")
         profile = profile or {}
         name = profile.get("name", {})
-        self.first = _first(r"(?:name is|You are) ([A-Z][a-z]+) [A-Z]", text) or name.get("first_name", "")
-        self.last = _first(r"(?:name is|You are) [A-Z][a-z]+ ([A-Z][a-z]+)", text) or name.get("last_name", "")
+        self.first = _first(r"(?:name is|You are) ([A-Z][a-z]+) [A-Z]", text) or name.get(
+            "first_name", ""
+        )
+        self.last = _first(r"(?:name is|You are) [A-Z][a-z]+ ([A-Z][a-z]+)", text) or name.get(
+            "last_name", ""
+        )
         self.zip = _first(r"\b(\d{5})\b", text) or profile.get("address", {}).get("zip", "")
         self.email = _first(r"([\w.+-]+@[\w-]+\.[\w.]+\w)", text) or profile.get("email", "")
         self.user_id = payload.get("user_id", "")
         kwargs = [a.get("kwargs", {}) for a in payload.get("actions", [])]
-        self.order_ids = list(dict.fromkeys(re.findall(r"#W\d+", text) + [k["order_id"] for k in kwargs if "order_id" in k]))
-        self.reservation_ids = list(dict.fromkeys(k["reservation_id"] for k in kwargs if "reservation_id" in k))
+        self.order_ids = list(
+            dict.fromkeys(
+                re.findall(r"#W\d+", text) + [k["order_id"] for k in kwargs if "order_id" in k]
+            )
+        )
+        self.reservation_ids = list(
+            dict.fromkeys(k["reservation_id"] for k in kwargs if "reservation_id" in k)
+        )
         wishes = [_describe(a) for a in payload.get("actions", [])]
         self.wishes = [w for w in wishes if w] or ["I have a question about my account and orders."]
         self.stated = 0
@@ -117,9 +163,17 @@ class ScriptedCustomer:
             facts.append(f"My name is {self.first} {self.last} and my zip code is {self.zip}.")
         if re.search(r"\buser[ _]id\b", low) and self.user_id:
             facts.append(f"My user id is {self.user_id}.")
-        if re.search(r"\border\b", low) and re.search(r"\b(id|ids|number)\b", low) and self.order_ids:
+        if (
+            re.search(r"\border\b", low)
+            and re.search(r"\b(id|ids|number)\b", low)
+            and self.order_ids
+        ):
             facts.append(f"The order id is {', '.join(self.order_ids)}.")
-        if re.search(r"\breservation\b", low) and re.search(r"\b(id|ids|number|code)\b", low) and self.reservation_ids:
+        if (
+            re.search(r"\breservation\b", low)
+            and re.search(r"\b(id|ids|number|code)\b", low)
+            and self.reservation_ids
+        ):
             facts.append(f"The reservation id is {', '.join(self.reservation_ids)}.")
         return facts
 
@@ -137,8 +191,10 @@ class ScriptedCustomer:
             return "Yes, please proceed."
         if done:
             return STOP
-        if _DONE.search(low) and self.stated < len(self.wishes):  # one part done: say everything left
-            rest = self.wishes[self.stated:]
+        if _DONE.search(low) and self.stated < len(
+            self.wishes
+        ):  # one part done: say everything left
+            rest = self.wishes[self.stated :]
             self.stated = len(self.wishes)
             return "Thanks. I also need this: " + " ".join(rest)
         return self._next_wish()

@@ -14,7 +14,18 @@ from gyms.telepathy.data import ATTRIBUTES, build_tasks
 from gyms.telepathy.env import TelepathyEnv
 from mua.gym import GymContext, GymSpec
 
-_PROBE_ORDER = ("person", "animal", "food", "place", "fictional", "manmade", "space", "europe", "asia", "america")
+_PROBE_ORDER = (
+    "person",
+    "animal",
+    "food",
+    "place",
+    "fictional",
+    "manmade",
+    "space",
+    "europe",
+    "asia",
+    "america",
+)
 
 
 def make_env(ctx: GymContext) -> TelepathyEnv:
@@ -29,7 +40,10 @@ def expert(ctx: GymContext):
         attributes = task.payload.get("attributes") or []
         probes = [a for a in _PROBE_ORDER if a in attributes][:3]
         if turn < len(probes):
-            return call_message("action", f"Is it {'a ' if probes[turn] in ('person', 'animal', 'place') else ''}{ATTRIBUTES[probes[turn]][0]}?")
+            return call_message(
+                "action",
+                f"Is it {'a ' if probes[turn] in ('person', 'animal', 'place') else ''}{ATTRIBUTES[probes[turn]][0]}?",
+            )
         return call_message("answer", task.payload["name"])
 
     return policy

@@ -46,7 +46,11 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "flies": ("fly", "flies", "flying", "wings"),
     "natural": ("natural", "nature"),
     "sweet": ("sweet", "sugar"),
-    "red": ("red",), "yellow": ("yellow",), "orange": ("orange",), "brown": ("brown",), "black": ("black",),
+    "red": ("red",),
+    "yellow": ("yellow",),
+    "orange": ("orange",),
+    "brown": ("brown",),
+    "black": ("black",),
     "big": ("big", "bigger", "large", "larger", "huge"),
     "small": ("small", "smaller", "tiny", "pocket"),
     "hot": ("hot", "warm", "heat"),
@@ -58,7 +62,12 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
 ENTITIES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("Albert Einstein", ("Einstein",), "person", "person real scientist historical europe famous"),
     ("Marie Curie", ("Curie",), "person", "person real scientist historical europe famous"),
-    ("Wolfgang Amadeus Mozart", ("Mozart",), "person", "person real music historical europe famous"),
+    (
+        "Wolfgang Amadeus Mozart",
+        ("Mozart",),
+        "person",
+        "person real music historical europe famous",
+    ),
     ("Serena Williams", ("Serena",), "person", "person real sport america famous"),
     ("Sherlock Holmes", ("Holmes",), "character", "person fictional europe famous"),
     ("Harry Potter", (), "character", "person fictional europe famous"),
@@ -81,7 +90,12 @@ ENTITIES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("Smartphone", ("phone", "mobile phone"), "object", "machine manmade small real"),
     ("Piano", (), "object", "music manmade big real"),
     ("Eiffel Tower", (), "landmark", "place building manmade europe big famous real"),
-    ("Great Wall of China", ("Great Wall",), "landmark", "place building manmade asia big famous historical real"),
+    (
+        "Great Wall of China",
+        ("Great Wall",),
+        "landmark",
+        "place building manmade asia big famous historical real",
+    ),
     ("Mount Everest", ("Everest",), "place", "place natural asia big famous real"),
     ("Japan", (), "place", "place country asia real"),
     ("Brazil", (), "place", "place country america real"),
@@ -111,18 +125,31 @@ def builtin_payloads() -> list[dict]:
         attributes = sorted(set(attrs.split()))
         unknown = set(attributes) - set(ATTRIBUTES)
         assert not unknown, f"{name}: unknown attributes {unknown}"
-        out.append({"name": name, "aliases": list(aliases), "category": category, "attributes": attributes, "description": ""})
+        out.append(
+            {
+                "name": name,
+                "aliases": list(aliases),
+                "category": category,
+                "attributes": attributes,
+                "description": "",
+            }
+        )
     return out
 
 
 def _task(task_id: str, split: str, payload: dict, source: str):
     system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return make_task(GYM_NAME, task_id, split, system, first_user(payload["category"]), payload, source)
+    return make_task(
+        GYM_NAME, task_id, split, system, first_user(payload["category"]), payload, source
+    )
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is None:
-        tasks = [_task(f"telepathy-{i:03d}", "test" if i % 3 == 2 else "train", p, "builtin") for i, p in enumerate(builtin_payloads())]
+        tasks = [
+            _task(f"telepathy-{i:03d}", "test" if i % 3 == 2 else "train", p, "builtin")
+            for i, p in enumerate(builtin_payloads())
+        ]
         return by_split(tasks)
     from data_prep.userrl import read_telepathy_entities
 
@@ -130,7 +157,12 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
     for row in read_telepathy_entities(source):
         title = row["title"]
         aliases = [title[4:]] if title.lower().startswith("the ") else []
-        payload = {"name": title, "aliases": aliases, "category": row["category"].replace("_", " "),
-                   "attributes": None, "description": row["target"]}
+        payload = {
+            "name": title,
+            "aliases": aliases,
+            "category": row["category"].replace("_", " "),
+            "attributes": None,
+            "description": row["target"],
+        }
         tasks.append(_task(f"telepathy-{row['id']}", hash_split(row["id"], 0.1), payload, "userrl"))
     return by_split(tasks)

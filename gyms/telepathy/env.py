@@ -25,7 +25,9 @@ class TelepathyEnv(InteractEnv):
 
     async def on_action(self, content: str) -> Outcome:
         if self.questions_asked >= self.max_questions:
-            return Outcome(f"You have used all {self.max_questions} questions. Please give your answer.")
+            return Outcome(
+                f"You have used all {self.max_questions} questions. Please give your answer."
+            )
         self.questions_asked += 1
         if self.ctx.user_kind == "llm":
             reply = await users.llm_answer(self.ctx, content, self.payload)

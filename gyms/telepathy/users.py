@@ -15,7 +15,9 @@ from gyms.common.text import content_words, keyword_hit, mentions
 from gyms.telepathy.data import ATTRIBUTES, ENTITIES
 from mua.gym import GymContext
 
-_OTHER_NAMES = [n for n, aliases, _, _ in ENTITIES] + [a for _, aliases, _, _ in ENTITIES for a in aliases]
+_OTHER_NAMES = [n for n, aliases, _, _ in ENTITIES] + [
+    a for _, aliases, _, _ in ENTITIES for a in aliases
+]
 
 
 def names_of(payload: dict) -> list[str]:

@@ -26,7 +26,9 @@ def expert(ctx: GymContext):
         turn = count_assistant_turns(messages)
         criteria = task.payload["criteria"]
         if turn < min(2, len(criteria)):
-            return call_message("action", f"Is it true that {criteria[turn]['statement'].rstrip('.').lower()}?")
+            return call_message(
+                "action", f"Is it true that {criteria[turn]['statement'].rstrip('.').lower()}?"
+            )
         return call_message("answer", task.payload["bottom"])
 
     return policy

@@ -14,8 +14,25 @@ from gyms.turtle.stories import STORIES
 GYM_NAME = "turtle"
 CHOICES = ("action", "answer")
 NUM_TEST_BUILTIN = 3
-GENERIC_WORDS = STOPWORDS | {"include", "includ", "reveal", "explain", "mention", "protagonist", "even", "different",
-                             "original", "logical", "logically", "justifiable", "detail", "describ", "state", "fact", "narrativ"}
+GENERIC_WORDS = STOPWORDS | {
+    "include",
+    "includ",
+    "reveal",
+    "explain",
+    "mention",
+    "protagonist",
+    "even",
+    "different",
+    "original",
+    "logical",
+    "logically",
+    "justifiable",
+    "detail",
+    "describ",
+    "state",
+    "fact",
+    "narrativ",
+}
 DESCRIPTION = (
     "You are playing turtle soup, a lateral-thinking game. You are told the strange surface of a story; "
     "uncover the hidden truth behind it."
@@ -42,20 +59,46 @@ def derived_keywords(statement: str) -> list[list[str]]:
 
 
 def _task(task_id: str, split: str, story: dict, source: str):
-    payload = {k: story[k] for k in ("title", "surface", "bottom")} | {"criteria": normalise_weights(story["criteria"])}
+    payload = {k: story[k] for k in ("title", "surface", "bottom")} | {
+        "criteria": normalise_weights(story["criteria"])
+    }
     system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return make_task(GYM_NAME, task_id, split, system, first_user(story["title"], story["surface"]), payload, source)
+    return make_task(
+        GYM_NAME,
+        task_id,
+        split,
+        system,
+        first_user(story["title"], story["surface"]),
+        payload,
+        source,
+    )
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is None:
         n = len(STORIES)
-        return by_split([_task(f"turtle-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", s, "builtin")
-                         for i, s in enumerate(STORIES)])
+        return by_split(
+            [
+                _task(
+                    f"turtle-{i:03d}",
+                    "test" if i >= n - NUM_TEST_BUILTIN else "train",
+                    s,
+                    "builtin",
+                )
+                for i, s in enumerate(STORIES)
+            ]
+        )
     from data_prep.userrl import read_turtle_stories
 
     tasks = []
     for row in read_turtle_stories(source):
         criteria = [dict(c, keywords=derived_keywords(c["statement"])) for c in row["criteria"]]
-        tasks.append(_task(f"turtle-{row['id']}", hash_split(row["id"], 0.1), row | {"criteria": criteria}, "userrl"))
+        tasks.append(
+            _task(
+                f"turtle-{row['id']}",
+                hash_split(row["id"], 0.1),
+                row | {"criteria": criteria},
+                "userrl",
+            )
+        )
     return by_split(tasks)

@@ -27,7 +27,9 @@ class TurtleEnv(InteractEnv):
 
     async def on_action(self, content: str) -> Outcome:
         if self.questions_asked >= self.max_questions:
-            return Outcome(f"You have used all {self.max_questions} questions. Please tell the full story with `answer`.")
+            return Outcome(
+                f"You have used all {self.max_questions} questions. Please tell the full story with `answer`."
+            )
         self.questions_asked += 1
         if self.ctx.user_kind == "llm":
             reply = await users.llm_answer(self.ctx, content, self.payload)

@@ -20,8 +20,18 @@ STORIES: list[dict] = [
         "It had stopped when he died on the summit, which proved that his guide lied about the accident "
         "and had abandoned him there.",
         "criteria": [
-            _c("The watch belonged to the climber's missing brother.", 0.4, ("brother",), ("watch",)),
-            _c("The guide lied about what happened and abandoned him.", 0.3, ("guide",), ("lied", "lie", "abandoned")),
+            _c(
+                "The watch belonged to the climber's missing brother.",
+                0.4,
+                ("brother",),
+                ("watch",),
+            ),
+            _c(
+                "The guide lied about what happened and abandoned him.",
+                0.3,
+                ("guide",),
+                ("lied", "lie", "abandoned"),
+            ),
             _c("The brother died on the mountain.", 0.3, ("brother",), ("died", "dead", "death")),
         ],
     },
@@ -32,8 +42,18 @@ STORIES: list[dict] = [
         "silenced. The zookeeper secretly released the parrot into the forest to save its life, so the empty "
         "cage meant her plan had worked.",
         "criteria": [
-            _c("She released the parrot herself to save it.", 0.5, ("released", "freed", "free"), ("save", "saved", "protect")),
-            _c("The director wanted the parrot silenced or killed.", 0.3, ("director",), ("silenced", "kill", "killed")),
+            _c(
+                "She released the parrot herself to save it.",
+                0.5,
+                ("released", "freed", "free"),
+                ("save", "saved", "protect"),
+            ),
+            _c(
+                "The director wanted the parrot silenced or killed.",
+                0.3,
+                ("director",),
+                ("silenced", "kill", "killed"),
+            ),
             _c("The parrot repeated secrets.", 0.2, ("secret", "password", "passwords")),
         ],
     },
@@ -55,8 +75,14 @@ STORIES: list[dict] = [
         "anything. The driver recognised him and wanted to repay his kindness.",
         "criteria": [
             _c("The passenger was a surgeon or doctor.", 0.4, ("surgeon", "doctor")),
-            _c("He had saved the driver's daughter.", 0.4, ("saved", "save"), ("daughter", "child")),
-            _c("The driver wanted to repay a kindness.", 0.2, ("repay", "thank", "gratitude", "kindness")),
+            _c(
+                "He had saved the driver's daughter.", 0.4, ("saved", "save"), ("daughter", "child")
+            ),
+            _c(
+                "The driver wanted to repay a kindness.",
+                0.2,
+                ("repay", "thank", "gratitude", "kindness"),
+            ),
         ],
     },
     {
@@ -87,8 +113,17 @@ STORIES: list[dict] = [
         "bottom": "The owner claimed he had been home all day, but there had been a burglary next door and the thief "
         "escaped by swimming across the neighbour's pool. The wet prints matched the owner's shoes, so he lied.",
         "criteria": [
-            _c("The owner lied about being home all day.", 0.4, ("lied", "lie", "claimed"), ("home",)),
-            _c("The water came from a pool he swam through.", 0.4, ("pool", "swim", "swimming", "swam")),
+            _c(
+                "The owner lied about being home all day.",
+                0.4,
+                ("lied", "lie", "claimed"),
+                ("home",),
+            ),
+            _c(
+                "The water came from a pool he swam through.",
+                0.4,
+                ("pool", "swim", "swimming", "swam"),
+            ),
             _c("There was a burglary next door.", 0.2, ("burglary", "robbery", "thief", "theft")),
         ],
     },
@@ -99,7 +134,11 @@ STORIES: list[dict] = [
         "the vibrations through the floor, so they could feel the music.",
         "criteria": [
             _c("The audience was deaf.", 0.5, ("deaf",)),
-            _c("They felt the music as vibrations.", 0.3, ("vibrations", "vibration", "feel", "felt")),
+            _c(
+                "They felt the music as vibrations.",
+                0.3,
+                ("vibrations", "vibration", "feel", "felt"),
+            ),
             _c("The pianist had lost her hearing.", 0.2, ("lost",), ("hearing",)),
         ],
     },
@@ -109,7 +148,12 @@ STORIES: list[dict] = [
         "bottom": "The extra plate kept the place of the father, a soldier missing in a war. The evening they stopped, "
         "he had returned home alive, so his place was no longer empty.",
         "criteria": [
-            _c("The plate was for a missing father.", 0.4, ("father", "dad"), ("missing", "soldier", "war")),
+            _c(
+                "The plate was for a missing father.",
+                0.4,
+                ("father", "dad"),
+                ("missing", "soldier", "war"),
+            ),
             _c("He returned home.", 0.4, ("returned", "return", "came"), ("home",)),
             _c("The plate kept his place.", 0.2, ("place", "seat")),
         ],

@@ -26,7 +26,9 @@ def scripted_answer(question: str, payload: dict) -> str:
 
 
 def scripted_scores(explanation: str, payload: dict) -> list[float]:
-    return [scripted_criterion_score(explanation, c.get("keywords") or []) for c in payload["criteria"]]
+    return [
+        scripted_criterion_score(explanation, c.get("keywords") or []) for c in payload["criteria"]
+    ]
 
 
 def _story_text(payload: dict) -> str:
@@ -37,7 +39,7 @@ async def llm_answer(ctx: GymContext, question: str, payload: dict) -> str:
     system = (
         "You host a turtle-soup lateral-thinking game. The player knows only the surface.\n"
         + _story_text(payload)
-        + '\nAnswer the player\'s yes-or-no question truthfully about the hidden truth, without revealing more. '
+        + "\nAnswer the player's yes-or-no question truthfully about the hidden truth, without revealing more. "
         'Use Maybe when the question is irrelevant or cannot be answered. Reply with JSON only: {"answer": "Yes" | "No" | "Maybe"}.'
     )
     return await ask_json(ctx, system, f"Question: {question}", validate_yes_no_maybe)
@@ -47,9 +49,12 @@ async def llm_scores(ctx: GymContext, explanation: str, payload: dict) -> list[f
     criteria = payload["criteria"]
     listed = "\n".join(f"{i}. {c['statement']}" for i, c in enumerate(criteria))
     system = (
-        "You judge a turtle-soup game.\n" + _story_text(payload)
+        "You judge a turtle-soup game.\n"
+        + _story_text(payload)
         + f"\nScore the player's explanation against each criterion: 1 if fully met, 0.5 if partly met, 0 if not.\n"
         f"Criteria:\n{listed}\n"
         f'Reply with JSON only: {{"scores": [one number per criterion, {len(criteria)} in all]}}.'
     )
-    return await ask_json(ctx, system, f"Explanation: {explanation}", validate_score_list(len(criteria)))
+    return await ask_json(
+        ctx, system, f"Explanation: {explanation}", validate_score_list(len(criteria))
+    )

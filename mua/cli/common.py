@@ -17,14 +17,18 @@ def split_recipe_args(args: list[str]) -> tuple[str | None, list[str]]:
     path = None
     overrides = []
     for a in args or []:
-        if "=" in a and not (path is None and Path(a).suffix in (".yaml", ".yml") and Path(a).exists()):
+        if "=" in a and not (
+            path is None and Path(a).suffix in (".yaml", ".yml") and Path(a).exists()
+        ):
             overrides.append(a)
         elif path is None:
             path = a
         else:
             from mua.errors import UsageError
 
-            raise UsageError(f"unexpected argument {a!r}: give one recipe file, then key=value overrides")
+            raise UsageError(
+                f"unexpected argument {a!r}: give one recipe file, then key=value overrides"
+            )
     return path, overrides
 
 

@@ -42,13 +42,25 @@ def check_torch_cuda() -> list[Check]:
 
     checks = [Check("torch", "ok", torch.__version__)]
     if not torch.cuda.is_available():
-        checks.append(Check("cuda", "warn", "no CUDA GPU: training and the hf engine run on CPU; "
-                                            "rollout.engine=sglang needs a GPU"))
+        checks.append(
+            Check(
+                "cuda",
+                "warn",
+                "no CUDA GPU: training and the hf engine run on CPU; "
+                "rollout.engine=sglang needs a GPU",
+            )
+        )
         return checks
     names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     free, total = torch.cuda.mem_get_info(0)
-    checks.append(Check("cuda", "ok", f"{len(names)} GPU(s): {', '.join(sorted(set(names)))}; "
-                                      f"GPU 0 {free / 2**30:.1f}/{total / 2**30:.1f} GiB free"))
+    checks.append(
+        Check(
+            "cuda",
+            "ok",
+            f"{len(names)} GPU(s): {', '.join(sorted(set(names)))}; "
+            f"GPU 0 {free / 2**30:.1f}/{total / 2**30:.1f} GiB free",
+        )
+    )
     return checks
 
 
@@ -77,19 +89,35 @@ def check_sglang(has_cuda: bool) -> Check:
     tested = f">={SGLANG_TESTED_MIN},<{SGLANG_TESTED_BELOW}"
     if version is None:
         how = "pip install 'mua[gpu]'" if has_cuda else "it needs a CUDA machine"
-        return Check("sglang", "warn", f"not installed; rollout.engine=sglang unavailable ({how}); "
-                                       "the hf engine and `mua serve` work without it")
-    in_range = _version_tuple(SGLANG_TESTED_MIN) <= _version_tuple(version) < _version_tuple(SGLANG_TESTED_BELOW)
+        return Check(
+            "sglang",
+            "warn",
+            f"not installed; rollout.engine=sglang unavailable ({how}); "
+            "the hf engine and `mua serve` work without it",
+        )
+    in_range = (
+        _version_tuple(SGLANG_TESTED_MIN)
+        <= _version_tuple(version)
+        < _version_tuple(SGLANG_TESTED_BELOW)
+    )
     if has_cuda:
         try:
             import sglang  # noqa: F401  (the import itself is the check)
         except Exception as err:  # a broken install shows up as any exception
-            return Check("sglang", "fail", f"{version} is installed but does not import "
-                                           f"({type(err).__name__}: {err}); reinstall with "
-                                           "pip install 'mua[gpu]'")
+            return Check(
+                "sglang",
+                "fail",
+                f"{version} is installed but does not import "
+                f"({type(err).__name__}: {err}); reinstall with "
+                "pip install 'mua[gpu]'",
+            )
     if not in_range:
-        return Check("sglang", "warn", f"{version} is outside the tested range {tested}; the "
-                                       "HTTP protocol may differ: pip install 'mua[gpu]'")
+        return Check(
+            "sglang",
+            "warn",
+            f"{version} is outside the tested range {tested}; the "
+            "HTTP protocol may differ: pip install 'mua[gpu]'",
+        )
     return Check("sglang", "ok", f"{version} (tested {tested})")
 
 
@@ -100,7 +128,11 @@ def check_flash_attn(has_cuda: bool) -> Check:
     if importlib.util.find_spec("flash_attn") is None:
         status = "warn"
         why = "models use PyTorch SDPA attention (slower for long sequences)"
-        return Check("flash-attn", status, f"not installed; {why}" + ("; pip install flash-attn" if has_cuda else ""))
+        return Check(
+            "flash-attn",
+            status,
+            f"not installed; {why}" + ("; pip install flash-attn" if has_cuda else ""),
+        )
     return Check("flash-attn", "ok", metadata.version("flash-attn"))
 
 
@@ -115,17 +147,35 @@ SAMPLE_CONVERSATIONS = [
     {
         "messages": [
             {"role": "user", "content": "What is the weather in Oslo?"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
-            {"role": "tool", "content": "{\"temp_c\": 4}"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+                    }
+                ],
+            },
+            {"role": "tool", "content": '{"temp_c": 4}'},
             {"role": "assistant", "content": "It is 4 degrees Celsius in Oslo."},
             {"role": "user", "content": "Thanks!"},
             {"role": "assistant", "content": "You are welcome."},
         ],
-        "tools": [{"type": "function", "function": {
-            "name": "get_weather", "description": "Current weather of a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                           "required": ["city"]}}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "Current weather of a city.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"city": {"type": "string"}},
+                        "required": ["city"],
+                    },
+                },
+            }
+        ],
     },
 ]
 
@@ -140,13 +190,25 @@ def check_template(model: str) -> Check:
     except MuaError as err:
         return Check("chat template", "fail", str(err))
     except Exception as err:  # a template that cannot render these conversations at all
-        return Check("chat template", "fail", f"rendering failed ({type(err).__name__}: {err}); "
-                                              "fix the template or use another tokenizer")
+        return Check(
+            "chat template",
+            "fail",
+            f"rendering failed ({type(err).__name__}: {err}); "
+            "fix the template or use another tokenizer",
+        )
     if problems:
-        return Check("chat template", "fail", f"not prefix-stable: {problems[0]} "
-                     f"({len(problems)} problem(s)); multi-turn rollouts would drop trajectories; "
-                     "use a template that only appends (e.g. strip the 'think' rewriting)")
-    return Check("chat template", "ok", f"{model}: prefix-stable on {len(SAMPLE_CONVERSATIONS)} sample conversations")
+        return Check(
+            "chat template",
+            "fail",
+            f"not prefix-stable: {problems[0]} "
+            f"({len(problems)} problem(s)); multi-turn rollouts would drop trajectories; "
+            "use a template that only appends (e.g. strip the 'think' rewriting)",
+        )
+    return Check(
+        "chat template",
+        "ok",
+        f"{model}: prefix-stable on {len(SAMPLE_CONVERSATIONS)} sample conversations",
+    )
 
 
 def run_checks(model: str | None) -> list[Check]:
@@ -163,7 +225,9 @@ def run_checks(model: str | None) -> list[Check]:
 def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
     def doctor(
-        model: str | None = typer.Option(None, "--model", "-m", help="Also check this model's chat template."),
+        model: str | None = typer.Option(
+            None, "--model", "-m", help="Also check this model's chat template."
+        ),
     ) -> None:
         from rich.table import Table
 

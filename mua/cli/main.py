@@ -32,7 +32,9 @@ verbs.register_all(app)
 def _err(message: str) -> None:
     from rich.console import Console
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}", markup=True)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"[bold red]error:[/] {message}", markup=True
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -61,15 +60,17 @@ def ls_cmd() -> None:
 
 
 @recipe_app.command("show")
-def show_cmd(args: List[str] = typer.Argument(..., help="Recipe then key=value overrides.")) -> None:
+def show_cmd(
+    args: list[str] = typer.Argument(..., help="Recipe then key=value overrides."),
+) -> None:
     """Print a recipe fully resolved (defaults filled in, overrides applied).
 
     Example: mua recipe show recipes/quickstart.yaml optim.lr=3e-4
     """
     import yaml
 
-    from mua.config.loading import infer_verb, load_recipe, read_yaml
     from mua.cli.common import split_recipe_args
+    from mua.config.loading import infer_verb, load_recipe, read_yaml
 
     path, overrides = split_recipe_args(args)
     path = str(_find(path))
@@ -78,7 +79,7 @@ def show_cmd(args: List[str] = typer.Argument(..., help="Recipe then key=value o
 
 
 @recipe_app.command("validate")
-def validate_cmd(paths: List[str] = typer.Argument(..., help="Recipe files or globs.")) -> None:
+def validate_cmd(paths: list[str] = typer.Argument(..., help="Recipe files or globs.")) -> None:
     """Validate recipe files; exit 2 on the first file with problems (all problems listed).
 
     Example: mua recipe validate recipes/*.yaml recipes/tests/*.yaml

@@ -25,11 +25,15 @@ Then point a simulated user at it: user.kind=llm user.base_url=http://127.0.0.1:
 def register(app: typer.Typer) -> None:
     @app.command("serve", help=HELP)
     def serve(
-        model: str = typer.Option(..., "--model", "-m", help="tiny:<preset>, a local HF folder, or a hub id."),
+        model: str = typer.Option(
+            ..., "--model", "-m", help="tiny:<preset>, a local HF folder, or a hub id."
+        ),
         host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
         port: int = typer.Option(30000, help="Port to listen on (0 picks a free one)."),
         dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
-        device: str | None = typer.Option(None, help="cpu or cuda (default: where the model loads)."),
+        device: str | None = typer.Option(
+            None, help="cpu or cuda (default: where the model loads)."
+        ),
         max_batch_size: int = typer.Option(64, help="Most requests generated in one batch."),
     ) -> None:
         import time
@@ -41,13 +45,21 @@ def register(app: typer.Typer) -> None:
         if not 0 <= port <= 65535:
             raise UsageError(f"--port {port} is out of range; give 0..65535")
         try:
-            server = serve_model(model, host=host, port=port, dtype=dtype, device=device,
-                                 max_batch_size=max_batch_size)
+            server = serve_model(
+                model,
+                host=host,
+                port=port,
+                dtype=dtype,
+                device=device,
+                max_batch_size=max_batch_size,
+            )
         except OSError as err:
-            raise UsageError(f"cannot listen on {host}:{port} ({err.strerror or err}); "
-                             "pick another --port") from None
-        console().print(f"mua serve: {model} at {server.url} "
-                        f"(OpenAI base_url {server.url}/v1); Ctrl-C stops")
+            raise UsageError(
+                f"cannot listen on {host}:{port} ({err.strerror or err}); pick another --port"
+            ) from None
+        console().print(
+            f"mua serve: {model} at {server.url} (OpenAI base_url {server.url}/v1); Ctrl-C stops"
+        )
         try:
             while True:
                 time.sleep(3600)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 from mua.cli.common import RECIPE_HELP
@@ -19,16 +17,28 @@ def register(app: typer.Typer) -> None:
         "Resumes from the latest checkpoint in the run dir unless --no-resume.",
     )
     def train(
-        args: List[str] = typer.Argument(..., help=RECIPE_HELP),
-        nproc_per_node: int = typer.Option(1, "--nproc-per-node", help="Processes (GPUs) per node."),
+        args: list[str] = typer.Argument(..., help=RECIPE_HELP),
+        nproc_per_node: int = typer.Option(
+            1, "--nproc-per-node", help="Processes (GPUs) per node."
+        ),
         nnodes: int = typer.Option(1, "--nnodes", help="Number of nodes."),
         node_rank: int = typer.Option(0, "--node-rank", help="This node's rank (0..nnodes-1)."),
-        rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT of node 0."),
-        resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume from the latest checkpoint."),
+        rdzv_endpoint: str | None = typer.Option(
+            None, "--rdzv-endpoint", help="HOST:PORT of node 0."
+        ),
+        resume: bool = typer.Option(
+            True, "--resume/--no-resume", help="Resume from the latest checkpoint."
+        ),
     ) -> None:
         from mua.cli.common import load
         from mua.train.launcher import launch
 
         recipe = load(args, "train")
-        launch(recipe, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
-               rdzv_endpoint=rdzv_endpoint, resume=resume)
+        launch(
+            recipe,
+            nproc_per_node=nproc_per_node,
+            nnodes=nnodes,
+            node_rank=node_rank,
+            rdzv_endpoint=rdzv_endpoint,
+            resume=resume,
+        )

@@ -102,7 +102,12 @@ def _find_inline_secrets(node: Any, path: str = "") -> list[str]:
     if isinstance(node, dict):
         for k, v in node.items():
             sub = f"{path}.{k}" if path else str(k)
-            if isinstance(v, str) and _SECRET_KEY.search(str(k)) and not str(k).endswith("_env") and v:
+            if (
+                isinstance(v, str)
+                and _SECRET_KEY.search(str(k))
+                and not str(k).endswith("_env")
+                and v
+            ):
                 found.append(sub)
             else:
                 found.extend(_find_inline_secrets(v, sub))
@@ -117,11 +122,15 @@ def _find_inline_secrets(node: Any, path: str = "") -> list[str]:
 def _render_validation(source: str, err: ValidationError, model: type[BaseModel], raw: dict) -> str:
     lines = []
     for e in err.errors():
-        loc = [str(p) for p in e["loc"] if not (isinstance(p, str) and p in ("grpo", "ppo", "sft", "scripted", "llm"))]
+        loc = [
+            str(p)
+            for p in e["loc"]
+            if not (isinstance(p, str) and p in ("grpo", "ppo", "sft", "scripted", "llm"))
+        ]
         where = ".".join(loc) or "(top level)"
         msg = e["msg"]
         if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+            msg = msg[len("Value error, ") :]
         if e["type"] == "extra_forbidden":
             valid = fields_at(model, raw, loc[:-1]) or []
             prefix = ".".join(loc[:-1]) + "." if len(loc) > 1 else ""
@@ -168,7 +177,9 @@ def read_yaml(path: str | Path) -> dict:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise UsageError(f"{path}: a recipe must be a YAML mapping of sections (got {type(raw).__name__})")
+        raise UsageError(
+            f"{path}: a recipe must be a YAML mapping of sections (got {type(raw).__name__})"
+        )
     return raw
 
 
@@ -182,7 +193,9 @@ def infer_verb(path: str | Path, raw: dict) -> str:
     return "train"
 
 
-def load_recipe(path: str | Path | None, overrides: list[str] | None = None, verb: str | None = None):
+def load_recipe(
+    path: str | Path | None, overrides: list[str] | None = None, verb: str | None = None
+):
     """Read, override and validate a recipe file (or the verb's defaults when `path` is None)."""
     raw = read_yaml(path) if path is not None else {}
     verb = verb or infer_verb(path or "", raw)

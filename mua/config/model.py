@@ -30,7 +30,8 @@ class ModelConfig(Section):
     )
     seed: int = Field(0, description="Seed used when a `tiny:` model is built from its config.")
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = Field(
-        "auto", description="Attention kernel; `auto` picks flash-attn on GPU when installed, sdpa otherwise."
+        "auto",
+        description="Attention kernel; `auto` picks flash-attn on GPU when installed, sdpa otherwise.",
     )
 
     @field_validator("path")

@@ -26,7 +26,9 @@ from mua.config.train import (
 
 class _RecipeBase(Section):
     description: str = Field("", description="What this recipe is for (free text).")
-    run_dir: str = Field("runs/{name}", description="Where outputs go; `{name}` is the recipe file's stem.")
+    run_dir: str = Field(
+        "runs/{name}", description="Where outputs go; `{name}` is the recipe file's stem."
+    )
 
 
 class TrainRecipe(_RecipeBase):
@@ -42,7 +44,9 @@ class TrainRecipe(_RecipeBase):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     track: TrackConfig = Field(default_factory=TrackConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
-    total_steps: int = Field(10, ge=1, description="Training steps (RL) or optimizer steps cap (SFT).")
+    total_steps: int = Field(
+        10, ge=1, description="Training steps (RL) or optimizer steps cap (SFT)."
+    )
 
     @model_validator(mode="after")
     def _sizes_agree(self):
@@ -64,21 +68,26 @@ class RolloutRecipe(_RecipeBase):
     verb: Literal["rollout"] = "rollout"
     model: ModelConfig = Field(default_factory=ModelConfig)
     policy: Literal["model", "expert"] = Field(
-        "model", description="Who acts: the model (via rollout.engine) or the gym's scripted expert."
+        "model",
+        description="Who acts: the model (via rollout.engine) or the gym's scripted expert.",
     )
     data: DataConfig = Field(default_factory=DataConfig)
     gym: GymConfig = Field(default_factory=GymConfig)
     user: UserConfig = Field(default_factory=ScriptedUserConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     output: str = Field("{run_dir}/trajectories.jsonl", description="JSONL file of trajectories.")
-    split: str = Field("train", description="Which split of the built-in data to use when no files are given.")
+    split: str = Field(
+        "train", description="Which split of the built-in data to use when no files are given."
+    )
     max_tasks: int | None = Field(None, ge=1, description="Roll out at most this many tasks.")
 
 
 class EvalRecipe(_RecipeBase):
     verb: Literal["eval"] = "eval"
     model: ModelConfig = Field(default_factory=ModelConfig)
-    gyms: list[str] = Field(default_factory=lambda: ["guess"], description="Gyms to evaluate (`all` for every one).")
+    gyms: list[str] = Field(
+        default_factory=lambda: ["guess"], description="Gyms to evaluate (`all` for every one)."
+    )
     gym: GymConfig = Field(default_factory=GymConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     user: UserConfig = Field(default_factory=ScriptedUserConfig)
@@ -89,11 +98,20 @@ class EvalRecipe(_RecipeBase):
 
 class MergeRecipe(_RecipeBase):
     verb: Literal["merge"] = "merge"
-    checkpoint_dir: str = Field("runs/quickstart/checkpoints", description="A run's checkpoints/ folder or one global_step_N.")
-    out_dir: str | None = Field(None, description="Where HF folders go (default: <run>/hf/global_step_N).")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Dtype of the exported weights.")
+    checkpoint_dir: str = Field(
+        "runs/quickstart/checkpoints",
+        description="A run's checkpoints/ folder or one global_step_N.",
+    )
+    out_dir: str | None = Field(
+        None, description="Where HF folders go (default: <run>/hf/global_step_N)."
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Dtype of the exported weights."
+    )
     force: bool = Field(False, description="Re-merge steps that were merged already.")
-    verify: bool = Field(False, description="Compare logits of the merged model with the checkpoint's.")
+    verify: bool = Field(
+        False, description="Compare logits of the merged model with the checkpoint's."
+    )
 
 
 class PrepRecipe(_RecipeBase):
@@ -102,12 +120,18 @@ class PrepRecipe(_RecipeBase):
     source: str | None = Field(None, description="Public data path; default: the built-in dataset.")
     out: str = Field("data/{gym}", description="Output folder for <split>.parquet files.")
     seed: int = Field(0, description="Seed for generation and splits.")
-    options: dict = Field(default_factory=dict, description="Gym-specific prep options (sizes, domains, ...).")
+    options: dict = Field(
+        default_factory=dict, description="Gym-specific prep options (sizes, domains, ...)."
+    )
     mix: dict[str, float] = Field(
         default_factory=dict,
         description="Mix instead of build: task folder -> weight (relative share of rows), written to `out`.",
     )
-    rows: int | None = Field(None, ge=1, description="Mix only: rows per split (default: the largest mix without repeats).")
+    rows: int | None = Field(
+        None,
+        ge=1,
+        description="Mix only: rows per split (default: the largest mix without repeats).",
+    )
 
 
 RECIPE_MODELS: dict[str, type[Section]] = {

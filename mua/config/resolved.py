@@ -16,7 +16,16 @@ import yaml
 from mua.config.recipes import RECIPE_MODELS
 
 RESOLVED_NAME = "recipe.resolved.yaml"
-_PACKAGES = ("mua", "torch", "transformers", "pydantic", "mlflow-skinny", "sglang", "flash-attn", "openai")
+_PACKAGES = (
+    "mua",
+    "torch",
+    "transformers",
+    "pydantic",
+    "mlflow-skinny",
+    "sglang",
+    "flash-attn",
+    "openai",
+)
 
 
 def _versions() -> dict[str, str]:

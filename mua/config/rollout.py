@@ -45,7 +45,9 @@ class LLMUserConfig(Section):
     max_tokens: PositiveInt = Field(512, description="Most tokens per user reply.")
     timeout_s: PositiveFloat = Field(60.0, description="Timeout of one request.")
     max_retries: int = Field(4, ge=0, description="Retries after a failed or malformed reply.")
-    backoff_s: PositiveFloat = Field(0.5, description="First backoff; doubles per retry, with jitter.")
+    backoff_s: PositiveFloat = Field(
+        0.5, description="First backoff; doubles per retry, with jitter."
+    )
     max_concurrency: PositiveInt = Field(32, description="Most requests in flight at once.")
     cache_dir: str | None = Field(
         None, description="Optional on-disk cache keyed by the request (deterministic evaluation)."
@@ -102,7 +104,9 @@ class SGLangConfig(Section):
         description="Most mean |log-prob| difference between engine and trainer on the probe "
         "prompt after a push before the run stops.",
     )
-    launch_timeout_s: PositiveFloat = Field(900.0, description="Wait for a launched server to answer.")
+    launch_timeout_s: PositiveFloat = Field(
+        900.0, description="Wait for a launched server to answer."
+    )
     request_timeout_s: PositiveFloat = Field(600.0, description="Timeout of one HTTP request.")
     extra_args: list[str] = Field(
         default_factory=list, description="More `sglang.launch_server` flags, passed verbatim."
@@ -111,14 +115,17 @@ class SGLangConfig(Section):
 
 class RolloutConfig(Section):
     engine: Literal["hf", "sglang", "openai"] = Field(
-        "hf", description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), "
-        "`openai` (any OpenAI-compatible server; evaluation only)."
+        "hf",
+        description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), "
+        "`openai` (any OpenAI-compatible server; evaluation only).",
     )
     n: PositiveInt = Field(4, description="Samples per task (the GRPO group size).")
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
-    max_new_tokens_per_turn: PositiveInt = Field(64, description="Most new tokens per assistant turn.")
+    max_new_tokens_per_turn: PositiveInt = Field(
+        64, description="Most new tokens per assistant turn."
+    )
     max_total_tokens: PositiveInt = Field(1024, description="Most tokens in one trajectory.")
     max_turns: PositiveInt = Field(8, description="Most assistant turns per trajectory.")
     trajectory_timeout_s: PositiveFloat = Field(600.0, description="Wall time per trajectory.")
@@ -133,7 +140,9 @@ class RolloutConfig(Section):
         "chat", description="How env-injected messages (e.g. math interventions) are added."
     )
     base_url: str | None = Field(None, description="Endpoint for engine=openai.")
-    api_key_env: str = Field("OPENAI_API_KEY", description="Env var with the key for engine=openai.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Env var with the key for engine=openai."
+    )
     sglang: SGLangConfig = Field(
         default_factory=lambda: SGLangConfig(),
         description="SGLang engine settings (servers, memory, weight push); engine=sglang only.",

@@ -30,12 +30,18 @@ def schema_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str
         if subs:
             for sub in subs:
                 kind = sub.model_fields.get("kind")
-                label = f"{path}[kind={kind.default}]." if kind is not None and len(subs) > 1 else f"{path}."
+                label = (
+                    f"{path}[kind={kind.default}]."
+                    if kind is not None and len(subs) > 1
+                    else f"{path}."
+                )
                 rows.extend(schema_rows(sub, label))
             continue
         default = info.default
         if default is PydanticUndefined:
-            default_text = "(required)" if info.default_factory is None else repr(info.default_factory())
+            default_text = (
+                "(required)" if info.default_factory is None else repr(info.default_factory())
+            )
         else:
             default_text = repr(default)
         rows.append((path, _type_name(info.annotation), default_text, info.description or ""))

@@ -23,7 +23,11 @@ class EvalConfig(Section):
     max_tasks: int | None = Field(None, ge=1, description="Evaluate at most this many tasks.")
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature for evaluation.")
     best_metric: str = Field("reward_mean", description="Metric that picks the best step.")
-    k: list[int] = Field(default_factory=lambda: [1], description="k values for pass@k and pass^k (1 and n are always added).")
+    k: list[int] = Field(
+        default_factory=lambda: [1],
+        description="k values for pass@k and pass^k (1 and n are always added).",
+    )
     success_threshold: float = Field(
-        1.0, description="A trajectory succeeds when its reward reaches this (1.0: the task's full score)."
+        1.0,
+        description="A trajectory succeeds when its reward reaches this (1.0: the task's full score).",
     )

@@ -21,7 +21,9 @@ class DataConfig(Section):
     weights: list[float] | None = Field(
         None, description="Sampling weight per train file (a mix); default: equal by rows."
     )
-    tasks_per_step: PositiveInt = Field(8, description="Tasks per training step (each rolled out n times).")
+    tasks_per_step: PositiveInt = Field(
+        8, description="Tasks per training step (each rolled out n times)."
+    )
     shuffle: bool = Field(True, description="Shuffle tasks every epoch (seeded).")
     seed: int = Field(0, description="Seed for shuffling, sampling and initialisation.")
     max_tasks: int | None = Field(None, ge=1, description="Use at most this many train tasks.")
@@ -38,14 +40,20 @@ class DataConfig(Section):
 
 class KLConfig(Section):
     coef: NonNegativeFloat = Field(0.0, description="β; 0 loads no reference model.")
-    estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (ALGORITHMS.md §6).")
-    placement: Literal["loss", "reward"] = Field("loss", description="KL in the loss or in the token reward.")
+    estimator: Literal["k1", "k2", "k3"] = Field(
+        "k3", description="KL estimator (ALGORITHMS.md §6)."
+    )
+    placement: Literal["loss", "reward"] = Field(
+        "loss", description="KL in the loss or in the token reward."
+    )
 
 
 class PolicyLossConfig(Section):
     clip_low: PositiveFloat = Field(0.2, description="ε_low of the clipped ratio.")
     clip_high: PositiveFloat = Field(0.2, description="ε_high of the clipped ratio.")
-    dual_clip: float | None = Field(None, gt=1.0, description="Dual-clip constant c (e.g. 3) for negative advantages.")
+    dual_clip: float | None = Field(
+        None, gt=1.0, description="Dual-clip constant c (e.g. 3) for negative advantages."
+    )
     entropy_coef: NonNegativeFloat = Field(0.0, description="Entropy bonus coefficient.")
     aggregation: Literal[
         "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
@@ -56,11 +64,15 @@ class PolicyLossConfig(Section):
 class _RLCommon(Section):
     epochs: PositiveInt = Field(1, description="Passes over each step's rollouts.")
     mini_batches: PositiveInt = Field(1, description="Optimizer steps per epoch.")
-    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount γ for r2g scores/credits and GAE.")
+    gamma: float = Field(
+        1.0, ge=0.0, le=1.0, description="Discount γ for r2g scores/credits and GAE."
+    )
     eps: PositiveFloat = Field(1e-6, description="ε in the advantage normalisation.")
     loss: PolicyLossConfig = Field(default_factory=PolicyLossConfig)
     kl: KLConfig = Field(default_factory=KLConfig)
-    mask_truncated: bool = Field(False, description="Exclude trajectories that hit a length/turn limit from the loss.")
+    mask_truncated: bool = Field(
+        False, description="Exclude trajectories that hit a length/turn limit from the loss."
+    )
     dynamic_sampling: bool = Field(False, description="Drop groups whose scores all agree (DAPO).")
 
 
@@ -69,7 +81,9 @@ class GRPOConfig(_RLCommon):
     score: Literal["sum", "mean", "r2g", "outcome"] = Field(
         "sum", description="Trajectory score (UserRL's 'Sum' is `mean`)."
     )
-    advantage: Literal["grpo", "drgrpo", "rloo", "reinforce++"] = Field("grpo", description="Group baseline.")
+    advantage: Literal["grpo", "drgrpo", "rloo", "reinforce++"] = Field(
+        "grpo", description="Group baseline."
+    )
     credit: Literal["equalized", "r2g", "em", "turn-group"] = Field(
         "equalized", description="Turn-level credit (`turn-group`: per-turn group normalisation)."
     )
@@ -80,7 +94,9 @@ class PPOConfig(_RLCommon):
     lam: float = Field(1.0, ge=0.0, le=1.0, description="GAE λ.")
     value_clip: PositiveFloat = Field(0.2, description="Value clip c_v.")
     critic_lr: PositiveFloat = Field(1e-5, description="Critic learning rate.")
-    critic: Literal["value_head", "separate"] = Field("value_head", description="Critic architecture.")
+    critic: Literal["value_head", "separate"] = Field(
+        "value_head", description="Critic architecture."
+    )
     critic_warmup_steps: int = Field(0, ge=0, description="Steps training only the critic.")
 
 
@@ -98,7 +114,9 @@ class OptimConfig(Section):
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     weight_decay: NonNegativeFloat = Field(0.0, description="AdamW weight decay.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
-    schedule: Literal["constant", "cosine", "linear"] = Field("constant", description="LR schedule after warm-up.")
+    schedule: Literal["constant", "cosine", "linear"] = Field(
+        "constant", description="LR schedule after warm-up."
+    )
     grad_clip: PositiveFloat | None = Field(1.0, description="Max global grad norm; null disables.")
 
 
@@ -111,11 +129,19 @@ class ParallelConfig(Section):
     )
     activation_checkpointing: bool = Field(False, description="Recompute activations per block.")
     cpu_offload: bool = Field(False, description="Offload parameters and optimizer state to CPU.")
-    weight_push_bucket_mb: PositiveInt = Field(256, description="Bucket size when pushing weights to engines.")
+    weight_push_bucket_mb: PositiveInt = Field(
+        256, description="Bucket size when pushing weights to engines."
+    )
 
 
 class CheckpointConfig(Section):
     save_freq: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end.")
     keep_last: PositiveInt = Field(2, description="How many checkpoints to keep.")
-    export_hf_every: int = Field(0, ge=0, description="Also export a Hugging Face folder every N checkpoints (0: only at the end).")
-    export_hf_at_end: bool = Field(True, description="Export a Hugging Face folder when training ends.")
+    export_hf_every: int = Field(
+        0,
+        ge=0,
+        description="Also export a Hugging Face folder every N checkpoints (0: only at the end).",
+    )
+    export_hf_at_end: bool = Field(
+        True, description="Export a Hugging Face folder when training ends."
+    )

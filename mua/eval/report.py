@@ -109,10 +109,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
             items = list(params.items())
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i : i + 100]))
-        metrics = {
-            metric_name(k): v
-            for k, v in flat_metrics(summaries).items()
-        }
+        metrics = {metric_name(k): v for k, v in flat_metrics(summaries).items()}
         mlflow.log_metrics(metrics)
         for name in (SUMMARY_FILE, "results.jsonl"):
             if (Path(out_dir) / name).exists():

@@ -8,8 +8,9 @@ Messages are OpenAI-style dicts (`{"role": ..., "content": ...}`, assistant mess
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class UserFailure(Exception):

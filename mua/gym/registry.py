@@ -55,7 +55,9 @@ def get_gym(name: str):
     target = targets.get(name)
     if target is None or not _available(name, target):
         close = difflib.get_close_matches(name, list_gyms(), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; known gyms: {', '.join(list_gyms())}"
+        hint = (
+            f"; did you mean {close[0]!r}?" if close else f"; known gyms: {', '.join(list_gyms())}"
+        )
         raise UsageError(f"unknown gym {name!r}{hint}")
     module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)

@@ -27,7 +27,10 @@ def write_tasks(tasks: list[Task], path: str | Path) -> Path:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"duplicate task_id {dup!r} in tasks written to {path}")
     rows = [t.to_row() for t in tasks]
-    table = pa.table({c: [r[c] for r in rows] for c in COLUMNS}, schema=pa.schema([(c, pa.string()) for c in COLUMNS]))
+    table = pa.table(
+        {c: [r[c] for r in rows] for c in COLUMNS},
+        schema=pa.schema([(c, pa.string()) for c in COLUMNS]),
+    )
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     pq.write_table(table, tmp)
     os.replace(tmp, path)
@@ -39,11 +42,15 @@ def read_tasks(path: str | Path) -> list[Task]:
 
     path = Path(path)
     if not path.exists():
-        raise UsageError(f"{path}: task file not found; create it with `mua prep --gym NAME --out DIR`")
+        raise UsageError(
+            f"{path}: task file not found; create it with `mua prep --gym NAME --out DIR`"
+        )
     try:
         table = pq.read_table(path)
     except Exception as e:
-        raise UsageError(f"{path}: not a readable parquet file ({e}); regenerate it with `mua prep`") from None
+        raise UsageError(
+            f"{path}: not a readable parquet file ({e}); regenerate it with `mua prep`"
+        ) from None
     missing = [c for c in ("task_id", "gym", "prompt", "payload") if c not in table.column_names]
     if missing:
         raise UsageError(

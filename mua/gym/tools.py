@@ -205,11 +205,15 @@ class ToolEnv:
         fn = methods.get(call.name)
         if fn is None:
             names = ", ".join(sorted(methods)) or "none"
-            return self._tool_msg(call, f"Error: unknown tool {call.name!r}. Available tools: {names}."), "unknown_tool"
+            return self._tool_msg(
+                call, f"Error: unknown tool {call.name!r}. Available tools: {names}."
+            ), "unknown_tool"
         try:
             kwargs = bind_arguments(fn, call.arguments)
         except ValueError as e:
-            return self._tool_msg(call, f"Error: bad arguments for {call.name}: {e}."), "bad_arguments"
+            return self._tool_msg(
+                call, f"Error: bad arguments for {call.name}: {e}."
+            ), "bad_arguments"
         try:
             result = fn(**kwargs)
             if inspect.isawaitable(result):
@@ -217,7 +221,9 @@ class ToolEnv:
         except UserFailure:
             raise  # the user or judge could not answer: the runner ends the trajectory, masked
         except Exception as e:  # a tool bug or a rejected action must not end the rollout
-            return self._tool_msg(call, f"Error: {call.name} failed: {type(e).__name__}: {e}"), "tool_exception"
+            return self._tool_msg(
+                call, f"Error: {call.name} failed: {type(e).__name__}: {e}"
+            ), "tool_exception"
         if not isinstance(result, str):
             result = json.dumps(result, ensure_ascii=False, default=str)
         return self._tool_msg(call, result), None
@@ -229,7 +235,13 @@ class ToolEnv:
     async def call_tools(self, action: AgentAction) -> tuple[list[dict], dict[str, int]]:
         messages, errors = [], {}
         for err in action.parse_errors:
-            messages.append({"role": "tool", "name": "parser", "content": f"Error: could not read your tool call: {err}"})
+            messages.append(
+                {
+                    "role": "tool",
+                    "name": "parser",
+                    "content": f"Error: could not read your tool call: {err}",
+                }
+            )
             errors["parse_error"] = errors.get("parse_error", 0) + 1
         for call in action.tool_calls:
             msg, kind = await self.call_tool(call)

@@ -30,7 +30,12 @@ CONTROL_TOKENS = [PAD_TOKEN, "<|im_start|>", EOS_TOKEN]
 # Markup tokens: single ids, but kept by decode(skip_special_tokens=True) so tool calls and
 # reasoning survive decoding (as in the Qwen2.5 tokenizers).
 MARKUP_TOKENS = [
-    "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
 ]
 ASSET_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 SPLIT_PATTERN = (
@@ -119,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=TOKENIZER_DIR, help="output folder")
     parser.add_argument(
-        "--check", action="store_true",
+        "--check",
+        action="store_true",
         help="rebuild in a temporary folder and exit 1 if it differs from the committed files",
     )
     args = parser.parse_args(argv)
@@ -136,13 +142,16 @@ def check_assets(committed: Path = TOKENIZER_DIR) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         write_assets(Path(tmp))
         differing = [
-            name for name in ASSET_FILES
+            name
+            for name in ASSET_FILES
             if not (committed / name).is_file()
             or (committed / name).read_bytes() != (Path(tmp) / name).read_bytes()
         ]
     for name in differing:
-        print(f"{committed / name} differs from a fresh build; "
-              "run python -m mua.models.build_tokenizer")
+        print(
+            f"{committed / name} differs from a fresh build; "
+            "run python -m mua.models.build_tokenizer"
+        )
     return not differing
 
 

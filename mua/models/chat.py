@@ -21,7 +21,9 @@ Message = Mapping[str, Any]
 
 
 def render_text(
-    tokenizer, messages: Sequence[Message], tools: Sequence[Mapping] | None = None,
+    tokenizer,
+    messages: Sequence[Message],
+    tools: Sequence[Mapping] | None = None,
     add_generation_prompt: bool = False,
 ) -> str:
     """The chat template's text for `messages` (and `tools`, listed in the system turn).
@@ -43,7 +45,9 @@ def render_text(
 
 
 def render_ids(
-    tokenizer, messages: Sequence[Message], tools: Sequence[Mapping] | None = None,
+    tokenizer,
+    messages: Sequence[Message],
+    tools: Sequence[Mapping] | None = None,
     add_generation_prompt: bool = False,
 ) -> list[int]:
     """Token ids of the rendered conversation, as a flat list of ints."""
@@ -52,8 +56,11 @@ def render_ids(
 
 
 def render_delta_ids(
-    tokenizer, previous: Sequence[Message], new: Sequence[Message],
-    tools: Sequence[Mapping] | None = None, add_generation_prompt: bool = False,
+    tokenizer,
+    previous: Sequence[Message],
+    new: Sequence[Message],
+    tools: Sequence[Mapping] | None = None,
+    add_generation_prompt: bool = False,
 ) -> list[int]:
     """Ids that rendering `new` after `previous` appends to the rendering of `previous` alone.
 
@@ -71,7 +78,7 @@ def render_delta_ids(
             f"position {where} ({_excerpt(tokenizer, before, where)!r} became "
             f"{_excerpt(tokenizer, after, where)!r}); fix the template or use another tokenizer"
         )
-    return after[len(before):]
+    return after[len(before) :]
 
 
 def _first_difference(a: Sequence[int], b: Sequence[int]) -> int:
@@ -82,7 +89,7 @@ def _first_difference(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def _excerpt(tokenizer, ids: Sequence[int], at: int, width: int = 8) -> str:
-    return tokenizer.decode(list(ids[max(0, at - width): at + width]))
+    return tokenizer.decode(list(ids[max(0, at - width) : at + width]))
 
 
 def _split_conversation(conversation) -> tuple[list[Message], list[Mapping] | None]:

@@ -34,7 +34,7 @@ def _torch_dtype(dtype: str):
 
 def tiny_preset(path: str) -> TinyPreset:
     """The preset named by `tiny:<name>`, or a UsageError listing the presets."""
-    name = path[len(TINY_PREFIX):]
+    name = path[len(TINY_PREFIX) :]
     if name in TINY_PRESETS:
         return TINY_PRESETS[name]
     close = difflib.get_close_matches(name, list(TINY_PRESETS), n=1)

@@ -137,8 +137,15 @@ def _fill(template: str, rng: random.Random) -> str:
     a, b = rng.randint(0, 999), rng.randint(0, 99)
     city, city2 = rng.sample(CITIES, 2)
     return template.format(
-        a=a, b=b, c=a + b, n=rng.randint(1, 12), city=city, city2=city2,
-        item=rng.choice(ITEMS), weather=rng.choice(WEATHER), result=rng.choice(ITEMS),
+        a=a,
+        b=b,
+        c=a + b,
+        n=rng.randint(1, 12),
+        city=city,
+        city2=city2,
+        item=rng.choice(ITEMS),
+        weather=rng.choice(WEATHER),
+        result=rng.choice(ITEMS),
     )
 
 
@@ -184,7 +191,7 @@ def _code_line(rng: random.Random) -> str:
         [
             f"def {name}({arg}: {kind}) -> {kind}:",
             f"    {name} = self.{arg}.get({arg!r}, None)",
-            f"    return {{\"{name}\": {arg}, \"count\": len({arg}s)}}",
+            f'    return {{"{name}": {arg}, "count": len({arg}s)}}',
             f"{name}.{arg}: {rng.randint(0, 512)}  # {rng.choice(WORDS)} {rng.choice(WORDS)}",
         ]
     )

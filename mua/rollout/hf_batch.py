@@ -41,8 +41,9 @@ class Row:
     finish_reason: str = "length"
 
     def result(self) -> GenerationResult:
-        return GenerationResult(token_ids=self.token_ids, logprobs=self.logprobs,
-                                finish_reason=self.finish_reason)
+        return GenerationResult(
+            token_ids=self.token_ids, logprobs=self.logprobs, finish_reason=self.finish_reason
+        )
 
     def record(self, token: int, logprob: float) -> bool:
         """Append one sampled token; True when the row is finished."""
@@ -120,8 +121,14 @@ class RunningBatch:
             input_ids, positions = self.last_tokens[:, None], self.next_pos[:, None]
             mask = torch.cat([self.mask, self.mask.new_ones((len(rows), 1))], dim=1)
         extra = {"logits_to_keep": 1} if self.keep_last_logits_only else {}
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=cache, use_cache=True, **extra)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            **extra,
+        )
         self.rows, self.cache, self.mask = rows, out.past_key_values, mask
         self.next_pos = positions[:, -1] + 1
         if cache is None:
@@ -177,8 +184,10 @@ class RunningBatch:
         for row in newcomers:
             row.generator = _generator(row.request.sampling.seed, self.device)
         store = self.prefix_store if self.can_merge else None
-        hits = [store.take(r.request.route_key, r.request.prompt_ids) if store else (0, None)
-                for r in newcomers]
+        hits = [
+            store.take(r.request.route_key, r.request.prompt_ids) if store else (0, None)
+            for r in newcomers
+        ]
         suffixes = [r.request.prompt_ids[n:] for r, (n, _) in zip(newcomers, hits, strict=True)]
         input_ids, new_mask, positions = _left_pad(suffixes, self.pad_id, self.device)
         if not any(n for n, _ in hits):
@@ -202,8 +211,12 @@ class RunningBatch:
             return
         width = max(self.mask.shape[1], other.mask.shape[1])
         for mine, theirs in zip(self.cache.layers, other.cache.layers, strict=True):
-            mine.keys = torch.cat([_pad_left(mine.keys, width, -2), _pad_left(theirs.keys, width, -2)])
-            mine.values = torch.cat([_pad_left(mine.values, width, -2), _pad_left(theirs.values, width, -2)])
+            mine.keys = torch.cat(
+                [_pad_left(mine.keys, width, -2), _pad_left(theirs.keys, width, -2)]
+            )
+            mine.values = torch.cat(
+                [_pad_left(mine.values, width, -2), _pad_left(theirs.values, width, -2)]
+            )
         self.mask = torch.cat([_pad_left(self.mask, width, -1), _pad_left(other.mask, width, -1)])
         self.next_pos = torch.cat([self.next_pos, other.next_pos])
         self.last_tokens = torch.cat([self.last_tokens, other.last_tokens])
@@ -302,8 +315,11 @@ def _sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
     import torch
 
     params: list[SamplingParams] = [r.request.sampling for r in rows]
-    temps = torch.tensor([p.temperature if p.temperature > 0 else 1.0 for p in params],
-                         dtype=logits.dtype, device=logits.device)
+    temps = torch.tensor(
+        [p.temperature if p.temperature > 0 else 1.0 for p in params],
+        dtype=logits.dtype,
+        device=logits.device,
+    )
     scaled = logits / temps[:, None]  # [B, V]
     logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
     tokens = []
@@ -323,5 +339,7 @@ def _sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
             row[order[outside]] = float("-inf")
         probs = torch.softmax(row, dim=-1)
         tokens.append(int(torch.multinomial(probs, 1, generator=rows[i].generator)))
-    picked = logp[torch.arange(len(params), device=logits.device), torch.tensor(tokens, device=logits.device)]
+    picked = logp[
+        torch.arange(len(params), device=logits.device), torch.tensor(tokens, device=logits.device)
+    ]
     return tokens, picked.tolist()

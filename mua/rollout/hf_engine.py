@@ -36,8 +36,16 @@ _PREFIXES = ("module.", "_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrap
 class HFEngine:
     """A private copy of a causal LM that samples many requests in one continuously running batch."""
 
-    def __init__(self, model, *, device: str | None = None, max_batch_size: int = 64,
-                 copy_model: bool = True, pad_token_id: int = 0, prefix_cache_mb: float = 256):
+    def __init__(
+        self,
+        model,
+        *,
+        device: str | None = None,
+        max_batch_size: int = 64,
+        copy_model: bool = True,
+        pad_token_id: int = 0,
+        prefix_cache_mb: float = 256,
+    ):
         import torch
 
         self.model = copy.deepcopy(model) if copy_model else model
@@ -51,8 +59,16 @@ class HFEngine:
         # decode step); steps: decode steps; prefix_*: turns that reused a stored prefix, and its
         # tokens;
         # busy_s: seconds the serving thread spent admitting and decoding
-        self.stats = {"batches": 0, "steps": 0, "requests": 0, "tokens": 0, "largest_batch": 0,
-                      "prefix_hits": 0, "prefix_tokens_reused": 0, "busy_s": 0.0}
+        self.stats = {
+            "batches": 0,
+            "steps": 0,
+            "requests": 0,
+            "tokens": 0,
+            "largest_batch": 0,
+            "prefix_hits": 0,
+            "prefix_tokens_reused": 0,
+            "busy_s": 0.0,
+        }
         self._queue: list[Row] = []
         self._queue_lock = threading.Lock()  # guards _queue, _serving, _holds, _closing
         self._model_lock = threading.Lock()  # held by the serving thread while it has rows
@@ -63,11 +79,20 @@ class HFEngine:
         self._batch = RunningBatch(self.model, self.device, pad_token_id, self.prefixes)
 
     @classmethod
-    def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str | None = None,
-                        seed: int = 0, **kwargs) -> HFEngine:
+    def from_pretrained(
+        cls,
+        path: str,
+        *,
+        dtype: str = "float32",
+        device: str | None = None,
+        seed: int = 0,
+        **kwargs,
+    ) -> HFEngine:
         from mua.models import load_model
 
-        return cls(load_model(path, dtype=dtype, seed=seed), device=device, copy_model=False, **kwargs)
+        return cls(
+            load_model(path, dtype=dtype, seed=seed), device=device, copy_model=False, **kwargs
+        )
 
     # ---- asyncio side -------------------------------------------------------------------
 
@@ -206,10 +231,14 @@ class HFEngine:
                     key = key.replace(prefix, "")
                 target = targets.get(key)
                 if target is None:
-                    raise ValueError(f"update_weights: the engine's model has no weight named {name!r}")
+                    raise ValueError(
+                        f"update_weights: the engine's model has no weight named {name!r}"
+                    )
                 if tuple(target.shape) != tuple(tensor.shape):
-                    raise ValueError(f"update_weights: {name!r} has shape {tuple(tensor.shape)}, "
-                                     f"the engine expects {tuple(target.shape)}")
+                    raise ValueError(
+                        f"update_weights: {name!r} has shape {tuple(tensor.shape)}, "
+                        f"the engine expects {tuple(target.shape)}"
+                    )
                 target.copy_(tensor.detach().to(device=target.device, dtype=target.dtype))
 
 

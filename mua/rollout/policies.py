@@ -44,7 +44,9 @@ class EnginePolicy:
         self._requests = 0
 
     @classmethod
-    def from_config(cls, engine: RolloutEngine, rollout_cfg, tool_parser: ParserName = "auto") -> EnginePolicy:
+    def from_config(
+        cls, engine: RolloutEngine, rollout_cfg, tool_parser: ParserName = "auto"
+    ) -> EnginePolicy:
         return cls(
             engine,
             temperature=rollout_cfg.temperature,
@@ -54,7 +56,11 @@ class EnginePolicy:
         )
 
     async def generate(
-        self, prompt_ids: list[int], max_new_tokens: int, stop_token_ids: list[int], route_key: str = ""
+        self,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        stop_token_ids: list[int],
+        route_key: str = "",
     ) -> GenerationResult:
         self._requests += 1
         seed = None if self.seed is None else self.seed + self._requests
@@ -66,7 +72,9 @@ class EnginePolicy:
             stop_token_ids=list(stop_token_ids),
             seed=seed,
         )
-        request = GenerationRequest(prompt_ids=list(prompt_ids), sampling=sampling, route_key=route_key)
+        request = GenerationRequest(
+            prompt_ids=list(prompt_ids), sampling=sampling, route_key=route_key
+        )
         return await self.engine.generate(request)
 
 
@@ -89,9 +97,13 @@ class MessagePolicy:
 
     async def act(self, messages: list[dict], task: Task, tools: list[dict]) -> dict:
         history = [dict(m) for m in messages]
-        msg = await (self._act(history, task, tools) if self._takes_tools else self._act(history, task))
+        msg = await (
+            self._act(history, task, tools) if self._takes_tools else self._act(history, task)
+        )
         if not isinstance(msg, dict):
-            raise TypeError(f"{self.name} policy returned {type(msg).__name__}, expected a message dict")
+            raise TypeError(
+                f"{self.name} policy returned {type(msg).__name__}, expected a message dict"
+            )
         out: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
         if msg.get("tool_calls"):
             out["tool_calls"] = msg["tool_calls"]
@@ -107,7 +119,9 @@ class MessagePolicy:
         tool_calls = []
         for i, call in enumerate(calls):
             fn = call.get("function", call)
-            tool_calls.append(ToolCall(name=fn.get("name", ""), arguments=fn.get("arguments", {}), id=f"call_{i}"))
+            tool_calls.append(
+                ToolCall(name=fn.get("name", ""), arguments=fn.get("arguments", {}), id=f"call_{i}")
+            )
         content = message.get("content") or ""
         errors = list(message.get("parse_errors") or [])
         return AgentAction(text=content, tool_calls=tool_calls, parse_errors=errors, raw=content)

@@ -25,7 +25,9 @@ class RolloutProgress:
         self.done += 1
         self.tokens += int(trajectory.metrics.get("assistant_tokens", 0))
         elapsed_s = max(time.perf_counter() - self._start_s, 1e-9)
-        self._progress.update(self._task_id, advance=1, tokens_per_s=f"{self.tokens / elapsed_s:,.0f} tok/s")
+        self._progress.update(
+            self._task_id, advance=1, tokens_per_s=f"{self.tokens / elapsed_s:,.0f} tok/s"
+        )
 
 
 @contextmanager
@@ -39,8 +41,13 @@ def rollout_progress(total: int, enabled: bool | None = None, description: str =
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[tokens_per_s]}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tokens_per_s]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, transient=False) as progress:
         task_id = progress.add_task(description, total=total, tokens_per_s="")
         yield RolloutProgress(progress, task_id)

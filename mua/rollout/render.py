@@ -10,7 +10,13 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-ROLE_STYLES = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta", "env": "yellow"}
+ROLE_STYLES = {
+    "system": "dim",
+    "user": "cyan",
+    "assistant": "green",
+    "tool": "magenta",
+    "env": "yellow",
+}
 
 
 def _message_text(msg: dict) -> str:
@@ -25,8 +31,10 @@ def _summary(traj) -> str:
     rewards = ", ".join(f"{r:g}" for r in traj.turn_rewards)
     extra = f" ({traj.detail})" if traj.detail else ""
     drift = " · drift" if traj.metrics.get("drift") else ""
-    return (f"task {traj.task_id} · sample {traj.sample_index} · reward {traj.reward:g} [{rewards}] · "
-            f"{traj.num_turns} turns · {traj.termination}{extra}{drift}")
+    return (
+        f"task {traj.task_id} · sample {traj.sample_index} · reward {traj.reward:g} [{rewards}] · "
+        f"{traj.num_turns} turns · {traj.termination}{extra}{drift}"
+    )
 
 
 def conversation_panel(traj):
@@ -43,8 +51,14 @@ def conversation_panel(traj):
         role = msg.get("role", "?")
         label = role
         if role == "assistant":
-            reward = traj.turn_rewards[assistant_turn] if assistant_turn < len(traj.turn_rewards) else None
-            label = f"assistant[{assistant_turn}]" + (f" r={reward:g}" if reward is not None else "")
+            reward = (
+                traj.turn_rewards[assistant_turn]
+                if assistant_turn < len(traj.turn_rewards)
+                else None
+            )
+            label = f"assistant[{assistant_turn}]" + (
+                f" r={reward:g}" if reward is not None else ""
+            )
             assistant_turn += 1
         table.add_row(Text(label, style=ROLE_STYLES.get(role, "")), Text(_message_text(msg)))
     return Panel(table, title=_summary(traj), title_align="left")
@@ -72,12 +86,16 @@ _CSS = """body{font-family:sans-serif;max-width:60em;margin:auto}.traj{border:1p
 
 def write_html(trajectories, path: str | Path, tokenizer=None) -> Path:
     """One page with every trajectory; token streams too when a tokenizer is given."""
-    parts = [f"<!doctype html><meta charset='utf-8'><title>mua rollouts</title><style>{_CSS}</style>"]
+    parts = [
+        f"<!doctype html><meta charset='utf-8'><title>mua rollouts</title><style>{_CSS}</style>"
+    ]
     for traj in trajectories:
         parts.append(f"<div class='traj'><h3>{html.escape(_summary(traj))}</h3>")
         for msg in traj.messages:
             role = html.escape(str(msg.get("role", "?")))
-            parts.append(f"<div class='msg {role}'><b>{role}</b>: {html.escape(_message_text(msg))}</div>")
+            parts.append(
+                f"<div class='msg {role}'><b>{role}</b>: {html.escape(_message_text(msg))}</div>"
+            )
         if tokenizer is not None:
             parts.append("<details><summary>tokens (green: trained)</summary>")
             parts.append(_token_html(traj, tokenizer) + "</details>")

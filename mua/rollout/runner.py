@@ -79,7 +79,9 @@ def _strip_stop_text(text: str, stop_text: str) -> str:
     return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
 
 
-async def _policy_turn(ep: _Episode, policy, turn: int, cfg, stop_ids: list[int]) -> tuple[AgentAction, bool]:
+async def _policy_turn(
+    ep: _Episode, policy, turn: int, cfg, stop_ids: list[int]
+) -> tuple[AgentAction, bool]:
     """One assistant turn appended to the transcript; returns (action, ended with a stop)."""
     builder = ep.builder
     budget = cfg.max_total_tokens - len(builder.token_ids)
@@ -92,7 +94,9 @@ async def _policy_turn(ep: _Episode, policy, turn: int, cfg, stop_ids: list[int]
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
         text = builder.renderer.tokenizer.decode(result.token_ids)
-        action = parse_action(_strip_stop_text(text, builder.renderer.stop_text), policy.tool_parser)
+        action = parse_action(
+            _strip_stop_text(text, builder.renderer.stop_text), policy.tool_parser
+        )
         message = action_as_message(action)
         stopped = result.finish_reason == "stop"
     else:
@@ -183,8 +187,12 @@ def _apply_drift_check(ep: _Episode, traj: Trajectory, drift_mode: str) -> None:
     if ep.last_turn_cut and not ep.ends_with_prompt:
         # A turn cut by the budget has no template form; compare everything before it.
         cut = b.turn_starts[-1]
-        probe = TranscriptBuilder(b.renderer, token_ids=b.token_ids[:cut], turn_index=b.turn_index[:cut],
-                                  turn_starts=b.turn_starts[:-1])
+        probe = TranscriptBuilder(
+            b.renderer,
+            token_ids=b.token_ids[:cut],
+            turn_index=b.turn_index[:cut],
+            turn_starts=b.turn_starts[:-1],
+        )
         diff = check_drift(probe, messages[:-1], ends_with_prompt=True)
         b.retokenized_turns = probe.retokenized_turns
     else:
@@ -193,7 +201,11 @@ def _apply_drift_check(ep: _Episode, traj: Trajectory, drift_mode: str) -> None:
     if diff is None:
         return
     traj.metrics["drift"] = 1.0
-    log.warning("re-rendered conversation differs from the sampled tokens (task %s): %s", ep.task.task_id, diff)
+    log.warning(
+        "re-rendered conversation differs from the sampled tokens (task %s): %s",
+        ep.task.task_id,
+        diff,
+    )
     traj.loss_mask = [0] * len(traj.loss_mask)
     if drift_mode == "per_turn":
         traj.per_turn_samples = per_turn_samples(b, messages)
@@ -227,16 +239,30 @@ def _to_trajectory(ep: _Episode, drift_mode: str) -> Trajectory:
     return traj
 
 
-async def run_one(task: Task, group_id: str, sample_index: int, *, policy, gym_spec: GymSpec,
-                  gym_ctx: GymContext, tokenizer, rollout_cfg) -> Trajectory:
+async def run_one(
+    task: Task,
+    group_id: str,
+    sample_index: int,
+    *,
+    policy,
+    gym_spec: GymSpec,
+    gym_ctx: GymContext,
+    tokenizer,
+    rollout_cfg,
+) -> Trajectory:
     """One trajectory, start to finish, whatever the env does."""
     ep = _Episode(task=task, group_id=group_id, sample_index=sample_index)
     env = None
     try:
         env = gym_spec.make_env(gym_ctx)
-        await asyncio.wait_for(_drive(ep, env, policy, tokenizer, rollout_cfg), rollout_cfg.trajectory_timeout_s)
+        await asyncio.wait_for(
+            _drive(ep, env, policy, tokenizer, rollout_cfg), rollout_cfg.trajectory_timeout_s
+        )
     except asyncio.TimeoutError:
-        ep.termination, ep.detail = "timeout", f"trajectory took longer than {rollout_cfg.trajectory_timeout_s:g}s"
+        ep.termination, ep.detail = (
+            "timeout",
+            f"trajectory took longer than {rollout_cfg.trajectory_timeout_s:g}s",
+        )
     except _Stop as stop:
         ep.termination, ep.detail = stop.reason, stop.detail
     finally:
@@ -250,8 +276,17 @@ async def run_one(task: Task, group_id: str, sample_index: int, *, policy, gym_s
     return _to_trajectory(ep, rollout_cfg.drift)
 
 
-async def run_rollouts(tasks: list[Task], *, n: int, policy, gym_spec: GymSpec, gym_ctx: GymContext,
-                       tokenizer, rollout_cfg, progress=None) -> list[Trajectory]:
+async def run_rollouts(
+    tasks: list[Task],
+    *,
+    n: int,
+    policy,
+    gym_spec: GymSpec,
+    gym_ctx: GymContext,
+    tokenizer,
+    rollout_cfg,
+    progress=None,
+) -> list[Trajectory]:
     """n trajectories per task, grouped by task (`group_id`), in task order then sample order.
 
     `progress`, when given, gets `advance(trajectory)` as each trajectory finishes.
@@ -260,8 +295,16 @@ async def run_rollouts(tasks: list[Task], *, n: int, policy, gym_spec: GymSpec, 
 
     async def one(task_pos: int, task: Task, k: int) -> Trajectory:
         async with limit:
-            traj = await run_one(task, f"{task_pos}:{task.task_id}", k, policy=policy, gym_spec=gym_spec,
-                                 gym_ctx=gym_ctx, tokenizer=tokenizer, rollout_cfg=rollout_cfg)
+            traj = await run_one(
+                task,
+                f"{task_pos}:{task.task_id}",
+                k,
+                policy=policy,
+                gym_spec=gym_spec,
+                gym_ctx=gym_ctx,
+                tokenizer=tokenizer,
+                rollout_cfg=rollout_cfg,
+            )
         if progress is not None:
             progress.advance(traj)
         return traj

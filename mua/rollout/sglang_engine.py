@@ -48,11 +48,20 @@ WeightPath = Literal["tensor", "disk"]
 class SGLangEngine:
     """A RolloutEngine backed by one server speaking SGLang's native protocol."""
 
-    def __init__(self, base_url: str, *, tensor_format: TensorFormat = "auto",
-                 weight_path: WeightPath = "tensor", bucket_mb: float = 256.0, tp_size: int = 1,
-                 timeout_s: float = 600.0, max_concurrency: int = 64,
-                 weights_dir: str | None = None, hf_config: Any = None,
-                 process: subprocess.Popen | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        tensor_format: TensorFormat = "auto",
+        weight_path: WeightPath = "tensor",
+        bucket_mb: float = 256.0,
+        tp_size: int = 1,
+        timeout_s: float = 600.0,
+        max_concurrency: int = 64,
+        weights_dir: str | None = None,
+        hf_config: Any = None,
+        process: subprocess.Popen | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.tensor_format = tensor_format
         self.weight_path = weight_path
@@ -64,24 +73,36 @@ class SGLangEngine:
         self.process = process
         self.asleep = False
         self.stats = {"requests": 0, "tokens": 0, "weight_buckets": 0, "weight_bytes": 0}
-        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="mua-sglang")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max_concurrency, thread_name_prefix="mua-sglang"
+        )
 
     # ---- HTTP -----------------------------------------------------------------------------
 
-    def _call_sync(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
+    def _call_sync(
+        self, method: str, path: str, body: Any = None, timeout_s: float | None = None
+    ) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.base_url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as err:
-            raise RunFailure(f"SGLang server {self.base_url}{path} answered HTTP {err.code}: "
-                             f"{_server_message(err.read())}") from None
+            raise RunFailure(
+                f"SGLang server {self.base_url}{path} answered HTTP {err.code}: "
+                f"{_server_message(err.read())}"
+            ) from None
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
-            raise RunFailure(f"cannot reach the SGLang server at {self.base_url} ({reason}); start "
-                             "it (or `mua serve`) or fix rollout.sglang.base_urls") from None
+            raise RunFailure(
+                f"cannot reach the SGLang server at {self.base_url} ({reason}); start "
+                "it (or `mua serve`) or fix rollout.sglang.base_urls"
+            ) from None
         if not raw.strip():
             return {}
         try:
@@ -89,9 +110,13 @@ class SGLangEngine:
         except json.JSONDecodeError:
             return {"text": raw.decode(errors="replace")}  # /flush_cache answers plain text
 
-    async def _call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
+    async def _call(
+        self, method: str, path: str, body: Any = None, timeout_s: float | None = None
+    ) -> Any:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._call_sync, method, path, body, timeout_s)
+        return await loop.run_in_executor(
+            self._pool, self._call_sync, method, path, body, timeout_s
+        )
 
     # ---- RolloutEngine ---------------------------------------------------------------------
 
@@ -127,8 +152,9 @@ class SGLangEngine:
             load_format = protocol.PORTABLE_TENSOR_FORMAT
         else:
             payload, load_format = weight_sync.encode_sglang(bucket), None
-        body = weight_sync.tensor_push_body(payload, load_format=load_format, tp_size=self.tp_size,
-                                            flush_cache=flush_cache)
+        body = weight_sync.tensor_push_body(
+            payload, load_format=load_format, tp_size=self.tp_size, flush_cache=flush_cache
+        )
         _check_success(await self._call("POST", "/update_weights_from_tensor", body), self.base_url)
         self.stats["weight_buckets"] += 1
         self.stats["weight_bytes"] += weight_sync.bucket_bytes(bucket)
@@ -137,8 +163,9 @@ class SGLangEngine:
         """Write shards into a fresh shared-memory folder, have the server load it, remove it."""
         folder = weight_sync.new_weights_dir(self.weights_dir)
         try:
-            await asyncio.to_thread(weight_sync.write_shards, named_tensors, folder, self.bucket_mb,
-                                    self.hf_config)
+            await asyncio.to_thread(
+                weight_sync.write_shards, named_tensors, folder, self.bucket_mb, self.hf_config
+            )
             await self.load_weights_from_folder(folder)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -208,7 +235,9 @@ def _server_message(raw: bytes) -> str:
 
 def _check_success(body: Any, base_url: str) -> None:
     if isinstance(body, dict) and body.get("success") is False:
-        raise RunFailure(f"SGLang server {base_url} refused the request: {body.get('message', body)}")
+        raise RunFailure(
+            f"SGLang server {base_url} refused the request: {body.get('message', body)}"
+        )
 
 
 class EnginePool:
@@ -233,8 +262,13 @@ class EnginePool:
         if all(e.weight_path == "disk" for e in self.engines):
             folder = weight_sync.new_weights_dir(self.engines[0].weights_dir)
             try:
-                await asyncio.to_thread(weight_sync.write_shards, named_tensors, folder,
-                                        self.engines[0].bucket_mb, self.engines[0].hf_config)
+                await asyncio.to_thread(
+                    weight_sync.write_shards,
+                    named_tensors,
+                    folder,
+                    self.engines[0].bucket_mb,
+                    self.engines[0].hf_config,
+                )
                 await asyncio.gather(*(e.load_weights_from_folder(folder) for e in self.engines))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -243,8 +277,12 @@ class EnginePool:
         current = next(buckets, None)
         while current is not None:
             following = next(buckets, None)
-            await asyncio.gather(*(e.push_tensor_bucket(current, flush_cache=following is None)
-                                   for e in self.engines))
+            await asyncio.gather(
+                *(
+                    e.push_tensor_bucket(current, flush_cache=following is None)
+                    for e in self.engines
+                )
+            )
             current = following
 
     async def sleep(self) -> None:
@@ -270,64 +308,127 @@ def sglang_version() -> str | None:
         return None
 
 
-def launch_command(model_path: str, *, port: int, mem_fraction: float, tp_size: int,
-                   dtype: str = "bfloat16", extra_args: Sequence[str] = ()) -> list[str]:
+def launch_command(
+    model_path: str,
+    *,
+    port: int,
+    mem_fraction: float,
+    tp_size: int,
+    dtype: str = "bfloat16",
+    extra_args: Sequence[str] = (),
+) -> list[str]:
     """The `python -m sglang.launch_server` command line for a co-located rollout server."""
-    return [sys.executable, "-m", "sglang.launch_server", "--model-path", model_path,
-            "--host", "127.0.0.1", "--port", str(port), "--mem-fraction-static", str(mem_fraction),
-            "--tp-size", str(tp_size), "--dtype", dtype,
-            # release/resume_memory_occupation only work with the memory saver enabled
-            "--enable-memory-saver", *extra_args]
+    return [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model_path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--mem-fraction-static",
+        str(mem_fraction),
+        "--tp-size",
+        str(tp_size),
+        "--dtype",
+        dtype,
+        # release/resume_memory_occupation only work with the memory saver enabled
+        "--enable-memory-saver",
+        *extra_args,
+    ]
 
 
-def launch_sglang_server(model_path: str, *, port: int = 30000, mem_fraction: float = 0.5,
-                         tp_size: int = 1, dtype: str = "bfloat16", extra_args: Sequence[str] = (),
-                         launch_timeout_s: float = 900.0, log_path: str | None = None,
-                         **engine_kwargs) -> SGLangEngine:
+def launch_sglang_server(
+    model_path: str,
+    *,
+    port: int = 30000,
+    mem_fraction: float = 0.5,
+    tp_size: int = 1,
+    dtype: str = "bfloat16",
+    extra_args: Sequence[str] = (),
+    launch_timeout_s: float = 900.0,
+    log_path: str | None = None,
+    **engine_kwargs,
+) -> SGLangEngine:
     """Start SGLang as a subprocess, wait until it answers, and return an engine driving it."""
     if sglang_version() is None:
-        raise RunFailure("rollout.engine=sglang needs SGLang, which is not installed; on a CUDA "
-                         "machine run `pip install 'mua[gpu]'`, or use rollout.engine=hf")
-    cmd = launch_command(model_path, port=port, mem_fraction=mem_fraction, tp_size=tp_size,
-                         dtype=dtype, extra_args=extra_args)
+        raise RunFailure(
+            "rollout.engine=sglang needs SGLang, which is not installed; on a CUDA "
+            "machine run `pip install 'mua[gpu]'`, or use rollout.engine=hf"
+        )
+    cmd = launch_command(
+        model_path,
+        port=port,
+        mem_fraction=mem_fraction,
+        tp_size=tp_size,
+        dtype=dtype,
+        extra_args=extra_args,
+    )
     log_file = Path(log_path or f"sglang-{port}.log")
     log = open(log_file, "ab")
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_RETURN_ORIGINAL_LOGPROB"}
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()
-    engine = SGLangEngine(f"http://127.0.0.1:{port}", tp_size=tp_size, process=process, **engine_kwargs)
+    engine = SGLangEngine(
+        f"http://127.0.0.1:{port}", tp_size=tp_size, process=process, **engine_kwargs
+    )
     deadline = time.monotonic() + launch_timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             tail = log_file.read_text(errors="replace").splitlines()[-5:]
-            raise RunFailure(f"SGLang exited with code {process.returncode} while starting "
-                             f"(log {log_file}): {' | '.join(tail)}")
+            raise RunFailure(
+                f"SGLang exited with code {process.returncode} while starting "
+                f"(log {log_file}): {' | '.join(tail)}"
+            )
         try:
             engine._call_sync("GET", "/get_model_info", timeout_s=5)
             return engine
         except RunFailure:
             time.sleep(2)
     process.kill()
-    raise RunFailure(f"SGLang did not answer on port {port} within {launch_timeout_s:.0f}s "
-                     f"(log {log_file}); raise rollout.sglang.launch_timeout_s or read the log")
+    raise RunFailure(
+        f"SGLang did not answer on port {port} within {launch_timeout_s:.0f}s "
+        f"(log {log_file}); raise rollout.sglang.launch_timeout_s or read the log"
+    )
 
 
-def engine_from_config(sglang_cfg, model_path: str, *, bucket_mb: float = 256.0, hf_config: Any = None,
-                       max_concurrency: int = 64):
+def engine_from_config(
+    sglang_cfg,
+    model_path: str,
+    *,
+    bucket_mb: float = 256.0,
+    hf_config: Any = None,
+    max_concurrency: int = 64,
+):
     """The rollout engine a recipe's `rollout.sglang` section describes.
 
     `bucket_mb` is the recipe's `parallel.weight_push_bucket_mb`.
     With `base_urls` set, connect to those servers (a pool when there are several); otherwise
     launch one SGLang server for `model_path` on this node.
     """
-    common = dict(tensor_format=sglang_cfg.tensor_format, weight_path=sglang_cfg.weight_path,
-                  bucket_mb=bucket_mb, timeout_s=sglang_cfg.request_timeout_s,
-                  max_concurrency=max_concurrency, weights_dir=sglang_cfg.weights_dir,
-                  hf_config=hf_config)
+    common = dict(
+        tensor_format=sglang_cfg.tensor_format,
+        weight_path=sglang_cfg.weight_path,
+        bucket_mb=bucket_mb,
+        timeout_s=sglang_cfg.request_timeout_s,
+        max_concurrency=max_concurrency,
+        weights_dir=sglang_cfg.weights_dir,
+        hf_config=hf_config,
+    )
     if sglang_cfg.base_urls:
-        engines = [SGLangEngine(url, tp_size=sglang_cfg.tp_size, **common) for url in sglang_cfg.base_urls]
+        engines = [
+            SGLangEngine(url, tp_size=sglang_cfg.tp_size, **common) for url in sglang_cfg.base_urls
+        ]
         return engines[0] if len(engines) == 1 else EnginePool(engines)
-    return launch_sglang_server(model_path, port=sglang_cfg.port, mem_fraction=sglang_cfg.mem_fraction,
-                                tp_size=sglang_cfg.tp_size, dtype=sglang_cfg.dtype,
-                                extra_args=sglang_cfg.extra_args,
-                                launch_timeout_s=sglang_cfg.launch_timeout_s, **common)
+    return launch_sglang_server(
+        model_path,
+        port=sglang_cfg.port,
+        mem_fraction=sglang_cfg.mem_fraction,
+        tp_size=sglang_cfg.tp_size,
+        dtype=sglang_cfg.dtype,
+        extra_args=sglang_cfg.extra_args,
+        launch_timeout_s=sglang_cfg.launch_timeout_s,
+        **common,
+    )

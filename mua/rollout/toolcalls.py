@@ -52,7 +52,10 @@ def _decode_call(body: str, index: int) -> tuple[ToolCall | None, str | None]:
     if body.startswith("```"):
         body = body.strip("`").removeprefix("json").strip()
     if not body:
-        return None, "empty <tool_call> block; write <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>"
+        return (
+            None,
+            'empty <tool_call> block; write <tool_call>{"name": ..., "arguments": {...}}</tool_call>',
+        )
     try:
         obj, end = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as e:
@@ -60,10 +63,13 @@ def _decode_call(body: str, index: int) -> tuple[ToolCall | None, str | None]:
     if body[end:].strip():
         return None, f"unexpected text after the JSON object in <tool_call>: {_snippet(body[end:])}"
     if not isinstance(obj, dict):
-        return None, f"tool call must be a JSON object with name and arguments, got {type(obj).__name__}"
+        return (
+            None,
+            f"tool call must be a JSON object with name and arguments, got {type(obj).__name__}",
+        )
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
-        return None, "tool call has no \"name\" string"
+        return None, 'tool call has no "name" string'
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
@@ -91,7 +97,9 @@ def parse_hermes(text: str) -> AgentAction:
     stray_close = visible.count("</tool_call>") - visible.count("<tool_call>")
     if stray_close > 0:
         errors.append("found </tool_call> without a matching <tool_call>")
-    outside = _outside_think(text, lambda part: _TOOL_BLOCK.sub("", part).replace("</tool_call>", ""))
+    outside = _outside_think(
+        text, lambda part: _TOOL_BLOCK.sub("", part).replace("</tool_call>", "")
+    )
     return AgentAction(text=outside.strip(), tool_calls=calls, parse_errors=errors, raw=text)
 
 
@@ -107,7 +115,9 @@ def parse_bracket(text: str) -> AgentAction:
     content = visible[first.end() : end].strip()
     if choice == "finish":
         content = ""
-    call = ToolCall(name=BRACKET_TOOL, arguments={"choice": choice, "content": content}, id="bracket_0")
+    call = ToolCall(
+        name=BRACKET_TOOL, arguments={"choice": choice, "content": content}, id="bracket_0"
+    )
     return AgentAction(text=text.strip(), tool_calls=[call], raw=text)
 
 

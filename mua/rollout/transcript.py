@@ -23,7 +23,15 @@ from mua.errors import RunFailure
 log = logging.getLogger("mua.rollout")
 
 # Strings templates end an assistant turn with, most specific first.
-STOP_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|end_of_text|>", "<|endoftext|>", "</s>")
+STOP_TEXTS = (
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end|>",
+    "<|end_of_text|>",
+    "<|endoftext|>",
+    "</s>",
+)
 _SENTINEL = "Zq7Xj9Wk"
 _PROBE_USER = {"role": "user", "content": "Hi"}
 SOURCES = ("prompt", "assistant", "user", "tool", "env")
@@ -66,7 +74,11 @@ class ChatRenderer:
     def __init__(self, tokenizer, tools: list[dict] | None = None):
         self.tokenizer = tokenizer
         self.tools = list(tools or [])
-        key = (id(tokenizer), getattr(tokenizer, "chat_template", None), json.dumps(self.tools, sort_keys=True))
+        key = (
+            id(tokenizer),
+            getattr(tokenizer, "chat_template", None),
+            json.dumps(self.tools, sort_keys=True),
+        )
         known = _PROBES.get(key)
         if known is None:
             self._probe_template()
@@ -89,7 +101,9 @@ class ChatRenderer:
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         from mua.models.chat import render_text
 
-        return render_text(self.tokenizer, template_messages(messages), self.tools or None, add_generation_prompt)
+        return render_text(
+            self.tokenizer, template_messages(messages), self.tools or None, add_generation_prompt
+        )
 
     def encode(self, text: str) -> list[int]:
         return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)]
@@ -112,13 +126,20 @@ class ChatRenderer:
         end = full.index(self.stop_text, full.index(_SENTINEL)) + len(self.stop_text)
         return full[end:]
 
-    def followup_chunks(self, new_messages: list[dict], add_generation_prompt: bool = True) -> list[tuple[str, str]]:
+    def followup_chunks(
+        self, new_messages: list[dict], add_generation_prompt: bool = True
+    ) -> list[tuple[str, str]]:
         """`followup_text` split into (source, text) pieces, one per message, then the generation prompt."""
         chunks, done = [], ""
         for k, msg in enumerate(new_messages):
             text = self.followup_text(new_messages[: k + 1], add_generation_prompt=False)
             if not text.startswith(done):  # the template merges neighbours (e.g. tool results)
-                return [(_source_of(new_messages[0]), self.followup_text(new_messages, add_generation_prompt))]
+                return [
+                    (
+                        _source_of(new_messages[0]),
+                        self.followup_text(new_messages, add_generation_prompt),
+                    )
+                ]
             chunks.append((_source_of(msg), text[len(done) :]))
             done = text
         full = self.followup_text(new_messages, add_generation_prompt)
@@ -133,7 +154,9 @@ class ChatRenderer:
         prefix = self._assistant_prefix
         full = self.render([_PROBE_USER, message])
         if not full.startswith(prefix):
-            raise RunFailure("chat template renders an assistant turn without its own generation prompt")
+            raise RunFailure(
+                "chat template renders an assistant turn without its own generation prompt"
+            )
         body = full[len(prefix) :]
         cut = body.rfind(self.stop_text)
         return body[: cut + len(self.stop_text)] if cut >= 0 else body
@@ -163,7 +186,9 @@ class TranscriptBuilder:
     prompt_len: int = 0
     retokenized_turns: int = 0
 
-    def _extend(self, ids: list[int], source: str, mask: int, logprobs=None, turn: int = -1) -> None:
+    def _extend(
+        self, ids: list[int], source: str, mask: int, logprobs=None, turn: int = -1
+    ) -> None:
         self.token_ids.extend(ids)
         self.sources.extend([source] * len(ids))
         self.loss_mask.extend([mask] * len(ids))
@@ -182,7 +207,9 @@ class TranscriptBuilder:
     def add_assistant_message(self, message: dict, turn: int) -> None:
         """A message-level policy's turn rendered through the template (mask 1, log-probs 0)."""
         self.turn_starts.append(len(self.token_ids))
-        self._extend(self.renderer.encode(self.renderer.assistant_text(message)), "assistant", 1, None, turn)
+        self._extend(
+            self.renderer.encode(self.renderer.assistant_text(message)), "assistant", 1, None, turn
+        )
 
     def close_truncated_turn(self) -> None:
         """End a turn cut by the token budget with the template's stop (mask 0: not sampled)."""
@@ -200,8 +227,12 @@ class TranscriptBuilder:
         return bool(self.token_ids) and self.token_ids[-1] in set(self.renderer.stop_token_ids())
 
 
-def reference_ids(renderer: ChatRenderer, messages: list[dict], add_generation_prompt: bool,
-                  sampled_turns: list[list[int]] | None = None) -> tuple[list[int], int]:
+def reference_ids(
+    renderer: ChatRenderer,
+    messages: list[dict],
+    add_generation_prompt: bool,
+    sampled_turns: list[list[int]] | None = None,
+) -> tuple[list[int], int]:
     """What the template makes of `messages`, and how many sampled turns were kept as sampled.
 
     One render, or message by message when the template rewrites history (Qwen3 drops old
@@ -243,13 +274,19 @@ def _sampled_turns(builder: TranscriptBuilder) -> list[list[int]]:
         while end < len(builder.token_ids) and builder.turn_index[end] == t:
             end += 1
         seg = builder.token_ids[start:end]
-        if (not seg or seg[-1] not in stops) and end < len(builder.token_ids) and builder.token_ids[end] in stops:
+        if (
+            (not seg or seg[-1] not in stops)
+            and end < len(builder.token_ids)
+            and builder.token_ids[end] in stops
+        ):
             seg = seg + [builder.token_ids[end]]
         turns.append(seg)
     return turns
 
 
-def check_drift(builder: TranscriptBuilder, messages: list[dict], ends_with_prompt: bool) -> str | None:
+def check_drift(
+    builder: TranscriptBuilder, messages: list[dict], ends_with_prompt: bool
+) -> str | None:
     """Compare the stream with the re-rendered `messages` (those the stream covers).
 
     `ends_with_prompt`: the stream ends with a generation prompt (replies were appended); else it
@@ -265,9 +302,13 @@ def check_drift(builder: TranscriptBuilder, messages: list[dict], ends_with_prom
     try:
         reference, _ = reference_ids(renderer, messages, ends_with_prompt)
         if reference != stream:
-            one_turn_per_message = sum(m["role"] == "assistant" for m in template_messages(messages))
+            one_turn_per_message = sum(
+                m["role"] == "assistant" for m in template_messages(messages)
+            )
             if one_turn_per_message == len(builder.turn_starts):
-                reference, kept = reference_ids(renderer, messages, ends_with_prompt, _sampled_turns(builder))
+                reference, kept = reference_ids(
+                    renderer, messages, ends_with_prompt, _sampled_turns(builder)
+                )
                 builder.retokenized_turns = kept
     except Exception as e:  # a template that cannot render this conversation is drift too
         return f"re-rendering failed: {type(e).__name__}: {e}"
@@ -287,31 +328,45 @@ def per_turn_samples(builder: TranscriptBuilder, messages: list[dict]) -> list[d
         end = start
         while end < len(builder.token_ids) and builder.turn_index[end] == turn:
             end += 1
-        raw_continuation = start > 0 and builder.sources[start - 1] == "env" and builder.loss_mask[start - 1] == 0 \
-            and turn < len(assistant_at) and _follows_raw(messages, assistant_at[turn])
+        raw_continuation = (
+            start > 0
+            and builder.sources[start - 1] == "env"
+            and builder.loss_mask[start - 1] == 0
+            and turn < len(assistant_at)
+            and _follows_raw(messages, assistant_at[turn])
+        )
         if raw_continuation or turn >= len(assistant_at):
             context = builder.token_ids[:start]
         else:
             context = renderer.prompt_ids(messages[: assistant_at[turn]])
         sampled = builder.token_ids[start:end]
-        samples.append({
-            "turn": turn,
-            "token_ids": context + sampled,
-            "loss_mask": [0] * len(context) + builder.loss_mask[start:end],
-            "logprobs": [0.0] * len(context) + builder.logprobs[start:end],
-        })
+        samples.append(
+            {
+                "turn": turn,
+                "token_ids": context + sampled,
+                "loss_mask": [0] * len(context) + builder.loss_mask[start:end],
+                "logprobs": [0.0] * len(context) + builder.logprobs[start:end],
+            }
+        )
     return samples
 
 
 def _follows_raw(messages: list[dict], index: int) -> bool:
-    return index > 0 and messages[index - 1].get("role") == "env" and messages[index - 1].get("style") == "raw"
+    return (
+        index > 0
+        and messages[index - 1].get("role") == "env"
+        and messages[index - 1].get("style") == "raw"
+    )
 
 
 def drift_diff(tokenizer, stream: list[int], reference: list[int], width: int = 12) -> str | None:
     """None when equal, else a readable account of the first difference."""
     if stream == reference:
         return None
-    at = next((k for k, (a, b) in enumerate(zip(stream, reference, strict=False)) if a != b), min(len(stream), len(reference)))
+    at = next(
+        (k for k, (a, b) in enumerate(zip(stream, reference, strict=False)) if a != b),
+        min(len(stream), len(reference)),
+    )
 
     def window(ids):
         return tokenizer.decode(ids[max(0, at - width) : at + width])

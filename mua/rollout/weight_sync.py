@@ -105,7 +105,9 @@ def encode_sglang(bucket: Bucket) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def tensor_push_body(payload: str, *, load_format: str | None, tp_size: int, flush_cache: bool) -> dict:
+def tensor_push_body(
+    payload: str, *, load_format: str | None, tp_size: int, flush_cache: bool
+) -> dict:
     """The `/update_weights_from_tensor` body: one payload per tensor-parallel rank."""
     return {
         "serialized_named_tensors": [payload] * max(1, int(tp_size)),
@@ -129,8 +131,12 @@ def new_weights_dir(root: str | Path | None = None) -> Path:
     return Path(tempfile.mkdtemp(prefix="mua-weights-", dir=base))
 
 
-def write_shards(named_tensors: Iterable[tuple[str, Any]], folder: str | Path, bucket_mb: float,
-                 hf_config: Any = None) -> list[Path]:
+def write_shards(
+    named_tensors: Iterable[tuple[str, Any]],
+    folder: str | Path,
+    bucket_mb: float,
+    hf_config: Any = None,
+) -> list[Path]:
     """Write the weights bucket by bucket as safetensors shards plus an HF-style index.
 
     `hf_config` (a transformers config) is saved as config.json when given, which loaders that
@@ -144,10 +150,14 @@ def write_shards(named_tensors: Iterable[tuple[str, Any]], folder: str | Path, b
     weight_map: dict[str, str] = {}
     for index, bucket in enumerate(iter_buckets(named_tensors, bucket_mb), start=1):
         path = folder / f"model-{index:05d}.safetensors"
-        save_file({n: t.to("cpu").contiguous() for n, t in bucket}, str(path), metadata={"format": "pt"})
+        save_file(
+            {n: t.to("cpu").contiguous() for n, t in bucket}, str(path), metadata={"format": "pt"}
+        )
         shards.append(path)
         weight_map.update({name: path.name for name, _ in bucket})
-    (folder / SHARD_INDEX).write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1))
+    (folder / SHARD_INDEX).write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1)
+    )
     if hf_config is not None:
         hf_config.to_json_file(str(folder / "config.json"))
     return shards
@@ -183,12 +193,16 @@ def trainer_logprobs(model, prompt_ids: list[int], token_ids: list[int]) -> list
     import torch
 
     device = next(model.parameters()).device
-    ids = torch.tensor([list(prompt_ids) + list(token_ids)], dtype=torch.long, device=device)  # [1, T]
+    ids = torch.tensor(
+        [list(prompt_ids) + list(token_ids)], dtype=torch.long, device=device
+    )  # [1, T]
     with torch.no_grad():
         logits = model(input_ids=ids).logits[0].float()  # [T, V]
     start = len(prompt_ids) - 1
     logp = torch.log_softmax(logits[start : start + len(token_ids)], dim=-1)  # [N, V]
-    picked = logp[torch.arange(len(token_ids), device=device), torch.tensor(token_ids, device=device)]
+    picked = logp[
+        torch.arange(len(token_ids), device=device), torch.tensor(token_ids, device=device)
+    ]
     return picked.tolist()
 
 
@@ -197,7 +211,8 @@ async def probe_logprob_diff(engine, model, prompt_ids: list[int], num_tokens: i
     from mua.rollout.engine import GenerationRequest, SamplingParams
 
     request = GenerationRequest(
-        prompt_ids=list(prompt_ids), request_id="mua-weight-probe",
+        prompt_ids=list(prompt_ids),
+        request_id="mua-weight-probe",
         sampling=SamplingParams(temperature=0.0, max_new_tokens=num_tokens, seed=0),
     )
     result = await engine.generate(request)
@@ -208,8 +223,13 @@ async def probe_logprob_diff(engine, model, prompt_ids: list[int], num_tokens: i
     return sum(diffs) / len(diffs)
 
 
-async def check_probe(engine, model, prompt_ids: list[int], tolerance: float = DEFAULT_PROBE_TOLERANCE,
-                      num_tokens: int = 8) -> float:
+async def check_probe(
+    engine,
+    model,
+    prompt_ids: list[int],
+    tolerance: float = DEFAULT_PROBE_TOLERANCE,
+    num_tokens: int = 8,
+) -> float:
     """Probe the engine after a weight push; raise RunFailure when it disagrees with the trainer."""
     diff = await probe_logprob_diff(engine, model, prompt_ids, num_tokens)
     if diff != diff or diff > tolerance:  # NaN counts as a failure

@@ -10,16 +10,29 @@ from __future__ import annotations
 from mua.serve.server import MuaServer
 
 
-def serve_model(model_path: str, *, host: str = "127.0.0.1", port: int = 0, dtype: str = "float32",
-                device: str | None = None, seed: int = 0, max_batch_size: int = 64) -> MuaServer:
+def serve_model(
+    model_path: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    dtype: str = "float32",
+    device: str | None = None,
+    seed: int = 0,
+    max_batch_size: int = 64,
+) -> MuaServer:
     """Load `model_path` into an HFEngine and start serving it; returns the started server."""
     from mua.models import load_tokenizer
     from mua.rollout.hf_engine import HFEngine
 
     tokenizer = load_tokenizer(model_path)
-    engine = HFEngine.from_pretrained(model_path, dtype=dtype, device=device, seed=seed,
-                                      max_batch_size=max_batch_size,
-                                      pad_token_id=tokenizer.pad_token_id or 0)
+    engine = HFEngine.from_pretrained(
+        model_path,
+        dtype=dtype,
+        device=device,
+        seed=seed,
+        max_batch_size=max_batch_size,
+        pad_token_id=tokenizer.pad_token_id or 0,
+    )
     return MuaServer(engine, tokenizer, model_path=model_path, host=host, port=port).start()
 
 

@@ -91,12 +91,16 @@ def _finish_type(finish: Any) -> str:
 def parse_generate_response(body: Any) -> GenerationResult:
     """A single `/generate` response -> GenerationResult (token ids, log-probs, finish reason)."""
     if not isinstance(body, dict) or not isinstance(body.get("meta_info"), dict):
-        raise ProtocolError(f"a /generate response needs a meta_info object, got {str(body)[:200]!r}")
+        raise ProtocolError(
+            f"a /generate response needs a meta_info object, got {str(body)[:200]!r}"
+        )
     meta = body["meta_info"]
     entries = meta.get("output_token_logprobs")
     if entries is None:
-        raise ProtocolError("the /generate response has no meta_info.output_token_logprobs "
-                            "(was return_logprob sent?)")
+        raise ProtocolError(
+            "the /generate response has no meta_info.output_token_logprobs "
+            "(was return_logprob sent?)"
+        )
     logprobs = [float(e[0]) for e in entries]
     ids_from_logprobs = [int(e[1]) for e in entries]
     token_ids = body.get("output_ids")
@@ -104,11 +108,19 @@ def parse_generate_response(body: Any) -> GenerationResult:
         token_ids = ids_from_logprobs
     token_ids = [int(t) for t in token_ids]
     if token_ids != ids_from_logprobs:
-        raise ProtocolError(f"output_ids ({len(token_ids)} tokens) disagree with the token ids in "
-                            f"output_token_logprobs ({len(ids_from_logprobs)})")
-    extra = {k: meta[k] for k in ("id", "prompt_tokens", "cached_tokens", "weight_version") if k in meta}
-    return GenerationResult(token_ids=token_ids, logprobs=logprobs,
-                            finish_reason=_finish_type(meta.get("finish_reason")), meta=extra)
+        raise ProtocolError(
+            f"output_ids ({len(token_ids)} tokens) disagree with the token ids in "
+            f"output_token_logprobs ({len(ids_from_logprobs)})"
+        )
+    extra = {
+        k: meta[k] for k in ("id", "prompt_tokens", "cached_tokens", "weight_version") if k in meta
+    }
+    return GenerationResult(
+        token_ids=token_ids,
+        logprobs=logprobs,
+        finish_reason=_finish_type(meta.get("finish_reason")),
+        meta=extra,
+    )
 
 
 def parse_generate_body(body: Any) -> list[tuple[list[int], SamplingParams, str]]:
@@ -123,7 +135,9 @@ def parse_generate_body(body: Any) -> list[tuple[list[int], SamplingParams, str]
         raise ProtocolError("this server takes token ids: send input_ids, not text")
     ids = body.get("input_ids")
     if not isinstance(ids, list) or not ids:
-        raise ProtocolError("input_ids must be a non-empty list of token ids (or a list of such lists)")
+        raise ProtocolError(
+            "input_ids must be a non-empty list of token ids (or a list of such lists)"
+        )
     batch = ids if isinstance(ids[0], list) else [ids]
     params = body.get("sampling_params")
     params_list = params if isinstance(params, list) else [params] * len(batch)
@@ -141,8 +155,13 @@ def parse_generate_body(body: Any) -> list[tuple[list[int], SamplingParams, str]
     return out
 
 
-def generate_response(result: GenerationResult, prompt_len: int, rid: str, text: str = "",
-                      weight_version: str | None = None) -> dict[str, Any]:
+def generate_response(
+    result: GenerationResult,
+    prompt_len: int,
+    rid: str,
+    text: str = "",
+    weight_version: str | None = None,
+) -> dict[str, Any]:
     """Server side: a GenerationResult -> SGLang's `/generate` response object."""
     if result.finish_reason == "stop" and result.token_ids:
         finish: dict[str, Any] = {"type": "stop", "matched": result.token_ids[-1]}
@@ -156,7 +175,9 @@ def generate_response(result: GenerationResult, prompt_len: int, rid: str, text:
         "prompt_tokens": prompt_len,
         "completion_tokens": len(result.token_ids),
         "cached_tokens": 0,
-        "output_token_logprobs": [[lp, tok, None] for lp, tok in zip(result.logprobs, result.token_ids, strict=True)],
+        "output_token_logprobs": [
+            [lp, tok, None] for lp, tok in zip(result.logprobs, result.token_ids, strict=True)
+        ],
     }
     if weight_version is not None:
         meta["weight_version"] = weight_version

@@ -45,8 +45,17 @@ class HTTPError(Exception):
 class MuaServer:
     """An HTTP front for one RolloutEngine. `start()` runs it in background threads."""
 
-    def __init__(self, engine, tokenizer=None, *, model_path: str = "", model_name: str | None = None,
-                 host: str = "127.0.0.1", port: int = 0, request_timeout_s: float = 600.0):
+    def __init__(
+        self,
+        engine,
+        tokenizer=None,
+        *,
+        model_path: str = "",
+        model_name: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        request_timeout_s: float = 600.0,
+    ):
         self.engine = engine
         self.tokenizer = tokenizer
         self.model_path = model_path
@@ -70,8 +79,12 @@ class MuaServer:
         self._http = ThreadingHTTPServer((self.host, self.port), _make_handler(self))
         self._http.daemon_threads = True
         self.port = self._http.server_address[1]
-        loop_thread = threading.Thread(target=self._loop.run_forever, name="mua-serve-engine", daemon=True)
-        http_thread = threading.Thread(target=self._http.serve_forever, name="mua-serve-http", daemon=True)
+        loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="mua-serve-engine", daemon=True
+        )
+        http_thread = threading.Thread(
+            target=self._http.serve_forever, name="mua-serve-http", daemon=True
+        )
         self._threads = [loop_thread, http_thread]
         for t in self._threads:
             t.start()
@@ -105,26 +118,42 @@ class MuaServer:
     # ---- SGLang-native endpoints ----------------------------------------------------------
 
     def info(self) -> dict:
-        return {"model_path": self.model_path, "tokenizer_path": self.model_path,
-                "is_generation": True, "weight_version": str(self.weight_version), "served_by": "mua"}
+        return {
+            "model_path": self.model_path,
+            "tokenizer_path": self.model_path,
+            "is_generation": True,
+            "weight_version": str(self.weight_version),
+            "served_by": "mua",
+        }
 
     def server_info(self) -> dict:
-        return {"version": mua.__version__, "mua_serve": True, "model_path": self.model_path,
-                "released_tags": sorted(self.released_tags), "weight_version": str(self.weight_version),
-                "counts": dict(self.counts), "tensor_load_formats": [protocol.PORTABLE_TENSOR_FORMAT]}
+        return {
+            "version": mua.__version__,
+            "mua_serve": True,
+            "model_path": self.model_path,
+            "released_tags": sorted(self.released_tags),
+            "weight_version": str(self.weight_version),
+            "counts": dict(self.counts),
+            "tensor_load_formats": [protocol.PORTABLE_TENSOR_FORMAT],
+        }
 
     def _require_awake(self) -> None:
         if self.released_tags:
-            raise HTTPError(503, f"memory released ({', '.join(sorted(self.released_tags))}); "
-                                 "POST /resume_memory_occupation first")
+            raise HTTPError(
+                503,
+                f"memory released ({', '.join(sorted(self.released_tags))}); "
+                "POST /resume_memory_occupation first",
+            )
 
     def generate(self, body: Any) -> Any:
         from mua.rollout.engine import GenerationRequest
 
         self._require_awake()
         prompts = protocol.parse_generate_body(body)
-        requests = [GenerationRequest(prompt_ids=ids, sampling=sp, request_id=rid or uuid.uuid4().hex)
-                    for ids, sp, rid in prompts]
+        requests = [
+            GenerationRequest(prompt_ids=ids, sampling=sp, request_id=rid or uuid.uuid4().hex)
+            for ids, sp, rid in prompts
+        ]
 
         async def run_all():
             return await asyncio.gather(*(self.engine.generate(r) for r in requests))
@@ -132,9 +161,12 @@ class MuaServer:
         results = self._run(run_all())
         self.counts["generate"] += len(requests)
         version = str(self.weight_version)
-        out = [protocol.generate_response(res, len(req.prompt_ids), req.request_id,
-                                          self._decode(res.token_ids), version)
-               for req, res in zip(requests, results, strict=True)]
+        out = [
+            protocol.generate_response(
+                res, len(req.prompt_ids), req.request_id, self._decode(res.token_ids), version
+            )
+            for req, res in zip(requests, results, strict=True)
+        ]
         single = not isinstance(body["input_ids"][0], list)
         return out[0] if single else out
 
@@ -145,7 +177,8 @@ class MuaServer:
             raise ProtocolError(
                 f"load_format {body.get('load_format')!r} is not served by mua serve; send "
                 f"load_format={protocol.PORTABLE_TENSOR_FORMAT!r} (SGLang's pickled tensors only "
-                "work with a real SGLang server on the same host)")
+                "work with a real SGLang server on the same host)"
+            )
         from mua.rollout.weight_sync import decode_portable
 
         # Every tensor-parallel rank gets the same full tensors; this server has one rank.
@@ -157,7 +190,9 @@ class MuaServer:
         from mua.rollout.weight_sync import read_shards
 
         if not isinstance(body, dict) or not body.get("model_path"):
-            raise ProtocolError("update_weights_from_disk needs model_path (a folder of .safetensors)")
+            raise ProtocolError(
+                "update_weights_from_disk needs model_path (a folder of .safetensors)"
+            )
         count = 0
         try:
             for bucket in read_shards(body["model_path"]):
@@ -199,15 +234,27 @@ class MuaServer:
         self._require_awake()
         if self.tokenizer is None:
             raise HTTPError(400, "this server was started without a tokenizer; chat is unavailable")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("messages"), list)
+            or not body["messages"]
+        ):
             raise ProtocolError("messages must be a non-empty list")
-        prompt = render_ids(self.tokenizer, body["messages"], body.get("tools"), add_generation_prompt=True)
+        prompt = render_ids(
+            self.tokenizer, body["messages"], body.get("tools"), add_generation_prompt=True
+        )
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 256
         seed = body.get("seed")
-        sampling = [SamplingParams(
-            temperature=float(body.get("temperature", 1.0)), top_p=float(body.get("top_p", 1.0)),
-            max_new_tokens=int(max_tokens), stop_token_ids=self._stop_ids(),
-            seed=None if seed is None else int(seed) + i) for i in range(int(body.get("n", 1)))]
+        sampling = [
+            SamplingParams(
+                temperature=float(body.get("temperature", 1.0)),
+                top_p=float(body.get("top_p", 1.0)),
+                max_new_tokens=int(max_tokens),
+                stop_token_ids=self._stop_ids(),
+                seed=None if seed is None else int(seed) + i,
+            )
+            for i in range(int(body.get("n", 1)))
+        ]
         requests = [GenerationRequest(prompt_ids=prompt, sampling=s) for s in sampling]
 
         async def run_all():
@@ -217,10 +264,18 @@ class MuaServer:
         self.counts["chat"] += 1
         choices = [self._choice(i, res, body.get("stop")) for i, res in enumerate(results)]
         completion = sum(len(r.token_ids) for r in results)
-        return {"id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion",
-                "created": int(time.time()), "model": body.get("model") or self.model_name,
-                "choices": choices, "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion,
-                                              "total_tokens": len(prompt) + completion}}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model_name,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": completion,
+                "total_tokens": len(prompt) + completion,
+            },
+        }
 
     def _choice(self, index: int, result, stop: Any) -> dict:
         text = self.tokenizer.decode(result.token_ids, skip_special_tokens=True)
@@ -228,7 +283,11 @@ class MuaServer:
         for s in [stop] if isinstance(stop, str) else (stop or []):
             if s and s in text:
                 text, finish = text[: text.index(s)], "stop"
-        return {"index": index, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        return {
+            "index": index,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": finish,
+        }
 
     def _stop_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -244,14 +303,26 @@ class MuaServer:
 
     def route(self, method: str, path: str, body: Any) -> Any:
         path = path.split("?", 1)[0].rstrip("/") or "/"
-        gets = {"/health": lambda: {}, "/health_generate": lambda: {}, "/get_model_info": self.info,
-                "/get_server_info": self.server_info, "/flush_cache": self.flush_cache,
-                "/v1/models": lambda: {"object": "list", "data": [
-                    {"id": self.model_name, "object": "model", "owned_by": "mua"}]}}
-        posts = {"/generate": self.generate, "/update_weights_from_tensor": self.update_from_tensor,
-                 "/update_weights_from_disk": self.update_from_disk, "/release_memory_occupation": self.release,
-                 "/resume_memory_occupation": self.resume, "/flush_cache": lambda _b: self.flush_cache(),
-                 "/v1/chat/completions": self.chat}
+        gets = {
+            "/health": lambda: {},
+            "/health_generate": lambda: {},
+            "/get_model_info": self.info,
+            "/get_server_info": self.server_info,
+            "/flush_cache": self.flush_cache,
+            "/v1/models": lambda: {
+                "object": "list",
+                "data": [{"id": self.model_name, "object": "model", "owned_by": "mua"}],
+            },
+        }
+        posts = {
+            "/generate": self.generate,
+            "/update_weights_from_tensor": self.update_from_tensor,
+            "/update_weights_from_disk": self.update_from_disk,
+            "/release_memory_occupation": self.release,
+            "/resume_memory_occupation": self.resume,
+            "/flush_cache": lambda _b: self.flush_cache(),
+            "/v1/chat/completions": self.chat,
+        }
         if method == "GET" and path in gets:
             return gets[path]()
         if method == "POST" and path in posts:

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import sys
 
-HEADLINE = ("loss", "reward/mean", "success/mean", "turns/mean", "kl", "grad_norm", "lr", "time/step_s", "tokens_per_s")
+HEADLINE = (
+    "loss",
+    "reward/mean",
+    "success/mean",
+    "turns/mean",
+    "kl",
+    "grad_norm",
+    "lr",
+    "time/step_s",
+    "tokens_per_s",
+)
 
 
 def _fmt(v) -> str:

@@ -76,8 +76,11 @@ class Tracker:
     def log_step(self, step: int, metrics: dict) -> None:
         if not self.enabled:
             return
-        clean = {metric_name(k): float(v) for k, v in metrics.items()
-                 if isinstance(v, (int, float)) and math.isfinite(float(v))}
+        clean = {
+            metric_name(k): float(v)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and math.isfinite(float(v))
+        }
         self._mlflow.log_metrics(clean, step=step)
         if self._console is not None:
             self._console.step(step, clean)

@@ -77,8 +77,19 @@ def _set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(run_dir, step: int, *, model, optimizer, trainer_state: dict, rank: int,
-                    keep_last: int, hf_files=None, critic=None, critic_optimizer=None) -> Path:
+def save_checkpoint(
+    run_dir,
+    step: int,
+    *,
+    model,
+    optimizer,
+    trainer_state: dict,
+    rank: int,
+    keep_last: int,
+    hf_files=None,
+    critic=None,
+    critic_optimizer=None,
+) -> Path:
     """Write checkpoint `step` on every rank (collective), rename it into place on rank 0.
 
     `hf_files(dir)` is called on rank 0 to save config.json and the tokenizer beside the tensors.
@@ -110,7 +121,9 @@ def save_checkpoint(run_dir, step: int, *, model, optimizer, trainer_state: dict
     return final
 
 
-def load_checkpoint(path: str | Path, *, model, optimizer, rank: int, critic=None, critic_optimizer=None) -> dict:
+def load_checkpoint(
+    path: str | Path, *, model, optimizer, rank: int, critic=None, critic_optimizer=None
+) -> dict:
     """Load tensors into the (already sharded) model/optimizer; return the trainer state."""
     path = Path(path)
     load_dcp(path, model, optimizer)

@@ -38,14 +38,18 @@ from mua.train.packing import concat_per_token, first_token_mask
 class ValueModel(nn.Module):
     def __init__(self, causal_lm: nn.Module):
         super().__init__()
-        self.model = getattr(causal_lm, causal_lm.base_model_prefix)  # the decoder, without the LM head
+        self.model = getattr(
+            causal_lm, causal_lm.base_model_prefix
+        )  # the decoder, without the LM head
         self.config = causal_lm.config
         self.value_head = nn.Linear(causal_lm.config.hidden_size, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
 
     def forward(self, input_ids, position_ids=None, use_cache=False, **_):
-        hidden = self.model(input_ids=input_ids, position_ids=position_ids, use_cache=False).last_hidden_state
+        hidden = self.model(
+            input_ids=input_ids, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
         return SimpleNamespace(logits=self.value_head(hidden))  # [1, T, 1]
 
 
@@ -61,7 +65,9 @@ class Critic:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: object
-    pass_losses: list[float] = field(default_factory=list)  # value loss of each mini-batch pass of a step
+    pass_losses: list[float] = field(
+        default_factory=list
+    )  # value loss of each mini-batch pass of a step
 
     def epoch_losses(self, mini_batches: int) -> dict[str, float]:
         """Mean value loss of the step's first and last epoch (same data: the drop shows learning)."""
@@ -69,16 +75,25 @@ class Critic:
         if not losses:
             return {}
         first, last = losses[:mini_batches], losses[-mini_batches:]
-        return {"critic/vf_loss_first_epoch": sum(first) / len(first),
-                "critic/vf_loss_last_epoch": sum(last) / len(last)}
+        return {
+            "critic/vf_loss_first_epoch": sum(first) / len(first),
+            "critic/vf_loss_last_epoch": sum(last) / len(last),
+        }
 
     def values(self, trainer, samples) -> list[list[float]]:
         def per_mb(mb, out):
-            return [v.tolist() for v in torch.split(aligned_values(out, mb.lengths).cpu(), mb.lengths)]
+            return [
+                v.tolist() for v in torch.split(aligned_values(out, mb.lengths).cpu(), mb.lengths)
+            ]
 
         r = trainer.recipe
-        return forward_only(self.model, [s.token_ids for s in samples], r.parallel.micro_batch_tokens,
-                            trainer.dist.device, per_mb)
+        return forward_only(
+            self.model,
+            [s.token_ids for s in samples],
+            r.parallel.micro_batch_tokens,
+            trainer.dist.device,
+            per_mb,
+        )
 
     def train_mini_batch(self, trainer, mini) -> dict[str, float]:
         r, device, world = trainer.recipe, trainer.dist.device, trainer.dist.world_size
@@ -87,7 +102,9 @@ class Critic:
         passes = r.algo.epochs * r.algo.mini_batches
 
         def loss_fn(mb, out):
-            mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(mb.lengths, device)
+            mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
+                mb.lengths, device
+            )
             new = aligned_values(out.float(), mb.lengths)
             old = concat_per_token([s.values for s in mini], mb.indices, device=device)
             ret = concat_per_token([s.returns for s in mini], mb.indices, device=device)
@@ -96,8 +113,12 @@ class Critic:
             return loss * world, {"critic/vf_loss": float(loss.detach()) / passes}
 
         self.optimizer.zero_grad(set_to_none=True)
-        stats = accumulate(self.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn)
-        self.pass_losses.append(float(all_reduce_sum([sum(st["critic/vf_loss"] for st in stats) * passes])[0]))
+        stats = accumulate(
+            self.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn
+        )
+        self.pass_losses.append(
+            float(all_reduce_sum([sum(st["critic/vf_loss"] for st in stats) * passes])[0])
+        )
         grad_norm = clip_grad_norm(self.model, r.optim.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
@@ -114,27 +135,44 @@ def build_critic(trainer) -> Critic:
 
     r = trainer.recipe
     if r.algo.critic != "value_head":
-        raise UsageError(f"algo.critic={r.algo.critic} is not available yet; use algo.critic=value_head")
+        raise UsageError(
+            f"algo.critic={r.algo.critic} is not available yet; use algo.critic=value_head"
+        )
     lm = load_model(r.model.path, dtype="float32", seed=r.model.seed)
     p = r.parallel
-    model = shard_model(ValueModel(lm), trainer.dist.mesh, mixed_precision=p.mixed_precision,
-                        activation_checkpointing=False, cpu_offload=p.cpu_offload)
+    model = shard_model(
+        ValueModel(lm),
+        trainer.dist.mesh,
+        mixed_precision=p.mixed_precision,
+        activation_checkpointing=False,
+        cpu_offload=p.cpu_offload,
+    )
     optimizer = build_optimizer(model.parameters(), r.optim, lr=r.algo.critic_lr)
-    scheduler = build_scheduler(optimizer, r.optim, r.total_steps * r.algo.epochs * r.algo.mini_batches)
+    scheduler = build_scheduler(
+        optimizer, r.optim, r.total_steps * r.algo.epochs * r.algo.mini_batches
+    )
     return Critic(model, optimizer, scheduler)
 
 
 def _global_whiten(rows: list[torch.Tensor], masks: list[torch.Tensor]) -> list[torch.Tensor]:
     """Whiten advantages over every policy token of the step on every rank (mean 0, unbiased std 1)."""
     picked = [a[m.bool()].double() for a, m in zip(rows, masks, strict=False)]
-    total, sq, count = all_reduce_sum([sum(float(p.sum()) for p in picked), sum(float((p * p).sum()) for p in picked),
-                                       sum(p.numel() for p in picked)]).tolist()
+    total, sq, count = all_reduce_sum(
+        [
+            sum(float(p.sum()) for p in picked),
+            sum(float((p * p).sum()) for p in picked),
+            sum(p.numel() for p in picked),
+        ]
+    ).tolist()
     if count < 2:
         return rows
     mean = total / count
     var = (sq - count * mean * mean) / (count - 1)
     scale = (var + 1e-8) ** -0.5
-    return [torch.where(m.bool(), (a - mean) * scale, torch.zeros_like(a)) for a, m in zip(rows, masks, strict=False)]
+    return [
+        torch.where(m.bool(), (a - mean) * scale, torch.zeros_like(a))
+        for a, m in zip(rows, masks, strict=False)
+    ]
 
 
 def ppo_advantages(trainer, samples) -> None:
@@ -147,9 +185,13 @@ def ppo_advantages(trainer, samples) -> None:
         mask = torch.tensor([s.loss_mask], dtype=torch.float32)  # [1, L]
         rewards = place_turn_rewards([s.turn_rewards], torch.tensor([s.turn_index]), mask)
         if kl_reward:
-            kl = kl_penalty(torch.tensor([s.old_logprobs]), torch.tensor([s.ref_logprobs]), r.algo.kl.estimator)
+            kl = kl_penalty(
+                torch.tensor([s.old_logprobs]), torch.tensor([s.ref_logprobs]), r.algo.kl.estimator
+            )
             rewards = kl_in_reward(rewards, kl, r.algo.kl.coef, mask)
-        adv, ret = gae_over_policy_tokens(rewards, torch.tensor([v]), mask, r.algo.gamma, r.algo.lam)
+        adv, ret = gae_over_policy_tokens(
+            rewards, torch.tensor([v]), mask, r.algo.gamma, r.algo.lam
+        )
         s.values, s.returns = v, ret[0].tolist()
         advs.append(adv[0])
         masks.append(mask[0])

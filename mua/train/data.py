@@ -23,9 +23,13 @@ from mua.gym.api import Task
 
 
 class TaskSampler:
-    def __init__(self, files: list[list[Task]], weights: list[float] | None, seed: int, shuffle: bool = True):
+    def __init__(
+        self, files: list[list[Task]], weights: list[float] | None, seed: int, shuffle: bool = True
+    ):
         if not files or not any(files):
-            raise UsageError("data.train_files: no tasks found; give task parquet files from `mua prep`")
+            raise UsageError(
+                "data.train_files: no tasks found; give task parquet files from `mua prep`"
+            )
         self.files = files
         self.weights = weights
         self.seed = seed
@@ -115,7 +119,9 @@ def _rows_of(path: Path) -> list[dict]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            raise UsageError(f"{path}: line {n}: not JSON ({e.msg}); expected one conversation per line") from None
+            raise UsageError(
+                f"{path}: line {n}: not JSON ({e.msg}); expected one conversation per line"
+            ) from None
     return rows
 
 
@@ -128,7 +134,11 @@ def render_assistant_mask(tokenizer, messages: list[dict], tools: list | None = 
     for i, msg in enumerate(messages):
         if msg.get("role") != "assistant":
             continue
-        start = len(tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True, **kw))
+        start = len(
+            tokenizer.apply_chat_template(
+                messages[:i], tokenize=False, add_generation_prompt=True, **kw
+            )
+        )
         end = len(tokenizer.apply_chat_template(messages[: i + 1], tokenize=False, **kw))
         spans.append((start, end))
     mask = [int(any(s <= a < e for s, e in spans)) for a, _ in enc["offset_mapping"]]
@@ -157,5 +167,7 @@ def load_sft_samples(paths: list[str], tokenizer, max_tokens: int | None = None)
             if sum(s.loss_mask):
                 samples.append(s)
     if not samples:
-        raise UsageError(f"data.train_files {paths}: no conversation with assistant tokens to train on")
+        raise UsageError(
+            f"data.train_files {paths}: no conversation with assistant tokens to train on"
+        )
     return samples

@@ -22,16 +22,26 @@ def check_inputs(recipe) -> None:
     """Fast checks the schema cannot do: files exist, the gym is registered, lengths agree."""
     if not recipe.data.train_files:
         kind = "conversation JSONL/parquet" if recipe.algo.kind == "sft" else "task parquet"
-        raise UsageError(f"data.train_files is empty; give {kind} files (e.g. data.train_files=[data/guess/train.parquet])")
+        raise UsageError(
+            f"data.train_files is empty; give {kind} files (e.g. data.train_files=[data/guess/train.parquet])"
+        )
     for p in [*recipe.data.train_files, *recipe.data.test_files]:
         if not Path(p).exists():
-            raise UsageError(f"data file {p} not found; create it with `mua prep` (tasks) or `mua rollout` (SFT data)")
+            raise UsageError(
+                f"data file {p} not found; create it with `mua prep` (tasks) or `mua rollout` (SFT data)"
+            )
     if recipe.algo.kind != "sft":
         _check_gym_name(recipe.gym.name)
         _check_rl_inputs(recipe)
     path = recipe.model.path
-    if not path.startswith("tiny:") and not Path(path).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise UsageError(f"model.path {path}: no such folder and HF_HUB_OFFLINE=1 forbids downloads")
+    if (
+        not path.startswith("tiny:")
+        and not Path(path).exists()
+        and os.environ.get("HF_HUB_OFFLINE") == "1"
+    ):
+        raise UsageError(
+            f"model.path {path}: no such folder and HF_HUB_OFFLINE=1 forbids downloads"
+        )
 
 
 def _check_rl_inputs(recipe) -> None:
@@ -39,12 +49,16 @@ def _check_rl_inputs(recipe) -> None:
     from mua.gym.taskfile import read_tasks
 
     if recipe.rollout.engine != "hf":
-        raise UsageError(f"rollout.engine={recipe.rollout.engine}: the RL trainer drives rollout.engine=hf only in this build")
+        raise UsageError(
+            f"rollout.engine={recipe.rollout.engine}: the RL trainer drives rollout.engine=hf only in this build"
+        )
     for path in [*recipe.data.train_files, *recipe.data.test_files]:
         gyms = sorted({t.gym for t in read_tasks(path)})
         if gyms and gyms != [recipe.gym.name]:
-            raise UsageError(f"{path} holds tasks of gym(s) {gyms} but gym.name is {recipe.gym.name!r}; "
-                             "set gym.name to match the files")
+            raise UsageError(
+                f"{path} holds tasks of gym(s) {gyms} but gym.name is {recipe.gym.name!r}; "
+                "set gym.name to match the files"
+            )
 
 
 def _check_gym_name(name: str) -> None:
@@ -59,39 +73,68 @@ def _check_gym_name(name: str) -> None:
         raise UsageError(f"gym.name: unknown gym {name!r}{hint}")
 
 
-def torchrun_command(run_dir: Path, *, nproc_per_node: int, nnodes: int, node_rank: int,
-                     rdzv_endpoint: str | None, resume: bool) -> list[str]:
+def torchrun_command(
+    run_dir: Path,
+    *,
+    nproc_per_node: int,
+    nnodes: int,
+    node_rank: int,
+    rdzv_endpoint: str | None,
+    resume: bool,
+) -> list[str]:
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
     if nnodes == 1 and rdzv_endpoint is None:
         cmd.append("--standalone")
     else:
         if rdzv_endpoint is None or ":" not in rdzv_endpoint:
-            raise UsageError("--rdzv-endpoint HOST:PORT is required with --nnodes > 1 (node 0's address)")
+            raise UsageError(
+                "--rdzv-endpoint HOST:PORT is required with --nnodes > 1 (node 0's address)"
+            )
         host, port = rdzv_endpoint.rsplit(":", 1)
         if not port.isdigit():
             raise UsageError(f"--rdzv-endpoint {rdzv_endpoint}: the port must be a number")
         if not 0 <= node_rank < nnodes:
             raise UsageError(f"--node-rank {node_rank} must be in [0, {nnodes - 1}]")
-        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", f"--master-addr={host}", f"--master-port={port}"]
+        cmd += [
+            f"--nnodes={nnodes}",
+            f"--node-rank={node_rank}",
+            f"--master-addr={host}",
+            f"--master-port={port}",
+        ]
     cmd += ["-m", "mua.train.entry", str(run_dir)]
     if not resume:
         cmd.append("--no-resume")
     return cmd
 
 
-def launch(recipe, *, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,
-           rdzv_endpoint: str | None = None, resume: bool = True) -> None:
+def launch(
+    recipe,
+    *,
+    nproc_per_node: int = 1,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    rdzv_endpoint: str | None = None,
+    resume: bool = True,
+) -> None:
     from mua.config import write_resolved
 
     if nproc_per_node < 1 or nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
     check_inputs(recipe)
     run_dir = Path(recipe.run_dir)
-    cmd = torchrun_command(run_dir, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
-                           rdzv_endpoint=rdzv_endpoint, resume=resume)
+    cmd = torchrun_command(
+        run_dir,
+        nproc_per_node=nproc_per_node,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        rdzv_endpoint=rdzv_endpoint,
+        resume=resume,
+    )
     write_resolved(recipe, run_dir)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     code = subprocess.run(cmd, env=env).returncode
     if code != 0:
-        raise RunFailure(f"training failed (exit {code}); see the messages above; the run dir is {run_dir}")
+        raise RunFailure(
+            f"training failed (exit {code}); see the messages above; the run dir is {run_dir}"
+        )

@@ -46,9 +46,14 @@ class ModelShape:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
         if num_params is None:
             num_params = _count_params(config, head_dim)
-        return cls(num_params=num_params, num_layers=config.num_hidden_layers,
-                   hidden_size=config.hidden_size, vocab_size=config.vocab_size,
-                   num_kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim)
+        return cls(
+            num_params=num_params,
+            num_layers=config.num_hidden_layers,
+            hidden_size=config.hidden_size,
+            vocab_size=config.vocab_size,
+            num_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
+            head_dim=head_dim,
+        )
 
 
 def _count_params(config, head_dim: int) -> int:
@@ -104,16 +109,22 @@ class MemoryEstimate:
         out = []
         gib = self.gpu_bytes / GIB
         if self.train_bytes > self.gpu_bytes:
-            out.append(f"the train phase needs {self.train_bytes / GIB:.1f} GiB per GPU of {gib:.1f}: "
-                       "lower parallel.micro_batch_tokens, set parallel.activation_checkpointing=true, "
-                       "use more GPUs, or parallel.cpu_offload=true")
+            out.append(
+                f"the train phase needs {self.train_bytes / GIB:.1f} GiB per GPU of {gib:.1f}: "
+                "lower parallel.micro_batch_tokens, set parallel.activation_checkpointing=true, "
+                "use more GPUs, or parallel.cpu_offload=true"
+            )
         if self.rollout_bytes > self.gpu_bytes:
-            out.append(f"the rollout phase needs {self.rollout_bytes / GIB:.1f} GiB per GPU of {gib:.1f}: "
-                       "lower rollout.sglang.mem_fraction or set parallel.cpu_offload=true")
+            out.append(
+                f"the rollout phase needs {self.rollout_bytes / GIB:.1f} GiB per GPU of {gib:.1f}: "
+                "lower rollout.sglang.mem_fraction or set parallel.cpu_offload=true"
+            )
         if self.kv_tokens < self.max_total_tokens:
-            out.append(f"the engine's KV cache holds {self.kv_tokens} tokens, less than one trajectory "
-                       f"(rollout.max_total_tokens={self.max_total_tokens}): raise "
-                       "rollout.sglang.mem_fraction or rollout.sglang.tp_size")
+            out.append(
+                f"the engine's KV cache holds {self.kv_tokens} tokens, less than one trajectory "
+                f"(rollout.max_total_tokens={self.max_total_tokens}): raise "
+                "rollout.sglang.mem_fraction or rollout.sglang.tp_size"
+            )
         return out
 
 
@@ -136,43 +147,57 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
     logits = tokens * model.vocab_size * 4 * 2  # fp32 logits and their log-softmax
 
     engine_weights = n * DTYPE_BYTES[run.engine_dtype] // max(1, run.engine_tp_size)
-    kv_per_token = 2 * model.num_layers * model.num_kv_heads * model.head_dim * DTYPE_BYTES[run.engine_dtype]
+    kv_per_token = (
+        2 * model.num_layers * model.num_kv_heads * model.head_dim * DTYPE_BYTES[run.engine_dtype]
+    )
     kv_per_token //= max(1, run.engine_tp_size)
     if run.engine == "sglang":
         engine_share = int(run.engine_mem_fraction * gpu_bytes)
     else:  # the hf engine: its model copy plus the cache of one trajectory
         engine_share = engine_weights + kv_per_token * run.max_total_tokens
 
-    est = MemoryEstimate(gpu_bytes=gpu_bytes, kv_budget_bytes=engine_share - engine_weights,
-                         kv_bytes_per_token=kv_per_token, max_total_tokens=run.max_total_tokens)
-    est.rollout_rows = [("trainer weights (fp32, sharded)", master),
-                        ("optimizer state (AdamW, sharded)", optimizer),
-                        ("reference model (sharded)", reference),
-                        (f"engine ({run.engine}): weights + KV cache", engine_share),
-                        ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES)]
-    est.train_rows = [("trainer weights (fp32, sharded)", master),
-                      ("optimizer state (AdamW, sharded)", optimizer),
-                      ("gradients (fp32, sharded)", grads),
-                      ("gathered layers (compute dtype)", gathered),
-                      ("reference model (sharded)", reference),
-                      (f"activations ({tokens} tokens/micro-batch)", activations),
-                      ("logits + log-softmax (fp32)", logits),
-                      ("released engine", ENGINE_ASLEEP_BYTES),
-                      ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES)]
+    est = MemoryEstimate(
+        gpu_bytes=gpu_bytes,
+        kv_budget_bytes=engine_share - engine_weights,
+        kv_bytes_per_token=kv_per_token,
+        max_total_tokens=run.max_total_tokens,
+    )
+    est.rollout_rows = [
+        ("trainer weights (fp32, sharded)", master),
+        ("optimizer state (AdamW, sharded)", optimizer),
+        ("reference model (sharded)", reference),
+        (f"engine ({run.engine}): weights + KV cache", engine_share),
+        ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES),
+    ]
+    est.train_rows = [
+        ("trainer weights (fp32, sharded)", master),
+        ("optimizer state (AdamW, sharded)", optimizer),
+        ("gradients (fp32, sharded)", grads),
+        ("gathered layers (compute dtype)", gathered),
+        ("reference model (sharded)", reference),
+        (f"activations ({tokens} tokens/micro-batch)", activations),
+        ("logits + log-softmax (fp32)", logits),
+        ("released engine", ENGINE_ASLEEP_BYTES),
+        ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES),
+    ]
     return est
 
 
 def format_table(est: MemoryEstimate) -> str:
     """A plain-text table of both phases, the KV budget and the verdict."""
     lines = [f"{'component':<52}{'GiB/GPU':>10}"]
-    for title, rows, total in (("rollout phase", est.rollout_rows, est.rollout_bytes),
-                               ("train phase", est.train_rows, est.train_bytes)):
+    for title, rows, total in (
+        ("rollout phase", est.rollout_rows, est.rollout_bytes),
+        ("train phase", est.train_rows, est.train_bytes),
+    ):
         lines.append(f"-- {title}")
         lines += [f"  {name:<50}{b / GIB:>10.2f}" for name, b in rows if b]
         lines.append(f"  {'total':<50}{total / GIB:>10.2f}")
-    lines.append(f"-- GPU memory {est.gpu_bytes / GIB:.2f} GiB; engine KV budget "
-                 f"{max(0, est.kv_budget_bytes) / GIB:.2f} GiB = {est.kv_tokens} tokens "
-                 f"({est.kv_bytes_per_token} bytes/token)")
+    lines.append(
+        f"-- GPU memory {est.gpu_bytes / GIB:.2f} GiB; engine KV budget "
+        f"{max(0, est.kv_budget_bytes) / GIB:.2f} GiB = {est.kv_tokens} tokens "
+        f"({est.kv_bytes_per_token} bytes/token)"
+    )
     problems = est.problems()
     lines.append("fits" if not problems else "does not fit: " + "; ".join(problems))
     return "\n".join(lines)
@@ -181,8 +206,15 @@ def format_table(est: MemoryEstimate) -> str:
 def check_fits(est: MemoryEstimate) -> None:
     problems = est.problems()
     if problems:
-        raise RunFailure("not enough GPU memory: " + problems[0] +
-                         (f" (and {len(problems) - 1} more; see the memory table)" if len(problems) > 1 else ""))
+        raise RunFailure(
+            "not enough GPU memory: "
+            + problems[0]
+            + (
+                f" (and {len(problems) - 1} more; see the memory table)"
+                if len(problems) > 1
+                else ""
+            )
+        )
 
 
 def run_shape_from_recipe(recipe, world_size: int) -> RunShape:
@@ -190,9 +222,16 @@ def run_shape_from_recipe(recipe, world_size: int) -> RunShape:
     kl = getattr(getattr(recipe.algo, "kl", None), "coef", 0.0) or 0.0
     mixed = recipe.parallel.mixed_precision
     train_dtype = "float32" if mixed == "fp32" else "bfloat16"
-    return RunShape(world_size=world_size, micro_batch_tokens=recipe.parallel.micro_batch_tokens,
-                    train_dtype=train_dtype, activation_checkpointing=recipe.parallel.activation_checkpointing,
-                    cpu_offload=recipe.parallel.cpu_offload, reference_model=kl > 0,
-                    engine=recipe.rollout.engine, engine_mem_fraction=recipe.rollout.sglang.mem_fraction,
-                    engine_tp_size=recipe.rollout.sglang.tp_size, engine_dtype=recipe.rollout.sglang.dtype,
-                    max_total_tokens=recipe.rollout.max_total_tokens)
+    return RunShape(
+        world_size=world_size,
+        micro_batch_tokens=recipe.parallel.micro_batch_tokens,
+        train_dtype=train_dtype,
+        activation_checkpointing=recipe.parallel.activation_checkpointing,
+        cpu_offload=recipe.parallel.cpu_offload,
+        reference_model=kl > 0,
+        engine=recipe.rollout.engine,
+        engine_mem_fraction=recipe.rollout.sglang.mem_fraction,
+        engine_tp_size=recipe.rollout.sglang.tp_size,
+        engine_dtype=recipe.rollout.sglang.dtype,
+        max_total_tokens=recipe.rollout.max_total_tokens,
+    )

@@ -9,7 +9,7 @@ Does not step the optimizer.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -19,8 +19,14 @@ from mua.train.packing import MicroBatch, pack, packed_logits, plan_micro_batche
 LossFn = Callable[[MicroBatch, torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
 
 
-def accumulate(model, sequences: list[list[int]], token_budget: int, device, loss_fn: LossFn,
-               backward: bool = True) -> list[dict[str, float]]:
+def accumulate(
+    model,
+    sequences: list[list[int]],
+    token_budget: int,
+    device,
+    loss_fn: LossFn,
+    backward: bool = True,
+) -> list[dict[str, float]]:
     """Forward (and backward) every micro-batch of `sequences`; returns per-micro-batch stats."""
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)
     num_passes = int(all_reduce_max([len(groups)])[0])
@@ -40,8 +46,13 @@ def accumulate(model, sequences: list[list[int]], token_budget: int, device, los
 
 
 @torch.no_grad()
-def forward_only(model, sequences: list[list[int]], token_budget: int, device,
-                 per_mb: Callable[[MicroBatch, torch.Tensor], list]) -> list:
+def forward_only(
+    model,
+    sequences: list[list[int]],
+    token_budget: int,
+    device,
+    per_mb: Callable[[MicroBatch, torch.Tensor], list],
+) -> list:
     """Run `per_mb(mb, logits)` (returning one value per sequence) and return values in input order."""
     out: list = [None] * len(sequences)
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from torch import nn
 
 from mua.dist.fsdp import full_state_dict, shard_model
@@ -23,9 +22,12 @@ def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
     model = load_model(recipe.model.path, dtype="float32", seed=recipe.model.seed)
     p = recipe.parallel
     return shard_model(
-        model, mesh, mixed_precision=p.mixed_precision,
+        model,
+        mesh,
+        mixed_precision=p.mixed_precision,
         activation_checkpointing=p.activation_checkpointing and trainable,
-        cpu_offload=p.cpu_offload, trainable=trainable,
+        cpu_offload=p.cpu_offload,
+        trainable=trainable,
     )
 
 
@@ -51,7 +53,9 @@ def hf_side_files(model: nn.Module, tokenizer):
     return write
 
 
-def export_hf(model: nn.Module, tokenizer, out_dir: str | Path, dtype: str, is_main: bool) -> Path | None:
+def export_hf(
+    model: nn.Module, tokenizer, out_dir: str | Path, dtype: str, is_main: bool
+) -> Path | None:
     """Gather full weights (collective) and, on rank 0, save a Hugging Face folder."""
     from transformers import AutoModelForCausalLM
 
@@ -64,7 +68,9 @@ def export_hf(model: nn.Module, tokenizer, out_dir: str | Path, dtype: str, is_m
     missing, unexpected = plain.load_state_dict(full, strict=False)
     missing = [k for k in missing if not k.endswith("lm_head.weight")]
     if missing or unexpected:
-        raise RuntimeError(f"export: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise RuntimeError(
+            f"export: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     if getattr(plain.config, "tie_word_embeddings", False):
         plain.tie_weights()
     save_hf(plain, tokenizer, out_dir, dtype)

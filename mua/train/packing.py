@@ -49,7 +49,9 @@ def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]
     return groups
 
 
-def pack(sequences: list[list[int]], indices: list[int], device: torch.device | str = "cpu") -> MicroBatch:
+def pack(
+    sequences: list[list[int]], indices: list[int], device: torch.device | str = "cpu"
+) -> MicroBatch:
     ids: list[int] = []
     pos: list[int] = []
     lengths = []
@@ -66,8 +68,12 @@ def pack(sequences: list[list[int]], indices: list[int], device: torch.device | 
     )
 
 
-def concat_per_token(values: list[list[float]] | list[torch.Tensor], indices: list[int], dtype=torch.float32,
-                     device: torch.device | str = "cpu") -> torch.Tensor:
+def concat_per_token(
+    values: list[list[float]] | list[torch.Tensor],
+    indices: list[int],
+    dtype=torch.float32,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
     """Concatenate per-token values of the chosen sequences into one [T] tensor."""
     parts = [torch.as_tensor(values[i], dtype=dtype) for i in indices]
     return torch.cat(parts).to(device) if parts else torch.zeros(0, dtype=dtype, device=device)
@@ -79,15 +85,18 @@ def packed_logits(model, mb: MicroBatch) -> torch.Tensor:
     return out.logits[0].float()
 
 
-def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, lengths: list[int],
-                   temperature: float = 1.0) -> torch.Tensor:
+def token_logprobs(
+    logits: torch.Tensor, input_ids: torch.Tensor, lengths: list[int], temperature: float = 1.0
+) -> torch.Tensor:
     """log_softmax(logits/T) of each actual next token, aligned to token positions: [T].
 
     Position 0 of every sequence gets 0 (no prediction exists for it).
     """
     ids = input_ids.reshape(-1)  # [T]
     scaled = logits / (temperature if temperature > 0 else 1.0)
-    logp_next = torch.log_softmax(scaled[:-1], dim=-1).gather(-1, ids[1:, None]).squeeze(-1)  # [T-1]
+    logp_next = (
+        torch.log_softmax(scaled[:-1], dim=-1).gather(-1, ids[1:, None]).squeeze(-1)
+    )  # [T-1]
     aligned = torch.cat([logp_next.new_zeros(1), logp_next])  # [T]
     return aligned * _not_first_mask(lengths, aligned.device)
 

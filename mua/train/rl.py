@@ -48,10 +48,24 @@ class SeededPolicy(EnginePolicy):
     mapped back to the global one so the seed does not depend on how tasks were dealt to ranks.
     """
 
-    def __init__(self, engine, rollout_cfg, tool_parser, *, seed: int, rank: int, world_size: int,
-                 temperature: float | None = None):
-        super().__init__(engine, temperature=rollout_cfg.temperature if temperature is None else temperature,
-                         top_p=rollout_cfg.top_p, top_k=rollout_cfg.top_k, tool_parser=tool_parser)
+    def __init__(
+        self,
+        engine,
+        rollout_cfg,
+        tool_parser,
+        *,
+        seed: int,
+        rank: int,
+        world_size: int,
+        temperature: float | None = None,
+    ):
+        super().__init__(
+            engine,
+            temperature=rollout_cfg.temperature if temperature is None else temperature,
+            top_p=rollout_cfg.top_p,
+            top_k=rollout_cfg.top_k,
+            tool_parser=tool_parser,
+        )
         self.base_seed, self.rank, self.world_size = seed, rank, world_size
         self.step = 0
         self._turns: Counter = Counter()
@@ -72,10 +86,17 @@ class SeededPolicy(EnginePolicy):
     async def generate(self, prompt_ids, max_new_tokens, stop_token_ids, route_key: str = ""):
         from mua.rollout.engine import GenerationRequest, SamplingParams
 
-        sampling = SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                                  max_new_tokens=max_new_tokens, stop_token_ids=list(stop_token_ids),
-                                  seed=self.request_seed(route_key))
-        return await self.engine.generate(GenerationRequest(list(prompt_ids), sampling, route_key=route_key))
+        sampling = SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=max_new_tokens,
+            stop_token_ids=list(stop_token_ids),
+            seed=self.request_seed(route_key),
+        )
+        return await self.engine.generate(
+            GenerationRequest(list(prompt_ids), sampling, route_key=route_key)
+        )
 
 
 @dataclass
@@ -101,16 +122,37 @@ def build_rl_parts(trainer) -> RLParts:
 
     r, dist = trainer.recipe, trainer.dist
     gym = get_gym(r.gym.name)
-    ctx = GymContext(options=dict(r.gym.options), reward_weights=dict(r.gym.reward_weights),
-                     user_kind=r.user.kind, llm=make_llm_client(r.user), seed=r.data.seed)
+    ctx = GymContext(
+        options=dict(r.gym.options),
+        reward_weights=dict(r.gym.reward_weights),
+        user_kind=r.user.kind,
+        llm=make_llm_client(r.user),
+        seed=r.data.seed,
+    )
     dtype = r.model.dtype if dist.device.type == "cuda" else "float32"
-    engine = HFEngine(load_model(r.model.path, dtype=dtype, seed=r.model.seed), device=str(dist.device),
-                      copy_model=False, pad_token_id=trainer.tokenizer.pad_token_id or 0)
-    policy = SeededPolicy(engine, r.rollout, r.model.tool_parser, seed=r.data.seed, rank=dist.rank,
-                          world_size=dist.world_size)
-    test_tasks = [t for f in load_task_files(r.data.test_files, r.eval.max_tasks) for t in f] if r.data.test_files else []
+    engine = HFEngine(
+        load_model(r.model.path, dtype=dtype, seed=r.model.seed),
+        device=str(dist.device),
+        copy_model=False,
+        pad_token_id=trainer.tokenizer.pad_token_id or 0,
+    )
+    policy = SeededPolicy(
+        engine,
+        r.rollout,
+        r.model.tool_parser,
+        seed=r.data.seed,
+        rank=dist.rank,
+        world_size=dist.world_size,
+    )
+    test_tasks = (
+        [t for f in load_task_files(r.data.test_files, r.eval.max_tasks) for t in f]
+        if r.data.test_files
+        else []
+    )
     ref = load_policy(r, dist.mesh, trainable=False) if r.algo.kl.coef > 0 else None
-    return RLParts(engine=engine, policy=policy, gym=gym, gym_ctx=ctx, test_tasks=test_tasks, ref_model=ref)
+    return RLParts(
+        engine=engine, policy=policy, gym=gym, gym_ctx=ctx, test_tasks=test_tasks, ref_model=ref
+    )
 
 
 # ---- the step ------------------------------------------------------------------------------
@@ -121,25 +163,40 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    tasks = rank_slice(trainer.sampler.next_tasks(r.data.tasks_per_step), dist.rank, dist.world_size)
+    tasks = rank_slice(
+        trainer.sampler.next_tasks(r.data.tasks_per_step), dist.rank, dist.world_size
+    )
     trajectories = collect(parts, tasks, step, trainer.tokenizer, r.rollout, r.rollout.n)
     timings["time/rollout_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     is_ppo = r.algo.kind == "ppo"
-    samples, report = build_samples(trajectories, r.algo, rank=dist.rank, world_size=dist.world_size,
-                                    n=r.rollout.n, with_advantages=not is_ppo)
+    samples, report = build_samples(
+        trajectories,
+        r.algo,
+        rank=dist.rank,
+        world_size=dist.world_size,
+        n=r.rollout.n,
+        with_advantages=not is_ppo,
+    )
     fill_logprobs(trainer, samples)
     if is_ppo:
         from mua.train.critic import ppo_advantages
 
         ppo_advantages(trainer, samples)
         report.trajectory_advantages = [  # for the advantage metrics: mean over each sample's policy tokens
-            sum(a * m for a, m in zip(s.advantages, s.loss_mask, strict=False)) / max(sum(s.loss_mask), 1) for s in samples]
+            sum(a * m for a, m in zip(s.advantages, s.loss_mask, strict=False))
+            / max(sum(s.loss_mask), 1)
+            for s in samples
+        ]
     timings["time/prepare_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    update_stats = update(trainer, samples, train_policy=not is_ppo or step > getattr(r.algo, "critic_warmup_steps", 0))
+    update_stats = update(
+        trainer,
+        samples,
+        train_policy=not is_ppo or step > getattr(r.algo, "critic_warmup_steps", 0),
+    )
     timings["time/update_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -169,8 +226,15 @@ def collect(parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, po
         try:
             if not tasks:
                 return []
-            return await run_rollouts(tasks, n=n, policy=policy, gym_spec=parts.gym, gym_ctx=parts.gym_ctx,
-                                      tokenizer=tokenizer, rollout_cfg=rollout_cfg)
+            return await run_rollouts(
+                tasks,
+                n=n,
+                policy=policy,
+                gym_spec=parts.gym,
+                gym_ctx=parts.gym_ctx,
+                tokenizer=tokenizer,
+                rollout_cfg=rollout_cfg,
+            )
         finally:
             await parts.engine.sleep()
 
@@ -188,6 +252,7 @@ def fill_logprobs(trainer, samples: list[RLSample]) -> None:
         def per_mb(mb, logits):
             lp = token_logprobs(logits, mb.input_ids, mb.lengths, temperature).cpu()
             return list(torch.split(lp, mb.lengths))
+
         return forward_only(model, seqs, budget, device, per_mb)
 
     for s, lp in zip(samples, logps(trainer.model), strict=False):
@@ -233,7 +298,9 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
     kl_in_loss = trainer.rl.ref_model is not None and algo.kl.placement == "loss"
 
     def loss_fn(mb, logits):
-        mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(mb.lengths, device)
+        mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
+            mb.lengths, device
+        )
         old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
         adv = concat_per_token([s.advantages for s in mini], mb.indices, device=device)
         logp = token_logprobs(logits, mb.input_ids, mb.lengths, temperature)
@@ -242,13 +309,31 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
         if kl_in_loss:
             ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
             kl = kl_penalty(logp, ref, algo.kl.estimator)
-        losses, st = policy_loss(logp, old, adv, mask, algo.loss.clip_low, algo.loss.clip_high,
-                                 algo.loss.dual_clip, entropy=entropy if algo.loss.entropy_coef else entropy.detach(),
-                                 entropy_coef=algo.loss.entropy_coef, kl=kl, kl_coef=algo.kl.coef if kl_in_loss else 0.0)
-        seq_index = torch.repeat_interleave(torch.arange(len(mb.lengths), device=device),
-                                            torch.tensor(mb.lengths, device=device))
-        loss = aggregate(losses, mask, algo.loss.aggregation, algo.loss.norm_length,
-                         global_token_count=tokens, global_seq_count=seqs, seq_index=seq_index)
+        losses, st = policy_loss(
+            logp,
+            old,
+            adv,
+            mask,
+            algo.loss.clip_low,
+            algo.loss.clip_high,
+            algo.loss.dual_clip,
+            entropy=entropy if algo.loss.entropy_coef else entropy.detach(),
+            entropy_coef=algo.loss.entropy_coef,
+            kl=kl,
+            kl_coef=algo.kl.coef if kl_in_loss else 0.0,
+        )
+        seq_index = torch.repeat_interleave(
+            torch.arange(len(mb.lengths), device=device), torch.tensor(mb.lengths, device=device)
+        )
+        loss = aggregate(
+            losses,
+            mask,
+            algo.loss.aggregation,
+            algo.loss.norm_length,
+            global_token_count=tokens,
+            global_seq_count=seqs,
+            seq_index=seq_index,
+        )
         n_tok = float(st["tokens"])
         out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
         for key in ("pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl"):
@@ -257,7 +342,9 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
         return loss * world, out
 
     trainer.optimizer.zero_grad(set_to_none=True)
-    stats = accumulate(trainer.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn)
+    stats = accumulate(
+        trainer.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn
+    )
     grad_norm = clip_grad_norm(trainer.model, r.optim.grad_clip)
     totals: Counter = Counter()
     for st in stats:
@@ -283,21 +370,38 @@ def _temperature(rollout_cfg) -> float:
 
 
 def _traj_summary(t) -> dict:
-    return {"reward": t.reward, "turns": t.num_turns, "tokens": len(t.token_ids),
-            "assistant_tokens": int(t.metrics.get("assistant_tokens", 0)), "termination": t.termination,
-            "parse_errors": t.metrics.get("parse_errors", 0.0), "drift": t.metrics.get("drift", 0.0),
-            "success": float(t.reward > 0 and t.termination == "done")}
+    return {
+        "reward": t.reward,
+        "turns": t.num_turns,
+        "tokens": len(t.token_ids),
+        "assistant_tokens": int(t.metrics.get("assistant_tokens", 0)),
+        "termination": t.termination,
+        "parse_errors": t.metrics.get("parse_errors", 0.0),
+        "drift": t.metrics.get("drift", 0.0),
+        "success": float(t.reward > 0 and t.termination == "done"),
+    }
 
 
 def rollout_metrics(trajectories, samples: list[RLSample], report) -> dict[str, float]:
     """Step metrics over every rank's trajectories (one small object gather)."""
-    local_diff = [(abs(e - o), m) for s in samples for e, o, m in zip(s.engine_logprobs, s.old_logprobs, s.loss_mask, strict=False) if m]
+    local_diff = [
+        (abs(e - o), m)
+        for s in samples
+        for e, o, m in zip(s.engine_logprobs, s.old_logprobs, s.loss_mask, strict=False)
+        if m
+    ]
     local = {
         "trajs": [_traj_summary(t) for t in trajectories],
         "adv": report.trajectory_advantages,
-        "diff": (sum(d for d, _ in local_diff), len(local_diff), max((d for d, _ in local_diff), default=0.0)),
-        "excluded": report.excluded_by_termination, "zv_groups": report.dropped_zero_variance_groups,
-        "zv_trajs": report.dropped_zero_variance_trajectories, "samples": len(samples),
+        "diff": (
+            sum(d for d, _ in local_diff),
+            len(local_diff),
+            max((d for d, _ in local_diff), default=0.0),
+        ),
+        "excluded": report.excluded_by_termination,
+        "zv_groups": report.dropped_zero_variance_groups,
+        "zv_trajs": report.dropped_zero_variance_trajectories,
+        "samples": len(samples),
         "trained_tokens": sum(sum(s.loss_mask) for s in samples),
     }
     parts = all_gather_objects(local)
@@ -317,8 +421,10 @@ def rollout_metrics(trajectories, samples: list[RLSample], report) -> dict[str, 
         "filter/zero_variance_groups": float(sum(p["zv_groups"] for p in parts)),
         "filter/zero_variance_trajectories": float(sum(p["zv_trajs"] for p in parts)),
         "filter/samples_trained": float(sum(p["samples"] for p in parts)),
-        "advantage/mean": float(adv.mean()), "advantage/std": float(adv.std()) if adv.numel() > 1 else 0.0,
-        "advantage/max": float(adv.max()), "advantage/min": float(adv.min()),
+        "advantage/mean": float(adv.mean()),
+        "advantage/std": float(adv.std()) if adv.numel() > 1 else 0.0,
+        "advantage/max": float(adv.max()),
+        "advantage/min": float(adv.min()),
     }
     for reason, count in Counter(t["termination"] for t in trajs).items():
         out[f"termination/{reason}"] = float(count)
@@ -330,7 +436,11 @@ def rollout_metrics(trajectories, samples: list[RLSample], report) -> dict[str, 
 
 def _update_metrics(totals: Counter, grad_norms: list[float], lrs: list[float]) -> dict[str, float]:
     keys = [k for k in totals if k == "loss" or k.startswith(("sum/", "critic/", "mb_tokens"))]
-    summed = dict(zip(keys, all_reduce_sum([totals[k] for k in keys]).tolist(), strict=False)) if keys else {}
+    summed = (
+        dict(zip(keys, all_reduce_sum([totals[k] for k in keys]).tolist(), strict=False))
+        if keys
+        else {}
+    )
     out: dict[str, float] = {}
     steps = max(len(grad_norms), 1)
     if grad_norms:
@@ -355,7 +465,9 @@ def log_transcripts(trainer, step: int, trajectories) -> None:
     texts = []
     for t in trajectories[:count]:
         body = "\n".join(f"[{m.get('role')}] {m.get('content') or ''}" for m in t.messages)
-        texts.append(f"task {t.task_id} sample {t.sample_index} reward {t.reward:g} ({t.termination})\n{body}")
+        texts.append(
+            f"task {t.task_id} sample {t.sample_index} reward {t.reward:g} ({t.termination})\n{body}"
+        )
     trainer.tracker.log_transcripts(step, texts)
 
 
@@ -371,15 +483,30 @@ def validate(trainer) -> dict[str, float]:
 
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
     tasks = rank_slice(parts.test_tasks, dist.rank, dist.world_size)
-    policy = SeededPolicy(parts.engine, r.rollout, r.model.tool_parser, seed=r.data.seed + 1, rank=dist.rank,
-                          world_size=dist.world_size, temperature=r.eval.temperature)
+    policy = SeededPolicy(
+        parts.engine,
+        r.rollout,
+        r.model.tool_parser,
+        seed=r.data.seed + 1,
+        rank=dist.rank,
+        world_size=dist.world_size,
+        temperature=r.eval.temperature,
+    )
 
     async def go():
         await parts.engine.wake()
         try:
-            return await evaluate(tasks, policy=policy, gym_spec=parts.gym, gym_ctx=parts.gym_ctx,
-                                  tokenizer=trainer.tokenizer, rollout_cfg=r.rollout, n=r.eval.n,
-                                  k_values=r.eval.k, success_threshold=r.eval.success_threshold)
+            return await evaluate(
+                tasks,
+                policy=policy,
+                gym_spec=parts.gym,
+                gym_ctx=parts.gym_ctx,
+                tokenizer=trainer.tokenizer,
+                rollout_cfg=r.rollout,
+                n=r.eval.n,
+                k_values=r.eval.k,
+                success_threshold=r.eval.success_threshold,
+            )
         finally:
             await parts.engine.sleep()
 
@@ -387,4 +514,7 @@ def validate(trainer) -> dict[str, float]:
     every_row = [row for part in all_gather_objects(rows) for row in part]
     k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
     summary = summarize(every_row, k_values, [str(t.task_id) for t in parts.test_tasks])
-    return {key.replace("all/", "val/", 1): value for key, value in flat_metrics({"all": summary}).items()}
+    return {
+        key.replace("all/", "val/", 1): value
+        for key, value in flat_metrics({"all": summary}).items()
+    }

@@ -67,26 +67,36 @@ def global_index(group_id: str, sample_index: int, rank: int, world_size: int, n
 def _clean_mask(traj) -> list[int]:
     """The loss mask without tokens of a turn that has no recorded reward (a turn cut by a failure)."""
     num_turns = len(traj.turn_rewards)
-    return [m if 0 <= t < num_turns else 0 for m, t in zip(traj.loss_mask, traj.turn_index, strict=False)]
+    return [
+        m if 0 <= t < num_turns else 0
+        for m, t in zip(traj.loss_mask, traj.turn_index, strict=False)
+    ]
 
 
 def keep_mask(trajectories, algo, report: BatchReport) -> list[bool]:
     """Which trajectories enter the loss (termination reasons and, optionally, dynamic sampling)."""
-    by_reason = termination_mask([t.termination for t in trajectories], algo.mask_truncated).bool().tolist()
+    by_reason = (
+        termination_mask([t.termination for t in trajectories], algo.mask_truncated).bool().tolist()
+    )
     report.excluded_by_termination = sum(1 for k in by_reason if not k)
     keep = list(by_reason)
     if algo.dynamic_sampling and trajectories:
-        scores = trajectory_scores([t.turn_rewards for t in trajectories], getattr(algo, "score", "sum"), algo.gamma)
+        scores = trajectory_scores(
+            [t.turn_rewards for t in trajectories], getattr(algo, "score", "sum"), algo.gamma
+        )
         flat = zero_variance_groups(scores, [t.group_id for t in trajectories]).tolist()
         dropped_groups = {t.group_id for t, z in zip(trajectories, flat, strict=False) if z}
         report.dropped_zero_variance_groups = len(dropped_groups)
-        report.dropped_zero_variance_trajectories = sum(1 for k, z in zip(keep, flat, strict=False) if k and z)
+        report.dropped_zero_variance_trajectories = sum(
+            1 for k, z in zip(keep, flat, strict=False) if k and z
+        )
         keep = [k and not z for k, z in zip(keep, flat, strict=False)]
     return keep
 
 
-def build_samples(trajectories, algo, *, rank: int, world_size: int, n: int,
-                  with_advantages: bool = True) -> tuple[list[RLSample], BatchReport]:
+def build_samples(
+    trajectories, algo, *, rank: int, world_size: int, n: int, with_advantages: bool = True
+) -> tuple[list[RLSample], BatchReport]:
     """Kept trajectories as samples, with GRPO token advantages when `with_advantages`."""
     report = BatchReport()
     keep = keep_mask(trajectories, algo, report)
@@ -94,9 +104,15 @@ def build_samples(trajectories, algo, *, rank: int, world_size: int, n: int,
     masks = [_clean_mask(t) for t in kept]
     if with_advantages and kept:
         out = grpo_token_advantages(
-            [t.turn_rewards for t in kept], [t.group_id for t in kept],
-            [torch.tensor(t.turn_index) for t in kept], [torch.tensor(m) for m in masks],
-            score=algo.score, advantage=algo.advantage, credit=algo.credit, gamma=algo.gamma, eps=algo.eps,
+            [t.turn_rewards for t in kept],
+            [t.group_id for t in kept],
+            [torch.tensor(t.turn_index) for t in kept],
+            [torch.tensor(m) for m in masks],
+            score=algo.score,
+            advantage=algo.advantage,
+            credit=algo.credit,
+            gamma=algo.gamma,
+            eps=algo.eps,
         )
         token_adv = [a.tolist() for a in out.token_advantages]
         report.scores = out.scores.tolist()
@@ -108,12 +124,17 @@ def build_samples(trajectories, algo, *, rank: int, world_size: int, n: int,
         if sum(mask) == 0:
             report.no_policy_tokens += 1
             continue
-        samples.append(RLSample(
-            token_ids=list(traj.token_ids), loss_mask=mask, turn_index=list(traj.turn_index),
-            turn_rewards=list(traj.turn_rewards), engine_logprobs=list(traj.logprobs),
-            global_index=global_index(traj.group_id, traj.sample_index, rank, world_size, n),
-            advantages=adv,
-        ))
+        samples.append(
+            RLSample(
+                token_ids=list(traj.token_ids),
+                loss_mask=mask,
+                turn_index=list(traj.turn_index),
+                turn_rewards=list(traj.turn_rewards),
+                engine_logprobs=list(traj.logprobs),
+                global_index=global_index(traj.group_id, traj.sample_index, rank, world_size, n),
+                advantages=adv,
+            )
+        )
     return samples, report
 
 
@@ -123,7 +144,9 @@ def mini_batch_of(sample: RLSample, global_batch: int, num_mini_batches: int) ->
     return min(sample.global_index // per, num_mini_batches - 1)
 
 
-def split_mini_batches(samples: list[RLSample], global_batch: int, num_mini_batches: int) -> list[list[RLSample]]:
+def split_mini_batches(
+    samples: list[RLSample], global_batch: int, num_mini_batches: int
+) -> list[list[RLSample]]:
     out: list[list[RLSample]] = [[] for _ in range(num_mini_batches)]
     for s in samples:
         out[mini_batch_of(s, global_batch, num_mini_batches)].append(s)

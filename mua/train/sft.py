@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 
-
-
 from mua.dist import all_reduce_sum
 from mua.dist.fsdp import clip_grad_norm
 from mua.train.data import SFTSample, rank_slice
@@ -18,8 +16,18 @@ from mua.train.micro import accumulate
 from mua.train.packing import concat_per_token, first_token_mask, token_logprobs
 
 
-def sft_step(model, optimizer, scheduler, batch: list[SFTSample], *, rank: int, world_size: int,
-             token_budget: int, grad_clip: float | None, device) -> dict[str, float]:
+def sft_step(
+    model,
+    optimizer,
+    scheduler,
+    batch: list[SFTSample],
+    *,
+    rank: int,
+    world_size: int,
+    token_budget: int,
+    grad_clip: float | None,
+    device,
+) -> dict[str, float]:
     start = time.perf_counter()
     mine = rank_slice(batch, rank, world_size)
     seqs = [s.token_ids for s in mine]
@@ -28,7 +36,9 @@ def sft_step(model, optimizer, scheduler, batch: list[SFTSample], *, rank: int, 
     global_tokens = float(all_reduce_sum([local_tokens])[0])
 
     def loss_fn(mb, logits):
-        mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(mb.lengths, device)
+        mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
+            mb.lengths, device
+        )
         logp = token_logprobs(logits, mb.input_ids, mb.lengths)
         nll_sum = -(logp * mask).sum()
         return nll_sum * world_size / max(global_tokens, 1.0), {"nll_sum": float(nll_sum.detach())}
@@ -56,6 +66,3 @@ def sft_step(model, optimizer, scheduler, batch: list[SFTSample], *, rank: int, 
 def sft_steps_total(num_samples: int, batch_size: int, epochs: int, cap: int) -> int:
     per_epoch = max(1, -(-num_samples // batch_size))
     return min(cap, per_epoch * epochs)
-
-
-

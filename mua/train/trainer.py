@@ -58,17 +58,25 @@ class Trainer:
 
     def _setup_sft(self) -> None:
         r = self.recipe
-        self.samples = load_sft_samples(r.data.train_files, self.tokenizer, r.rollout.max_total_tokens)
+        self.samples = load_sft_samples(
+            r.data.train_files, self.tokenizer, r.rollout.max_total_tokens
+        )
         self.sampler = TaskSampler([self.samples], None, r.data.seed, r.data.shuffle)
-        self.total_steps = sft_steps_total(len(self.samples), r.algo.batch_size, r.algo.epochs, r.total_steps)
+        self.total_steps = sft_steps_total(
+            len(self.samples), r.algo.batch_size, r.algo.epochs, r.total_steps
+        )
         self.rl = None
 
     def _setup_rl(self) -> None:
         from mua.train.rl import build_rl_parts
 
         r = self.recipe
-        self.sampler = TaskSampler(load_task_files(r.data.train_files, r.data.max_tasks), r.data.weights,
-                                   r.data.seed, r.data.shuffle)
+        self.sampler = TaskSampler(
+            load_task_files(r.data.train_files, r.data.max_tasks),
+            r.data.weights,
+            r.data.seed,
+            r.data.shuffle,
+        )
         self.total_steps = r.total_steps
         self.rl = build_rl_parts(self)
         if r.algo.kind == "ppo":
@@ -85,9 +93,14 @@ class Trainer:
         if latest is None:
             return 0
         critic = self.rl.critic if self.rl is not None else None
-        state = ckpt.load_checkpoint(latest, model=self.model, optimizer=self.optimizer, rank=self.dist.rank,
-                                     critic=critic.model if critic else None,
-                                     critic_optimizer=critic.optimizer if critic else None)
+        state = ckpt.load_checkpoint(
+            latest,
+            model=self.model,
+            optimizer=self.optimizer,
+            rank=self.dist.rank,
+            critic=critic.model if critic else None,
+            critic_optimizer=critic.optimizer if critic else None,
+        )
         if critic is not None and "critic_scheduler" in state:
             critic.scheduler.load_state_dict(state["critic_scheduler"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -97,16 +110,26 @@ class Trainer:
         return int(state["step"])
 
     def save(self, step: int) -> None:
-        state = {"data": self.sampler.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "world_size": self.dist.world_size, "algo": self.recipe.algo.kind}
+        state = {
+            "data": self.sampler.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "world_size": self.dist.world_size,
+            "algo": self.recipe.algo.kind,
+        }
         critic = self.rl.critic if self.rl is not None else None
         if critic is not None:
             state["critic_scheduler"] = critic.scheduler.state_dict()
         ckpt.save_checkpoint(
-            self.run_dir, step, model=self.model, optimizer=self.optimizer, trainer_state=state,
-            rank=self.dist.rank, keep_last=self.recipe.checkpoint.keep_last,
+            self.run_dir,
+            step,
+            model=self.model,
+            optimizer=self.optimizer,
+            trainer_state=state,
+            rank=self.dist.rank,
+            keep_last=self.recipe.checkpoint.keep_last,
             hf_files=hf_side_files(self.model, self.tokenizer),
-            critic=critic.model if critic else None, critic_optimizer=critic.optimizer if critic else None,
+            critic=critic.model if critic else None,
+            critic_optimizer=critic.optimizer if critic else None,
         )
 
     # ---- loop --------------------------------------------------------------------------
@@ -114,9 +137,15 @@ class Trainer:
         if self.is_sft:
             batch = self.sampler.next_tasks(self.recipe.algo.batch_size)
             return sft_step(
-                self.model, self.optimizer, self.scheduler, batch, rank=self.dist.rank,
-                world_size=self.dist.world_size, token_budget=self.recipe.parallel.micro_batch_tokens,
-                grad_clip=self.recipe.optim.grad_clip, device=self.dist.device,
+                self.model,
+                self.optimizer,
+                self.scheduler,
+                batch,
+                rank=self.dist.rank,
+                world_size=self.dist.world_size,
+                token_budget=self.recipe.parallel.micro_batch_tokens,
+                grad_clip=self.recipe.optim.grad_clip,
+                device=self.dist.device,
             )
         from mua.train.rl import rl_step
 
@@ -139,8 +168,13 @@ class Trainer:
             if saved_at != self.total_steps and self.total_steps > self.start_step:
                 self.save(self.total_steps)
             if cfg.export_hf_at_end:
-                export_hf(self.model, self.tokenizer, self.run_dir / "hf" / "final",
-                          self.recipe.model.dtype, self.dist.is_main)
+                export_hf(
+                    self.model,
+                    self.tokenizer,
+                    self.run_dir / "hf" / "final",
+                    self.recipe.model.dtype,
+                    self.dist.is_main,
+                )
             # Ranks leave together: a rank that tears its process group down while rank 0 is
             # still writing the export can abort inside the gloo backend.
             barrier()

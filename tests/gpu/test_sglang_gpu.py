@@ -40,9 +40,15 @@ def sglang_engine(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny_hf")
     save_hf(load_model(MODEL), load_tokenizer(MODEL), folder, dtype="float32")
     engine = launch_sglang_server(
-        str(folder), port=_free_port(), mem_fraction=0.3, dtype="float32",
+        str(folder),
+        port=_free_port(),
+        mem_fraction=0.3,
+        dtype="float32",
         extra_args=["--attention-backend", "triton", "--disable-cuda-graph"],
-        log_path=str(folder.parent / "sglang.log"), launch_timeout_s=600, bucket_mb=1.0)
+        log_path=str(folder.parent / "sglang.log"),
+        launch_timeout_s=600,
+        bucket_mb=1.0,
+    )
     yield engine
     asyncio.run(engine.close())
 
@@ -73,7 +79,9 @@ def test_logprobs_agree_after_a_tensor_push(sglang_engine):
     probe = weight_sync.default_probe_ids(trainer.config.vocab_size)
     assert asyncio.run(weight_sync.probe_logprob_diff(sglang_engine, trainer, probe)) > 0.02
     asyncio.run(sglang_engine.update_weights(trainer.named_parameters()))
-    assert asyncio.run(weight_sync.check_probe(sglang_engine, trainer, probe, tolerance=0.02)) <= 0.02
+    assert (
+        asyncio.run(weight_sync.check_probe(sglang_engine, trainer, probe, tolerance=0.02)) <= 0.02
+    )
 
 
 def test_sleep_releases_gpu_memory(sglang_engine):
@@ -87,7 +95,9 @@ def test_sleep_releases_gpu_memory(sglang_engine):
     assert free_asleep - free_awake > 0.15 * total
     from mua.rollout.engine import GenerationRequest
 
-    assert asyncio.run(sglang_engine.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2)))).token_ids
+    assert asyncio.run(
+        sglang_engine.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2)))
+    ).token_ids
 
 
 def test_hf_engine_on_cuda_matches_cpu():

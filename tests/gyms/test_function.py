@@ -42,11 +42,18 @@ def test_probe_search_answer_and_retry(tasks):
     task = tasks["test"][0]
     env = GYM.make_env(GymContext())
     reset = run(env.reset(task))
-    assert reset.messages[0]["role"] == "system" and "interact_with_env" in reset.messages[0]["content"]
+    assert (
+        reset.messages[0]["role"] == "system"
+        and "interact_with_env" in reset.messages[0]["content"]
+    )
     enum = reset.tools[0]["function"]["parameters"]["properties"]["choice"]["enum"]
     assert "finish" in enum
     probe = step_text(env, "[action] 1 2 3 4")
-    assert probe.messages[0]["content"].startswith("f(1, 2, 3, 4)") and probe.reward == 0.0 and not probe.done
+    assert (
+        probe.messages[0]["content"].startswith("f(1, 2, 3, 4)")
+        and probe.reward == 0.0
+        and not probe.done
+    )
     assert f"{evaluate(task.payload['rule'], [1, 2, 3, 4]):g}" in probe.messages[0]["content"]
     assert "Test case" in step_text(env, "[search] test").messages[0]["content"]
     wrong = step_text(env, f"[answer] {task.payload['expected'] + 1}")
@@ -74,12 +81,19 @@ def test_tolerance_weights_and_finish(tasks):
 def test_malformed_inputs_are_observations(tasks):
     env = GYM.make_env(GymContext())
     run(env.reset(tasks["test"][0]))
-    for text, needle in [("[action] 1 2 3", "four integers"), ("[action] 1.5 2 3 4", "four integers"),
-                         ("[search] the rule", "only accepts"), ("[answer] dunno", "one number"), ("", "empty message")]:
+    for text, needle in [
+        ("[action] 1 2 3", "four integers"),
+        ("[action] 1.5 2 3 4", "four integers"),
+        ("[search] the rule", "only accepts"),
+        ("[answer] dunno", "one number"),
+        ("", "empty message"),
+    ]:
         result = step_text(env, text)
         assert needle in result.messages[0]["content"] and result.reward == 0.0 and not result.done
     plain = run(env.step(AgentAction(text="2 2 2 2")))  # plain text is an `action`
-    assert plain.messages[0]["role"] == "user" and plain.messages[0]["content"].startswith("f(2, 2, 2, 2)")
+    assert plain.messages[0]["role"] == "user" and plain.messages[0]["content"].startswith(
+        "f(2, 2, 2, 2)"
+    )
 
 
 def test_rule_evaluator_rejects_code_and_undefined_points():
@@ -97,7 +111,15 @@ def test_expert_high_random_low(tasks):
     ctx = GymContext()
     test = tasks["test"]
     expert = run(mean_reward(GYM.make_env, ctx, test, lambda i: GYM.expert(ctx)))
-    rand = run(mean_reward(GYM.make_env, ctx, test, lambda i: random_policy(random_action, random.Random(i)), max_turns=12))
+    rand = run(
+        mean_reward(
+            GYM.make_env,
+            ctx,
+            test,
+            lambda i: random_policy(random_action, random.Random(i)),
+            max_turns=12,
+        )
+    )
     assert expert == 1.0
     assert rand <= 0.2
 
@@ -111,7 +133,9 @@ def test_public_rules_load_and_agree(shared_data):
     rows = splits["train"] + splits["test"]
     assert len(rows) == 538 and 40 < len(splits["test"]) < 130
     for t in rows:
-        assert evaluate(t.payload["rule"], t.payload["test_case"]) == pytest.approx(t.payload["expected"], rel=1e-9, abs=1e-9)
+        assert evaluate(t.payload["rule"], t.payload["test_case"]) == pytest.approx(
+            t.payload["expected"], rel=1e-9, abs=1e-9
+        )
 
 
 def test_bad_public_file_is_one_usage_line(tmp_path):

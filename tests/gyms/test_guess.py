@@ -43,7 +43,9 @@ def test_tasks_are_deterministic_and_split():
     a, b = GYM.build_tasks(None, seed=0, options={}), GYM.build_tasks(None, seed=0, options={})
     assert (len(a["train"]), len(a["test"])) == (512, 64)
     assert [t.payload for t in a["test"]] == [t.payload for t in b["test"]]
-    assert [t.payload for t in GYM.build_tasks(None, seed=1)["test"]] != [t.payload for t in a["test"]]
+    assert [t.payload for t in GYM.build_tasks(None, seed=1)["test"]] != [
+        t.payload for t in a["test"]
+    ]
     assert all(1 <= t.payload["target"] <= 16 for t in a["train"])
     small = GYM.build_tasks(None, seed=0, options={"max_number": 4, "num_train": 3, "num_test": 2})
     assert len(small["train"]) == 3 and all(t.payload["target"] <= 4 for t in small["train"])
@@ -61,8 +63,14 @@ def test_replies_and_reward():
         env = GYM.make_env(GymContext())
         await env.reset(task)
         out = []
-        for text in (f"[answer] {target - 1}", f"[answer] {target + 1}", "hello", "[answer] seven",
-                     "[search] hint", f"[answer] {target} final"):
+        for text in (
+            f"[answer] {target - 1}",
+            f"[answer] {target + 1}",
+            "hello",
+            "[answer] seven",
+            "[search] hint",
+            f"[answer] {target} final",
+        ):
             r = await env.step(parse_action(text, "bracket"))
             out.append((r.messages[0]["content"], r.reward, r.done, r.info.get("errors", {})))
         return out
@@ -99,9 +107,15 @@ def test_careless_expert_is_seeded_weaker_and_matches_readme():
     assert [m for _, m in first] == [m for _, m in again]  # same seed, same conversations
     reward = sum(r for r, _ in first) / len(tasks)
     assert 0.3 < reward < 0.95
-    guesses = [int(m["content"].split()[-1]) for _, msgs in first for m in msgs if m["role"] == "assistant"]
+    guesses = [
+        int(m["content"].split()[-1]) for _, msgs in first for m in msgs if m["role"] == "assistant"
+    ]
     assert max(guesses) > 16  # careless guesses reach 1..2N
-    stated = dict(re.findall(r"\| careless expert \(expert_noise ([0-9.]+)\) \| ([0-9.]+) \|", README.read_text()))
+    stated = dict(
+        re.findall(
+            r"\| careless expert \(expert_noise ([0-9.]+)\) \| ([0-9.]+) \|", README.read_text()
+        )
+    )
     assert float(stated["0.5"]) == pytest.approx(reward, abs=0.005), reward
     reseeded = GYM.expert(GymContext(options={"expert_noise": 0.5}, seed=1))
     assert [m for _, m in first] != [asyncio.run(play(t, reseeded))[1] for t in tasks]

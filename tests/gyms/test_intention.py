@@ -36,7 +36,9 @@ def step(env, text):
 
 
 def test_question_reward_rule():
-    assert question_reward([3]) == 1.0 and question_reward([2]) == 0.7 and question_reward([1]) == 0.4
+    assert (
+        question_reward([3]) == 1.0 and question_reward([2]) == 0.7 and question_reward([1]) == 0.4
+    )
     assert question_reward([3, 1]) == pytest.approx(0.8)
     assert question_reward([1, 1, 1]) == pytest.approx(0.0)
     assert question_reward([2, 1, 1, 1, 1]) == 0.0 and question_reward([]) == 0.0
@@ -49,7 +51,9 @@ def test_episode_rewards_and_end(tasks):
     assert city.reward == 1.0 and "Destination city" in city.messages[0]["content"]
     assert step(env, "[action] And the city again?").reward == 0.0  # already covered
     both = step(env, "[action] What budget, and how many guests?")
-    assert both.reward == pytest.approx(0.5) and not both.done  # 0.7 for budget, -0.2 for the extra detail
+    assert (
+        both.reward == pytest.approx(0.5) and not both.done
+    )  # 0.7 for budget, -0.2 for the extra detail
     last = step(env, "What dates?")  # plain text is an action
     assert last.reward == 1.0 and last.done
 
@@ -68,9 +72,20 @@ def test_user_never_sees_missing_details(tasks):
 
 def test_expert_high_random_low(tasks):
     ctx = GymContext()
-    best = sum(sum(IMPORTANCE_REWARD[d["importance"]] for d in t.payload["missing_details"]) for t in tasks["test"]) / len(tasks["test"])
+    best = sum(
+        sum(IMPORTANCE_REWARD[d["importance"]] for d in t.payload["missing_details"])
+        for t in tasks["test"]
+    ) / len(tasks["test"])
     expert = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: GYM.expert(ctx)))
-    rand = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: random_policy(random_action, random.Random(i)), max_turns=20))
+    rand = run(
+        mean_reward(
+            GYM.make_env,
+            ctx,
+            tasks["test"],
+            lambda i: random_policy(random_action, random.Random(i)),
+            max_turns=20,
+        )
+    )
     assert expert == pytest.approx(best) and best == pytest.approx(2.8) and rand <= 0.3
 
 
@@ -82,7 +97,13 @@ def _host(request: dict) -> str:
     system = system_text(request)
     if "These details are missing" in system:
         return json.dumps({"covered": [0] if "city" in last_user_text(request) else []})
-    return json.dumps({"reply": "Lisbon, probably." if "Lisbon" in system or "Tokyo" in system or "Chicago" in system else "No idea."})
+    return json.dumps(
+        {
+            "reply": "Lisbon, probably."
+            if "Lisbon" in system or "Tokyo" in system or "Chicago" in system
+            else "No idea."
+        }
+    )
 
 
 def test_llm_judge_and_user_over_http(tasks):
@@ -92,8 +113,14 @@ def test_llm_judge_and_user_over_http(tasks):
         run(env.reset(task))
         result = step(env, "[action] Which city?")
         assert result.reward == 1.0 and result.messages[0]["content"] == "Lisbon, probably."
-        user_prompts = [system_text(r["json"]) for r in server.requests if "You are a user" in system_text(r["json"])]
-        assert user_prompts and all("Budget per night" not in p and "Travel dates" not in p for p in user_prompts)
+        user_prompts = [
+            system_text(r["json"])
+            for r in server.requests
+            if "You are a user" in system_text(r["json"])
+        ]
+        assert user_prompts and all(
+            "Budget per night" not in p and "Travel dates" not in p for p in user_prompts
+        )
         assert step(env, "[action] Anything else?").reward == 0.0
 
 
@@ -113,7 +140,17 @@ def test_public_intentions_load(shared_data):
 
 def test_bad_public_file(tmp_path):
     bad = tmp_path / "all_intentions_train.json"
-    bad.write_text(json.dumps([{"id": "x", "category": "c", "task": "t", "missing_details": [
-        {"description": "d", "importance": "5", "inquiry": "q"}]}]))
+    bad.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "x",
+                    "category": "c",
+                    "task": "t",
+                    "missing_details": [{"description": "d", "importance": "5", "inquiry": "q"}],
+                }
+            ]
+        )
+    )
     with pytest.raises(UsageError, match="importance 5 is not 1, 2 or 3"):
         GYM.build_tasks(source=tmp_path)

@@ -50,13 +50,25 @@ def test_scripted_persuadee_pays_new_points_only(tasks):
     assert step(env, "[action] You are just wrong.").reward == 0.0
     assert step(env, "[answer] They fund conservation research.").reward == pytest.approx(2 / 6)
     last = step(env, "[answer] And they teach children to love wildlife.")
-    assert last.reward == pytest.approx(2 / 6) and last.done and "Strongly Disagree" in last.messages[0]["content"]
+    assert (
+        last.reward == pytest.approx(2 / 6)
+        and last.done
+        and "Strongly Disagree" in last.messages[0]["content"]
+    )
 
 
 def test_expert_high_random_low(tasks):
     ctx = GymContext()
     expert = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: GYM.expert(ctx)))
-    rand = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: random_policy(random_action, random.Random(i)), max_turns=20))
+    rand = run(
+        mean_reward(
+            GYM.make_env,
+            ctx,
+            tasks["test"],
+            lambda i: random_policy(random_action, random.Random(i)),
+            max_turns=20,
+        )
+    )
     assert expert == pytest.approx(1.0) and rand <= 0.1
 
 
@@ -65,8 +77,19 @@ def test_500_adversarial_actions_raise_nothing(tasks):
 
 
 def test_oscillating_llm_persuadee_cannot_farm_reward(tasks):
-    stances = iter(["Somewhat Agree", "Strongly Agree", "Somewhat Agree", "Neutral", "Agree", "Strongly Disagree"])
-    with FakeOpenAIServer(lambda r: json.dumps({"reply": "Hmm.", "stance": next(stances)})) as server:
+    stances = iter(
+        [
+            "Somewhat Agree",
+            "Strongly Agree",
+            "Somewhat Agree",
+            "Neutral",
+            "Agree",
+            "Strongly Disagree",
+        ]
+    )
+    with FakeOpenAIServer(
+        lambda r: json.dumps({"reply": "Hmm.", "stance": next(stances)})
+    ) as server:
         env = GYM.make_env(llm_context(server.base_url))
         run(env.reset(zoo(tasks)))
         rewards = [step(env, f"[answer] argument {i}").reward for i in range(6)]
@@ -77,7 +100,9 @@ def test_oscillating_llm_persuadee_cannot_farm_reward(tasks):
 
 
 def test_llm_unknown_stance_becomes_user_failure(tasks):
-    with FakeOpenAIServer(lambda r: json.dumps({"reply": "ok", "stance": "Kind of agree"})) as server:
+    with FakeOpenAIServer(
+        lambda r: json.dumps({"reply": "ok", "stance": "Kind of agree"})
+    ) as server:
         env = GYM.make_env(llm_context(server.base_url, max_retries=1))
         run(env.reset(zoo(tasks)))
         with pytest.raises(UserFailure):

@@ -63,7 +63,15 @@ def test_search_then_answer(tasks):
 def test_expert_high_random_low(tasks):
     ctx = GymContext()
     expert = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: GYM.expert(ctx)))
-    rand = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: random_policy(random_action, random.Random(i)), max_turns=12))
+    rand = run(
+        mean_reward(
+            GYM.make_env,
+            ctx,
+            tasks["test"],
+            lambda i: random_policy(random_action, random.Random(i)),
+            max_turns=12,
+        )
+    )
     assert expert == 1.0 and rand <= 0.1
 
 
@@ -73,7 +81,9 @@ def test_500_adversarial_actions_raise_nothing(tasks):
 
 def test_llm_judge_only_after_a_miss(tasks):
     task = next(t for t in tasks["test"] if t.payload["answers"][0] == "54 metres")
-    with FakeOpenAIServer(lambda r: json.dumps({"correct": "54" in last_user_text(r)}), faults=["malformed"]) as server:
+    with FakeOpenAIServer(
+        lambda r: json.dumps({"correct": "54" in last_user_text(r)}), faults=["malformed"]
+    ) as server:
         env = GYM.make_env(llm_context(server.base_url))
         run(env.reset(task))
         assert step(env, "[answer] 60 metres").reward == 0.0

@@ -15,7 +15,10 @@ from mua.rollout.toolcalls import parse_action
 
 
 def _action(message: dict) -> AgentAction:
-    calls = [ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+    calls = [
+        ToolCall(c["function"]["name"], c["function"]["arguments"])
+        for c in message.get("tool_calls") or []
+    ]
     return AgentAction(text=message.get("content") or "", tool_calls=calls)
 
 
@@ -69,9 +72,16 @@ def test_reset_gives_policy_opening_and_tool_schemas(tasks):
     assert "policy" in reset.messages[0]["content"].lower()
     assert reset.messages == task.prompt
     names = {t["function"]["name"] for t in reset.tools}
-    assert {"cancel_pending_order", "exchange_delivered_order_items", "think", "transfer_to_human_agents"} <= names
+    assert {
+        "cancel_pending_order",
+        "exchange_delivered_order_items",
+        "think",
+        "transfer_to_human_agents",
+    } <= names
     assert len(names) == 16
-    cancel = next(t for t in reset.tools if t["function"]["name"] == "cancel_pending_order")["function"]
+    cancel = next(t for t in reset.tools if t["function"]["name"] == "cancel_pending_order")[
+        "function"
+    ]
     assert cancel["parameters"]["required"] == ["order_id", "reason"]
     assert "order id" in cancel["parameters"]["properties"]["order_id"]["description"]
 
@@ -98,8 +108,10 @@ def test_expert_scores_high_and_random_low(tasks, capsys):
     expert_mean = sum(expert_rewards) / len(expert_rewards)
     random_mean = sum(random_rewards) / len(random_rewards)
     with capsys.disabled():
-        print(f"\ntau built-in: expert mean reward {expert_mean:.3f}, random mean reward {random_mean:.3f}, "
-              f"do-nothing baseline (test) {GYM.trivial_baseline(tasks['test']):.3f}")
+        print(
+            f"\ntau built-in: expert mean reward {expert_mean:.3f}, random mean reward {random_mean:.3f}, "
+            f"do-nothing baseline (test) {GYM.trivial_baseline(tasks['test']):.3f}"
+        )
     assert expert_mean == 1.0
     assert random_mean <= 0.15
 
@@ -136,9 +148,15 @@ def test_correct_tool_work_then_stop_scores_one_and_outputs_are_required(tasks):
         env = GYM.make_env(GymContext())
         await env.reset(task)
         order_id = task.payload["actions"][-1]["kwargs"]["order_id"]
-        looked = await env.step(AgentAction(text="", tool_calls=[ToolCall("get_order_details", {"order_id": order_id})]))
+        looked = await env.step(
+            AgentAction(text="", tool_calls=[ToolCall("get_order_details", {"order_id": order_id})])
+        )
         assert json.loads(looked.messages[0]["content"])["order_id"] == order_id
-        text = f"You paid {amount} in total; that request is all done." if say_amount else "It is all done."
+        text = (
+            f"You paid {amount} in total; that request is all done."
+            if say_amount
+            else "It is all done."
+        )
         return await env.step(AgentAction(text=text))
 
     good, bad = asyncio.run(go(True)), asyncio.run(go(False))
@@ -149,13 +167,32 @@ def test_correct_tool_work_then_stop_scores_one_and_outputs_are_required(tasks):
 def test_transfer_ends_episode_and_wrong_change_scores_zero(tasks):
     task = next(t for t in _all(tasks) if t.payload["kind"] == "cancel")
     order_id = task.payload["actions"][-1]["kwargs"]["order_id"]
-    wrong = "ordered by mistake" if task.payload["actions"][-1]["kwargs"]["reason"] != "ordered by mistake" else "no longer needed"
+    wrong = (
+        "ordered by mistake"
+        if task.payload["actions"][-1]["kwargs"]["reason"] != "ordered by mistake"
+        else "no longer needed"
+    )
 
     async def go():
         env = GYM.make_env(GymContext())
         await env.reset(task)
-        first = await env.step(AgentAction(text="", tool_calls=[ToolCall("cancel_pending_order", {"order_id": order_id, "reason": wrong})]))
-        second = await env.step(AgentAction(text="", tool_calls=[ToolCall("transfer_to_human_agents", {"summary": "x"}), ToolCall("think", {"thought": "never run"})]))
+        first = await env.step(
+            AgentAction(
+                text="",
+                tool_calls=[
+                    ToolCall("cancel_pending_order", {"order_id": order_id, "reason": wrong})
+                ],
+            )
+        )
+        second = await env.step(
+            AgentAction(
+                text="",
+                tool_calls=[
+                    ToolCall("transfer_to_human_agents", {"summary": "x"}),
+                    ToolCall("think", {"thought": "never run"}),
+                ],
+            )
+        )
         return env, first, second
 
     env, first, second = asyncio.run(go())
@@ -174,7 +211,16 @@ def test_episodes_are_isolated_and_base_is_untouched(tasks):
         await first.reset(task)
         await second.reset(task)
         before = second.export_db()
-        await first.step(AgentAction(text="", tool_calls=[ToolCall("cancel_pending_order", {"order_id": order_id, "reason": "no longer needed"})]))
+        await first.step(
+            AgentAction(
+                text="",
+                tool_calls=[
+                    ToolCall(
+                        "cancel_pending_order", {"order_id": order_id, "reason": "no longer needed"}
+                    )
+                ],
+            )
+        )
         return first.export_db(), second.export_db(), before, first
 
     changed, untouched, before, env = asyncio.run(go())
@@ -186,10 +232,32 @@ def test_episodes_are_isolated_and_base_is_untouched(tasks):
 
 def test_500_malformed_or_adversarial_actions_raise_nothing(tasks):
     rng = random.Random(0)
-    weird_args = [None, [], "x", {"order_id": None}, {"order_id": ["#W1"]}, {"item_ids": "1"}, {"expression": "9" * 5000},
-                  {"expression": "(" * 300}, {"expression": "2**99999"}, {"flights": [None]}, {"amount": float("nan")}]
-    names = ["cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_items", "calculate",
-             "get_user_details", "modify_user_address", "return_delivered_order_items", "nope", "", "__init__", "_user_of"]
+    weird_args = [
+        None,
+        [],
+        "x",
+        {"order_id": None},
+        {"order_id": ["#W1"]},
+        {"item_ids": "1"},
+        {"expression": "9" * 5000},
+        {"expression": "(" * 300},
+        {"expression": "2**99999"},
+        {"flights": [None]},
+        {"amount": float("nan")},
+    ]
+    names = [
+        "cancel_pending_order",
+        "exchange_delivered_order_items",
+        "modify_pending_order_items",
+        "calculate",
+        "get_user_details",
+        "modify_user_address",
+        "return_delivered_order_items",
+        "nope",
+        "",
+        "__init__",
+        "_user_of",
+    ]
 
     async def go():
         env = GYM.make_env(GymContext())
@@ -200,10 +268,14 @@ def test_500_malformed_or_adversarial_actions_raise_nothing(tasks):
                 if i % 3 == 0:
                     action = parse_action(random_action(rng), "hermes")
                 elif i % 3 == 1:
-                    action = AgentAction(text="", tool_calls=[ToolCall(rng.choice(names), rng.choice(weird_args))])
+                    action = AgentAction(
+                        text="", tool_calls=[ToolCall(rng.choice(names), rng.choice(weird_args))]
+                    )
                 else:
-                    action = AgentAction(text=rng.choice(["", "###", "\x00", "name? email? order id?", "ok " * 500]),
-                                         parse_errors=["bad json"] if rng.random() < 0.3 else [])
+                    action = AgentAction(
+                        text=rng.choice(["", "###", "\x00", "name? email? order id?", "ok " * 500]),
+                        parse_errors=["bad json"] if rng.random() < 0.3 else [],
+                    )
                 result = await env.step(action)
                 assert isinstance(result.reward, float)
                 count += 1

@@ -33,7 +33,11 @@ def task():
 
 
 def _client(server, retries: int = 2) -> LLMClient:
-    return LLMClient(LLMUserConfig(base_url=server.base_url, model="fake", max_retries=retries, backoff_s=0.01, timeout_s=5))
+    return LLMClient(
+        LLMUserConfig(
+            base_url=server.base_url, model="fake", max_retries=retries, backoff_s=0.01, timeout_s=5
+        )
+    )
 
 
 def test_llm_customer_full_episode_scores_one(task):
@@ -45,7 +49,9 @@ def test_llm_customer_full_episode_scores_one(task):
         try:
             reset = await env.reset(task)
             ident = await env.step(AgentAction(text="Sure. What are your name and zip code?"))
-            tool = await env.step(AgentAction(text="", tool_calls=[ToolCall(cancel["name"], cancel["kwargs"])]))
+            tool = await env.step(
+                AgentAction(text="", tool_calls=[ToolCall(cancel["name"], cancel["kwargs"])])
+            )
             end = await env.step(AgentAction(text="Your cancellation is completed."))
             return reset, ident, tool, end
         finally:

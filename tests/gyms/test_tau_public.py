@@ -38,7 +38,10 @@ def public(tau_dir):
 
 
 def _message_action(message: dict) -> AgentAction:
-    calls = [ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+    calls = [
+        ToolCall(c["function"]["name"], c["function"]["arguments"])
+        for c in message.get("tool_calls") or []
+    ]
     return AgentAction(text=message.get("content") or "", tool_calls=calls)
 
 
@@ -67,7 +70,10 @@ def test_splits_and_payloads(public, tau_dir):
 
 
 def test_fresh_database_exports_the_public_layout(public, tau_dir):
-    for domain, tables in (("retail", ("orders", "products", "users")), ("airline", ("flights", "reservations", "users"))):
+    for domain, tables in (
+        ("retail", ("orders", "products", "users")),
+        ("airline", ("flights", "reservations", "users")),
+    ):
         payload = public[domain]["test"][0].payload
         view = domains.load_base(payload).view()
         exported = view.export()
@@ -80,7 +86,9 @@ def test_fresh_database_exports_the_public_layout(public, tau_dir):
 
 def test_every_public_task_replayed_by_the_expert_scores_one(public):
     expert = GYM.expert(GymContext())
-    bases_before = {d: sha256_of(domains.load_base(public[d]["test"][0].payload).tables) for d in public}
+    bases_before = {
+        d: sha256_of(domains.load_base(public[d]["test"][0].payload).tables) for d in public
+    }
     failures, count = [], 0
     for splits in public.values():
         for tasks in splits.values():
@@ -97,9 +105,12 @@ def test_every_public_task_replayed_by_the_expert_scores_one(public):
 def _effective_changes(db) -> str:
     """Canonical JSON of the records that differ from the base (cheap stand-in for the full hash)."""
     base = db.base.tables
-    return canonical_json({
-        t: {k: db.get(t, k) for k in keys if base[t].get(k) != db.get(t, k)} for t, keys in db.changed_keys().items()
-    })
+    return canonical_json(
+        {
+            t: {k: db.get(t, k) for k in keys if base[t].get(k) != db.get(t, k)}
+            for t, keys in db.changed_keys().items()
+        }
+    )
 
 
 def test_dropping_the_last_database_changing_action_scores_zero(public):
@@ -121,7 +132,7 @@ def test_dropping_the_last_database_changing_action_scores_zero(public):
                     unchanged[split] = unchanged.get(split, 0) + 1
                     continue
                 last = changing[-1]
-                db = reward.replay(base, cls, actions[:last] + actions[last + 1:])
+                db = reward.replay(base, cls, actions[:last] + actions[last + 1 :])
                 value, components, _ = reward.score(db, cls, payload, payload["outputs"])
                 assert value == 0.0 and components["db_match"] == 0.0, task.task_id
                 checked += 1
@@ -133,8 +144,12 @@ def test_do_nothing_baseline_on_public_test_tasks(tau_dir, capsys):
     test = GYM.build_tasks(str(tau_dir), 0, {"domain": "all"})["test"]
     score = GYM.trivial_baseline(test)
     with capsys.disabled():
-        print(f"\ntau public test: do-nothing baseline {score:.4f} ({round(score * len(test))}/{len(test)})")
-    assert round(score * len(test)) == 26  # 31 tasks leave the database unchanged; 5 of them need outputs
+        print(
+            f"\ntau public test: do-nothing baseline {score:.4f} ({round(score * len(test))}/{len(test)})"
+        )
+    assert (
+        round(score * len(test)) == 26
+    )  # 31 tasks leave the database unchanged; 5 of them need outputs
 
 
 def _copy_domain(tau_dir, tmp_path, domain="retail"):
@@ -150,9 +165,21 @@ def _copy_domain(tau_dir, tmp_path, domain="retail"):
     [
         ("tasks_test.json", "[{", "tasks_test.json: not valid JSON"),
         ("tasks_dev.json", '{"a": 1}', "tasks_dev.json: expected a JSON list of tasks"),
-        ("tasks_dev.json", '[{"user_id": "x", "instruction": "y", "actions": [{"kwargs": {}}]}]', "task 0: action 0 must be an object"),
-        ("tasks_dev.json", '[{"user_id": 3, "instruction": "y", "actions": []}]', "task 0: field 'user_id'"),
-        ("tasks_dev.json", '[{"user_id": "x", "instruction": "y", "actions": [], "outputs": [1]}]', "'outputs' must be a list of strings"),
+        (
+            "tasks_dev.json",
+            '[{"user_id": "x", "instruction": "y", "actions": [{"kwargs": {}}]}]',
+            "task 0: action 0 must be an object",
+        ),
+        (
+            "tasks_dev.json",
+            '[{"user_id": 3, "instruction": "y", "actions": []}]',
+            "task 0: field 'user_id'",
+        ),
+        (
+            "tasks_dev.json",
+            '[{"user_id": "x", "instruction": "y", "actions": [], "outputs": [1]}]',
+            "'outputs' must be a list of strings",
+        ),
         ("policy.md", "", "policy.md: policy file is empty"),
     ],
 )
@@ -161,7 +188,11 @@ def test_bad_public_files_give_one_clear_line(tau_dir, tmp_path, file, content, 
     (folder / file).write_text(content)
     with pytest.raises(UsageError) as err:
         GYM.build_tasks(str(tmp_path), 0, {"domain": "retail"})
-    assert message in str(err.value) and str(folder / file) in str(err.value) and "\n" not in str(err.value)
+    assert (
+        message in str(err.value)
+        and str(folder / file) in str(err.value)
+        and "\n" not in str(err.value)
+    )
 
 
 def test_bad_database_file_and_paths(tau_dir, tmp_path):

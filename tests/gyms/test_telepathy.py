@@ -76,7 +76,15 @@ def test_question_limit_and_bad_choice(tasks):
 def test_expert_high_random_low(tasks):
     ctx = GymContext()
     expert = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: GYM.expert(ctx)))
-    rand = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: random_policy(random_action, random.Random(i)), max_turns=20))
+    rand = run(
+        mean_reward(
+            GYM.make_env,
+            ctx,
+            tasks["test"],
+            lambda i: random_policy(random_action, random.Random(i)),
+            max_turns=20,
+        )
+    )
     assert expert == 1.0 and rand <= 0.1
 
 
@@ -97,7 +105,9 @@ def test_llm_oracle_and_judge_over_http(tasks):
         env = GYM.make_env(ctx)
         run(env.reset(by_name(tasks, "Mars")))
         assert step(env, "[action] Is it a planet?").messages[0]["content"].startswith("Yes")
-        assert step(env, "[action] Is it alive?").messages[0]["content"].startswith("No")  # retried after bad JSON
+        assert (
+            step(env, "[action] Is it alive?").messages[0]["content"].startswith("No")
+        )  # retried after bad JSON
         assert step(env, "[answer] Venus").reward == 0.0
         assert step(env, "[answer] Mars").reward == 1.0
         assert "hidden entity is: Mars" in system_text(server.requests[0]["json"])

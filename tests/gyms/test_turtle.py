@@ -54,17 +54,33 @@ def test_improvement_reward_capped_and_ends(tasks):
     first = step(env, "[answer] The audience was deaf.")
     assert first.reward == pytest.approx(0.5) and not first.done
     assert step(env, "[answer] The audience was deaf.").reward == 0.0  # no pay for repeating
-    assert step(env, "[answer] Nothing to do with it.").reward == 0.0  # worse answers never go negative
+    assert (
+        step(env, "[answer] Nothing to do with it.").reward == 0.0
+    )  # worse answers never go negative
     second = step(env, "[answer] The audience was deaf and felt the vibrations.")
     assert second.reward == pytest.approx(0.3)
-    last = step(env, "[answer] The deaf audience felt the vibrations; the pianist had lost her hearing.")
-    assert last.reward == pytest.approx(0.2) and last.done and last.components == {"story": pytest.approx(0.2)}
+    last = step(
+        env, "[answer] The deaf audience felt the vibrations; the pianist had lost her hearing."
+    )
+    assert (
+        last.reward == pytest.approx(0.2)
+        and last.done
+        and last.components == {"story": pytest.approx(0.2)}
+    )
 
 
 def test_expert_high_random_low(tasks):
     ctx = GymContext()
     expert = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: GYM.expert(ctx)))
-    rand = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: random_policy(random_action, random.Random(i)), max_turns=20))
+    rand = run(
+        mean_reward(
+            GYM.make_env,
+            ctx,
+            tasks["test"],
+            lambda i: random_policy(random_action, random.Random(i)),
+            max_turns=20,
+        )
+    )
     assert expert == 1.0 and rand <= 0.1
 
 
@@ -74,7 +90,9 @@ def test_500_adversarial_actions_raise_nothing(tasks):
 
 def _host(request: dict) -> str:
     if "Score the player's explanation" in system_text(request):
-        return json.dumps({"scores": [1, 0.5, 0] if "deaf" in last_user_text(request) else [0, 0, 0]})
+        return json.dumps(
+            {"scores": [1, 0.5, 0] if "deaf" in last_user_text(request) else [0, 0, 0]}
+        )
     return json.dumps({"answer": "Yes"})
 
 
@@ -109,6 +127,17 @@ def test_public_stories_load(shared_data):
 
 def test_bad_public_file(tmp_path):
     bad = tmp_path / "all_stories_refined.json"
-    bad.write_text(json.dumps({"1": {"new_title": "t", "new_surface": "s", "new_bottom": "b", "evaluation": [{"statement": "x"}]}}))
+    bad.write_text(
+        json.dumps(
+            {
+                "1": {
+                    "new_title": "t",
+                    "new_surface": "s",
+                    "new_bottom": "b",
+                    "evaluation": [{"statement": "x"}],
+                }
+            }
+        )
+    )
     with pytest.raises(UsageError, match="story 1 evaluation item 0 needs"):
         GYM.build_tasks(source=bad)

@@ -29,7 +29,11 @@ def test_missing_paths_name_the_file(tmp_path):
 
 def test_bad_rows_are_one_line(tmp_path):
     f = tmp_path / "functions.json"
-    f.write_text(json.dumps([{"id": "a", "rule": "a+b", "test_case": [1, 2, "x", 4], "expected_result": 1.0}]))
+    f.write_text(
+        json.dumps(
+            [{"id": "a", "rule": "a+b", "test_case": [1, 2, "x", 4], "expected_result": 1.0}]
+        )
+    )
     with pytest.raises(UsageError, match="test_case must be four numbers") as err:
         userrl.read_function_rules(f)
     assert "\n" not in str(err.value)

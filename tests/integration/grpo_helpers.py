@@ -26,11 +26,18 @@ def write_guess_tasks(folder: Path, num_train: int = 64, num_test: int = 8) -> t
     from mua.gym.taskfile import write_tasks
 
     splits = get_gym("guess").build_tasks(
-        None, seed=0, options={"max_number": MAX_NUMBER, "num_train": num_train, "num_test": num_test})
-    return write_tasks(splits["train"], folder / "train.parquet"), write_tasks(splits["test"], folder / "test.parquet")
+        None,
+        seed=0,
+        options={"max_number": MAX_NUMBER, "num_train": num_train, "num_test": num_test},
+    )
+    return write_tasks(splits["train"], folder / "train.parquet"), write_tasks(
+        splits["test"], folder / "test.parquet"
+    )
 
 
-def write_random_guesser_data(folder: Path, num: int = 96, seed: int = 0, guess_max: int = 2 * MAX_NUMBER) -> Path:
+def write_random_guesser_data(
+    folder: Path, num: int = 96, seed: int = 0, guess_max: int = 2 * MAX_NUMBER
+) -> Path:
     """Conversations of a careless player guessing uniformly in 1..guess_max (twice the game's range:
     half its guesses are out of range), rendered with the tiny tokenizer."""
     from mua.config.rollout import RolloutConfig
@@ -45,11 +52,21 @@ def write_random_guesser_data(folder: Path, num: int = 96, seed: int = 0, guess_
         return {"role": "assistant", "content": f"[answer] {rng.randint(1, guess_max)}"}
 
     gym = get_gym("guess")
-    tasks = gym.build_tasks(None, seed=seed + 1, options={"max_number": MAX_NUMBER, "num_train": num,
-                                                           "num_test": 0})["train"]
+    tasks = gym.build_tasks(
+        None, seed=seed + 1, options={"max_number": MAX_NUMBER, "num_train": num, "num_test": 0}
+    )["train"]
     cfg = RolloutConfig(n=1, max_total_tokens=512, max_turns=4, max_concurrency=1)
-    trajs = asyncio.run(run_rollouts(tasks, n=1, policy=MessagePolicy(act, tool_parser="bracket"), gym_spec=gym,
-                                     gym_ctx=GymContext(), tokenizer=load_tokenizer(MODEL), rollout_cfg=cfg))
+    trajs = asyncio.run(
+        run_rollouts(
+            tasks,
+            n=1,
+            policy=MessagePolicy(act, tool_parser="bracket"),
+            gym_spec=gym,
+            gym_ctx=GymContext(),
+            tokenizer=load_tokenizer(MODEL),
+            rollout_cfg=cfg,
+        )
+    )
     path = folder / "random_guesser.jsonl"
     with open(path, "w") as f:
         for t in trajs:
@@ -87,7 +104,9 @@ def warm_model(folder: Path, steps: int = 48, batch_size: int = 16, lr: float = 
         masks = [r["loss_mask"] for r in batch]
         total = sum(sum(m[1:]) for m in masks)
         opt.zero_grad()
-        for group in plan_micro_batches([len(q) for q in seqs], 256):  # short rows: attention is O(T^2)
+        for group in plan_micro_batches(
+            [len(q) for q in seqs], 256
+        ):  # short rows: attention is O(T^2)
             mb = pack(seqs, group)
             mask = torch.tensor([x for i in group for x in masks[i]], dtype=torch.float32)
             mask = mask * first_token_mask(mb.lengths)
@@ -98,12 +117,17 @@ def warm_model(folder: Path, steps: int = 48, batch_size: int = 16, lr: float = 
     return out
 
 
-def write_rl_recipe(folder: Path, model: Path, train: Path, test: Path | None = None, name: str = "rl.yaml",
-                    **extra) -> Path:
+def write_rl_recipe(
+    folder: Path, model: Path, train: Path, test: Path | None = None, name: str = "rl.yaml", **extra
+) -> Path:
     recipe = {
         "model": {"path": str(model), "tool_parser": "bracket"},
         "gym": {"name": "guess"},
-        "data": {"train_files": [str(train)], "test_files": [str(test)] if test else [], "tasks_per_step": 4},
+        "data": {
+            "train_files": [str(train)],
+            "test_files": [str(test)] if test else [],
+            "tasks_per_step": 4,
+        },
         "rollout": {"n": 4, "max_new_tokens_per_turn": 8, "max_total_tokens": 160, "max_turns": 2},
         "algo": {"kind": "grpo"},
         "optim": {"lr": 1e-3},
@@ -132,8 +156,13 @@ def shared_guess_setup(tmp_path_factory) -> tuple[Path, Path, Path]:
 GOLDEN_FILE = Path(__file__).resolve().parents[1] / "golden" / "grpo_guess.json"
 GOLDEN_KEYS = ("loss", "reward/mean", "grad_norm")
 # The golden run: 20 GRPO steps on guess from the warm start, 1 rank, fixed seed.
-GOLDEN_OVERRIDES = {"total_steps": 20, "checkpoint": {"save_freq": 0}, "optim": {"lr": 1e-3},
-                    "data": {"tasks_per_step": 8}, "track": {"transcripts_per_step": 0}}
+GOLDEN_OVERRIDES = {
+    "total_steps": 20,
+    "checkpoint": {"save_freq": 0},
+    "optim": {"lr": 1e-3},
+    "data": {"tasks_per_step": 8},
+    "track": {"transcripts_per_step": 0},
+}
 
 
 def run_golden(folder: Path, model: Path, train: Path) -> tuple[dict[str, list[float]], object]:

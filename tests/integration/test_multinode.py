@@ -25,9 +25,22 @@ def _free_port() -> int:
 def _launch(recipe, node_rank: int, port: int) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [sys.executable, "-m", "mua.cli.main", "train", str(recipe), "--nnodes", "2",
-           "--node-rank", str(node_rank), "--rdzv-endpoint", f"127.0.0.1:{port}"]
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "mua.cli.main",
+        "train",
+        str(recipe),
+        "--nnodes",
+        "2",
+        "--node-rank",
+        str(node_rank),
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+    ]
+    return subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_two_nodes_train_together(tmp_path_factory, tmp_path):

@@ -50,8 +50,18 @@ def test_grpo_trains_and_logs(reference_run):
     client = MlflowClient(f"sqlite:///{reference_run / 'mlflow.db'}")
     run_id = (reference_run / "mlflow_run_id").read_text().strip()
     metrics = client.get_run(run_id).data.metrics
-    for key in ("reward/success_rate", "rollout/turns_mean", "advantage/std", "actor/entropy", "grad_norm",
-                "time/rollout_s", "time/update_s", "time/weight_push_s", "tokens_per_s", "termination/done"):
+    for key in (
+        "reward/success_rate",
+        "rollout/turns_mean",
+        "advantage/std",
+        "actor/entropy",
+        "grad_norm",
+        "time/rollout_s",
+        "time/update_s",
+        "time/weight_push_s",
+        "tokens_per_s",
+        "termination/done",
+    ):
         assert key in metrics, key
     transcripts = [a.path for a in client.list_artifacts(run_id, "transcripts")]
     assert len(transcripts) == 3
@@ -59,13 +69,22 @@ def test_grpo_trains_and_logs(reference_run):
 
 def test_two_ranks_and_small_micro_batches_match_one_rank(guess_setup, reference_run, tmp_path):
     model, train, test = guess_setup
-    recipe = write_rl_recipe(tmp_path, model, train, test, algo=ALGO, eval={"test_freq": 3},
-                             parallel={"micro_batch_tokens": 100})
+    recipe = write_rl_recipe(
+        tmp_path,
+        model,
+        train,
+        test,
+        algo=ALGO,
+        eval={"test_freq": 3},
+        parallel={"micro_batch_tokens": 100},
+    )
     res = run_train(recipe, "--nproc-per-node", "2")
     assert res.returncode == 0, res.stderr[-3000:]
     for key in ("loss", "reward/mean", "grad_norm", "val/reward_mean"):
         ref, got = metric_history(reference_run, key), metric_history(tmp_path / "run", key)
-        assert len(ref) == len(got) and max(abs(a - b) for a, b in zip(ref, got, strict=False)) < 1e-5, key
+        assert (
+            len(ref) == len(got) and max(abs(a - b) for a, b in zip(ref, got, strict=False)) < 1e-5
+        ), key
     assert _max_param_diff(final_params(reference_run), final_params(tmp_path / "run")) < 1e-5
 
 

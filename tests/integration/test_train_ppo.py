@@ -17,7 +17,9 @@ PPO = {"kind": "ppo", "critic_lr": 3e-3, "lam": 0.95, "epochs": 2, "mini_batches
 
 def test_ppo_two_steps_critic_learns(tmp_path_factory, tmp_path):
     model, train, test = shared_guess_setup(tmp_path_factory)
-    recipe = write_rl_recipe(tmp_path, model, train, algo=PPO, total_steps=2, checkpoint={"save_freq": 2})
+    recipe = write_rl_recipe(
+        tmp_path, model, train, algo=PPO, total_steps=2, checkpoint={"save_freq": 2}
+    )
     res = run_train(recipe)
     assert res.returncode == 0, res.stderr[-3000:]
     run = tmp_path / "run"

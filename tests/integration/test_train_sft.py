@@ -33,7 +33,9 @@ def reference_run(tmp_path_factory):
 
 
 def test_two_ranks_and_small_micro_batches_match_one_rank(reference_run, tmp_path):
-    recipe = write_sft_recipe(tmp_path, write_sft_data(tmp_path), parallel={"micro_batch_tokens": 48})
+    recipe = write_sft_recipe(
+        tmp_path, write_sft_data(tmp_path), parallel={"micro_batch_tokens": 48}
+    )
     res = run_train(recipe, "--nproc-per-node", "2")
     assert res.returncode == 0, res.stderr[-3000:]
     ref_loss = metric_history(reference_run, "loss")
@@ -70,8 +72,11 @@ def test_mlflow_store_has_params_metrics_artifacts_and_no_secret(tmp_path):
 
     secret = "sk-planted-secret-value-123456789"
     recipe = write_sft_recipe(
-        tmp_path, write_sft_data(tmp_path), total_steps=2,
-        user={"kind": "llm", "api_key_env": "MUA_TEST_KEY"}, checkpoint={"save_freq": 0},
+        tmp_path,
+        write_sft_data(tmp_path),
+        total_steps=2,
+        user={"kind": "llm", "api_key_env": "MUA_TEST_KEY"},
+        checkpoint={"save_freq": 0},
     )
     res = run_train(recipe, env_extra={"MUA_TEST_KEY": secret})
     assert res.returncode == 0, res.stderr[-3000:]

@@ -48,7 +48,11 @@ def run_train(recipe: Path, *args: str, env_extra: dict | None = None, timeout_s
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
         [sys.executable, "-m", "mua.cli.main", "train", str(recipe), *args],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout_s,
     )
 
 

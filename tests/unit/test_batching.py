@@ -35,11 +35,17 @@ def test_packed_logprobs_equal_unpacked(attn):
         alone = []
         for i in range(3):
             one = pack(seqs, [i])
-            alone.append(token_logprobs(packed_logits(model, one), one.input_ids, one.lengths, temperature=0.7))
+            alone.append(
+                token_logprobs(
+                    packed_logits(model, one), one.input_ids, one.lengths, temperature=0.7
+                )
+            )
     alone = torch.cat(alone)
     assert torch.allclose(packed, alone, atol=1e-5)
     # Sanity: without position resets the second sequence would attend to the first.
     with torch.no_grad():
         ids = mb.input_ids
-        leaky = token_logprobs(model(input_ids=ids, use_cache=False).logits[0].float(), ids, mb.lengths, 0.7)
+        leaky = token_logprobs(
+            model(input_ids=ids, use_cache=False).logits[0].float(), ids, mb.lengths, 0.7
+        )
     assert not torch.allclose(leaky, alone, atol=1e-3)

@@ -18,8 +18,14 @@ from mua.train.memory_estimate import (
 )
 
 # A Qwen3-8B-like shape.
-QWEN_8B = ModelShape(num_params=8_190_000_000, num_layers=36, hidden_size=4096, vocab_size=151936,
-                     num_kv_heads=8, head_dim=128)
+QWEN_8B = ModelShape(
+    num_params=8_190_000_000,
+    num_layers=36,
+    hidden_size=4096,
+    vocab_size=151936,
+    num_kv_heads=8,
+    head_dim=128,
+)
 
 
 def test_checks_on_this_machine_never_fail_without_a_model():
@@ -38,8 +44,10 @@ def test_cli_doctor_exits_zero_with_warnings(mua_cli):
 def test_template_that_rewrites_history_fails(tmp_path):
     tok = load_tokenizer("tiny:qwen3-1m")
     # marks only the last message: adding a turn changes how the previous one renders
-    tok.chat_template = ("{% for m in messages %}{% if loop.last %}[last]{% endif %}"
-                         "{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
+    tok.chat_template = (
+        "{% for m in messages %}{% if loop.last %}[last]{% endif %}"
+        "{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    )
     tok.save_pretrained(tmp_path)
     check = doctor.check_template(str(tmp_path))
     assert check.status == "fail" and "not prefix-stable" in check.detail
@@ -53,8 +61,13 @@ def test_sglang_version_range_parsing():
 
 
 def test_memory_estimate_fits_when_sharded_and_not_on_one_gpu():
-    run = RunShape(world_size=8, micro_batch_tokens=8192, activation_checkpointing=True,
-                   engine_mem_fraction=0.5, max_total_tokens=8192)
+    run = RunShape(
+        world_size=8,
+        micro_batch_tokens=8192,
+        activation_checkpointing=True,
+        engine_mem_fraction=0.5,
+        max_total_tokens=8192,
+    )
     est = estimate_memory(QWEN_8B, run, 80 * GIB)
     assert est.problems() == [] and est.kv_tokens > 8192
     check_fits(est)
@@ -77,8 +90,11 @@ def test_memory_estimate_flags_a_kv_cache_too_small_for_one_trajectory():
 def test_memory_estimate_grows_with_tokens_and_shrinks_with_checkpointing():
     small = estimate_memory(QWEN_8B, RunShape(world_size=8, micro_batch_tokens=4096), 80 * GIB)
     big = estimate_memory(QWEN_8B, RunShape(world_size=8, micro_batch_tokens=16384), 80 * GIB)
-    ckpt = estimate_memory(QWEN_8B, RunShape(world_size=8, micro_batch_tokens=16384,
-                                             activation_checkpointing=True), 80 * GIB)
+    ckpt = estimate_memory(
+        QWEN_8B,
+        RunShape(world_size=8, micro_batch_tokens=16384, activation_checkpointing=True),
+        80 * GIB,
+    )
     assert small.train_bytes < big.train_bytes and ckpt.train_bytes < big.train_bytes
     act = "activations (16384 tokens/micro-batch)"
     assert dict(ckpt.train_rows)[act] * 10 < dict(big.train_rows)[act]
@@ -100,8 +116,11 @@ def test_run_shape_from_the_quickstart_recipe():
 
     from mua.config import load_recipe
 
-    recipe = load_recipe(str(Path(__file__).resolve().parents[2] / "recipes" / "quickstart.yaml"),
-                         ["rollout.sglang.mem_fraction=0.4"], verb="train")
+    recipe = load_recipe(
+        str(Path(__file__).resolve().parents[2] / "recipes" / "quickstart.yaml"),
+        ["rollout.sglang.mem_fraction=0.4"],
+        verb="train",
+    )
     run = run_shape_from_recipe(recipe, world_size=2)
     assert run.world_size == 2 and run.engine_mem_fraction == 0.4
     assert run.micro_batch_tokens == recipe.parallel.micro_batch_tokens

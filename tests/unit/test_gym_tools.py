@@ -42,13 +42,21 @@ def _step(env, *calls):
 def test_schema_is_derived_from_signature_and_docstring():
     schema = tool_schema(_Env.add)["function"]
     assert schema["name"] == "add" and schema["description"] == "Add two numbers."
-    assert schema["parameters"]["properties"]["a"] == {"type": "integer", "description": "First number."}
+    assert schema["parameters"]["properties"]["a"] == {
+        "type": "integer",
+        "description": "First number.",
+    }
     assert schema["parameters"]["required"] == ["a"]
 
 
 def test_mistakes_become_observations_with_error_kinds():
-    res = _step(_Env(), ToolCall("add", {"a": 2}), ToolCall("nope", {}), ToolCall("add", {"a": "x"}),
-                ToolCall("broken", {}))
+    res = _step(
+        _Env(),
+        ToolCall("add", {"a": 2}),
+        ToolCall("nope", {}),
+        ToolCall("add", {"a": "x"}),
+        ToolCall("broken", {}),
+    )
     assert res.messages[0]["content"] == "3"
     assert "unknown tool 'nope'" in res.messages[1]["content"]
     assert "bad arguments" in res.messages[2]["content"]

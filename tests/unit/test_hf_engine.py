@@ -46,9 +46,15 @@ def recompute_logprobs(model, prompt, sampled, temperature):
 @pytest.mark.parametrize("temperature,top_p,top_k", [(1.0, 1.0, 0), (0.7, 0.9, 50), (0.0, 1.0, 0)])
 def test_sampling_logprobs_match_trainer_recomputation(model, temperature, top_p, top_k):
     engine = HFEngine(model)
-    prompts = [list(range(10 + 3 * i, 30 + 11 * i)) for i in range(6)]  # different lengths: left padding
-    reqs = [request(p, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=12 + 4 * i, seed=i)
-            for i, p in enumerate(prompts)]
+    prompts = [
+        list(range(10 + 3 * i, 30 + 11 * i)) for i in range(6)
+    ]  # different lengths: left padding
+    reqs = [
+        request(
+            p, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=12 + 4 * i, seed=i
+        )
+        for i, p in enumerate(prompts)
+    ]
     results = run_all(engine, reqs)
     assert engine.stats["batches"] == 1 and engine.stats["largest_batch"] == 6
     for r, res in zip(reqs, results, strict=False):
@@ -80,7 +86,9 @@ def test_stop_tokens_end_a_request_and_are_kept(model):
     probe = run_all(engine, [request([9, 8, 7], temperature=0.0, max_new_tokens=10)])[0]
     stop = probe.token_ids[3]
     first = probe.token_ids.index(stop)
-    res = run_all(engine, [request([9, 8, 7], temperature=0.0, max_new_tokens=10, stop_token_ids=[stop])])[0]
+    res = run_all(
+        engine, [request([9, 8, 7], temperature=0.0, max_new_tokens=10, stop_token_ids=[stop])]
+    )[0]
     assert res.finish_reason == "stop"
     assert res.token_ids == probe.token_ids[: first + 1]
     assert res.token_ids[-1] == stop and len(res.logprobs) == len(res.token_ids)
@@ -90,14 +98,23 @@ def test_requests_arriving_during_a_batch_join_it_between_decode_steps(model):
     engine = HFEngine(model)
 
     async def go():
-        first = [asyncio.ensure_future(engine.generate(request([1, 2, 3], temperature=1.0, max_new_tokens=200)))
-                 for _ in range(3)]
+        first = [
+            asyncio.ensure_future(
+                engine.generate(request([1, 2, 3], temperature=1.0, max_new_tokens=200))
+            )
+            for _ in range(3)
+        ]
         while engine.stats["steps"] < 3:  # the first group is decoding in the serving thread now
             await asyncio.sleep(0.001)
         ticks = 0
-        later = [asyncio.ensure_future(engine.generate(request(list(range(4, 40 + 7 * i)), temperature=1.0,
-                                                               max_new_tokens=5, seed=i)))
-                 for i in range(4)]
+        later = [
+            asyncio.ensure_future(
+                engine.generate(
+                    request(list(range(4, 40 + 7 * i)), temperature=1.0, max_new_tokens=5, seed=i)
+                )
+            )
+            for i in range(4)
+        ]
         while not all(f.done() for f in later):
             ticks += 1  # the event loop keeps running while the engine generates
             await asyncio.sleep(0.001)
@@ -134,7 +151,10 @@ def test_update_weights_changes_outputs_and_accepts_buckets(model):
     assert after.token_ids == expected.token_ids and after.token_ids != before.token_ids
     # The engine holds its own copy: the model it was built from is untouched.
     assert torch.equal(model.state_dict()["model.embed_tokens.weight"], snapshot)
-    assert not torch.equal(model.state_dict()["model.embed_tokens.weight"], other.state_dict()["model.embed_tokens.weight"])
+    assert not torch.equal(
+        model.state_dict()["model.embed_tokens.weight"],
+        other.state_dict()["model.embed_tokens.weight"],
+    )
     with pytest.raises(ValueError, match="no weight named"):
         asyncio.run(engine.update_weights({"nope.weight": torch.zeros(1)}))
     with pytest.raises(ValueError, match="shape"):
@@ -162,7 +182,9 @@ def test_sleep_wake_and_zero_budget(model):
 def test_batching_beats_one_at_a_time(model):
     """Throughput sanity: 16 concurrent requests batched are faster than 16 sequential ones."""
     engine = HFEngine(model)
-    reqs = [request(list(range(10, 40)), temperature=1.0, max_new_tokens=24, seed=i) for i in range(16)]
+    reqs = [
+        request(list(range(10, 40)), temperature=1.0, max_new_tokens=24, seed=i) for i in range(16)
+    ]
     t0 = time.perf_counter()
     for r in reqs:
         run_all(engine, [r])
@@ -175,27 +197,46 @@ def test_batching_beats_one_at_a_time(model):
 
 def test_next_turn_reuses_the_previous_turns_kv_and_stays_exact(model):
     engine = HFEngine(model)
-    turn1 = [request(list(range(10, 30 + 5 * i)), temperature=1.0, max_new_tokens=6 + i, seed=i) for i in range(3)]
+    turn1 = [
+        request(list(range(10, 30 + 5 * i)), temperature=1.0, max_new_tokens=6 + i, seed=i)
+        for i in range(3)
+    ]
     for i, r in enumerate(turn1):
         r.route_key = f"traj{i}"
     first = run_all(engine, turn1)
     assert engine.stats["prefix_hits"] == 0
     reply = [101, 102, 103, 104]  # the environment's answer, appended like a chat template would
-    turn2 = [request(r.prompt_ids + res.token_ids + reply[: 2 + i], temperature=1.0, max_new_tokens=8, seed=10 + i)
-             for i, (r, res) in enumerate(zip(turn1, first, strict=True))]
-    turn2.append(request(list(range(50, 70)), temperature=1.0, max_new_tokens=8, seed=99))  # no stored prefix
+    turn2 = [
+        request(
+            r.prompt_ids + res.token_ids + reply[: 2 + i],
+            temperature=1.0,
+            max_new_tokens=8,
+            seed=10 + i,
+        )
+        for i, (r, res) in enumerate(zip(turn1, first, strict=True))
+    ]
+    turn2.append(
+        request(list(range(50, 70)), temperature=1.0, max_new_tokens=8, seed=99)
+    )  # no stored prefix
     for i, r in enumerate(turn2[:3]):
         r.route_key = f"traj{i}"
     second = run_all(engine, turn2)
     assert engine.stats["prefix_hits"] == 3
-    fed_before = sum(len(r.prompt_ids) + len(res.token_ids) - 1 for r, res in zip(turn1, first, strict=True))
+    fed_before = sum(
+        len(r.prompt_ids) + len(res.token_ids) - 1 for r, res in zip(turn1, first, strict=True)
+    )
     assert engine.stats["prefix_tokens_reused"] == fed_before
     for r, res in zip(turn2, second, strict=True):
         ref = recompute_logprobs(model, r.prompt_ids, res.token_ids, 1.0)
         assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
     # the same requests without any stored prefix sample the same tokens (same seeds)
-    fresh = run_all(HFEngine(model, prefix_cache_mb=0), [request(r.prompt_ids, temperature=1.0, max_new_tokens=8,
-                                                                  seed=r.sampling.seed) for r in turn2])
+    fresh = run_all(
+        HFEngine(model, prefix_cache_mb=0),
+        [
+            request(r.prompt_ids, temperature=1.0, max_new_tokens=8, seed=r.sampling.seed)
+            for r in turn2
+        ],
+    )
     assert [f.token_ids for f in fresh] == [s.token_ids for s in second]
 
 
@@ -218,12 +259,18 @@ def test_a_turn_with_a_stored_prefix_joins_a_running_batch_exactly(model):
     first_turn = request(list(range(10, 35)), temperature=1.0, max_new_tokens=5, seed=1)
     first_turn.route_key = "traj"
     done = run_all(engine, [first_turn])[0]
-    second_turn = request(first_turn.prompt_ids + done.token_ids + [201, 202, 203], temperature=1.0,
-                          max_new_tokens=6, seed=2)
+    second_turn = request(
+        first_turn.prompt_ids + done.token_ids + [201, 202, 203],
+        temperature=1.0,
+        max_new_tokens=6,
+        seed=2,
+    )
     second_turn.route_key = "traj"
 
     async def go():
-        long_one = asyncio.ensure_future(engine.generate(request([3, 4, 5], temperature=1.0, max_new_tokens=60, seed=3)))
+        long_one = asyncio.ensure_future(
+            engine.generate(request([3, 4, 5], temperature=1.0, max_new_tokens=60, seed=3))
+        )
         while engine.stats["steps"] < 10:
             await asyncio.sleep(0.001)
         joined = await engine.generate(second_turn)

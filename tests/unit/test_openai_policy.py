@@ -55,18 +55,27 @@ def test_native_tool_calls_are_read_and_the_request_carries_tools():
         msg = asyncio.run(policy_for(server).act([{"role": "user", "content": "weather?"}], TOOLS))
     assert msg["content"] == "Checking."
     assert msg["tool_calls"] == [
-        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": {"city": "Oslo"}}}
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": {"city": "Oslo"}},
+        }
     ]
     sent = server.requests[0]["json"]
     assert sent["model"] == "agent-model" and sent["max_tokens"] == 32
     assert sent["tools"][0]["function"]["name"] == "lookup"
     action = message_to_action(msg)
-    assert action.tool_calls[0].name == "lookup" and action.tool_calls[0].arguments == {"city": "Oslo"}
+    assert action.tool_calls[0].name == "lookup" and action.tool_calls[0].arguments == {
+        "city": "Oslo"
+    }
 
 
 def test_bad_native_arguments_become_parse_errors():
     def reply(_req):
-        return {"content": "", "tool_calls": [{"function": {"name": "lookup", "arguments": "{city"}}]}
+        return {
+            "content": "",
+            "tool_calls": [{"function": {"name": "lookup", "arguments": "{city"}}],
+        }
 
     with FakeOpenAIServer(reply) as server:
         msg = asyncio.run(policy_for(server).act([{"role": "user", "content": "?"}], TOOLS))
@@ -76,7 +85,9 @@ def test_bad_native_arguments_become_parse_errors():
 
 
 def test_text_tool_calls_are_parsed_from_content():
-    text = 'Let me look.\n<tool_call>\n{"name": "lookup", "arguments": {"city": "Rome"}}\n</tool_call>'
+    text = (
+        'Let me look.\n<tool_call>\n{"name": "lookup", "arguments": {"city": "Rome"}}\n</tool_call>'
+    )
     with FakeOpenAIServer(lambda req: text) as server:
         msg = asyncio.run(policy_for(server).act([{"role": "user", "content": "?"}], TOOLS))
     assert msg["content"] == "Let me look."
@@ -156,7 +167,9 @@ class ChatEnv:
 
 
 def chat_gym() -> GymSpec:
-    return GymSpec(name="chat", description="test", make_env=ChatEnv, build_tasks=lambda *a, **k: {})
+    return GymSpec(
+        name="chat", description="test", make_env=ChatEnv, build_tasks=lambda *a, **k: {}
+    )
 
 
 def chat_tasks(count: int) -> list[Task]:

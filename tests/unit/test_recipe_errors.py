@@ -15,12 +15,24 @@ from mua.errors import UsageError
 REPO = Path(__file__).resolve().parents[2]
 
 BROKEN = {
-    "unknown_key": ("optim:\n  lr: 1e-4\n  learning_rate: 3\n", [], "optim.learning_rate: unknown key"),
+    "unknown_key": (
+        "optim:\n  lr: 1e-4\n  learning_rate: 3\n",
+        [],
+        "optim.learning_rate: unknown key",
+    ),
     "wrong_type": ("optim:\n  lr: fast\n", [], "optim.lr"),
     "bad_kind": ("algo:\n  kind: dpo\n", [], "algo"),
     "negative_size": ("rollout:\n  n: -4\n", [], "rollout.n"),
-    "secret_inline": ("user:\n  kind: llm\n  api_key: sk-abcdefghijklmnop1234\n", [], "user.api_key: looks like a secret"),
-    "secret_value_anywhere": ("gym:\n  options:\n    key: sk-abcdefghijklmnop1234\n", [], "gym.options.key: looks like a secret"),
+    "secret_inline": (
+        "user:\n  kind: llm\n  api_key: sk-abcdefghijklmnop1234\n",
+        [],
+        "user.api_key: looks like a secret",
+    ),
+    "secret_value_anywhere": (
+        "gym:\n  options:\n    key: sk-abcdefghijklmnop1234\n",
+        [],
+        "gym.options.key: looks like a secret",
+    ),
     "contradictory_sizes": (
         "data:\n  tasks_per_step: 3\nrollout:\n  n: 3\nalgo:\n  kind: grpo\n  mini_batches: 2\n",
         [],
@@ -35,7 +47,11 @@ BROKEN = {
     "bad_override_value": ("", ["rollout.temperature=hot"], "rollout.temperature"),
     "override_without_equals": ("", ["optim.lr"], "expected key=value"),
     "unknown_kind_field": ("algo:\n  kind: sft\n  credit: r2g\n", [], "algo.credit: unknown key"),
-    "weights_mismatch": ("data:\n  train_files: [a.parquet, b.parquet]\n  weights: [1.0]\n", [], "data.weights has 1 entries"),
+    "weights_mismatch": (
+        "data:\n  train_files: [a.parquet, b.parquet]\n  weights: [1.0]\n",
+        [],
+        "data.weights has 1 entries",
+    ),
     "wrong_verb": ("verb: eval\n", [], "this recipe is for `mua eval`"),
 }
 
@@ -68,7 +84,11 @@ def test_missing_file():
 def test_override_applies_yaml_scalars(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text("optim:\n  lr: 1e-4\n")
-    recipe = load_recipe(path, ["optim.lr=3e-4", "rollout.n=8", "algo.kind=ppo", "algo.lam=0.95", "gym.options.size=32"], verb="train")
+    recipe = load_recipe(
+        path,
+        ["optim.lr=3e-4", "rollout.n=8", "algo.kind=ppo", "algo.lam=0.95", "gym.options.size=32"],
+        verb="train",
+    )
     assert recipe.optim.lr == pytest.approx(3e-4)
     assert recipe.rollout.n == 8
     assert recipe.algo.kind == "ppo" and recipe.algo.lam == pytest.approx(0.95)
@@ -109,7 +129,12 @@ def test_cli_broken_recipe_exit_2(tmp_path, mua_cli):
 def test_cli_schema_lists_documented_fields(mua_cli):
     code, out, err = mua_cli("recipe", "schema", "train")
     assert code == 0, err
-    for field in ("model.path", "rollout.max_new_tokens_per_turn", "optim.lr", "checkpoint.save_freq"):
+    for field in (
+        "model.path",
+        "rollout.max_new_tokens_per_turn",
+        "optim.lr",
+        "checkpoint.save_freq",
+    ):
         assert field in out
     assert "Peak learning rate" in out
 

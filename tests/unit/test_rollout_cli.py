@@ -9,8 +9,13 @@ from mua.rollout.transcript import Trajectory
 
 
 def write_recipe(tmp_path, **extra) -> str:
-    lines = ["verb: rollout", "gym: {name: guess}", "rollout: {n: 2, max_turns: 6, max_new_tokens_per_turn: 8}",
-             "max_tasks: 3", f"run_dir: {tmp_path / 'run'}"]
+    lines = [
+        "verb: rollout",
+        "gym: {name: guess}",
+        "rollout: {n: 2, max_turns: 6, max_new_tokens_per_turn: 8}",
+        "max_tasks: 3",
+        f"run_dir: {tmp_path / 'run'}",
+    ]
     lines += [f"{k}: {v}" for k, v in extra.items()]
     path = tmp_path / "rollout.yaml"
     path.write_text("\n".join(lines) + "\n")
@@ -23,7 +28,9 @@ def read_jsonl(path) -> list[Trajectory]:
 
 def test_expert_rollout_writes_trajectories_view_and_html(tmp_path, mua_cli):
     recipe = write_recipe(tmp_path, policy="expert")
-    code, out, err = mua_cli("rollout", recipe, "--show", "1", "--html", str(tmp_path / "view.html"))
+    code, out, err = mua_cli(
+        "rollout", recipe, "--show", "1", "--html", str(tmp_path / "view.html")
+    )
     assert code == 0, err
     trajs = read_jsonl(tmp_path / "run" / "trajectories.jsonl")
     assert len(trajs) == 6 and all(t.termination == "done" and t.reward == 1.0 for t in trajs)
@@ -36,8 +43,13 @@ def test_expert_rollout_writes_trajectories_view_and_html(tmp_path, mua_cli):
 
 def test_model_rollout_with_overrides(tmp_path, mua_cli):
     recipe = write_recipe(tmp_path, policy="model")
-    code, out, err = mua_cli("rollout", recipe, "model.path=tiny:qwen3-1m", "max_tasks=2",
-                             f"output={tmp_path / 'out.jsonl'}")
+    code, out, err = mua_cli(
+        "rollout",
+        recipe,
+        "model.path=tiny:qwen3-1m",
+        "max_tasks=2",
+        f"output={tmp_path / 'out.jsonl'}",
+    )
     assert code == 0, err
     trajs = read_jsonl(tmp_path / "out.jsonl")
     assert len(trajs) == 4
@@ -46,7 +58,10 @@ def test_model_rollout_with_overrides(tmp_path, mua_cli):
         assert len(t.token_ids) == len(t.loss_mask) == len(t.logprobs)
         if not t.metrics["drift"]:
             assert any(lp < 0 for lp, m in zip(t.logprobs, t.loss_mask, strict=False) if m)
-    assert json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])["messages"][0]["role"] == "system"
+    assert (
+        json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])["messages"][0]["role"]
+        == "system"
+    )
 
 
 def test_unknown_split_is_one_line_usage_error(tmp_path, mua_cli):

@@ -34,15 +34,26 @@ def tok():
 
 
 def cfg(**kw) -> RolloutConfig:
-    base = dict(max_turns=4, max_new_tokens_per_turn=16, max_total_tokens=512, call_timeout_s=5.0,
-                trajectory_timeout_s=30.0, max_concurrency=8)
+    base = dict(
+        max_turns=4,
+        max_new_tokens_per_turn=16,
+        max_total_tokens=512,
+        call_timeout_s=5.0,
+        trajectory_timeout_s=30.0,
+        max_concurrency=8,
+    )
     base.update(kw)
     return RolloutConfig(**base)
 
 
 def task(i: int, **payload) -> Task:
-    return Task(task_id=f"t{i}", gym="fake", split="train",
-                prompt=[{"role": "system", "content": "play"}, {"role": "user", "content": "go"}], payload=payload)
+    return Task(
+        task_id=f"t{i}",
+        gym="fake",
+        split="train",
+        prompt=[{"role": "system", "content": "play"}, {"role": "user", "content": "go"}],
+        payload=payload,
+    )
 
 
 class FakeEnv:
@@ -71,9 +82,13 @@ class FakeEnv:
             raise ZeroDivisionError("env bug")
         done = p.get("done_at") == self.turn
         role = p.get("reply_role", "user")
-        return StepResult(messages=[{"role": role, "content": f"reply {self.turn}"}], reward=0.5 if done else 0.1,
-                          components={"a": 0.25}, done=done,
-                          info={"errors": {"unknown_tool": 1}} if "tool" in action.text else {})
+        return StepResult(
+            messages=[{"role": role, "content": f"reply {self.turn}"}],
+            reward=0.5 if done else 0.1,
+            components={"a": 0.25},
+            done=done,
+            info={"errors": {"unknown_tool": 1}} if "tool" in action.text else {},
+        )
 
     async def close(self):
         FakeEnv.active -= 1
@@ -111,8 +126,15 @@ class ScriptedTokens:
 
 def run(tasks, policy, tok, n=1, **kw):
     FakeEnv.active = FakeEnv.most_active = 0
-    return run_rollouts_sync(tasks, n=n, policy=policy, gym_spec=FAKE_GYM, gym_ctx=GymContext(), tokenizer=tok,
-                             rollout_cfg=cfg(**kw))
+    return run_rollouts_sync(
+        tasks,
+        n=n,
+        policy=policy,
+        gym_spec=FAKE_GYM,
+        gym_ctx=GymContext(),
+        tokenizer=tok,
+        rollout_cfg=cfg(**kw),
+    )
 
 
 def test_groups_rewards_and_done(tok):
@@ -124,7 +146,14 @@ def test_groups_rewards_and_done(tok):
     assert t0.termination == "done" and t0.num_turns == 2
     assert t0.turn_rewards == [0.1, 0.5] and t0.reward == pytest.approx(0.6)
     assert t0.reward_components == {"a": 0.5}
-    assert [m["role"] for m in t0.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in t0.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert t0.metrics["drift"] == 0.0 and sum(t0.loss_mask) > 0
     assert FakeEnv.active == 0  # every env was closed
 
@@ -162,16 +191,28 @@ def test_engine_turns_keep_sampled_ids_and_logprobs(tok):
     assert t.metrics["parse_errors"] == 2  # unreadable output is counted, not fatal
     # The second prompt is the first prompt plus the first turn verbatim plus the reply.
     first, second = policy.prompts
-    assert second[: len(first)] == first and second[len(first) : len(first) + len(policy.ids) + 1] == policy.ids + [
-        tok.convert_tokens_to_ids("<|im_end|>")]
+    assert second[: len(first)] == first and second[
+        len(first) : len(first) + len(policy.ids) + 1
+    ] == policy.ids + [tok.convert_tokens_to_ids("<|im_end|>")]
 
 
 def test_failures_end_only_their_trajectory(tok):
-    tasks = [task(0, done_at=2), task(1, user_failure_at=1), task(2, error_at=2), task(3, reset_error=True),
-             task(4, done_at=1)]
+    tasks = [
+        task(0, done_at=2),
+        task(1, user_failure_at=1),
+        task(2, error_at=2),
+        task(3, reset_error=True),
+        task(4, done_at=1),
+    ]
     trajs = run(tasks, says("hi"), tok)
     reasons = {t.task_id: t.termination for t in trajs}
-    assert reasons == {"t0": "done", "t1": "user_failure", "t2": "env_error", "t3": "env_error", "t4": "done"}
+    assert reasons == {
+        "t0": "done",
+        "t1": "user_failure",
+        "t2": "env_error",
+        "t3": "env_error",
+        "t4": "done",
+    }
     by_id = {t.task_id: t for t in trajs}
     assert "gave up" in by_id["t1"].detail and "ZeroDivisionError" in by_id["t2"].detail
     assert by_id["t2"].num_turns == 2 and by_id["t3"].token_ids == []
@@ -181,9 +222,13 @@ def test_failures_end_only_their_trajectory(tok):
 def test_step_timeout_and_trajectory_timeout(tok):
     (slow_env,) = run([task(0, step_sleep_s=1.0)], says("hi"), tok, call_timeout_s=0.05)
     assert slow_env.termination == "timeout" and "env.step" in slow_env.detail
-    (slow_policy,) = run([task(0)], says("hi", delay_s=0.2), tok, trajectory_timeout_s=0.3, max_turns=8)
+    (slow_policy,) = run(
+        [task(0)], says("hi", delay_s=0.2), tok, trajectory_timeout_s=0.3, max_turns=8
+    )
     assert slow_policy.termination == "timeout" and "trajectory" in slow_policy.detail
-    assert 1 <= slow_policy.num_turns <= 2 and len(slow_policy.turn_rewards) == slow_policy.num_turns
+    assert (
+        1 <= slow_policy.num_turns <= 2 and len(slow_policy.turn_rewards) == slow_policy.num_turns
+    )
     assert FakeEnv.active == 0
 
 
@@ -195,14 +240,23 @@ def test_concurrency_bound(tok):
 
 def test_interventions_chat_and_raw(tok):
     (chat,) = run([task(0, reply_role="env", done_at=2)], says("thinking"), tok)
-    env_text = tok.decode([i for i, s in zip(chat.token_ids, chat.sources, strict=False) if s == "env"])
+    env_text = tok.decode(
+        [i for i, s in zip(chat.token_ids, chat.sources, strict=False) if s == "env"]
+    )
     assert "<|im_start|>user\nreply 1<|im_end|>" in env_text
     policy = ScriptedTokens(tok, "step", stop=False)
-    (raw,) = run([task(0, reply_role="env", done_at=2)], policy, tok, intervention_style="raw",
-                 max_new_tokens_per_turn=4)
+    (raw,) = run(
+        [task(0, reply_role="env", done_at=2)],
+        policy,
+        tok,
+        intervention_style="raw",
+        max_new_tokens_per_turn=4,
+    )
     env_ids = [i for i, s in enumerate(raw.sources) if s == "env"]
     assert tok.decode([raw.token_ids[i] for i in env_ids]) == "reply 1"
-    assert raw.sources[env_ids[0] - 1] == "assistant" and raw.sources[env_ids[-1] + 1] == "assistant"
+    assert (
+        raw.sources[env_ids[0] - 1] == "assistant" and raw.sources[env_ids[-1] + 1] == "assistant"
+    )
     assert all(raw.loss_mask[i] == 0 for i in env_ids)
     assert raw.messages[3]["style"] == "raw"
 
@@ -214,8 +268,18 @@ def test_progress_is_told_about_every_trajectory(tok):
         def advance(self, traj):
             seen.append(traj.task_id)
 
-    asyncio.run(run_rollouts([task(0, done_at=1), task(1, done_at=1)], n=3, policy=says("x"), gym_spec=FAKE_GYM,
-                             gym_ctx=GymContext(), tokenizer=tok, rollout_cfg=cfg(), progress=Progress()))
+    asyncio.run(
+        run_rollouts(
+            [task(0, done_at=1), task(1, done_at=1)],
+            n=3,
+            policy=says("x"),
+            gym_spec=FAKE_GYM,
+            gym_ctx=GymContext(),
+            tokenizer=tok,
+            rollout_cfg=cfg(),
+            progress=Progress(),
+        )
+    )
     assert sorted(seen) == ["t0"] * 3 + ["t1"] * 3
 
 
@@ -225,16 +289,34 @@ def test_guess_end_to_end_with_hf_engine_and_expert(tok):
     gym = get_gym("guess")
     tasks = gym.build_tasks(None, seed=0, options={})["test"][:4]
     ctx = GymContext()
-    expert = run_rollouts_sync(tasks, n=1, policy=expert_policy(gym, ctx), gym_spec=gym, gym_ctx=ctx, tokenizer=tok,
-                               rollout_cfg=cfg(max_turns=8))
-    assert all(t.termination == "done" and t.reward == 1.0 and t.metrics["drift"] == 0.0 for t in expert)
+    expert = run_rollouts_sync(
+        tasks,
+        n=1,
+        policy=expert_policy(gym, ctx),
+        gym_spec=gym,
+        gym_ctx=ctx,
+        tokenizer=tok,
+        rollout_cfg=cfg(max_turns=8),
+    )
+    assert all(
+        t.termination == "done" and t.reward == 1.0 and t.metrics["drift"] == 0.0 for t in expert
+    )
     engine = HFEngine(load_model("tiny:qwen3-1m", seed=0))
     policy = EnginePolicy(engine, temperature=1.0, tool_parser="bracket")
-    trajs = run_rollouts_sync(tasks, n=2, policy=policy, gym_spec=gym, gym_ctx=ctx, tokenizer=tok,
-                              rollout_cfg=cfg(max_turns=3, max_new_tokens_per_turn=8, max_total_tokens=256))
+    trajs = run_rollouts_sync(
+        tasks,
+        n=2,
+        policy=policy,
+        gym_spec=gym,
+        gym_ctx=ctx,
+        tokenizer=tok,
+        rollout_cfg=cfg(max_turns=3, max_new_tokens_per_turn=8, max_total_tokens=256),
+    )
     assert len(trajs) == 8 and {t.termination for t in trajs} <= TERMINATIONS
     for t in trajs:
         n = len(t.token_ids)
         assert len(t.sources) == len(t.loss_mask) == len(t.logprobs) == len(t.turn_index) == n
         sampled = [lp for lp, m in zip(t.logprobs, t.loss_mask, strict=False) if m]
-        assert (sampled and all(lp <= 0 for lp in sampled) and any(lp < 0 for lp in sampled)) or t.metrics["drift"]
+        assert (
+            sampled and all(lp <= 0 for lp in sampled) and any(lp < 0 for lp in sampled)
+        ) or t.metrics["drift"]

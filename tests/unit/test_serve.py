@@ -35,31 +35,57 @@ def _get(url: str) -> dict:
 
 
 def _post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=60) as resp:
         return json.loads(resp.read())
 
 
 def test_chat_completion_renders_the_template_and_decodes(server):
-    messages = [{"role": "system", "content": "You are a customer."}, {"role": "user", "content": "Hello"}]
-    reply = _post(server.url + "/v1/chat/completions",
-                  {"model": "user-sim", "messages": messages, "max_tokens": 5, "temperature": 0})
+    messages = [
+        {"role": "system", "content": "You are a customer."},
+        {"role": "user", "content": "Hello"},
+    ]
+    reply = _post(
+        server.url + "/v1/chat/completions",
+        {"model": "user-sim", "messages": messages, "max_tokens": 5, "temperature": 0},
+    )
     choice = reply["choices"][0]
-    assert choice["message"]["role"] == "assistant" and choice["finish_reason"] in ("stop", "length")
+    assert choice["message"]["role"] == "assistant" and choice["finish_reason"] in (
+        "stop",
+        "length",
+    )
     tok = load_tokenizer(MODEL)
     prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     assert reply["usage"]["prompt_tokens"] == len(tok.encode(prompt, add_special_tokens=False))
     # the same greedy tokens through the native endpoint decode to the same text
     ids = tok.encode(prompt, add_special_tokens=False)
-    native = _post(server.url + "/generate", {"input_ids": ids, "sampling_params": {
-        "temperature": 0, "max_new_tokens": 5, "stop_token_ids": [tok.eos_token_id]}, "return_logprob": True})
-    assert choice["message"]["content"] == tok.decode(native["output_ids"], skip_special_tokens=True)
+    native = _post(
+        server.url + "/generate",
+        {
+            "input_ids": ids,
+            "sampling_params": {
+                "temperature": 0,
+                "max_new_tokens": 5,
+                "stop_token_ids": [tok.eos_token_id],
+            },
+            "return_logprob": True,
+        },
+    )
+    assert choice["message"]["content"] == tok.decode(
+        native["output_ids"], skip_special_tokens=True
+    )
     assert reply["usage"]["completion_tokens"] == len(native["output_ids"])
 
 
 def test_a_local_model_serves_as_the_llm_user(server):
-    cfg = LLMUserConfig(base_url=server.url + "/v1", model="local-user", max_tokens=8, max_retries=0)
+    cfg = LLMUserConfig(
+        base_url=server.url + "/v1", model="local-user", max_tokens=8, max_retries=0
+    )
     client = make_llm_client(cfg)
 
     async def ask():
@@ -81,8 +107,14 @@ def test_info_endpoints(server):
 
 
 def test_batch_generate_returns_one_response_per_prompt(server):
-    out = _post(server.url + "/generate", {"input_ids": [[5, 6, 7], [8, 9]], "return_logprob": True,
-                                           "sampling_params": {"temperature": 0, "max_new_tokens": 3}})
+    out = _post(
+        server.url + "/generate",
+        {
+            "input_ids": [[5, 6, 7], [8, 9]],
+            "return_logprob": True,
+            "sampling_params": {"temperature": 0, "max_new_tokens": 3},
+        },
+    )
     assert isinstance(out, list) and len(out) == 2
     assert all(len(o["meta_info"]["output_token_logprobs"]) == 3 for o in out)
     assert out[1]["meta_info"]["prompt_tokens"] == 2
@@ -90,8 +122,13 @@ def test_batch_generate_returns_one_response_per_prompt(server):
 
 def test_cli_serve_starts_and_answers():
     env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "mua.cli.main", "serve", "--model", MODEL, "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mua.cli.main", "serve", "--model", MODEL, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         line = ""
         deadline = time.monotonic() + 120

@@ -53,9 +53,13 @@ def _perturb(model, scale=0.05, seed=1):
 
 
 def test_generate_body_uses_sglang_field_names():
-    body = protocol.generate_body(GenerationRequest(
-        prompt_ids=[1, 2], request_id="r1",
-        sampling=SamplingParams(temperature=0.7, top_k=0, max_new_tokens=5, stop_token_ids=[9])))
+    body = protocol.generate_body(
+        GenerationRequest(
+            prompt_ids=[1, 2],
+            request_id="r1",
+            sampling=SamplingParams(temperature=0.7, top_k=0, max_new_tokens=5, stop_token_ids=[9]),
+        )
+    )
     assert body["input_ids"] == [1, 2] and body["rid"] == "r1" and body["return_logprob"] is True
     sp = body["sampling_params"]
     assert sp["top_k"] == -1 and sp["stop_token_ids"] == [9] and sp["max_new_tokens"] == 5
@@ -64,10 +68,17 @@ def test_generate_body_uses_sglang_field_names():
 
 
 def test_parses_a_real_sglang_response_without_output_ids():
-    body = {"text": "Hi", "meta_info": {
-        "id": "abc", "finish_reason": {"type": "stop", "matched": 151645}, "prompt_tokens": 3,
-        "completion_tokens": 2, "cached_tokens": 0,
-        "output_token_logprobs": [[-0.5, 13048, None], [-0.01, 151645, None]]}}
+    body = {
+        "text": "Hi",
+        "meta_info": {
+            "id": "abc",
+            "finish_reason": {"type": "stop", "matched": 151645},
+            "prompt_tokens": 3,
+            "completion_tokens": 2,
+            "cached_tokens": 0,
+            "output_token_logprobs": [[-0.5, 13048, None], [-0.01, 151645, None]],
+        },
+    }
     result = protocol.parse_generate_response(body)
     assert result.token_ids == [13048, 151645]
     assert result.logprobs == [-0.5, -0.01] and result.finish_reason == "stop"
@@ -100,7 +111,9 @@ def test_wire_encodings_round_trip():
     assert set(back) == {"a.weight", "b.bias"} and torch.equal(back["a.weight"], bucket[0][1])
     # SGLang's form: a base64 pickle of the list of pairs; loadable in the same host's process.
     loaded = pickle.load(io.BytesIO(base64.b64decode(weight_sync.encode_sglang(bucket))))
-    assert [n for n, _ in loaded] == ["a.weight", "b.bias"] and torch.equal(loaded[1][1], bucket[1][1])
+    assert [n for n, _ in loaded] == ["a.weight", "b.bias"] and torch.equal(
+        loaded[1][1], bucket[1][1]
+    )
     body = weight_sync.tensor_push_body("xx", load_format=None, tp_size=2, flush_cache=True)
     assert body["serialized_named_tensors"] == ["xx", "xx"] and body["flush_cache"] is True
 
@@ -120,7 +133,9 @@ def test_generate_matches_the_hf_engine(server, client):
     assert max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs, strict=True)) < 1e-5
     # a stop token ends generation and is returned with its log-prob
     stop = want.token_ids[2]
-    cut = asyncio.run(client.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(6, [stop]))))
+    cut = asyncio.run(
+        client.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(6, [stop])))
+    )
     first = want.token_ids.index(stop)
     assert cut.token_ids == want.token_ids[: first + 1] and cut.finish_reason == "stop"
 
@@ -129,7 +144,9 @@ def test_concurrent_requests_are_batched_by_the_server(server, client):
     before = server.engine.stats["steps"]
 
     async def many():
-        reqs = [GenerationRequest(prompt_ids=PROMPT[: 3 + i % 3], sampling=_greedy(4)) for i in range(8)]
+        reqs = [
+            GenerationRequest(prompt_ids=PROMPT[: 3 + i % 3], sampling=_greedy(4)) for i in range(8)
+        ]
         return await asyncio.gather(*(client.generate(r) for r in reqs))
 
     results = asyncio.run(many())
@@ -159,8 +176,13 @@ def test_probe_catches_a_stale_engine_and_pushes_fix_it(server, client):
 def test_disk_path_push(server, tmp_path):
     trainer = load_model(MODEL)
     _perturb(trainer, seed=3)
-    engine = SGLangEngine(server.url, weight_path="disk", bucket_mb=1.0, weights_dir=str(tmp_path),
-                          hf_config=trainer.config)
+    engine = SGLangEngine(
+        server.url,
+        weight_path="disk",
+        bucket_mb=1.0,
+        weights_dir=str(tmp_path),
+        hf_config=trainer.config,
+    )
     probe = weight_sync.default_probe_ids(trainer.config.vocab_size)
     assert asyncio.run(weight_sync.probe_logprob_diff(engine, trainer, probe)) > 0.05
     folder = asyncio.run(engine.update_weights_from_disk(trainer.named_parameters()))
@@ -200,7 +222,9 @@ def test_pool_keeps_a_trajectory_on_one_engine(server):
     async def turns():
         for key in ("traj-a", "traj-b", "traj-c", "traj-d"):
             for _ in range(3):
-                await pool.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(1), route_key=key))
+                await pool.generate(
+                    GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(1), route_key=key)
+                )
 
     asyncio.run(turns())
     counts = [e.stats["requests"] for e in engines]

@@ -82,7 +82,10 @@ def test_template_renders_turns_tools_calls_and_tool_results(tok):
             "role": "assistant",
             "content": "Checking.",
             "tool_calls": [
-                {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+                {
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+                },
                 {"name": "get_weather", "arguments": '{"city": "Rome"}'},
             ],
         },
@@ -95,7 +98,10 @@ def test_template_renders_turns_tools_calls_and_tool_results(tok):
     system, rest = text.split("<|im_end|>\n", 1)
     assert system.startswith("<|im_start|>system\nBe brief.\n\n# Tools\n")
     assert "<tools>\n" + json.dumps(TOOLS[0]) + "\n</tools>" in system
-    assert '<tool_call>\n{"name": <function-name>, "arguments": <arguments-json-object>}\n</tool_call>' in system
+    assert (
+        '<tool_call>\n{"name": <function-name>, "arguments": <arguments-json-object>}\n</tool_call>'
+        in system
+    )
     assert rest == (
         "<|im_start|>user\nWeather in Oslo?<|im_end|>\n"
         "<|im_start|>assistant\nChecking.\n"
@@ -112,7 +118,9 @@ def test_template_without_system_or_tools_has_no_system_turn(tok):
     text = render_text(tok, [{"role": "user", "content": "x"}])
     assert text == "<|im_start|>user\nx<|im_end|>\n"
     parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
-    assert render_text(tok, [{"role": "user", "content": parts}]) == "<|im_start|>user\nab<|im_end|>\n"
+    assert (
+        render_text(tok, [{"role": "user", "content": parts}]) == "<|im_start|>user\nab<|im_end|>\n"
+    )
     with_tools = render_text(tok, [{"role": "user", "content": "x"}], tools=TOOLS)
     assert with_tools.startswith("<|im_start|>system\nYou are a helpful assistant.\n\n# Tools")
 

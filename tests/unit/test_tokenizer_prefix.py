@@ -12,8 +12,14 @@ from mua.models import check_prefix_stability, load_tokenizer, render_delta_ids,
 
 WORDS = "the order is late ok 42 3.5 Paris ✓ naïve café {json} [x] a_b don't \t tab".split(" ")
 TOOLS = [
-    {"type": "function", "function": {"name": n, "description": f"{n} tool",
-                                      "parameters": {"type": "object", "properties": {}}}}
+    {
+        "type": "function",
+        "function": {
+            "name": n,
+            "description": f"{n} tool",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
     for n in ("lookup", "calc", "book")
 ]
 
@@ -71,10 +77,10 @@ def test_thousand_random_conversations_render_prefix_stably_in_token_ids(tok):
         whole = render_ids(tok, messages, tools)
         for count in range(1, len(messages)):
             prefix = render_ids(tok, messages[:count], tools)
-            assert whole[: len(prefix)] == prefix, (messages[:count + 1], tools)
+            assert whole[: len(prefix)] == prefix, (messages[: count + 1], tools)
             if messages[count]["role"] == "assistant":
                 prompt = render_ids(tok, messages[:count], tools, add_generation_prompt=True)
-                assert whole[: len(prompt)] == prompt, (messages[:count + 1], tools)
+                assert whole[: len(prompt)] == prompt, (messages[: count + 1], tools)
             checked += 1
     assert checked > 3000
 

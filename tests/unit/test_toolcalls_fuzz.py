@@ -13,13 +13,52 @@ from mua.gym import GymContext, UserFailure, get_gym, list_gyms
 from mua.rollout.toolcalls import parse_action
 
 PIECES = [
-    "<tool_call>", "</tool_call>", "<think>", "</think>", "[answer]", "[search]", "[action]", "[finish]", "[",
-    "]", "{", "}", '"name"', '"arguments"', ":", ",", '"interact_with_env"', '"choice"', '"content"', '"answer"',
-    "null", "true", "1e999", "-0", "NaN", "\\u0000", "\x00", "\n", "  ", "7", "16", "-3", "99999999999999999999",
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "[answer]",
+    "[search]",
+    "[action]",
+    "[finish]",
+    "[",
+    "]",
+    "{",
+    "}",
+    '"name"',
+    '"arguments"',
+    ":",
+    ",",
+    '"interact_with_env"',
+    '"choice"',
+    '"content"',
+    '"answer"',
+    "null",
+    "true",
+    "1e999",
+    "-0",
+    "NaN",
+    "\\u0000",
+    "\x00",
+    "\n",
+    "  ",
+    "7",
+    "16",
+    "-3",
+    "99999999999999999999",
     '{"name": "interact_with_env", "arguments": {"choice": "answer", "content": "5"}}',
-    '{"name": "interact_with_env", "arguments": {"choice": 3}}', '{"name": "rm -rf", "arguments": {}}',
-    '{"name": "interact_with_env", "arguments": "{\\"choice\\": \\"finish\\"}"}', "é", "中文", "🙂", "<|im_end|>",
-    "'", '"', "\\", "```json", "```",
+    '{"name": "interact_with_env", "arguments": {"choice": 3}}',
+    '{"name": "rm -rf", "arguments": {}}',
+    '{"name": "interact_with_env", "arguments": "{\\"choice\\": \\"finish\\"}"}',
+    "é",
+    "中文",
+    "🙂",
+    "<|im_end|>",
+    "'",
+    '"',
+    "\\",
+    "```json",
+    "```",
 ]
 
 
@@ -73,7 +112,10 @@ def test_gyms_never_raise_on_adversarial_outputs(count_guess, count_other):
                 env = None
                 continue
             steps += 1
-            assert all(isinstance(m.get("content"), str) for m in result.messages), (spec.name, text)
+            assert all(isinstance(m.get("content"), str) for m in result.messages), (
+                spec.name,
+                text,
+            )
             if result.done:
                 steps = 8
         if env is not None:

@@ -6,7 +6,9 @@ from mua.track import flatten_params, tracking_uri
 
 
 def test_flatten_drops_secret_keys_but_keeps_env_names():
-    flat = flatten_params({"user": {"api_key_env": "OPENAI_API_KEY", "api_key": "sk-x"}, "optim": {"lr": 0.1}})
+    flat = flatten_params(
+        {"user": {"api_key_env": "OPENAI_API_KEY", "api_key": "sk-x"}, "optim": {"lr": 0.1}}
+    )
     assert flat == {"user.api_key_env": "OPENAI_API_KEY", "optim.lr": "0.1"}
 
 

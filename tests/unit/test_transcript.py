@@ -20,10 +20,22 @@ from mua.rollout.transcript import (
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,;:!?-_()[]{}'\"\n\t/éü中文"
 TOOLS = [
-    {"type": "function", "function": {"name": "lookup", "description": "Find a thing.",
-                                      "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}},
-    {"type": "function", "function": {"name": "add", "description": "Add.",
-                                      "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Find a thing.",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        },
+    },
 ]
 
 
@@ -43,7 +55,10 @@ def random_assistant(rng: random.Random, max_calls: int = 3, text_with_calls: bo
     if kind < 0.35:
         return {"role": "assistant", "content": random_text(rng)}
     if kind < 0.5:
-        return {"role": "assistant", "content": f"[{rng.choice(['action', 'search', 'answer'])}] {random_text(rng)}"}
+        return {
+            "role": "assistant",
+            "content": f"[{rng.choice(['action', 'search', 'answer'])}] {random_text(rng)}",
+        }
     calls = []
     for _ in range(rng.randint(1, max_calls)):
         name = rng.choice(["lookup", "add"])
@@ -53,8 +68,9 @@ def random_assistant(rng: random.Random, max_calls: int = 3, text_with_calls: bo
     return {"role": "assistant", "content": content, "tool_calls": calls}
 
 
-def random_conversation(rng: random.Random, max_calls: int = 3, text_with_calls: bool = True,
-                        env_role: bool = True) -> list[dict]:
+def random_conversation(
+    rng: random.Random, max_calls: int = 3, text_with_calls: bool = True, env_role: bool = True
+) -> list[dict]:
     msgs = []
     if rng.random() < 0.8:
         msgs.append({"role": "system", "content": random_text(rng)})
@@ -63,7 +79,9 @@ def random_conversation(rng: random.Random, max_calls: int = 3, text_with_calls:
         asst = random_assistant(rng, max_calls, text_with_calls)
         msgs.append(asst)
         for call in asst.get("tool_calls", []):
-            msgs.append({"role": "tool", "name": call["function"]["name"], "content": random_text(rng)})
+            msgs.append(
+                {"role": "tool", "name": call["function"]["name"], "content": random_text(rng)}
+            )
         if "tool_calls" not in asst or rng.random() < 0.3:
             role = rng.choice(["user", "user", "env"] if env_role else ["user"])
             msgs.append({"role": role, "content": random_text(rng)})
@@ -99,7 +117,9 @@ def build_by_delta_path(tokenizer, msgs: list[dict], tools, parser: str = "auto"
 def _normalise(msg: dict) -> dict:
     out = {"role": msg["role"], "content": msg.get("content") or ""}
     if msg.get("tool_calls"):
-        out["tool_calls"] = [(c["function"]["name"], c["function"]["arguments"]) for c in msg["tool_calls"]]
+        out["tool_calls"] = [
+            (c["function"]["name"], c["function"]["arguments"]) for c in msg["tool_calls"]
+        ]
     return out
 
 
@@ -113,12 +133,19 @@ def test_delta_path_equals_full_template_on_1000_random_conversations(tokenizer)
         # The parser gives back the messages the turns were rendered from.
         assert [_normalise(m) for m in rebuilt] == [_normalise(m) for m in msgs], case
         ends_with_prompt = msgs[-1]["role"] != "assistant"
-        full = render_ids(tokenizer, template_messages(msgs), tools or None, add_generation_prompt=ends_with_prompt)
+        full = render_ids(
+            tokenizer,
+            template_messages(msgs),
+            tools or None,
+            add_generation_prompt=ends_with_prompt,
+        )
         stream = builder.token_ids
         if not ends_with_prompt:
-            assert full[len(stream):] == tokenizer.encode("\n", add_special_tokens=False), case
+            assert full[len(stream) :] == tokenizer.encode("\n", add_special_tokens=False), case
             full = full[: len(stream)]
-        assert stream == full, f"conversation {case}: {check_drift(builder, msgs, ends_with_prompt)}"
+        assert stream == full, (
+            f"conversation {case}: {check_drift(builder, msgs, ends_with_prompt)}"
+        )
         assert check_drift(builder, msgs, ends_with_prompt) is None
         # Every assistant turn ends with its stop token, trained on.
         for start in builder.turn_starts:
@@ -126,14 +153,26 @@ def test_delta_path_equals_full_template_on_1000_random_conversations(tokenizer)
             while end < len(stream) and builder.turn_index[end] == builder.turn_index[start]:
                 end += 1
             assert stream[end - 1] == stop_id and builder.loss_mask[end - 1] == 1, case
-        assert all(m == (s == "assistant") for m, s in zip(builder.loss_mask, builder.sources, strict=False))
-        assert all((t >= 0) == (s == "assistant") for t, s in zip(builder.turn_index, builder.sources, strict=False))
+        assert all(
+            m == (s == "assistant")
+            for m, s in zip(builder.loss_mask, builder.sources, strict=False)
+        )
+        assert all(
+            (t >= 0) == (s == "assistant")
+            for t, s in zip(builder.turn_index, builder.sources, strict=False)
+        )
 
 
 def test_sources_label_each_reply(tokenizer):
     msgs = [
         {"role": "user", "content": "hello"},
-        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
+            ],
+        },
         {"role": "tool", "name": "add", "content": "2"},
         {"role": "env", "content": "Answer now."},
     ]
@@ -151,31 +190,49 @@ def _replace_turn(builder, turn: int, new_ids: list[int]) -> None:
     end = start
     while end < len(builder.token_ids) and builder.turn_index[end] == turn:
         end += 1
-    for lst, fill in ((builder.token_ids, None), (builder.sources, "assistant"), (builder.loss_mask, 1),
-                      (builder.logprobs, -0.1), (builder.turn_index, turn)):
+    for lst, fill in (
+        (builder.token_ids, None),
+        (builder.sources, "assistant"),
+        (builder.loss_mask, 1),
+        (builder.logprobs, -0.1),
+        (builder.turn_index, turn),
+    ):
         lst[start:end] = list(new_ids) if fill is None else [fill] * len(new_ids)
     shift = len(new_ids) - (end - start)
     builder.turn_starts[turn + 1 :] = [s + shift for s in builder.turn_starts[turn + 1 :]]
 
 
 def test_same_text_other_tokens_is_not_drift(tokenizer):
-    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"},
-            {"role": "user", "content": "again"}, {"role": "assistant", "content": "ok"}]
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello there"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "ok"},
+    ]
     builder, _ = build_by_delta_path(tokenizer, msgs, [])
-    assert check_drift(builder, msgs, ends_with_prompt=False) is None and builder.retokenized_turns == 0
+    assert (
+        check_drift(builder, msgs, ends_with_prompt=False) is None
+        and builder.retokenized_turns == 0
+    )
     # The model spelled "hello" letter by letter: same text, other ids than the tokenizer's.
     spelled = [tokenizer.convert_tokens_to_ids(ch) for ch in "hello"]
     canonical = builder.renderer.encode(builder.renderer.assistant_text(msgs[1]))
     assert tokenizer.encode("hello", add_special_tokens=False) != spelled
-    _replace_turn(builder, 0, spelled + canonical[len(tokenizer.encode("hello", add_special_tokens=False)):])
+    _replace_turn(
+        builder, 0, spelled + canonical[len(tokenizer.encode("hello", add_special_tokens=False)) :]
+    )
     assert tokenizer.decode(builder.token_ids).count("hello there<|im_end|>") == 1
     assert check_drift(builder, msgs, ends_with_prompt=False) is None
     assert builder.retokenized_turns == 1
 
 
 def test_drift_is_detected_and_handled_per_turn(tokenizer):
-    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"},
-            {"role": "user", "content": "again"}, {"role": "assistant", "content": "ok"}]
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello there"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "ok"},
+    ]
     builder, _ = build_by_delta_path(tokenizer, msgs, [])
     # The model wrote a leading space the stored (stripped) message no longer has: real drift.
     sampled = builder.renderer.encode(" hello there<|im_end|>")
@@ -188,24 +245,44 @@ def test_drift_is_detected_and_handled_per_turn(tokenizer):
         context = render_ids(tokenizer, msgs[:upto], add_generation_prompt=True)
         assert sample["token_ids"][: len(context)] == context
         assert sum(sample["loss_mask"]) == len(sample["token_ids"]) - len(context)
-    trained = samples[0]["token_ids"][-sum(samples[0]["loss_mask"]):]
+    trained = samples[0]["token_ids"][-sum(samples[0]["loss_mask"]) :]
     assert trained == sampled  # the policy's own tokens, verbatim
 
 
 def test_raw_interventions_glue_into_the_assistant_message():
-    msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Let me"},
-            {"role": "env", "content": " Wait, answer.", "style": "raw"}, {"role": "assistant", "content": " 42"},
-            {"role": "env", "content": "chat style"}]
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "Let me"},
+        {"role": "env", "content": " Wait, answer.", "style": "raw"},
+        {"role": "assistant", "content": " 42"},
+        {"role": "env", "content": "chat style"},
+    ]
     out = template_messages(msgs)
-    assert out == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Let me Wait, answer. 42"},
-                   {"role": "user", "content": "chat style"}]
+    assert out == [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "Let me Wait, answer. 42"},
+        {"role": "user", "content": "chat style"},
+    ]
 
 
 def test_trajectory_json_round_trip():
-    traj = Trajectory(task_id="t", group_id="0:t", sample_index=1, token_ids=[1, 2], sources=["prompt", "assistant"],
-                      loss_mask=[0, 1], logprobs=[0.0, -0.3], turn_index=[-1, 0], turn_rewards=[1.0], reward=1.0,
-                      reward_components={"correct": 1.0}, termination="done", messages=[{"role": "user", "content": "é"}],
-                      num_turns=1, metrics={"drift": 0.0})
+    traj = Trajectory(
+        task_id="t",
+        group_id="0:t",
+        sample_index=1,
+        token_ids=[1, 2],
+        sources=["prompt", "assistant"],
+        loss_mask=[0, 1],
+        logprobs=[0.0, -0.3],
+        turn_index=[-1, 0],
+        turn_rewards=[1.0],
+        reward=1.0,
+        reward_components={"correct": 1.0},
+        termination="done",
+        messages=[{"role": "user", "content": "é"}],
+        num_turns=1,
+        metrics={"drift": 0.0},
+    )
     text = traj.to_json()
     assert json.loads(text)["termination"] == "done"
     assert Trajectory.from_json(text) == traj

@@ -165,7 +165,10 @@ def family_tokenizer(template: str, llama: bool = False):
 
     tok = load_tokenizer("tiny:qwen3-1m")
     if llama:
-        tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in LLAMA_SPECIALS], special_tokens=True)
+        tok.add_tokens(
+            [AddedToken(t, special=True, normalized=False) for t in LLAMA_SPECIALS],
+            special_tokens=True,
+        )
         tok.bos_token = "<|begin_of_text|>"
         tok.eos_token = "<|eot_id|>"
     tok.chat_template = template
@@ -183,29 +186,49 @@ def test_prefix_stable_families_delta_equals_full_render(name):
     for case in range(150):
         # Llama 3.1 takes one call per turn and drops text next to it; it also needs a system turn
         # and a first user turn when tools are given.
-        msgs = random_conversation(rng, max_calls=1 if llama else 3, text_with_calls=not llama, env_role=True)
+        msgs = random_conversation(
+            rng, max_calls=1 if llama else 3, text_with_calls=not llama, env_role=True
+        )
         tools = TOOLS if rng.random() < 0.5 else []
         builder, _ = build_by_delta_path(tok, msgs, tools, parser="hermes")
         ends_with_prompt = msgs[-1]["role"] != "assistant"
-        full = render_ids(tok, template_messages(msgs), tools or None, add_generation_prompt=ends_with_prompt)
+        full = render_ids(
+            tok, template_messages(msgs), tools or None, add_generation_prompt=ends_with_prompt
+        )
         stream = builder.token_ids
         assert stream == full[: len(stream)], f"{name} conversation {case}"
         assert check_drift(builder, msgs, ends_with_prompt) is None, f"{name} conversation {case}"
         stop_ids = set(builder.renderer.stop_token_ids())
-        for start, next_start in zip(builder.turn_starts, builder.turn_starts[1:] + [None], strict=False):
-            turn_ids = [i for i in range(start, next_start or len(stream)) if builder.turn_index[i] >= 0]
+        for start, next_start in zip(
+            builder.turn_starts, builder.turn_starts[1:] + [None], strict=False
+        ):
+            turn_ids = [
+                i for i in range(start, next_start or len(stream)) if builder.turn_index[i] >= 0
+            ]
             assert stream[turn_ids[-1]] in stop_ids and builder.loss_mask[turn_ids[-1]] == 1
 
 
 def test_llama_assistant_turns_render_calls_in_llama_json_and_end_with_eot():
     tok = family_tokenizer(LLAMA31_TEMPLATE, llama=True)
-    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-            {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}]},
-            {"role": "tool", "name": "add", "content": "2"}]
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
+            ],
+        },
+        {"role": "tool", "name": "add", "content": "2"},
+    ]
     renderer = ChatRenderer(tok, TOOLS)
     text = renderer.assistant_text(msgs[2])
     assert text == '{"name": "add", "parameters": {"a": 1}}<|eot_id|>'
-    assert renderer.followup_text(msgs[3:]) == "<|start_header_id|>ipython<|end_header_id|>\n\n\"2\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    assert (
+        renderer.followup_text(msgs[3:])
+        == '<|start_header_id|>ipython<|end_header_id|>\n\n"2"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'
+    )
 
 
 def test_qwen3_history_rewrite_is_detected_and_the_stream_keeps_earlier_reasoning():
