@@ -10,7 +10,7 @@ rollout engine is the `hf` engine holding its own copy of the same weights.
    (`mua.train.micro.forward_only` + `mua.train.packing.token_logprobs`), as the loss does.
 3. One optimizer step (`mua.train.sft.sft_step` on the sampled completions, AdamW lr 1e-3 so the
    weights move visibly), then the weights go to the engine in 1 MiB buckets the way the RL step
-   pushes them (`mua.train.rl.push_weights`), and 1-2 are repeated.
+   pushes them (`mua.train.engine_sync.EngineSync.push`), and 1-2 are repeated.
 
 Metrics: mean |engine log-prob - trainer log-prob| over all sampled tokens, before and after the
 push (`mean_abs_logp_diff_step0`, `mean_abs_logp_diff_after_push`), their maxima, and
@@ -148,7 +148,7 @@ def run() -> dict[str, float]:
     from mua.models import load_model, load_tokenizer
     from mua.models.tiny import EOS_TOKEN_ID, PAD_TOKEN_ID
     from mua.rollout.hf_engine import HFEngine
-    from mua.train.rl import push_weights
+    from mua.train.engine_sync import EngineSync
 
     torch.set_num_threads(2)
     with one_process_group() as dist:
@@ -165,7 +165,7 @@ def run() -> dict[str, float]:
         ids1, res1 = sample(engine, prompt_ids, EOS_TOKEN_ID, seed=1)
         stale, _ = differences(res1, trainer_logprobs(policy, ids1, res1, dist.device))
 
-        push_weights(policy, engine, PUSH_BUCKET_MB)
+        asyncio.run(EngineSync(engine, "hf", policy, PUSH_BUCKET_MB).push())
         ids2, res2 = sample(engine, prompt_ids, EOS_TOKEN_ID, seed=2)
         pushed, pushed_max = differences(res2, trainer_logprobs(policy, ids2, res2, dist.device))
         asyncio.run(engine.close())

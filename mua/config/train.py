@@ -140,8 +140,20 @@ class CheckpointConfig(Section):
     export_hf_every: int = Field(
         0,
         ge=0,
-        description="Also export a Hugging Face folder every N checkpoints (0: only at the end).",
+        description=(
+            "Also export a Hugging Face folder run_dir/hf/global_step_N after every N-th checkpoint "
+            "(same layout as `mua merge`; needs save_freq > 0; 0: only at the end)."
+        ),
     )
     export_hf_at_end: bool = Field(
         True, description="Export a Hugging Face folder when training ends."
     )
+
+    @model_validator(mode="after")
+    def _export_needs_checkpoints(self):
+        if self.export_hf_every and not self.save_freq:
+            raise ValueError(
+                f"checkpoint.export_hf_every={self.export_hf_every} exports after every N-th saved "
+                "checkpoint but checkpoint.save_freq=0 saves none during training; set save_freq"
+            )
+        return self

@@ -311,7 +311,12 @@ def _generator(seed: int | None, device):
 
 
 def _sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
-    """One token per row and its log_softmax(logits / T); logits [B, V] float32."""
+    """One token per row and its log_softmax(logits / T); logits [B, V] float32.
+
+    Vectorised over the batch: top-k/top-p filtering per group of rows sharing those settings,
+    then argmax(p / E) with E ~ Exp(1) noise drawn per row from the row's own seeded generator (so
+    a request's tokens do not depend on its batch mates). That is the draw torch.multinomial makes
+    for one sample, token for token, without its per-call overhead. Greedy rows take the argmax."""
     import torch
 
     params: list[SamplingParams] = [r.request.sampling for r in rows]
@@ -322,24 +327,46 @@ def _sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
     )
     scaled = logits / temps[:, None]  # [B, V]
     logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
-    tokens = []
+    tokens = torch.argmax(scaled, dim=-1)  # [B]; kept for greedy rows
+    sampled = [i for i, p in enumerate(params) if p.temperature > 0]
+    if sampled:
+        index = torch.tensor(sampled, device=logits.device)
+        filtered = _filter(scaled[index], [params[i] for i in sampled])
+        probs = torch.softmax(filtered, dim=-1)  # [S, V]
+        noise = torch.stack([_exponential(probs[0], rows[i].generator) for i in sampled])
+        tokens[index] = torch.argmax(probs / noise, dim=-1)
+    picked = logp[torch.arange(len(params), device=logits.device), tokens]
+    return tokens.tolist(), picked.tolist()
+
+
+def _filter(scaled, params: list[SamplingParams]):
+    """Top-k then top-p (keeping the token that crosses top_p) on [S, V] logits, per settings group."""
+    import torch
+
+    out = scaled.clone()
+    groups: dict[tuple[int, float], list[int]] = {}
     for i, p in enumerate(params):
-        if p.temperature <= 0:
-            tokens.append(int(torch.argmax(scaled[i])))
+        groups.setdefault((p.top_k, p.top_p), []).append(i)
+    for (top_k, top_p), members in groups.items():
+        if not (top_k and top_k < scaled.shape[-1]) and top_p >= 1.0:
             continue
-        row = scaled[i]
-        if p.top_k and p.top_k < row.numel():
-            kth = torch.topk(row, p.top_k).values[-1]
-            row = row.masked_fill(row < kth, float("-inf"))
-        if p.top_p < 1.0:
-            sorted_logits, order = torch.sort(row, descending=True)
+        index = torch.tensor(members, device=scaled.device)
+        rows = out[index]
+        if top_k and top_k < rows.shape[-1]:
+            kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
+            rows = rows.masked_fill(rows < kth, float("-inf"))
+        if top_p < 1.0:
+            sorted_logits, order = torch.sort(rows, dim=-1, descending=True)
             probs = torch.softmax(sorted_logits, dim=-1)
-            outside = probs.cumsum(-1) - probs > p.top_p  # keep the token that crosses top_p
-            row = row.clone()
-            row[order[outside]] = float("-inf")
-        probs = torch.softmax(row, dim=-1)
-        tokens.append(int(torch.multinomial(probs, 1, generator=rows[i].generator)))
-    picked = logp[
-        torch.arange(len(params), device=logits.device), torch.tensor(tokens, device=logits.device)
-    ]
-    return tokens, picked.tolist()
+            outside_sorted = probs.cumsum(-1) - probs > top_p
+            outside = torch.zeros_like(outside_sorted).scatter(-1, order, outside_sorted)
+            rows = rows.masked_fill(outside, float("-inf"))
+        out[index] = rows
+    return out
+
+
+def _exponential(like, generator):
+    """Exp(1) noise shaped like one row of probabilities, from the row's generator (or torch's)."""
+    import torch
+
+    return torch.empty_like(like).exponential_(1.0, generator=generator)

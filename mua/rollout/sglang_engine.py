@@ -285,11 +285,11 @@ class EnginePool:
             )
             current = following
 
-    async def sleep(self) -> None:
-        await asyncio.gather(*(e.sleep() for e in self.engines))
+    async def sleep(self, tags: Sequence[str] | None = None) -> None:
+        await asyncio.gather(*(e.sleep(tags) for e in self.engines))
 
-    async def wake(self) -> None:
-        await asyncio.gather(*(e.wake() for e in self.engines))
+    async def wake(self, tags: Sequence[str] | None = None) -> None:
+        await asyncio.gather(*(e.wake(tags) for e in self.engines))
 
     async def close(self) -> None:
         await asyncio.gather(*(e.close() for e in self.engines))

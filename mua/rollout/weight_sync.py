@@ -231,7 +231,13 @@ async def check_probe(
     num_tokens: int = 8,
 ) -> float:
     """Probe the engine after a weight push; raise RunFailure when it disagrees with the trainer."""
-    diff = await probe_logprob_diff(engine, model, prompt_ids, num_tokens)
+    return check_probe_diff(
+        await probe_logprob_diff(engine, model, prompt_ids, num_tokens), tolerance
+    )
+
+
+def check_probe_diff(diff: float, tolerance: float = DEFAULT_PROBE_TOLERANCE) -> float:
+    """Return `diff`, or raise RunFailure when it is past `tolerance` (or NaN)."""
     if diff != diff or diff > tolerance:  # NaN counts as a failure
         raise RunFailure(
             f"weight sync check failed: the rollout engine's log-probs differ from the trainer's by "

@@ -36,6 +36,12 @@ from mua.serve import protocol
 from mua.serve.protocol import ProtocolError
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    # The standard library's listen backlog is 5: a burst of concurrent clients (every rollout
+    # of a training step connects at once) would see connections reset.
+    request_queue_size = 1024
+
+
 class HTTPError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -76,7 +82,7 @@ class MuaServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> MuaServer:
-        self._http = ThreadingHTTPServer((self.host, self.port), _make_handler(self))
+        self._http = _HTTPServer((self.host, self.port), _make_handler(self))
         self._http.daemon_threads = True
         self.port = self._http.server_address[1]
         loop_thread = threading.Thread(

@@ -14,15 +14,23 @@ Layout of `run_dir/checkpoints/global_step_N/` (what `mua merge` reads):
 
 A checkpoint is written under `checkpoints/.tmp-global_step_N` and renamed once every rank has
 finished, so a name `global_step_N` always means a complete checkpoint; leftovers of a killed
-write are deleted when the run resumes. Only `keep_last` checkpoints are kept.
+write (and of a killed HF export under `run_dir/hf/`) are deleted when the run resumes.
+Only `keep_last` checkpoints are kept.
+
+Test-only: the environment variable `MUA_TEST_CHECKPOINT_DELAY_S` makes every rank wait that
+many seconds after writing the temporary folder and before the rename, so a test can SIGKILL a
+run while a write is in progress. Runs that do not set it never wait.
+
 Does not decide when to save (the trainer does) and does not export HF folders.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
+import time
 from pathlib import Path
 
 import torch
@@ -32,6 +40,7 @@ from mua.dist.dcp import load_dcp, save_dcp
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 TMP_PREFIX = ".tmp-"
+TEST_DELAY_ENV = "MUA_TEST_CHECKPOINT_DELAY_S"  # test-only, see the module docstring
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
@@ -56,10 +65,17 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def remove_partial(run_dir: str | Path) -> None:
+    """Delete what killed writes left: `checkpoints/.tmp-*` and the temporary folders of HF
+    exports under `hf/` (`.tmp-<name>`, and the writer's own hidden `.<name>.tmp-<pid>`)."""
     root = checkpoints_dir(run_dir)
     if root.is_dir():
         for p in root.iterdir():
             if p.name.startswith(TMP_PREFIX):
+                shutil.rmtree(p, ignore_errors=True)
+    exports = Path(run_dir) / "hf"
+    if exports.is_dir():
+        for p in exports.iterdir():
+            if p.is_dir() and p.name.startswith(".") and TMP_PREFIX in p.name:
                 shutil.rmtree(p, ignore_errors=True)
 
 
@@ -75,6 +91,13 @@ def _set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _test_only_delay() -> None:
+    """Hold a finished-but-not-renamed write for `MUA_TEST_CHECKPOINT_DELAY_S` seconds (tests only)."""
+    delay_s = float(os.environ.get(TEST_DELAY_ENV, "0") or 0)
+    if delay_s > 0:
+        time.sleep(delay_s)
 
 
 def save_checkpoint(
@@ -110,6 +133,7 @@ def save_checkpoint(
         torch.save({**trainer_state, "step": step}, tmp / "trainer_state.pt")
         if hf_files is not None:
             hf_files(tmp)
+    _test_only_delay()
     barrier()
     if rank == 0:
         if final.exists():

@@ -46,9 +46,9 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
 
-    def forward(self, input_ids, position_ids=None, use_cache=False, **_):
+    def forward(self, input_ids, position_ids=None, use_cache=False, **attention_kwargs):
         hidden = self.model(
-            input_ids=input_ids, position_ids=position_ids, use_cache=False
+            input_ids=input_ids, position_ids=position_ids, use_cache=False, **attention_kwargs
         ).last_hidden_state
         return SimpleNamespace(logits=self.value_head(hidden))  # [1, T, 1]
 
@@ -138,7 +138,10 @@ def build_critic(trainer) -> Critic:
         raise UsageError(
             f"algo.critic={r.algo.critic} is not available yet; use algo.critic=value_head"
         )
+    from mua.train.varlen import enable_varlen
+
     lm = load_model(r.model.path, dtype="float32", seed=r.model.seed)
+    enable_varlen(lm)
     p = r.parallel
     model = shard_model(
         ValueModel(lm),

@@ -2,13 +2,33 @@
 
 Reads only `RUN_DIR/recipe.resolved.yaml`, joins the process group, trains, and leaves the
 group. User-facing errors print one line (rank 0) and exit with their code.
+On Linux a rank started by torchrun dies with its torchrun agent (parent-death signal): torchrun
+puts every rank in a session of its own, so a SIGKILL of `mua train` and torchrun would
+otherwise leave orphaned ranks training on and writing checkpoints into the run dir.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+
+_PR_SET_PDEATHSIG = 1  # prctl option, linux/prctl.h
+
+
+def die_with_launcher() -> None:
+    """SIGKILL this process when its parent (the torchrun agent) exits; Linux under torchrun only."""
+    if not sys.platform.startswith("linux") or "TORCHELASTIC_RUN_ID" not in os.environ:
+        return
+    import ctypes
+
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # not fatal: the rank just keeps the default behaviour
+    if os.getppid() != parent:  # the agent died before the signal was armed
+        os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir")
     parser.add_argument("--no-resume", action="store_true")
     args = parser.parse_args(argv)
+    die_with_launcher()
 
     import torch
 
@@ -41,5 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Leave without interpreter finalisation once everything is flushed: the process group is
+    already destroyed and the tracker closed, and C++ destructors of the communication threads
+    running at interpreter exit have been seen to abort a finished rank (SIGABRT)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -45,13 +45,18 @@ def check_inputs(recipe) -> None:
 
 
 def _check_rl_inputs(recipe) -> None:
-    """Task files hold tasks of the recipe's gym; the engine is one the RL step can drive."""
+    """Task files hold tasks of the recipe's gym; a launched SGLang server needs SGLang installed."""
     from mua.gym.taskfile import read_tasks
 
-    if recipe.rollout.engine != "hf":
-        raise UsageError(
-            f"rollout.engine={recipe.rollout.engine}: the RL trainer drives rollout.engine=hf only in this build"
-        )
+    if recipe.rollout.engine == "sglang" and not recipe.rollout.sglang.base_urls:
+        from mua.rollout.sglang_engine import sglang_version
+
+        if sglang_version() is None:
+            raise UsageError(
+                "rollout.engine=sglang without rollout.sglang.base_urls launches SGLang, which is not "
+                "installed; install it on a CUDA machine, or give rollout.sglang.base_urls (e.g. a "
+                "`mua serve` address)"
+            )
     for path in [*recipe.data.train_files, *recipe.data.test_files]:
         gyms = sorted({t.gym for t in read_tasks(path)})
         if gyms and gyms != [recipe.gym.name]:

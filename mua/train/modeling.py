@@ -2,8 +2,10 @@
 
 Weights come from `mua.models.load_model` (full fp32 master weights on every rank, built with
 the recipe's seed, so every rank starts identical), then `mua.dist.fsdp.shard_model` shards them.
+Attention switches to `mua.train.varlen` for packed rows unless flash-attn is configured.
 The RL reference model is another `load_policy(..., trainable=False)`; the PPO critic lives in `mua.train.critic`.
-Also writes the HF side files of a checkpoint and the final Hugging Face export.
+Also writes the HF side files of a checkpoint and the Hugging Face exports of a run (periodic
+`hf/global_step_N` and `hf/final`, through `mua merge`'s writer).
 Does not run forward passes for losses (see `mua.train.sft`).
 """
 
@@ -18,8 +20,10 @@ from mua.dist.fsdp import full_state_dict, shard_model
 
 def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
     from mua.models import load_model
+    from mua.train.varlen import enable_varlen
 
     model = load_model(recipe.model.path, dtype="float32", seed=recipe.model.seed)
+    enable_varlen(model)  # packed rows without a [T, T] mask (flash-attn, when configured, stays)
     p = recipe.parallel
     return shard_model(
         model,
@@ -53,25 +57,51 @@ def hf_side_files(model: nn.Module, tokenizer):
     return write
 
 
+EXPORT_TMP_PREFIX = ".tmp-"  # `hf/.tmp-<name>`: an export being written; never read as a model
+
+
 def export_hf(
-    model: nn.Module, tokenizer, out_dir: str | Path, dtype: str, is_main: bool
+    model: nn.Module,
+    tokenizer,
+    out_dir: str | Path,
+    dtype: str,
+    is_main: bool,
+    info: dict | None = None,
 ) -> Path | None:
-    """Gather full weights (collective) and, on rank 0, save a Hugging Face folder."""
-    from transformers import AutoModelForCausalLM
+    """Gather full weights (collective) and, on rank 0, write a Hugging Face folder at `out_dir`.
+
+    The writer is `mua merge`'s (`mua.models.merge.export_full_state`: same files, `merge_info.json`
+    with `info` last), so `mua merge` later skips a step exported here. The folder is written as
+    `.tmp-<name>` beside `out_dir` and renamed, so `out_dir` only ever holds a complete export.
+    """
+    import copy
+    import os
+    import shutil
 
     full = full_state_dict(model)
     if not is_main:
         return None
-    from mua.models import save_hf
+    from mua.models.merge import export_full_state
 
-    plain = AutoModelForCausalLM.from_config(model.config)
-    missing, unexpected = plain.load_state_dict(full, strict=False)
-    missing = [k for k in missing if not k.endswith("lm_head.weight")]
-    if missing or unexpected:
-        raise RuntimeError(
-            f"export: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})"
-        )
-    if getattr(plain.config, "tie_word_embeddings", False):
-        plain.tie_weights()
-    save_hf(plain, tokenizer, out_dir, dtype)
-    return Path(out_dir)
+    config = copy.deepcopy(model.config)
+    # The trainer's own attention kernel (mua.train.varlen) stays out of the export.
+    config._attn_implementation = "sdpa"
+    out = Path(out_dir)
+    tmp = out.parent / f"{EXPORT_TMP_PREFIX}{out.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    export_full_state(
+        full,
+        config,
+        tmp,
+        dtype,
+        tokenizer=tokenizer,
+        generation_config=getattr(model, "generation_config", None),
+        info={"source": "mua train", **(info or {})},
+    )
+    old = out.parent / f"{EXPORT_TMP_PREFIX}old-{out.name}"
+    if out.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+    return out

@@ -1,12 +1,13 @@
 """Pack token sequences into micro-batches by token budget and compute per-token log-probs.
 
 A micro-batch is one row: sequences concatenated, `position_ids` restarting at 0 for each
-sequence, no padding and no attention mask. Which attention runs on packed rows:
-- CPU, or GPU without flash-attn: PyTorch sdpa; transformers sees the position_ids restart and
-  builds a block-diagonal causal mask, so no token attends across sequences (verified by
-  tests/unit/test_batching.py: packed log-probs equal per-sequence ones).
-- GPU with flash-attn installed and `attn_implementation=flash_attention_2`: the varlen kernel,
-  with sequence boundaries derived from the same position_ids.
+sequence, no padding and no attention mask; the forward also gets the sequence boundaries as
+`cu_seq_lens_q/k` and `max_length_q/k`. Which attention runs on packed rows:
+- CPU, or GPU without flash-attn: `mua_varlen` (`mua.train.varlen`): PyTorch sdpa, causal, on each
+  sequence's slice of the row, so no token attends across sequences and no [T, T] mask is built
+  (verified by tests/unit/test_batching.py: packed log-probs equal per-sequence ones).
+- GPU with flash-attn installed and `attn_implementation=flash_attention_2`: flash-attn's varlen
+  kernel, with the same boundaries.
 Token i's log-prob comes from the logits at i-1 of the same sequence; the first token of each
 sequence has none (its value is 0 and it must be masked). Does not know about losses or ranks.
 """
@@ -28,6 +29,20 @@ class MicroBatch:
     @property
     def num_tokens(self) -> int:
         return int(self.input_ids.shape[1])
+
+    def attention_kwargs(self) -> dict:
+        """Sequence boundaries for variable-length attention (flash-attn's keyword names)."""
+        bounds = [0]
+        for n in self.lengths:
+            bounds.append(bounds[-1] + n)
+        cu = torch.tensor(bounds, dtype=torch.int32, device=self.input_ids.device)
+        longest = max(self.lengths, default=0)
+        return {
+            "cu_seq_lens_q": cu,
+            "cu_seq_lens_k": cu,
+            "max_length_q": longest,
+            "max_length_k": longest,
+        }
 
 
 def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
@@ -81,7 +96,12 @@ def concat_per_token(
 
 def packed_logits(model, mb: MicroBatch) -> torch.Tensor:
     """Forward one packed row; returns logits [T, V] (float32)."""
-    out = model(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False)
+    out = model(
+        input_ids=mb.input_ids,
+        position_ids=mb.position_ids,
+        use_cache=False,
+        **mb.attention_kwargs(),
+    )
     return out.logits[0].float()
 
 

@@ -4,20 +4,24 @@
 
     engine.wake -> rollouts of this rank's share of the step's tasks -> engine.sleep
     -> exclusions, scores, advantages (mua.algo) -> old/reference log-probs (trainer forward)
-    -> policy (and critic) updates over epochs × mini-batches -> weights pushed to the engine
+    -> policy (and critic) updates over epochs × mini-batches -> engine weights marked stale
     -> metrics, transcripts, validation when due
 
 Design choices:
-- Every rank owns an `HFEngine` holding a private copy of the policy; after each update the
-  gathered full parameters are pushed into it in buckets of `parallel.weight_push_bucket_mb`.
+- The engine and its co-operation with the trainer live in `mua.train.engine_sync`: `hf` (a private
+  copy of the policy per rank) or `sglang` (a server shared by ranks). After each update the
+  weights are marked stale and pushed lazily, right before the next rollout or validation.
 - A step's tasks are dealt to ranks strided, so each task's n samples (its GRPO group) stay on one
   rank. Sampling is seeded per (data.seed, step, global task position, sample, turn), never per
   rank, so 1 and N ranks draw the same rollouts.
-- Old log-probs are recomputed by the trainer model before the update (exact for epochs > 1); the
-  engine's own log-probs are only compared with them (`logp_diff_engine_vs_trainer`).
+- Old log-probs are recomputed by the trainer model before the update when the policy moves within
+  a step (epochs or mini-batches > 1); with one epoch of one mini-batch they are the update
+  forward's own, detached. The engine's log-probs are only compared with them
+  (`logp_diff_engine_vs_trainer`).
 - Loss normalisers (policy tokens, sequences) are summed over all micro-batches and ranks of a
   mini-batch, so the update does not depend on the micro-batch budget or the number of ranks.
-Not here: checkpoint writing (the Trainer's loop), the sglang engine (the step drives `hf` only).
+Not here: checkpoint writing (the Trainer's loop), building engines and pushing weights
+(`mua.train.engine_sync`).
 """
 
 from __future__ import annotations
@@ -32,9 +36,8 @@ import torch
 
 from mua.algo import aggregate, kl_penalty, policy_loss
 from mua.dist import all_gather_objects, all_reduce_sum
-from mua.dist.fsdp import clip_grad_norm, iter_full_params
+from mua.dist.fsdp import clip_grad_norm
 from mua.rollout.policies import EnginePolicy
-from mua.rollout.weight_sync import iter_buckets
 from mua.train.data import rank_slice
 from mua.train.micro import accumulate, forward_only
 from mua.train.packing import concat_per_token, first_token_mask, token_entropy, token_logprobs
@@ -104,6 +107,7 @@ class RLParts:
     """What the RL step needs besides the Trainer's model/optimizer/sampler."""
 
     engine: object
+    sync: object  # mua.train.engine_sync.EngineSync: wake/sleep, lazy weight push, probe
     policy: SeededPolicy
     gym: object
     gym_ctx: object
@@ -114,10 +118,9 @@ class RLParts:
 
 def build_rl_parts(trainer) -> RLParts:
     from mua.gym import GymContext, get_gym
-    from mua.models import load_model
-    from mua.rollout.hf_engine import HFEngine
     from mua.rollout.users import make_llm_client
     from mua.train.data import load_task_files
+    from mua.train.engine_sync import build_engine_sync
     from mua.train.modeling import load_policy
 
     r, dist = trainer.recipe, trainer.dist
@@ -129,13 +132,8 @@ def build_rl_parts(trainer) -> RLParts:
         llm=make_llm_client(r.user),
         seed=r.data.seed,
     )
-    dtype = r.model.dtype if dist.device.type == "cuda" else "float32"
-    engine = HFEngine(
-        load_model(r.model.path, dtype=dtype, seed=r.model.seed),
-        device=str(dist.device),
-        copy_model=False,
-        pad_token_id=trainer.tokenizer.pad_token_id or 0,
-    )
+    sync = build_engine_sync(trainer)
+    engine = sync.engine
     policy = SeededPolicy(
         engine,
         r.rollout,
@@ -151,7 +149,13 @@ def build_rl_parts(trainer) -> RLParts:
     )
     ref = load_policy(r, dist.mesh, trainable=False) if r.algo.kl.coef > 0 else None
     return RLParts(
-        engine=engine, policy=policy, gym=gym, gym_ctx=ctx, test_tasks=test_tasks, ref_model=ref
+        engine=engine,
+        sync=sync,
+        policy=policy,
+        gym=gym,
+        gym_ctx=ctx,
+        test_tasks=test_tasks,
+        ref_model=ref,
     )
 
 
@@ -167,7 +171,9 @@ def rl_step(trainer, step: int) -> dict[str, float]:
         trainer.sampler.next_tasks(r.data.tasks_per_step), dist.rank, dist.world_size
     )
     trajectories = collect(parts, tasks, step, trainer.tokenizer, r.rollout, r.rollout.n)
-    timings["time/rollout_s"] = time.perf_counter() - t0
+    sync_metrics = parts.sync.take_metrics()  # the push before the rollouts, the probe
+    timings["time/weight_push_s"] = sync_metrics.pop("time/weight_push_s")
+    timings["time/rollout_s"] = time.perf_counter() - t0 - timings["time/weight_push_s"]
 
     t0 = time.perf_counter()
     is_ppo = r.algo.kind == "ppo"
@@ -199,15 +205,20 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     )
     timings["time/update_s"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    push_weights(trainer.model, parts.engine, r.parallel.weight_push_bucket_mb)
-    timings["time/weight_push_s"] = time.perf_counter() - t0
+    parts.sync.mark_stale()  # pushed right before the engine is next used
 
     metrics = {**rollout_metrics(trajectories, samples, report), **update_stats, **timings}
+    metrics.update(sync_metrics)
     metrics["tokens_per_s"] = metrics["tokens/total"] / max(sum(timings.values()), 1e-9)
     log_transcripts(trainer, step, trajectories)
     if r.eval.test_freq and step % r.eval.test_freq == 0 and parts.test_tasks:
         metrics.update(validate(trainer))
+        val_sync = parts.sync.take_metrics()  # validation's own push and probe
+        metrics["time/weight_push_s"] += val_sync["time/weight_push_s"]
+        if "engine/probe_logp_diff" in val_sync:
+            metrics["engine/probe_logp_diff"] = max(
+                metrics.get("engine/probe_logp_diff", 0.0), val_sync["engine/probe_logp_diff"]
+            )
     return metrics
 
 
@@ -215,14 +226,14 @@ def rl_step(trainer, step: int) -> dict[str, float]:
 
 
 def collect(parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, policy=None) -> list:
-    """Wake the engine, roll out n samples of each task, put the engine back to sleep."""
+    """Wake the engine (pushing stale weights), roll out n samples of each task, put it to sleep."""
     from mua.rollout.runner import run_rollouts
 
     policy = policy or parts.policy
     policy.start_step(step)
 
     async def go():
-        await parts.engine.wake()
+        await parts.sync.wake()
         try:
             if not tasks:
                 return []
@@ -236,13 +247,25 @@ def collect(parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, po
                 rollout_cfg=rollout_cfg,
             )
         finally:
-            await parts.engine.sleep()
+            await parts.sync.sleep()
 
     return asyncio.run(go())
 
 
+def reuses_update_forward(trainer) -> bool:
+    """True when old log-probs can come from the update's own forward (detached).
+
+    With one epoch of one mini-batch the policy has not moved between sampling and the update, so
+    the extra forward would compute exactly the update forward's values (the ratio is 1, as in
+    TRL with num_iterations = 1); KL placed in the reward needs them before the update."""
+    algo = trainer.recipe.algo
+    kl_in_reward = trainer.rl.ref_model is not None and algo.kl.placement == "reward"
+    return algo.epochs == 1 and algo.mini_batches == 1 and not kl_in_reward
+
+
 def fill_logprobs(trainer, samples: list[RLSample]) -> None:
-    """Old log-probs from the trainer's policy (and reference log-probs when KL is on)."""
+    """Old log-probs from the trainer's policy (unless the update's forward provides them, see
+    `reuses_update_forward`) and reference log-probs when KL is on."""
     r = trainer.recipe
     temperature = _temperature(r.rollout)
     seqs = [s.token_ids for s in samples]
@@ -255,8 +278,9 @@ def fill_logprobs(trainer, samples: list[RLSample]) -> None:
 
         return forward_only(model, seqs, budget, device, per_mb)
 
-    for s, lp in zip(samples, logps(trainer.model), strict=False):
-        s.old_logprobs = lp.tolist()
+    if not reuses_update_forward(trainer):
+        for s, lp in zip(samples, logps(trainer.model), strict=False):
+            s.old_logprobs = lp.tolist()
     if trainer.rl.ref_model is not None:
         for s, lp in zip(samples, logps(trainer.rl.ref_model), strict=False):
             s.ref_logprobs = lp.tolist()
@@ -296,14 +320,20 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
     local_seqs = sum(1 for m in masks if sum(m[1:]) > 0)
     tokens, seqs = (float(x) for x in all_reduce_sum([local_tokens, local_seqs]))
     kl_in_loss = trainer.rl.ref_model is not None and algo.kl.placement == "loss"
+    old_from_forward = reuses_update_forward(trainer)
 
     def loss_fn(mb, logits):
         mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
             mb.lengths, device
         )
-        old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
         adv = concat_per_token([s.advantages for s in mini], mb.indices, device=device)
         logp = token_logprobs(logits, mb.input_ids, mb.lengths, temperature)
+        if old_from_forward:
+            old = logp.detach()
+            for i, lp in zip(mb.indices, torch.split(old.cpu(), mb.lengths), strict=True):
+                mini[i].old_logprobs = lp.tolist()
+        else:
+            old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
         entropy = token_entropy(logits, temperature)
         kl = None
         if kl_in_loss:
@@ -350,16 +380,6 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
     for st in stats:
         totals.update(st)
     return totals, grad_norm
-
-
-def push_weights(model, engine, bucket_mb: int) -> None:
-    """Gather the full parameters (collective) and load them into this rank's engine, bucket by bucket."""
-
-    async def go():
-        for bucket in iter_buckets(iter_full_params(model), bucket_mb):
-            await engine.update_weights(bucket)
-
-    asyncio.run(go())
 
 
 # ---- metrics, transcripts, validation ------------------------------------------------------
@@ -494,7 +514,7 @@ def validate(trainer) -> dict[str, float]:
     )
 
     async def go():
-        await parts.engine.wake()
+        await parts.sync.wake()
         try:
             return await evaluate(
                 tasks,
@@ -508,7 +528,7 @@ def validate(trainer) -> dict[str, float]:
                 success_threshold=r.eval.success_threshold,
             )
         finally:
-            await parts.engine.sleep()
+            await parts.sync.sleep()
 
     rows = [{k: v for k, v in row.items() if k != "messages"} for row in asyncio.run(go()).rows]
     every_row = [row for part in all_gather_objects(rows) for row in part]

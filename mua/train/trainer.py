@@ -2,9 +2,11 @@
 
 Setup order: seeds -> tokenizer -> policy (FSDP2) -> optimizer and schedule -> data -> resume
 from the latest checkpoint -> tracker (rank 0). The loop calls the algorithm's step function,
-logs metrics, saves checkpoints every `checkpoint.save_freq` steps (and at the end) and exports
-a Hugging Face folder at the end. SFT's step lives in `mua.train.sft`, the RL step (GRPO/PPO,
-rollouts, weight pushes, in-training validation) in `mua.train.rl`.
+logs metrics, saves checkpoints every `checkpoint.save_freq` steps (and at the end), exports a
+Hugging Face folder `hf/global_step_N` after every `checkpoint.export_hf_every`-th scheduled
+checkpoint and `hf/final` at the end. SFT's step lives in `mua.train.sft`, the RL step (GRPO/PPO,
+rollouts, in-training validation) in `mua.train.rl`, the rollout engine's weights and memory in
+`mua.train.engine_sync`.
 Does not launch processes (see `mua.train.launcher`).
 """
 
@@ -49,9 +51,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, recipe.optim, optimizer_steps)
         self.start_step = self._maybe_resume()
         if self.rl is not None:
-            from mua.train.rl import push_weights
-
-            push_weights(self.model, self.rl.engine, recipe.parallel.weight_push_bucket_mb)
+            self.rl.sync.mark_stale()  # resumed weights reach the engine before its next use
         from mua.track import Tracker
 
         self.tracker = Tracker(recipe, self.run_dir, enabled=dist.is_main)
@@ -132,6 +132,27 @@ class Trainer:
             critic_optimizer=critic.optimizer if critic else None,
         )
 
+    def export(self, name: str, step: int) -> None:
+        """Write `run_dir/hf/<name>` from the live model (collective: every rank calls it)."""
+        info = {"step": step}
+        latest = ckpt.latest_checkpoint(self.run_dir)
+        if latest is not None and latest.name == f"global_step_{step}":
+            info["checkpoint"] = str(latest.resolve())
+        export_hf(
+            self.model,
+            self.tokenizer,
+            self.run_dir / "hf" / name,
+            self.recipe.model.dtype,
+            self.dist.is_main,
+            info=info,
+        )
+
+    def _periodic_export_due(self, step: int) -> bool:
+        """True after every `export_hf_every`-th scheduled checkpoint (counted by step, so a
+        resumed run exports the same steps as an uninterrupted one)."""
+        cfg = self.recipe.checkpoint
+        return bool(cfg.export_hf_every) and (step // cfg.save_freq) % cfg.export_hf_every == 0
+
     # ---- loop --------------------------------------------------------------------------
     def step(self, step: int) -> dict[str, float]:
         if self.is_sft:
@@ -165,16 +186,12 @@ class Trainer:
                 if cfg.save_freq and step % cfg.save_freq == 0:
                     self.save(step)
                     saved_at = step
+                    if self._periodic_export_due(step):
+                        self.export(f"global_step_{step}", step)
             if saved_at != self.total_steps and self.total_steps > self.start_step:
                 self.save(self.total_steps)
             if cfg.export_hf_at_end:
-                export_hf(
-                    self.model,
-                    self.tokenizer,
-                    self.run_dir / "hf" / "final",
-                    self.recipe.model.dtype,
-                    self.dist.is_main,
-                )
+                self.export("final", self.total_steps)
             # Ranks leave together: a rank that tears its process group down while rank 0 is
             # still writing the export can abort inside the gloo backend.
             barrier()
@@ -183,5 +200,5 @@ class Trainer:
             if self.rl is not None:
                 import asyncio
 
-                asyncio.run(self.rl.engine.close())
+                asyncio.run(self.rl.sync.close())
             self.tracker.close(status)

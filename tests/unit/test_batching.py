@@ -20,10 +20,12 @@ def test_pack_resets_positions_per_sequence():
     assert mb.lengths == [2, 3]
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("attn", ["sdpa", "eager", "mua_varlen"])
 def test_packed_logprobs_equal_unpacked(attn):
     from mua.models import load_model
+    from mua.train.varlen import register
 
+    register()
     torch.set_num_threads(1)
     model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
     model.config._attn_implementation = attn
@@ -49,3 +51,45 @@ def test_packed_logprobs_equal_unpacked(attn):
             model(input_ids=ids, use_cache=False).logits[0].float(), ids, mb.lengths, 0.7
         )
     assert not torch.allclose(leaky, alone, atol=1e-3)
+
+
+def test_varlen_attention_builds_no_mask_and_matches_plain_forward(monkeypatch):
+    """The trainer's default path: one packed row, per-sequence causal attention, no [T, T] mask."""
+    import transformers.masking_utils as masking
+
+    from mua.models import load_model
+    from mua.train.varlen import NAME, enable_varlen
+
+    torch.set_num_threads(1)
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
+    gen = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(3, 2000, (n,), generator=gen).tolist() for n in (9, 3, 14, 7)]
+    with torch.no_grad():
+        plain = [model(input_ids=torch.tensor([s])).logits[0] for s in seqs]
+    assert enable_varlen(model) == NAME
+
+    def no_mask(*args, **kwargs):
+        raise AssertionError("a packed-sequence mask was built")
+
+    monkeypatch.setattr(masking, "find_packed_sequence_indices", no_mask)
+    with torch.no_grad():
+        mb = pack(seqs, [0, 1, 2, 3])
+        packed = packed_logits(model, mb)
+        single = model(input_ids=torch.tensor([seqs[2]])).logits[0]  # no boundaries: one sequence
+    assert torch.allclose(packed, torch.cat(plain), atol=1e-5)
+    assert torch.allclose(single, plain[2], atol=1e-5)
+
+
+def test_enable_varlen_leaves_flash_and_sliding_window_models_alone():
+    from types import SimpleNamespace
+
+    from mua.train.varlen import enable_varlen
+
+    flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"))
+    assert enable_varlen(flash) == "flash_attention_2"
+    sliding = SimpleNamespace(
+        config=SimpleNamespace(
+            _attn_implementation="sdpa", layer_types=["full_attention", "sliding_attention"]
+        )
+    )
+    assert enable_varlen(sliding) == "sdpa"

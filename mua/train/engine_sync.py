@@ -1,0 +1,213 @@
+"""How the trainer co-operates with its rollout engine: building it, pushing weights, sleep/wake.
+
+The RL step calls `EngineSync.wake()` before rollouts (and before in-training validation) and
+`EngineSync.sleep()` after them; `mark_stale()` after every optimizer update and after a resume.
+Weights are pushed lazily: only when stale, right before the engine is next used.
+
+Two engines:
+- `hf`: every rank owns a private transformers engine. wake: (move to GPU), push if stale;
+  sleep: (move to CPU). Both are no-ops on CPU. No probe: the push is an in-process copy.
+- `sglang`: a server speaking SGLang's protocol (a real SGLang server, or `mua serve` on CPU),
+  shared by several ranks. One rank, the leader, drives it: with `rollout.sglang.base_urls` the
+  servers serve the whole job and global rank 0 leads; otherwise each node's local rank 0
+  launches one server and leads it, and the node's other ranks connect to the URL it shares.
+  The cycle, every time the engine is used:
+      leader resumes weights memory -> push (every rank gathers the full parameters, a
+      collective; only the leader sends) -> leader resumes the KV cache -> barrier
+      -> every rank probes the engine (greedy log-probs vs the trainer's, one collective forward;
+      the worst rank's difference decides, so all ranks stop together) -> rollouts from every
+      rank -> barrier -> leader releases KV cache and weights.
+  SGLang frees released weights, so after a release the weights are stale again.
+  The probe runs after the KV cache is back because generating needs it.
+
+Metrics (`take_metrics`): `time/weight_push_s` (seconds spent pushing since the last call) and,
+for sglang, `engine/probe_logp_diff` (the largest probe difference since the last call).
+Not here: the HTTP protocol and server launching (`mua.rollout.sglang_engine`), bucketing and
+encodings (`mua.rollout.weight_sync`), the hf engine's internals.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+from mua.dist import all_gather_objects, all_reduce_max, barrier
+from mua.dist.fsdp import iter_full_params
+from mua.rollout.weight_sync import (
+    check_probe_diff,
+    default_probe_ids,
+    iter_buckets,
+    probe_logprob_diff,
+)
+
+ALL_TAGS = ("kv_cache", "weights")
+
+
+@dataclass
+class EngineSync:
+    """The rollout engine of this rank and the bookkeeping that keeps it in step with the trainer."""
+
+    engine: object  # the RolloutEngine this rank generates with
+    kind: str  # "hf" | "sglang"
+    model: object  # the trainer's (FSDP-sharded) policy
+    bucket_mb: float
+    is_leader: bool = True  # drives the engine's memory and receives the weights
+    probe_ids: list[int] = field(default_factory=list)
+    probe_tolerance: float = 0.05
+    stale: bool = True
+    _push_s: float = 0.0
+    _probe_diffs: list[float] = field(default_factory=list)
+
+    def mark_stale(self) -> None:
+        """The trainer's weights changed (optimizer update, resume): push before the next use."""
+        self.stale = True
+
+    async def wake(self) -> None:
+        """Make the engine ready to generate with the trainer's current weights."""
+        if self.kind == "hf":
+            await self.engine.wake()
+            if self.stale:
+                await self.push()
+            return
+        if self.is_leader:
+            await self.engine.wake(tags=["weights"])
+        if self.stale:
+            await self.push()
+        if self.is_leader:
+            await self.engine.wake(tags=["kv_cache"])
+        barrier()  # followers generate only once the leader's push and resume are done
+        await self.probe()
+
+    async def sleep(self) -> None:
+        """Give the engine's memory back to the trainer (sglang: once every rank is done)."""
+        if self.kind == "hf":
+            await self.engine.sleep()
+            return
+        barrier()
+        if self.is_leader:
+            await self.engine.sleep(tags=list(ALL_TAGS))
+        self.stale = True  # SGLang frees released weights
+
+    async def push(self) -> None:
+        """Gather the full parameters (every rank, collective) and send them from the leader."""
+        t0 = time.perf_counter()
+        params = iter_full_params(self.model)
+        if not self.is_leader:
+            for _ in params:  # take part in each gather; the leader sends
+                pass
+        elif self.kind == "hf":
+            for bucket in iter_buckets(params, self.bucket_mb):
+                await self.engine.update_weights(bucket)
+        else:  # the sglang client buckets (or writes shards) itself
+            await self.engine.update_weights(params)
+        self.stale = False
+        self._push_s += time.perf_counter() - t0
+
+    async def probe(self) -> float:
+        """Every rank probes the engine together; RunFailure on all ranks past the tolerance."""
+        local = await probe_logprob_diff(self.engine, self.model, self.probe_ids)
+        worst = float(all_reduce_max([local])[0])
+        self._probe_diffs.append(worst)
+        check_probe_diff(worst, self.probe_tolerance)
+        return worst
+
+    def take_metrics(self) -> dict[str, float]:
+        """Push seconds and the worst probe difference since the last call (then reset)."""
+        out = {"time/weight_push_s": self._push_s}
+        if self._probe_diffs:
+            out["engine/probe_logp_diff"] = max(self._probe_diffs)
+        self._push_s, self._probe_diffs = 0.0, []
+        return out
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+
+# ---- building --------------------------------------------------------------------------------
+
+
+def build_engine_sync(trainer) -> EngineSync:
+    """The rollout engine a TrainRecipe asks for, wrapped for the trainer (collective for sglang)."""
+    r = trainer.recipe
+    if r.rollout.engine == "sglang":
+        return _build_sglang(trainer)
+    from mua.models import load_model
+    from mua.rollout.hf_engine import HFEngine
+
+    dist = trainer.dist
+    dtype = r.model.dtype if dist.device.type == "cuda" else "float32"
+    engine = HFEngine(
+        load_model(r.model.path, dtype=dtype, seed=r.model.seed),
+        device=str(dist.device),
+        copy_model=False,
+        pad_token_id=trainer.tokenizer.pad_token_id or 0,
+    )
+    return EngineSync(engine, "hf", trainer.model, r.parallel.weight_push_bucket_mb)
+
+
+def _build_sglang(trainer) -> EngineSync:
+    from mua.rollout.sglang_engine import engine_from_config
+
+    r, dist = trainer.recipe, trainer.dist
+    cfg = r.rollout.sglang
+    hf_config = getattr(trainer.model, "config", None)
+    if dist.device.type == "cuda":
+        import torch
+
+        gpu_bytes = torch.cuda.get_device_properties(dist.device).total_memory
+        memory_preflight(r, trainer.model, dist.world_size, gpu_bytes, show=dist.is_main)
+    options = dict(
+        bucket_mb=r.parallel.weight_push_bucket_mb,
+        hf_config=hf_config,
+        max_concurrency=r.rollout.max_concurrency,
+    )
+    if cfg.base_urls:  # servers of the whole job: global rank 0 drives them
+        engine = engine_from_config(cfg, r.model.path, **options)
+        is_leader = dist.rank == 0
+    else:  # one launched server per node, driven by the node's local rank 0
+        is_leader = dist.local_rank == 0
+        engine = engine_from_config(cfg, r.model.path, **options) if is_leader else None
+        node = _node_id()
+        shared = all_gather_objects((node, engine.base_url if engine is not None else None))
+        if engine is None:
+            url = next(u for n, u in shared if n == node and u)
+            engine = engine_from_config(
+                cfg.model_copy(update={"base_urls": [url]}), r.model.path, **options
+            )
+    vocab_size = int(getattr(hf_config, "vocab_size", 0) or len(trainer.tokenizer))
+    return EngineSync(
+        engine,
+        "sglang",
+        trainer.model,
+        r.parallel.weight_push_bucket_mb,
+        is_leader=is_leader,
+        probe_ids=default_probe_ids(vocab_size),
+        probe_tolerance=cfg.probe_tolerance,
+    )
+
+
+def _node_id() -> str:
+    """Which node this process runs on: torchrun's node rank, else the host name."""
+    return os.environ.get("GROUP_RANK") or socket.gethostname()
+
+
+def memory_preflight(recipe, model, world_size: int, gpu_bytes: int, show: bool = True) -> str:
+    """Estimate per-GPU memory of trainer + co-located engine; print it, RunFailure if it cannot fit."""
+    from mua.train.memory_estimate import (
+        ModelShape,
+        check_fits,
+        estimate_memory,
+        format_table,
+        run_shape_from_recipe,
+    )
+
+    num_params = sum(p.numel() for p in model.parameters())  # DTensor numel is the full size
+    shape = ModelShape.from_hf_config(model.config, num_params=num_params)
+    est = estimate_memory(shape, run_shape_from_recipe(recipe, world_size), gpu_bytes)
+    table = format_table(est)
+    if show:
+        print(f"memory estimate (per GPU):\n{table}", flush=True)
+    check_fits(est)
+    return table

@@ -1,0 +1,163 @@
+"""EngineSync in one process: the sglang co-location cycle (leader and follower), the lazy push of
+the hf flow, the probe, the memory pre-flight, and the launcher's check for a launched server."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from mua.errors import RunFailure
+from mua.rollout.hf_engine import HFEngine
+from mua.rollout.weight_sync import default_probe_ids
+from mua.train.engine_sync import EngineSync, memory_preflight
+
+MODEL = "tiny:qwen2-1m"
+REPO = Path(__file__).resolve().parents[2]
+
+
+class RecordingEngine:
+    """Records what the trainer asks of the engine; generates with a real hf engine."""
+
+    def __init__(self, model):
+        self.inner = HFEngine(model, copy_model=True)
+        self.calls: list[tuple] = []
+
+    async def generate(self, request):
+        self.calls.append(("generate",))
+        return await self.inner.generate(request)
+
+    async def update_weights(self, named_tensors) -> None:
+        tensors = [t for bucket in named_tensors for t in _pairs(bucket)]
+        self.calls.append(("push", len(tensors)))
+        await self.inner.update_weights(tensors)
+
+    async def wake(self, tags=None) -> None:
+        self.calls.append(("wake", tuple(tags or ())))
+
+    async def sleep(self, tags=None) -> None:
+        self.calls.append(("sleep", tuple(tags or ())))
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def _pairs(item):
+    """A bucket (list of pairs, hf flow) or a single pair (sglang flow: the client buckets)."""
+    return item if isinstance(item, list) else [item]
+
+
+@pytest.fixture(scope="module")
+def model():
+    from mua.models import load_model
+
+    torch.set_num_threads(1)
+    return load_model(MODEL, dtype="float32", seed=0)
+
+
+def _sync(model, engine, kind="sglang", **kwargs) -> EngineSync:
+    return EngineSync(
+        engine,
+        kind,
+        model,
+        bucket_mb=1,
+        probe_ids=default_probe_ids(model.config.vocab_size),
+        **kwargs,
+    )
+
+
+def test_leader_resumes_pushes_probes_then_releases(model):
+    num_params = len(list(model.named_parameters()))
+    engine = RecordingEngine(copy.deepcopy(model))
+    sync = _sync(model, engine)
+    asyncio.run(sync.wake())
+    assert engine.calls == [
+        ("wake", ("weights",)),
+        ("push", num_params),
+        ("wake", ("kv_cache",)),
+        ("generate",),  # the probe, once the KV cache is back
+    ]
+    assert not sync.stale
+    engine.calls.clear()
+    asyncio.run(sync.sleep())
+    assert engine.calls == [("sleep", ("kv_cache", "weights"))]
+    assert sync.stale  # released weights are gone on SGLang: push again on the next wake
+    metrics = sync.take_metrics()
+    assert metrics["engine/probe_logp_diff"] < 1e-5 and metrics["time/weight_push_s"] > 0
+    assert sync.take_metrics() == {"time/weight_push_s": 0.0}  # taken once
+
+
+def test_follower_only_generates(model):
+    engine = RecordingEngine(copy.deepcopy(model))
+    sync = _sync(model, engine, is_leader=False)
+    asyncio.run(sync.wake())
+    asyncio.run(sync.sleep())
+    assert engine.calls == [("generate",)]  # the probe; the leader pushes and releases
+
+
+def test_hf_flow_pushes_only_stale_weights(model):
+    trainer_model = copy.deepcopy(model)
+    engine = RecordingEngine(copy.deepcopy(model))
+    sync = _sync(trainer_model, engine, kind="hf")
+
+    def cycle():
+        asyncio.run(sync.wake())
+        asyncio.run(sync.sleep())
+        pushes = [c for c in engine.calls if c[0] == "push"]
+        engine.calls.clear()
+        return len(pushes)
+
+    assert cycle() > 0  # stale at start
+    assert cycle() == 0  # nothing changed
+    with torch.no_grad():
+        next(trainer_model.parameters()).add_(0.5)
+    sync.mark_stale()
+    assert cycle() > 0
+    first = next(engine.inner.model.parameters())
+    assert torch.equal(first, next(trainer_model.parameters()))
+
+
+def test_probe_stops_a_stale_engine(model):
+    from mua.models import load_model
+
+    other = load_model(MODEL, dtype="float32", seed=1)
+    engine = RecordingEngine(other)
+
+    async def ignore(named_tensors):
+        return None
+
+    engine.update_weights = ignore
+    sync = _sync(model, engine, probe_tolerance=0.05)
+    with pytest.raises(RunFailure, match="weight sync check failed"):
+        asyncio.run(sync.wake())
+
+
+def _recipe(**overrides):
+    from mua.config import load_recipe
+
+    args = [f"{k}={v}" for k, v in overrides.items()]
+    return load_recipe(str(REPO / "recipes" / "quickstart.yaml"), args, verb="train")
+
+
+def test_memory_preflight_prints_the_table_and_refuses_a_small_gpu(model, capsys):
+    recipe = _recipe(**{"rollout.engine": "sglang"})
+    table = memory_preflight(recipe, model, world_size=1, gpu_bytes=80 * 2**30)
+    assert "memory estimate" in capsys.readouterr().out and table.splitlines()[-1] == "fits"
+    with pytest.raises(RunFailure, match="not enough GPU memory"):
+        memory_preflight(recipe, model, world_size=1, gpu_bytes=2**30, show=False)
+
+
+def test_launching_sglang_without_it_installed_is_one_line(mua_cli, tmp_path):
+    from mua.rollout.sglang_engine import sglang_version
+    from tests.integration.grpo_helpers import write_guess_tasks, write_rl_recipe
+
+    if sglang_version() is not None:
+        pytest.skip("SGLang is installed here")
+    train, _ = write_guess_tasks(tmp_path, num_train=4, num_test=0)
+    recipe = write_rl_recipe(tmp_path, Path(MODEL), train, rollout={"engine": "sglang"})
+    code, _, err = mua_cli("train", str(recipe))
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "rollout.sglang.base_urls" in lines[0], err
