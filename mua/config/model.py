@@ -22,11 +22,12 @@ class ModelConfig(Section):
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Parameter dtype for training master weights and the HF engine."
     )
-    tool_parser: Literal["hermes", "bracket", "auto"] = Field(
+    tool_parser: Literal["hermes", "bracket", "llama3_json", "auto"] = Field(
         "auto",
         description="How tool calls are read from model output: `hermes` "
-        "(<tool_call>{json}</tool_call>), `bracket` ([action] ... / [answer] ...), or `auto` "
-        "(both).",
+        "(<tool_call>{json}</tool_call>), `bracket` ([action] ... / [answer] ...), "
+        '`llama3_json` (Llama-3.x bare {"name": ..., "parameters": {...}} objects, optionally '
+        "after <|python_tag|>, separated by `;` or newlines), or `auto` (hermes, else bracket).",
     )
     seed: int = Field(0, description="Seed used when a `tiny:` model is built from its config.")
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = Field(

@@ -27,7 +27,7 @@ from typing import Any
 
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import AgentAction, ToolCall, UserFailure
-from mua.rollout.toolcalls import ParserName, action_as_message, parse_action
+from mua.rollout.toolcalls import ParserName, action_as_message, parse_action, read_native_calls
 from mua.rollout.users import OPENAI_API_URL, ChatEndpoint
 
 DEFAULT_MAX_RETRIES = 4
@@ -84,31 +84,12 @@ def _wire_call(call: dict, turn: int, index: int) -> dict:
     }
 
 
-def _native_calls(raw_calls: list[Any]) -> tuple[list[dict], list[str]]:
-    calls, errors = [], []
-    for i, raw in enumerate(raw_calls):
-        name = raw.function.name or ""
-        text = raw.function.arguments or ""
-        try:
-            args = json.loads(text) if text.strip() else {}
-            if not isinstance(args, dict):
-                raise ValueError(f"a JSON object is required, got {type(args).__name__}")
-        except ValueError as err:
-            errors.append(f"arguments of tool call {name!r} are not a JSON object: {err}")
-            continue
-        call_id = raw.id or f"call_{i}"
-        calls.append(
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-        )
-    return calls, errors
-
-
 def message_from_reply(reply: Any, tool_parser: ParserName = "auto") -> dict:
     """The server's assistant message -> mua's assistant message dict (see module doc)."""
     content = reply.content or ""
     raw_calls = getattr(reply, "tool_calls", None) or []
     if raw_calls:
-        calls, errors = _native_calls(raw_calls)
+        calls, errors = read_native_calls(raw_calls)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from mua.gym.api import AgentAction, GymContext, GymSpec, Task, ToolCall
 from mua.rollout.engine import GenerationRequest, GenerationResult, RolloutEngine, SamplingParams
-from mua.rollout.toolcalls import ParserName, parse_action
+from mua.rollout.toolcalls import ParserName, parse_action, read_native_calls
 
 PolicyKind = Literal["tokens", "messages"]
 
@@ -105,23 +105,31 @@ class MessagePolicy:
                 f"{self.name} policy returned {type(msg).__name__}, expected a message dict"
             )
         out: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+        # markup the policy's own reader could not use, then native calls we cannot read
+        errors = list(msg.get("parse_errors") or [])
         if msg.get("tool_calls"):
-            out["tool_calls"] = msg["tool_calls"]
-        if msg.get("parse_errors"):  # markup the policy's own reader could not use
-            out["parse_errors"] = list(msg["parse_errors"])
+            calls, unreadable = read_native_calls(msg["tool_calls"])
+            errors += unreadable
+            if calls:
+                out["tool_calls"] = calls
+        if errors:
+            out["parse_errors"] = errors
         return out
 
     def to_action(self, message: dict) -> AgentAction:
-        """Structured tool calls are taken as they are; otherwise the text is parsed (bracket form)."""
+        """Structured tool calls (as `act` normalised them) are taken as they are; otherwise the
+        text is parsed with the policy's tool parser."""
         calls = message.get("tool_calls") or []
         if not calls and not message.get("parse_errors"):
             return parse_action(message.get("content") or "", self.tool_parser)
-        tool_calls = []
-        for i, call in enumerate(calls):
-            fn = call.get("function", call)
-            tool_calls.append(
-                ToolCall(name=fn.get("name", ""), arguments=fn.get("arguments", {}), id=f"call_{i}")
+        tool_calls = [
+            ToolCall(
+                name=call["function"]["name"],
+                arguments=call["function"]["arguments"],
+                id=call.get("id") or f"call_{i}",
             )
+            for i, call in enumerate(calls)
+        ]
         content = message.get("content") or ""
         errors = list(message.get("parse_errors") or [])
         return AgentAction(text=content, tool_calls=tool_calls, parse_errors=errors, raw=content)

@@ -112,12 +112,16 @@ async def _policy_turn(
     return action, stopped
 
 
-def _record_step(ep: _Episode, step: StepResult) -> None:
+def _record_step(ep: _Episode, step: StepResult, parse_errors_seen: int) -> None:
     ep.turn_rewards.append(float(step.reward))
     for name, value in (step.components or {}).items():
         ep.components[name] = ep.components.get(name, 0.0) + float(value)
-    for kind, count in ((step.info or {}).get("errors") or {}).items():
+    errors = (step.info or {}).get("errors") or {}
+    for kind, count in errors.items():
         ep.errors[kind] = ep.errors.get(kind, 0) + int(count)
+    # An env that reports the parse errors it was handed must not double the runner's count;
+    # one that parses text itself may report more.
+    ep.parse_errors += max(0, int(errors.get("parse_error", 0)) - parse_errors_seen)
     ep.messages.extend(dict(m) for m in step.messages)
 
 
@@ -152,7 +156,7 @@ async def _drive(ep: _Episode, env, policy, tokenizer, cfg) -> None:
             return
         action, stopped = await _policy_turn(ep, policy, turn, cfg, stop_ids)
         step = await _env_call(env.step(action), cfg.call_timeout_s, "env.step")
-        _record_step(ep, step)
+        _record_step(ep, step, len(action.parse_errors))
         if step.done:
             ep.termination = "done"
             return
@@ -171,7 +175,7 @@ def _metrics(ep: _Episode) -> dict[str, float]:
     out = {
         "tokens": float(len(b.token_ids)) if b else 0.0,
         "assistant_tokens": float(sum(b.loss_mask)) if b else 0.0,
-        "parse_errors": float(ep.parse_errors + ep.errors.get("parse_error", 0)),
+        "parse_errors": float(ep.parse_errors),
         "drift": 0.0,
     }
     for kind, count in ep.errors.items():

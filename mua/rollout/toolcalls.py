@@ -1,22 +1,26 @@
-"""Read tool calls out of a policy's text: Hermes/Qwen `<tool_call>{json}</tool_call>` blocks and
-UserRL-style bracket actions (`[action] ...`, `[search] ...`, `[answer] ...`, `[finish]`).
+"""Read tool calls out of a policy's text: Hermes/Qwen `<tool_call>{json}</tool_call>` blocks,
+Llama-3.x bare JSON calls (`{"name": ..., "parameters": {...}}`, optionally after
+`<|python_tag|>`, several separated by `;` or newlines) and UserRL-style bracket actions
+(`[action] ...`, `[search] ...`, `[answer] ...`, `[finish]`).
 
 `parse_action(text, parser)` returns a `mua.gym.AgentAction` and never raises: markup that cannot
 be read lands in `AgentAction.parse_errors` with a sentence the model can act on. Bracket actions
 become calls of the one tool UserRL-style gyms expose, `interact_with_env(choice, content)`.
 This module does not check tool names or argument types; the gym's `ToolEnv` does that.
-Reasoning inside `<think>...</think>` is never parsed for actions.
+Reasoning inside `<think>...</think>` is never parsed for actions. `auto` never picks the Llama-3
+reader (a plain JSON answer would read as a call); select it with `llama3_json`. Llama's built-in
+tool syntax (`<|python_tag|>brave_search.call(...)`) is not read: it becomes a parse error.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from mua.gym.api import AgentAction, ToolCall
 
-ParserName = Literal["hermes", "bracket", "auto"]
+ParserName = Literal["hermes", "bracket", "llama3_json", "auto"]
 BRACKET_TOOL = "interact_with_env"
 BRACKET_CHOICES = ("action", "search", "answer", "finish")
 
@@ -24,6 +28,12 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|(?=<tool_call>)|$)", re.S)
 _BRACKET = re.compile(r"\[\s*(action|search|answer|finish)\s*\]", re.I)
 _MAX_ERROR_SNIPPET = 60
+_PYTHON_TAG = "<|python_tag|>"
+_LLAMA_END_MARKERS = ("<|eom_id|>", "<|eot_id|>")
+_LLAMA_CALL_START = re.compile(
+    r'<\|python_tag\|>|(?:^|(?<=;))[ \t]*(?=\{\s*"(?:name|parameters|arguments)"\s*:)', re.M
+)
+_LLAMA_RESUME = re.compile(r"[\n;][ \t]*\{")
 
 
 def _snippet(text: str) -> str:
@@ -62,6 +72,11 @@ def _decode_call(body: str, index: int) -> tuple[ToolCall | None, str | None]:
         return None, f"tool call is not valid JSON ({e.msg} at char {e.pos}): {_snippet(body)}"
     if body[end:].strip():
         return None, f"unexpected text after the JSON object in <tool_call>: {_snippet(body[end:])}"
+    return _call_from_object(obj, index)
+
+
+def _call_from_object(obj: object, index: int) -> tuple[ToolCall | None, str | None]:
+    """A decoded `{"name": ..., "arguments"|"parameters": {...}}` -> (call, None) or (None, error)."""
     if not isinstance(obj, dict):
         return (
             None,
@@ -121,14 +136,118 @@ def parse_bracket(text: str) -> AgentAction:
     return AgentAction(text=text.strip(), tool_calls=[call], raw=text)
 
 
+def _masked_think(text: str) -> str:
+    """`text` with think blocks blanked out, same length, so positions still match `text`."""
+    return _THINK.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def _read_json_calls(
+    visible: str, pos: int, first_index: int
+) -> tuple[list[ToolCall], list[str], int]:
+    """Llama-3 JSON calls from `pos`, separated by `;` and/or whitespace, up to the first text.
+
+    Returns (calls, errors, where the text after them starts). An object that is not valid JSON
+    is an error; reading resumes at the next line or `;` that opens an object.
+    """
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    decoder = json.JSONDecoder()
+    while True:
+        start = pos
+        while start < len(visible) and (visible[start].isspace() or visible[start] == ";"):
+            start += 1
+        if start >= len(visible) or visible[start] != "{":
+            return calls, errors, start
+        try:
+            obj, pos = decoder.raw_decode(visible, start)
+        except json.JSONDecodeError as e:
+            errors.append(
+                f"tool call is not valid JSON ({e.msg} at char {e.pos - start}): "
+                f"{_snippet(visible[start:])}"
+            )
+            resume = _LLAMA_RESUME.search(visible, start + 1)
+            pos = resume.start() + 1 if resume else len(visible)
+            continue
+        call, err = _call_from_object(obj, first_index + len(calls) + len(errors))
+        if call is not None:
+            calls.append(call)
+        else:
+            errors.append(err)
+
+
+def parse_llama3_json(text: str) -> AgentAction:
+    """Llama-3.x native calls: bare `{"name": ..., "parameters": {...}}` objects.
+
+    A call starts at `<|python_tag|>` or at a line (or `;`) that opens an object whose first key
+    is name/parameters/arguments; several calls are separated by `;` or newlines. Text before,
+    between and after the calls is the turn's text; a trailing `<|eom_id|>`/`<|eot_id|>` is
+    dropped. `<|python_tag|>` followed by anything but JSON (built-in tool syntax) is an error.
+    """
+    body = text
+    for end_marker in _LLAMA_END_MARKERS:
+        body = body.rstrip().removesuffix(end_marker)
+    visible = _masked_think(body)
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    outside: list[str] = []
+    pos = 0
+    while (start := _LLAMA_CALL_START.search(visible, pos)) is not None:
+        tagged = start.group(0) == _PYTHON_TAG
+        # an untagged match ends where its object opens (the blanks before it may be a think block)
+        outside.append(body[pos : start.start() if tagged else start.end()].rstrip(" \t"))
+        found, bad, pos = _read_json_calls(visible, start.end(), len(calls) + len(errors))
+        if tagged and not found and not bad:
+            bad = [f"expected a JSON tool call after {_PYTHON_TAG}: {_snippet(visible[pos:])}"]
+        calls += found
+        errors += bad
+    outside.append(body[pos:])
+    return AgentAction(
+        text="".join(outside).strip(), tool_calls=calls, parse_errors=errors, raw=text
+    )
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def read_native_calls(raw_calls: list[Any]) -> tuple[list[dict], list[str]]:
+    """Structured tool calls -> (mua tool-call dicts with dict arguments, parse errors).
+
+    Accepts the OpenAI wire shape (`{"id", "function": {"name", "arguments": "<json>"}}`, as
+    dicts or the `openai` client's objects) and mua's own (arguments already a dict). A call
+    whose arguments are not a JSON object, or that has no name, is left out and reported.
+    """
+    calls: list[dict] = []
+    errors: list[str] = []
+    for i, raw in enumerate(raw_calls):
+        fn = _field(raw, "function") or raw
+        obj = {"name": _field(fn, "name"), "arguments": _field(fn, "arguments")}
+        call, err = _call_from_object(obj, i)
+        if call is None:
+            errors.append(err)
+            continue
+        calls.append(
+            {
+                "id": _field(raw, "id") or call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+        )
+    return calls, errors
+
+
 def parse_action(text: str, parser: ParserName = "auto") -> AgentAction:
     """Parse one assistant turn. `auto`: Hermes blocks when present, else bracket actions, else text."""
     if parser == "hermes":
         return parse_hermes(text)
     if parser == "bracket":
         return parse_bracket(text)
+    if parser == "llama3_json":
+        return parse_llama3_json(text)
     if parser != "auto":
-        raise ValueError(f"unknown tool parser {parser!r}; use hermes, bracket or auto")
+        raise ValueError(
+            f"unknown tool parser {parser!r}; use hermes, bracket, llama3_json or auto"
+        )
     visible = _strip_think(text)
     if "<tool_call>" in visible or "</tool_call>" in visible:
         return parse_hermes(text)

@@ -5,9 +5,10 @@ It answers `POST /v1/chat/completions` (the OpenAI response shape, with `usage`)
 returning the content string (or a message dict with `tool_calls`). Per request it can inject
 faults (a hang, HTTP 500, HTTP 429 with Retry-After, malformed JSON content, a non-JSON body, a
 dropped connection) and latency (fixed, or log-normal with a given mean, seeded). It counts
-requests and the most requests it had in flight at once.
+requests, TCP connections (HTTP/1.1 keep-alive, as real servers) and the most requests it had in
+flight at once.
 
-It runs in a background thread (stdlib `ThreadingHTTPServer`, one thread per request) and is
+It runs in a background thread (stdlib `ThreadingHTTPServer`, one thread per connection) and is
 bounded: a hung request ends at `hang_cap_s` or when the server stops, whichever comes first.
 It does not implement streaming, embeddings, or any model: token counts in `usage` are word
 counts, good enough for shape checks.
@@ -107,6 +108,7 @@ class FakeOpenAIServer:
         self.total_requests = 0  # chat completions received (faulty ones included)
         self.in_flight = 0
         self.max_in_flight = 0
+        self.connections = 0  # TCP connections accepted (clients that keep them alive reuse them)
         self.faults_injected: dict[str, int] = {}
         # per chat request: {"json": body, "headers": {lowercased: value}, "t": monotonic seconds}
         self.requests: list[dict] = []
@@ -235,7 +237,15 @@ def _wire_tool_call(call: dict, index: int) -> dict:
 
 def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"  # one request per connection: simple and bounded
+        # keep-alive like real servers, so clients can reuse connections; an idle connection
+        # ends after `timeout` seconds, and none is served once the server stops
+        protocol_version = "HTTP/1.1"
+        timeout = 30
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server.connections += 1
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet; never log headers
             return
@@ -261,6 +271,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
+            if server._stop.is_set():
+                self.close_connection = True
+                return
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return

@@ -249,3 +249,19 @@ def test_parse_json_text_accepts(text, expected):
 def test_parse_json_text_rejects(text):
     with pytest.raises(ValueError, match="not valid JSON"):
         parse_json_text(text)
+
+
+def test_client_keeps_connections_alive_across_requests():
+    """One pooled connection per concurrent request, reused: not a new TCP connection per call."""
+
+    async def ask_many(client):
+        for _ in range(5):
+            await client.complete(ASK)
+        await asyncio.gather(*(client.complete(ASK) for _ in range(12)))
+        await client.aclose()
+
+    with FakeOpenAIServer(latency_ms=20) as server:
+        client = client_for(server, max_concurrency=4)
+        asyncio.run(ask_many(client))
+    assert server.total_requests == 17
+    assert 1 <= server.connections <= 4  # the concurrency cap bounds the pool in use

@@ -10,7 +10,7 @@ import pytest
 from mua.config.rollout import LLMUserConfig, RolloutConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import GymContext, GymSpec, ResetResult, StepResult, Task
-from mua.gym.tools import tool_schema
+from mua.gym.tools import ToolEnv, tool, tool_schema
 from mua.rollout.openai_policy import OpenAIPolicy, message_to_action, to_wire_messages
 from mua.rollout.policies import MessagePolicy
 from mua.rollout.users import LLMClient
@@ -228,3 +228,103 @@ def test_openai_agent_and_llm_user_share_one_fake_server():
     contents = [m["content"] for m in trajs[0].messages]
     assert contents.count("Sure, go on.") == 3 and contents.count("I would like some help.") == 2
     assert sum(trajs[0].loss_mask) > 0  # the agent's turns are rendered as assistant tokens
+
+
+# -- native tool calls that cannot be read, through the runner ---------------------------------
+
+
+class WeatherEnv(ToolEnv):
+    """The `lookup` tool; the episode ends on the third agent turn."""
+
+    def __init__(self, ctx: GymContext) -> None:
+        self.turns = 0
+
+    @tool
+    def lookup(self, city: str) -> str:
+        """Weather of a city.
+
+        Args:
+            city: the city name
+        """
+        return lookup(city)
+
+    async def reset(self, task: Task) -> ResetResult:
+        return ResetResult(messages=list(task.prompt), tools=TOOLS)
+
+    async def step(self, action) -> StepResult:
+        self.turns += 1
+        if self.turns >= 3:
+            return StepResult(reward=1.0, done=True)
+        return await self.step_tools(action)
+
+    async def close(self) -> None:
+        pass
+
+
+def weather_reply(req):
+    """Turn 1: one unreadable and one good native call; turn 2: a string-encoded call; then text."""
+    turn = sum(m["role"] == "assistant" for m in req["messages"])
+    if turn == 0:
+        bad = {"id": "c1", "function": {"name": "lookup", "arguments": '{"city": "Oslo"'}}
+        good = {"id": "c2", "function": {"name": "lookup", "arguments": {"city": "Rome"}}}
+        return {"content": "", "tool_calls": [bad, good]}
+    if turn == 1:
+        call = {"id": "c3", "function": {"name": "lookup", "arguments": '{"city": "Lima"}'}}
+        return {"content": "", "tool_calls": [call]}
+    return "Sunny everywhere."
+
+
+def run_weather(policy):
+    from mua.models import load_tokenizer
+    from mua.rollout.runner import run_rollouts_sync
+
+    spec = GymSpec(
+        name="weather", description="test", make_env=WeatherEnv, build_tasks=lambda *a, **k: {}
+    )
+    task = Task("w0", "weather", "test", [{"role": "user", "content": "weather?"}], {})
+    (traj,) = run_rollouts_sync(
+        [task],
+        n=1,
+        policy=policy,
+        gym_spec=spec,
+        gym_ctx=GymContext(),
+        tokenizer=load_tokenizer("tiny:qwen2-1m"),
+        rollout_cfg=RolloutConfig(max_turns=4, max_total_tokens=4096, call_timeout_s=10),
+    )
+    return traj
+
+
+def assert_one_counted_parse_error(traj):
+    assert traj.termination == "done" and traj.num_turns == 3
+    tool_replies = [m["content"] for m in traj.messages if m["role"] == "tool"]
+    assert len(tool_replies) == 3
+    assert tool_replies[0].startswith("Error: could not read your tool call")
+    assert "lookup" in tool_replies[0] and "not JSON" in tool_replies[0]
+    assert tool_replies[1:] == ["sunny in Rome", "sunny in Lima"]
+    assert traj.metrics["parse_errors"] == 1.0  # counted once, not once by the runner and the env
+
+
+def test_unreadable_native_calls_are_counted_parse_errors_with_an_observation():
+    with FakeOpenAIServer(weather_reply) as server:
+        traj = run_weather(policy_for(server).as_message_policy())
+    assert_one_counted_parse_error(traj)
+
+
+def test_message_policy_reads_wire_format_tool_calls_from_any_actor():
+    """An actor that hands back the server's message as it came (arguments as JSON strings)."""
+    import openai
+
+    with FakeOpenAIServer(weather_reply) as server:
+
+        async def act(messages, task, tools):
+            client = openai.AsyncOpenAI(api_key="EMPTY", base_url=server.base_url, max_retries=0)
+            try:
+                reply = await client.chat.completions.create(
+                    model="agent", messages=to_wire_messages(messages), tools=tools
+                )
+            finally:
+                await client.close()
+            return reply.choices[0].message.model_dump()
+
+        traj = run_weather(MessagePolicy(act))
+    assert_one_counted_parse_error(traj)

@@ -78,3 +78,87 @@ def test_plain_text_and_auto():
     )
     with pytest.raises(ValueError):
         parse_action("x", "xml")
+
+
+@pytest.mark.parametrize(
+    "text,calls,rest",
+    [
+        ('{"name": "lookup", "parameters": {"q": "x"}}', [("lookup", {"q": "x"})], ""),
+        (
+            '<|python_tag|>{"name": "a", "parameters": {"n": 1}}; {"name":"b","parameters":{}}'
+            "<|eom_id|>",
+            [("a", {"n": 1}), ("b", {})],
+            "",
+        ),
+        (
+            'Let me check.\n  {"name": "a", "parameters": {"n": 1}}\n\n'
+            '{"name": "b", "arguments": "{\\"m\\": 2}"}\nDone.',
+            [("a", {"n": 1}), ("b", {"m": 2})],
+            "Let me check.\nDone.",
+        ),
+        (
+            '<think>{"name": "no", "parameters": {}}</think>\n{"name": "yes", "parameters": {}} ok',
+            [("yes", {})],
+            '<think>{"name": "no", "parameters": {}}</think>\nok',
+        ),
+        ('The answer is {"name": "Bob"} as JSON.', [], 'The answer is {"name": "Bob"} as JSON.'),
+    ],
+)
+def test_llama3_json_calls_separators_and_surrounding_text(text, calls, rest):
+    a = parse_action(text, "llama3_json")
+    assert [(c.name, c.arguments) for c in a.tool_calls] == calls
+    assert a.text == rest and a.parse_errors == [] and a.raw == text
+    assert [c.id for c in a.tool_calls] == [f"call_{i}" for i in range(len(calls))]
+    if calls:
+        msg = action_as_message(a)
+        assert [c["function"]["name"] for c in msg["tool_calls"]] == [n for n, _ in calls]
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ('{"name": "f", "parameters": {"a": 1}', "not valid JSON"),
+        ('<|python_tag|>{"name": "f", "parameters": {"a": 1}', "not valid JSON"),
+        ('{"parameters": {"a": 1}}', "name"),
+        ('{"name": "f", "parameters": [1]}', "must be a JSON object"),
+        ('<|python_tag|>brave_search.call(query="x")', "expected a JSON tool call"),
+        ("<|python_tag|>", "expected a JSON tool call"),
+    ],
+)
+def test_llama3_json_errors_say_what_is_wrong(text, needle):
+    a = parse_action(text, "llama3_json")
+    assert a.tool_calls == [] and len(a.parse_errors) == 1 and needle in a.parse_errors[0]
+    assert action_as_message(a)["role"] == "assistant"
+
+
+def test_llama3_json_reads_on_after_a_malformed_call():
+    text = '{"name": "bad", "parameters": {"a": 1}\n{"name": "good", "parameters": {}}'
+    a = parse_action(text, "llama3_json")
+    assert [c.name for c in a.tool_calls] == ["good"]
+    assert len(a.parse_errors) == 1 and "bad" in a.parse_errors[0]
+    assert parse_action('{"name": "f", "parameters": {}}', "auto").tool_calls == []
+
+
+def test_llama3_json_parse_error_reaches_the_model_as_an_observation():
+    import asyncio
+
+    from mua.gym.tools import ToolEnv, tool
+
+    class Env(ToolEnv):
+        @tool
+        def lookup(self, q: str) -> str:
+            """Look something up.
+
+            Args:
+                q: what to look up
+            """
+            return f"found {q}"
+
+    action = parse_action(
+        '{"name": "lookup", "parameters": {"q": "x"}}; {"name": "lookup", "parameters": {',
+        "llama3_json",
+    )
+    messages, errors = asyncio.run(Env().call_tools(action))
+    assert errors == {"parse_error": 1}
+    assert messages[0]["name"] == "parser" and "not valid JSON" in messages[0]["content"]
+    assert messages[1]["content"] == "found x"

@@ -59,6 +59,14 @@ PIECES = [
     "\\",
     "```json",
     "```",
+    "<|python_tag|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    ";",
+    '"parameters"',
+    '{"name": "interact_with_env", "parameters": {"choice": "answer", "content": "5"}}',
+    '\n{"name": "interact_with_env", "parameters": {"choice": "finish"}}; ',
+    '{"name": "interact_with_env", "parameters": {',
 ]
 
 
@@ -72,9 +80,10 @@ def test_parser_never_raises_on_2000_outputs():
     rng = random.Random(0)
     for _ in range(3000):
         text = random_output(rng)
-        for parser in ("hermes", "bracket", "auto"):
+        for parser in ("hermes", "bracket", "llama3_json", "auto"):
             action = parse_action(text, parser)
             assert isinstance(action.parse_errors, list)
+            assert all(isinstance(c.arguments, dict) for c in action.tool_calls)
 
 
 def _gyms_with_tasks():
@@ -106,8 +115,9 @@ def test_gyms_never_raise_on_adversarial_outputs(count_guess, count_other):
                 await env.reset(tasks[i % len(tasks)])
                 steps = 0
             text = random_output(rng)
+            parser = "llama3_json" if i % 2 else "auto"
             try:
-                result = await env.step(parse_action(text, "auto"))
+                result = await env.step(parse_action(text, parser))
             except UserFailure:
                 env = None
                 continue
