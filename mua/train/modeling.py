@@ -22,8 +22,13 @@ def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
     from mua.models import load_model
     from mua.train.varlen import enable_varlen
 
-    model = load_model(recipe.model.path, dtype="float32", seed=recipe.model.seed)
-    enable_varlen(model)  # packed rows without a [T, T] mask (flash-attn, when configured, stays)
+    model = load_model(
+        recipe.model.path,
+        dtype="float32",
+        seed=recipe.model.seed,
+        attn_implementation=trainer_attention(recipe),
+    )
+    enable_varlen(model)  # packed rows without a [T, T] mask (flash-attn, when chosen, stays)
     p = recipe.parallel
     return shard_model(
         model,
@@ -33,6 +38,23 @@ def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
         cpu_offload=p.cpu_offload,
         trainable=trainable,
     )
+
+
+def trainer_attention(recipe) -> str:
+    """The attention kernel of the trained models: the recipe's choice; with `auto`, flash-attn
+    on a GPU when it is installed and compute runs in bf16 (the master weights stay fp32), else
+    sdpa (which `mua.train.varlen` then runs per packed sequence)."""
+    import importlib.util
+
+    import torch
+
+    choice = recipe.model.attn_implementation
+    if choice != "auto":
+        return choice
+    bf16 = recipe.parallel.mixed_precision in ("auto", "bf16")
+    if torch.cuda.is_available() and bf16 and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
 
 
 def load_tokenizer_for(recipe):

@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 NAME = "mua_varlen"
-_KEEP = ("flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention")
 _registered = False
 
 
@@ -76,11 +75,11 @@ def _has_sliding_layers(config) -> bool:
 
 
 def enable_varlen(model) -> str:
-    """Switch a freshly loaded model to `mua_varlen` unless it runs flash/flex attention or has
-    sliding-window layers; returns the attention implementation the model ends up with."""
+    """Switch a freshly loaded sdpa model to `mua_varlen` (flash-attn, eager and the others are
+    left as chosen, as are models with sliding-window layers); returns the implementation in use."""
     config = model.config
     current = getattr(config, "_attn_implementation", None) or "sdpa"
-    if current in _KEEP or _has_sliding_layers(config):
+    if current != "sdpa" or _has_sliding_layers(config):
         return current
     register()
     config._attn_implementation = NAME

@@ -80,16 +80,29 @@ def test_varlen_attention_builds_no_mask_and_matches_plain_forward(monkeypatch):
     assert torch.allclose(single, plain[2], atol=1e-5)
 
 
-def test_enable_varlen_leaves_flash_and_sliding_window_models_alone():
+def test_enable_varlen_leaves_flash_eager_and_sliding_window_models_alone():
     from types import SimpleNamespace
 
     from mua.train.varlen import enable_varlen
 
     flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"))
     assert enable_varlen(flash) == "flash_attention_2"
+    eager = SimpleNamespace(config=SimpleNamespace(_attn_implementation="eager"))
+    assert enable_varlen(eager) == "eager"  # chosen explicitly: kept
     sliding = SimpleNamespace(
         config=SimpleNamespace(
             _attn_implementation="sdpa", layer_types=["full_attention", "sliding_attention"]
         )
     )
     assert enable_varlen(sliding) == "sdpa"
+
+
+def test_trainer_attention_follows_the_recipe_and_defaults_to_sdpa_on_cpu():
+    from mua.config.recipes import TrainRecipe
+    from mua.train.modeling import trainer_attention
+
+    base = {"model": {"path": "tiny:qwen2-1m"}, "gym": {"name": "guess"}}
+    base["data"] = {"train_files": ["x.parquet"]}
+    assert trainer_attention(TrainRecipe.model_validate(base)) == "sdpa"  # no GPU here
+    eager = {**base, "model": {"path": "tiny:qwen2-1m", "attn_implementation": "eager"}}
+    assert trainer_attention(TrainRecipe.model_validate(eager)) == "eager"
