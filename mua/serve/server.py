@@ -70,7 +70,7 @@ class MuaServer:
         self.request_timeout_s = request_timeout_s
         self.released_tags: set[str] = set()
         self.weight_version = 0
-        self.counts = {"generate": 0, "chat": 0, "weight_pushes": 0, "flushes": 0}
+        self.counts = {"generate": 0, "chat": 0, "weight_requests": 0, "flushes": 0}
         self._loop = asyncio.new_event_loop()
         self._threads: list[threading.Thread] = []
         self._http: ThreadingHTTPServer | None = None
@@ -210,7 +210,7 @@ class MuaServer:
 
     def _pushed(self, message: str) -> dict:
         self.weight_version += 1
-        self.counts["weight_pushes"] += 1
+        self.counts["weight_requests"] += 1
         return {"success": True, "message": message, "num_paused_requests": 0}
 
     def release(self, body: Any) -> dict:

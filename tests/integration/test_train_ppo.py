@@ -8,7 +8,7 @@ import math
 import pytest
 
 from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
-from tests.integration.train_helpers import metric_history, run_train
+from tests.integration.train_helpers import final_params, metric_history, run_train
 
 pytestmark = pytest.mark.integration
 
@@ -33,3 +33,27 @@ def test_ppo_two_steps_critic_learns(tmp_path_factory, tmp_path):
     assert len(first) == 2 and all(b < a for a, b in zip(first, last, strict=False)), (first, last)
     critic_dir = run / "checkpoints" / "global_step_2" / "critic"
     assert (critic_dir / ".metadata").exists()
+
+
+def test_ppo_resume_matches_uninterrupted(tmp_path_factory, tmp_path):
+    """Policy, critic, both optimizers and the data position come back from the checkpoint."""
+    model, train, _ = shared_guess_setup(tmp_path_factory)
+    runs = {}
+    for name in ("straight", "resumed"):
+        folder = tmp_path / name
+        folder.mkdir()
+        recipe = write_rl_recipe(
+            folder, model, train, algo=PPO, total_steps=3, checkpoint={"save_freq": 1}
+        )
+        if name == "resumed":
+            first = run_train(recipe, "total_steps=1")
+            assert first.returncode == 0, first.stderr[-3000:]
+        res = run_train(recipe)
+        assert res.returncode == 0, res.stderr[-3000:]
+        runs[name] = folder / "run"
+    for key in ("loss", "critic/vf_loss", "reward/mean"):
+        a, b = metric_history(runs["straight"], key), metric_history(runs["resumed"], key)
+        assert len(a) == len(b) == 3, key
+        assert max(abs(x - y) for x, y in zip(a, b, strict=True)) <= 1e-6, key
+    a, b = final_params(runs["straight"]), final_params(runs["resumed"])
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-6

@@ -80,13 +80,13 @@ def hf_run(guess_setup, tmp_path_factory):
 
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_sglang_protocol_run_matches_hf(guess_setup, served, hf_run, tmp_path, nproc):
-    before = _server_info(served)["counts"]["weight_pushes"]
+    before = _server_info(served)["counts"]["weight_requests"]
     recipe = _recipe(tmp_path, guess_setup, rollout={"engine": "sglang"})
     res = run_train(recipe, f"rollout.sglang.base_urls=[{served}]", "--nproc-per-node", str(nproc))
     assert res.returncode == 0, res.stderr[-3000:]
     run = tmp_path / "run"
     # one push per use of the engine, from the leader only (2 ranks share the server)
-    assert _server_info(served)["counts"]["weight_pushes"] - before == PUSHES_PER_RUN
+    assert _server_info(served)["counts"]["weight_requests"] - before == PUSHES_PER_RUN
     probe = metric_history(run, "engine/probe_logp_diff")
     assert len(probe) == STEPS and max(probe) < 1e-4
     assert len(metric_history(run, "time/weight_push_s")) == STEPS
@@ -129,7 +129,7 @@ def test_stale_server_stops_the_run_with_the_probe_error(guess_setup, tmp_path):
     with MuaServer(engine, model_path="tiny:qwen2-1m") as server:
         recipe = _recipe(tmp_path, guess_setup, rollout={"engine": "sglang"})
         res = run_train(recipe, f"rollout.sglang.base_urls=[{server.url}]", "total_steps=1")
-        assert server.counts["weight_pushes"] == 1  # acknowledged, not loaded
+        assert server.counts["weight_requests"] == 1  # acknowledged, not loaded
     assert res.returncode == 1
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: weight sync")]
     assert len(errors) == 1 and "probe_tolerance" in errors[0], res.stderr[-3000:]

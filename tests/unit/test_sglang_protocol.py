@@ -165,11 +165,11 @@ def test_probe_catches_a_stale_engine_and_pushes_fix_it(server, client):
     with pytest.raises(RunFailure, match="stale or corrupted"):
         asyncio.run(weight_sync.check_probe(client, trainer, probe))
 
-    pushes = server.counts["weight_pushes"]
+    pushes = server.counts["weight_requests"]
     buckets = client.stats["weight_buckets"]
     asyncio.run(client.update_weights(trainer.named_parameters()))  # tensor path
     assert client.stats["weight_buckets"] - buckets > 1  # 0.5 MiB buckets: several requests
-    assert server.counts["weight_pushes"] - pushes == client.stats["weight_buckets"] - buckets
+    assert server.counts["weight_requests"] - pushes == client.stats["weight_buckets"] - buckets
     assert asyncio.run(weight_sync.check_probe(client, trainer, probe)) < 1e-4
 
 
@@ -230,9 +230,9 @@ def test_pool_keeps_a_trajectory_on_one_engine(server):
     counts = [e.stats["requests"] for e in engines]
     assert sum(counts) == 12 and all(c % 3 == 0 for c in counts)  # a trajectory's turns together
     assert pool.pick("traj-a") is pool.pick("traj-a")
-    pushes = server.counts["weight_pushes"]
+    pushes = server.counts["weight_requests"]
     asyncio.run(pool.update_weights(load_model(MODEL).named_parameters()))
-    assert server.counts["weight_pushes"] - pushes == 3  # one bucket, sent to every engine
+    assert server.counts["weight_requests"] - pushes == 3  # one bucket, sent to every engine
     asyncio.run(pool.close())
 
 
