@@ -39,18 +39,19 @@ def varlen_attention(
         )
         return out.transpose(1, 2).contiguous(), None
     bounds = cu.tolist() if torch.is_tensor(cu) else list(cu)
+    lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=False)]
+    # split (not slicing): its backward is one concatenation, not a full-size gradient per slice
     parts = [
         F.scaled_dot_product_attention(
-            query[:, :, start:end],
-            key[:, :, start:end],
-            value[:, :, start:end],
-            is_causal=True,
-            scale=scaling,
-            dropout_p=dropout,
-            enable_gqa=gqa,
+            q, k, v, is_causal=True, scale=scaling, dropout_p=dropout, enable_gqa=gqa
         )
-        for start, end in zip(bounds[:-1], bounds[1:], strict=False)
-        if end > start
+        for q, k, v in zip(
+            query.split(lengths, dim=2),
+            key.split(lengths, dim=2),
+            value.split(lengths, dim=2),
+            strict=True,
+        )
+        if q.shape[2] > 0
     ]
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
     return out.transpose(1, 2).contiguous(), None
