@@ -50,7 +50,7 @@ def main(out_path: str, model_path: str) -> None:
     import torch
 
     from mua.config.train import OptimConfig
-    from mua.dist import all_gather_objects, destroy, init_distributed
+    from mua.dist import all_gather_objects, barrier, destroy, init_distributed
     from mua.dist.fsdp import shard_model
     from mua.models import load_model
     from mua.train.data import SFTSample
@@ -82,9 +82,13 @@ def main(out_path: str, model_path: str) -> None:
         if dist.is_main:
             with open(out_path, "w") as f:
                 json.dump({"world_size": dist.world_size, "ranks": counts}, f)
+        barrier()  # ranks leave together, as `mua train`'s do
     finally:
         destroy()
 
 
 if __name__ == "__main__":
+    from mua.train.entry import exit_now
+
     main(sys.argv[1], sys.argv[2])
+    exit_now(0)  # no interpreter finalisation after the group is gone (see mua.train.entry)
