@@ -44,21 +44,6 @@ class TrajectorySeededPolicy(EnginePolicy):
         text = f"{self.base_seed}/{task_id}/{sample}/{turn}".encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
 
-    async def generate(self, prompt_ids, max_new_tokens, stop_token_ids, route_key: str = ""):
-        from mua.rollout.engine import GenerationRequest, SamplingParams
-
-        sampling = SamplingParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            max_new_tokens=max_new_tokens,
-            stop_token_ids=list(stop_token_ids),
-            seed=self.request_seed(route_key),
-        )
-        return await self.engine.generate(
-            GenerationRequest(list(prompt_ids), sampling, route_key=route_key)
-        )
-
 
 @dataclass
 class GymEvaluation:

@@ -55,6 +55,11 @@ class EnginePolicy:
             tool_parser=tool_parser,
         )
 
+    def request_seed(self, route_key: str) -> int | None:
+        """The sampling seed of the next request (subclasses derive it from the route key)."""
+        self._requests += 1
+        return None if self.seed is None else self.seed + self._requests
+
     async def generate(
         self,
         prompt_ids: list[int],
@@ -62,15 +67,13 @@ class EnginePolicy:
         stop_token_ids: list[int],
         route_key: str = "",
     ) -> GenerationResult:
-        self._requests += 1
-        seed = None if self.seed is None else self.seed + self._requests
         sampling = SamplingParams(
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k,
             max_new_tokens=max_new_tokens,
             stop_token_ids=list(stop_token_ids),
-            seed=seed,
+            seed=self.request_seed(route_key),
         )
         request = GenerationRequest(
             prompt_ids=list(prompt_ids), sampling=sampling, route_key=route_key
