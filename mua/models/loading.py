@@ -119,6 +119,16 @@ def load_model(path: str, dtype: str = "float32", seed: int = 0, attn_implementa
         raise UsageError(f"cannot load a model from {path!r}: {_first_line(err)}") from err
 
 
+def accepts_logits_to_keep(model) -> bool:
+    """True when the model's forward takes `logits_to_keep` (the LM head on chosen positions only)."""
+    import inspect
+
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _check_hf_folder(folder: Path, path: str) -> None:
     if not (folder / "config.json").is_file():
         raise UsageError(

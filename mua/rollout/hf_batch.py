@@ -1,7 +1,8 @@
 """The running batch of the `hf` engine: rows decoded together over one left-padded KV cache.
 
 `RunningBatch.step(newcomers)` runs one decode forward for the live rows and one prefill forward
-for the newcomers (left-padded among themselves, logits of the last position only), samples one
+for the newcomers (left-padded among themselves, logits of the last position only; newcomers with
+identical prompts, such as the n samples of one task, share one row of it), samples one
 token per row, and appends the newcomers' KV rows to the live cache, left-padding whichever side
 is narrower: new requests join between two decode steps. Rows that stop (a stop id or their token
 budget) leave the batch at once, and leading cache columns no live row uses are trimmed away.
@@ -26,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mua.models.loading import accepts_logits_to_keep
 from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
 
 
@@ -55,15 +57,6 @@ class Row:
         return len(self.token_ids) >= self.request.sampling.max_new_tokens
 
 
-def accepts_logits_to_keep(model) -> bool:
-    import inspect
-
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 class RunningBatch:
     """Live rows with their shared KV cache, attention mask [B, W], next positions [B] and the
     last sampled token [B] of each row (sampled, not yet fed to the model)."""
@@ -75,6 +68,7 @@ class RunningBatch:
         self.pad_id = pad_id
         self.keep_last_logits_only = accepts_logits_to_keep(model)
         self.can_merge = True  # until a cache that cannot be merged shows up
+        self.shared_prompts = 0  # newcomers whose identical prompt another newcomer fed
         self.rows: list[Row] = []
         self.cache = None
         self.mask = None
@@ -104,6 +98,7 @@ class RunningBatch:
         finished = group._forward(newcomers)
         finished += self._forward([])
         self._absorb(group)
+        self.shared_prompts += group.shared_prompts
         return finished
 
     def _forward(self, newcomers: list[Row]) -> list[Row]:
@@ -113,8 +108,9 @@ class RunningBatch:
         import torch
 
         assert not (newcomers and self.rows), "newcomers are prefilled apart from live rows"
+        expand = None
         if newcomers:
-            cache, input_ids, mask, positions = self._prefill_inputs(newcomers)
+            cache, input_ids, mask, positions, expand = self._prefill_inputs(newcomers)
             rows = newcomers
         else:  # a decode step: each live row feeds its last sampled token
             cache, rows = self.cache, self.rows
@@ -129,13 +125,17 @@ class RunningBatch:
             use_cache=True,
             **extra,
         )
+        logits = out.logits[:, -1, :]
+        if expand is not None:  # identical prompts were prefilled once: one cache row per request
+            out.past_key_values.batch_select_indices(expand)
+            mask, positions, logits = mask[expand], positions[expand], logits[expand]
         self.rows, self.cache, self.mask = rows, out.past_key_values, mask
         self.next_pos = positions[:, -1] + 1
         if cache is None:
             self.can_merge = _mergeable(self.cache)
         elif input_ids.shape[1] > 1:
             self._compact()  # rows that fed fewer tokens than the widest left masked holes
-        tokens, lps = _sample(out.logits[:, -1, :].float(), rows)
+        tokens, lps = _sample(logits.float(), rows)
         finished, keep = _record(rows, tokens, lps)
         self._store(rows, finished, self.cache, self.mask)
         self.last_tokens = torch.tensor(tokens, dtype=torch.long, device=self.device)
@@ -177,8 +177,11 @@ class RunningBatch:
                 self.prefix_store.put(row.request.route_key, fed, layers)
 
     def _prefill_inputs(self, newcomers: list[Row]):
-        """(cache, input_ids, mask, positions) for newcomers: the prompt tokens no stored prefix
-        covers, left-padded, after the reused prefixes (right-aligned) or no cache at all."""
+        """(cache, input_ids, mask, positions, expand) for newcomers: the prompt tokens no stored
+        prefix covers, left-padded, after the reused prefixes (right-aligned) or no cache at all.
+
+        Without reused prefixes, identical prompts (the n samples of one task) are fed once:
+        `expand` [len(newcomers)] then maps each newcomer to its prompt's row (else None)."""
         import torch
 
         for row in newcomers:
@@ -189,15 +192,23 @@ class RunningBatch:
             for r in newcomers
         ]
         suffixes = [r.request.prompt_ids[n:] for r, (n, _) in zip(newcomers, hits, strict=True)]
-        input_ids, new_mask, positions = _left_pad(suffixes, self.pad_id, self.device)
         if not any(n for n, _ in hits):
-            return None, input_ids, new_mask, positions
+            first: dict[tuple[int, ...], int] = {}
+            expand = [first.setdefault(tuple(p), len(first)) for p in suffixes]
+            unique = [list(p) for p in first]
+            input_ids, new_mask, positions = _left_pad(unique, self.pad_id, self.device)
+            if len(unique) == len(suffixes):
+                return None, input_ids, new_mask, positions, None
+            self.shared_prompts += len(suffixes) - len(unique)
+            index = torch.tensor(expand, dtype=torch.long, device=self.device)
+            return None, input_ids, new_mask, positions, index
+        input_ids, new_mask, positions = _left_pad(suffixes, self.pad_id, self.device)
         from transformers.cache_utils import DynamicCache
 
         past, past_mask = _stack_prefixes(hits, self.device)
         reused = torch.tensor([n for n, _ in hits], dtype=positions.dtype, device=self.device)
         mask = torch.cat([past_mask, new_mask], dim=1)
-        return DynamicCache(ddp_cache_data=past), input_ids, mask, positions + reused[:, None]
+        return DynamicCache(ddp_cache_data=past), input_ids, mask, positions + reused[:, None], None
 
     def _absorb(self, other: RunningBatch) -> None:
         """Append the rows of `other` (with their cache rows, left-padded to one width) to this batch."""

@@ -23,7 +23,7 @@ import asyncio
 import copy
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mua.rollout.engine import GenerationRequest, GenerationResult
@@ -57,7 +57,7 @@ class HFEngine:
         self.asleep = False
         # batches: groups of requests admitted together (one prefill each, run just before a
         # decode step); steps: decode steps; prefix_*: turns that reused a stored prefix, and its
-        # tokens;
+        # tokens; shared_prompts: requests whose prompt was prefilled once for several of them;
         # busy_s: seconds the serving thread spent admitting and decoding
         self.stats = {
             "batches": 0,
@@ -67,6 +67,7 @@ class HFEngine:
             "largest_batch": 0,
             "prefix_hits": 0,
             "prefix_tokens_reused": 0,
+            "shared_prompts": 0,
             "busy_s": 0.0,
         }
         self._queue: list[Row] = []
@@ -75,6 +76,7 @@ class HFEngine:
         self._serving = False
         self._holds = 0  # weight loads / sleeps waiting: admit nothing new meanwhile
         self._closing = False
+        self._drive: _Drive | None = None  # set while a caller's thread serves (`serve_while`)
         self.prefixes = PrefixStore(int(prefix_cache_mb * 2**20))
         self._batch = RunningBatch(self.model, self.device, pad_token_id, self.prefixes)
 
@@ -134,6 +136,48 @@ class HFEngine:
             _deliver(row, RuntimeError("the hf engine was closed"))
         await asyncio.to_thread(self._while_held, self.prefixes.clear)
 
+    def serve_while(self, fn: Callable[[], Any]) -> Any:
+        """Call `fn()` in a helper thread while the calling thread serves this engine's batches;
+        returns what `fn` returns (or raises what it raised) once it is done.
+
+        `fn` is typically `lambda: asyncio.run(rollouts())`. For a process whose own thread also
+        runs parallel torch work (the trainer on CPU): OpenMP keeps one pool of worker threads
+        per thread that starts parallel work, and once the pools outnumber the cores its workers
+        sleep between operations instead of spinning, which made every decode step far slower.
+        Serving from the thread that trains keeps one pool in the process."""
+        drive = _Drive()
+        with self._queue_lock:
+            if self._drive is not None:
+                raise RuntimeError("serve_while is already running on this engine")
+            self._drive = drive
+            if self._queue and not self._serving and not self._holds:
+                self._serving, drive.work = True, True
+        outcome: dict[str, Any] = {}
+
+        def helper() -> None:
+            try:
+                outcome["value"] = fn()
+            except BaseException as e:  # handed to the serving thread below
+                outcome["error"] = e
+            finally:
+                with drive.cond:
+                    drive.done = True
+                    drive.cond.notify()
+
+        thread = threading.Thread(target=helper, name="mua-hf-engine-caller", daemon=True)
+        thread.start()
+        try:
+            while drive.next_task():
+                self._serve()
+        finally:
+            with self._queue_lock:
+                self._drive = None
+            thread.join()
+            self._start_serving()  # anything still queued goes to a serving thread
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
     # ---- serving thread -----------------------------------------------------------------
 
     def _start_serving(self) -> None:
@@ -141,6 +185,12 @@ class HFEngine:
             if self._serving or not self._queue or self._holds:
                 return
             self._serving = True
+            drive = self._drive
+        if drive is not None:  # the thread in `serve_while` serves
+            with drive.cond:
+                drive.work = True
+                drive.cond.notify()
+            return
         threading.Thread(target=self._serve, name="mua-hf-engine", daemon=True).start()
 
     def _take(self) -> list[Row] | None:
@@ -192,6 +242,7 @@ class HFEngine:
         taken.clear()  # admitted: failures from here on are the batch's
         self.stats["prefix_hits"] = self.prefixes.hits
         self.stats["prefix_tokens_reused"] = self.prefixes.reused_tokens
+        self.stats["shared_prompts"] = batch.shared_prompts
         self._finish(finished)
 
     def _finish(self, rows: list[Row]) -> None:
@@ -240,6 +291,24 @@ class HFEngine:
                         f"the engine expects {tuple(target.shape)}"
                     )
                 target.copy_(tensor.detach().to(device=target.device, dtype=target.dtype))
+
+
+class _Drive:
+    """What the thread inside `HFEngine.serve_while` waits for: rows to serve, or the caller's end."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.work = False
+        self.done = False
+
+    def next_task(self) -> bool:
+        """Block until there are rows to serve (True) or the caller's function returned (False)."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.work or self.done)
+            if self.work:
+                self.work = False
+                return True
+            return False
 
 
 def _deliver(row: Row, outcome: GenerationResult | BaseException) -> None:

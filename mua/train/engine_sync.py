@@ -1,7 +1,8 @@
 """How the trainer co-operates with its rollout engine: building it, pushing weights, sleep/wake.
 
-The RL step calls `EngineSync.wake()` before rollouts (and before in-training validation) and
-`EngineSync.sleep()` after them; `mark_stale()` after every optimizer update and after a resume.
+The RL step runs its rollouts (and in-training validation) through `EngineSync.run(job)`, which
+wakes the engine before the job and puts it to sleep after it; `mark_stale()` is called after
+every optimizer update and after a resume.
 Weights are pushed lazily: only when stale, right before the engine is next used.
 
 Two engines:
@@ -28,10 +29,13 @@ encodings (`mua.rollout.weight_sync`), the hf engine's internals.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mua.dist import all_gather_objects, all_reduce_max, barrier
 from mua.dist.fsdp import iter_full_params
@@ -43,6 +47,7 @@ from mua.rollout.weight_sync import (
 )
 
 ALL_TAGS = ("kv_cache", "weights")
+T = TypeVar("T")
 
 
 @dataclass
@@ -59,6 +64,30 @@ class EngineSync:
     stale: bool = True
     _push_s: float = 0.0
     _probe_diffs: list[float] = field(default_factory=list)
+
+    def run(self, job: Callable[[], Awaitable[T]]) -> T:
+        """wake -> `await job()` (rollouts, validation) -> sleep; returns the job's result.
+
+        With the `hf` engine the calling thread serves the engine's batches while the job's event
+        loop runs in a helper thread (`HFEngine.serve_while`), so the trainer's thread is the only
+        one in the process doing parallel torch work (on CPU, a second thread doing it made
+        OpenMP's workers sleep between operations and decoding ~1.5x slower). Wake and sleep,
+        which gather and copy the weights, run before and after on the calling thread."""
+        if self.kind == "hf":
+            asyncio.run(self.wake())
+            try:
+                return self.engine.serve_while(lambda: asyncio.run(job()))
+            finally:
+                asyncio.run(self.sleep())
+
+        async def whole() -> T:
+            await self.wake()
+            try:
+                return await job()
+            finally:
+                await self.sleep()
+
+        return asyncio.run(whole())
 
     def mark_stale(self) -> None:
         """The trainer's weights changed (optimizer update, resume): push before the next use."""

@@ -26,14 +26,16 @@ def accumulate(
     device,
     loss_fn: LossFn,
     backward: bool = True,
+    masks: list[list[int]] | None = None,
 ) -> list[dict[str, float]]:
-    """Forward (and backward) every micro-batch of `sequences`; returns per-micro-batch stats."""
+    """Forward (and backward) every micro-batch of `sequences`; returns per-micro-batch stats.
+    With `masks`, logits are computed only for the tokens they mark (`packing.pack`)."""
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)
     num_passes = int(all_reduce_max([len(groups)])[0])
     stats = []
     for k in range(num_passes):
         if k < len(groups):
-            mb = pack(sequences, groups[k], device)
+            mb = pack(sequences, groups[k], device, masks)
             logits = packed_logits(model, mb)
             loss, st = loss_fn(mb, logits)
             stats.append(st)
@@ -52,14 +54,16 @@ def forward_only(
     token_budget: int,
     device,
     per_mb: Callable[[MicroBatch, torch.Tensor], list],
+    masks: list[list[int]] | None = None,
 ) -> list:
-    """Run `per_mb(mb, logits)` (returning one value per sequence) and return values in input order."""
+    """Run `per_mb(mb, logits)` (returning one value per sequence) and return values in input order.
+    With `masks`, logits are computed only for the tokens they mark (`packing.pack`)."""
     out: list = [None] * len(sequences)
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)
     num_passes = int(all_reduce_max([len(groups)])[0])
     for k in range(num_passes):
         if k < len(groups):
-            mb = pack(sequences, groups[k], device)
+            mb = pack(sequences, groups[k], device, masks)
             values = per_mb(mb, packed_logits(model, mb))
             for i, v in zip(mb.indices, values):
                 out[i] = v

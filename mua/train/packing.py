@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mua.models.loading import accepts_logits_to_keep
+
 
 @dataclass
 class MicroBatch:
@@ -25,6 +27,9 @@ class MicroBatch:
     input_ids: torch.Tensor  # [1, T]
     position_ids: torch.Tensor  # [1, T]
     lengths: list[int]
+    # Row positions of the tokens whose log-probs the caller needs (None: every position); the
+    # forward then computes logits only at the positions just before them.
+    scored: torch.Tensor | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -65,8 +70,13 @@ def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]
 
 
 def pack(
-    sequences: list[list[int]], indices: list[int], device: torch.device | str = "cpu"
+    sequences: list[list[int]],
+    indices: list[int],
+    device: torch.device | str = "cpu",
+    masks: list[list[int]] | None = None,
 ) -> MicroBatch:
+    """One packed row of `sequences[i]` for i in `indices`; with `masks` (per-token 0/1, e.g. loss
+    masks), `scored` holds the positions whose mask is 1 (never a sequence's first token)."""
     ids: list[int] = []
     pos: list[int] = []
     lengths = []
@@ -75,11 +85,16 @@ def pack(
         ids.extend(seq)
         pos.extend(range(len(seq)))
         lengths.append(len(seq))
+    scored = None
+    if masks is not None:
+        flags = concat_per_token(masks, indices) * first_token_mask(lengths)
+        scored = flags.nonzero().squeeze(1).to(device)
     return MicroBatch(
         indices=list(indices),
         input_ids=torch.tensor([ids], dtype=torch.long, device=device),
         position_ids=torch.tensor([pos], dtype=torch.long, device=device),
         lengths=lengths,
+        scored=scored,
     )
 
 
@@ -95,14 +110,40 @@ def concat_per_token(
 
 
 def packed_logits(model, mb: MicroBatch) -> torch.Tensor:
-    """Forward one packed row; returns logits [T, V] (float32)."""
+    """Forward one packed row; returns logits [T, V] (float32), or [K, V] at `mb.scored - 1`
+    (the logits that predict the K scored tokens) when the micro-batch has `scored` positions."""
+    extra = {}
+    keep = None if mb.scored is None else mb.scored - 1
+    if keep is not None and accepts_logits_to_keep(model):
+        extra["logits_to_keep"] = keep  # the LM head runs on those positions only
     out = model(
         input_ids=mb.input_ids,
         position_ids=mb.position_ids,
         use_cache=False,
         **mb.attention_kwargs(),
+        **extra,
     )
-    return out.logits[0].float()
+    logits = out.logits[0]
+    if keep is not None and not extra:
+        logits = logits[keep]
+    return logits.float()
+
+
+def scored_logprobs(
+    logits: torch.Tensor, mb: MicroBatch, temperature: float = 1.0, entropy_grad: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-probs [T], entropies [T]) of the scored tokens from their logits [K, V] (see
+    `packed_logits`): log_softmax(logits / T) of each scored token and the entropy of the
+    distribution it was drawn from, aligned to token positions, 0 at every other position.
+    The entropy carries gradients only with `entropy_grad` (an entropy bonus)."""
+    assert mb.scored is not None, "pack the micro-batch with masks to score selected tokens"
+    scaled = logits if temperature in (0, 1) else logits / temperature
+    logp_all = torch.log_softmax(scaled, dim=-1)  # [K, V]
+    picked = logp_all.gather(-1, mb.input_ids[0, mb.scored][:, None]).squeeze(-1)  # [K]
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        entropy = -(logp_all.exp() * logp_all).sum(-1)  # [K]
+    zeros = picked.new_zeros(mb.num_tokens)
+    return zeros.index_copy(0, mb.scored, picked), zeros.index_copy(0, mb.scored, entropy)
 
 
 def token_logprobs(
@@ -119,14 +160,6 @@ def token_logprobs(
     )  # [T-1]
     aligned = torch.cat([logp_next.new_zeros(1), logp_next])  # [T]
     return aligned * _not_first_mask(lengths, aligned.device)
-
-
-def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Entropy of the predictive distribution that produced each token, aligned like logprobs."""
-    scaled = logits[:-1] / (temperature if temperature > 0 else 1.0)
-    logp = torch.log_softmax(scaled, dim=-1)
-    ent = -(logp.exp() * logp).sum(-1)
-    return torch.cat([ent.new_zeros(1), ent])
 
 
 def _not_first_mask(lengths: list[int], device) -> torch.Tensor:

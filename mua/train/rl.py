@@ -26,7 +26,6 @@ Not here: checkpoint writing (the Trainer's loop), building engines and pushing 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections import Counter
@@ -40,7 +39,7 @@ from mua.dist.fsdp import clip_grad_norm
 from mua.rollout.policies import EnginePolicy
 from mua.train.data import rank_slice
 from mua.train.micro import accumulate, forward_only
-from mua.train.packing import concat_per_token, first_token_mask, token_entropy, token_logprobs
+from mua.train.packing import concat_per_token, first_token_mask, scored_logprobs
 from mua.train.rl_batch import RLSample, build_samples, split_mini_batches
 
 
@@ -218,23 +217,19 @@ def collect(parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, po
     policy.start_step(step)
 
     async def go():
-        await parts.sync.wake()
-        try:
-            if not tasks:
-                return []
-            return await run_rollouts(
-                tasks,
-                n=n,
-                policy=policy,
-                gym_spec=parts.gym,
-                gym_ctx=parts.gym_ctx,
-                tokenizer=tokenizer,
-                rollout_cfg=rollout_cfg,
-            )
-        finally:
-            await parts.sync.sleep()
+        if not tasks:
+            return []
+        return await run_rollouts(
+            tasks,
+            n=n,
+            policy=policy,
+            gym_spec=parts.gym,
+            gym_ctx=parts.gym_ctx,
+            tokenizer=tokenizer,
+            rollout_cfg=rollout_cfg,
+        )
 
-    return asyncio.run(go())
+    return parts.sync.run(go)
 
 
 def reuses_update_forward(trainer) -> bool:
@@ -256,12 +251,14 @@ def fill_logprobs(trainer, samples: list[RLSample]) -> None:
     seqs = [s.token_ids for s in samples]
     budget, device = r.parallel.micro_batch_tokens, trainer.dist.device
 
+    masks = [s.loss_mask for s in samples]
+
     def logps(model):
         def per_mb(mb, logits):
-            lp = token_logprobs(logits, mb.input_ids, mb.lengths, temperature).cpu()
+            lp = scored_logprobs(logits, mb, temperature)[0].cpu()
             return list(torch.split(lp, mb.lengths))
 
-        return forward_only(model, seqs, budget, device, per_mb)
+        return forward_only(model, seqs, budget, device, per_mb, masks=masks)
 
     if not reuses_update_forward(trainer):
         for s, lp in zip(samples, logps(trainer.model), strict=False):
@@ -312,14 +309,15 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
             mb.lengths, device
         )
         adv = concat_per_token([s.advantages for s in mini], mb.indices, device=device)
-        logp = token_logprobs(logits, mb.input_ids, mb.lengths, temperature)
+        logp, entropy = scored_logprobs(
+            logits, mb, temperature, entropy_grad=bool(algo.loss.entropy_coef)
+        )
         if old_from_forward:
             old = logp.detach()
             for i, lp in zip(mb.indices, torch.split(old.cpu(), mb.lengths), strict=True):
                 mini[i].old_logprobs = lp.tolist()
         else:
             old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
-        entropy = token_entropy(logits, temperature)
         kl = None
         if kl_in_loss:
             ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
@@ -332,7 +330,7 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
             algo.loss.clip_low,
             algo.loss.clip_high,
             algo.loss.dual_clip,
-            entropy=entropy if algo.loss.entropy_coef else entropy.detach(),
+            entropy=entropy,
             entropy_coef=algo.loss.entropy_coef,
             kl=kl,
             kl_coef=algo.kl.coef if kl_in_loss else 0.0,
@@ -358,7 +356,12 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
 
     trainer.optimizer.zero_grad(set_to_none=True)
     stats = accumulate(
-        trainer.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn
+        trainer.model,
+        [s.token_ids for s in mini],
+        r.parallel.micro_batch_tokens,
+        device,
+        loss_fn,
+        masks=masks,
     )
     grad_norm = clip_grad_norm(trainer.model, r.optim.grad_clip)
     totals: Counter = Counter()
@@ -499,23 +502,19 @@ def validate(trainer) -> dict[str, float]:
     )
 
     async def go():
-        await parts.sync.wake()
-        try:
-            return await evaluate(
-                tasks,
-                policy=policy,
-                gym_spec=parts.gym,
-                gym_ctx=parts.gym_ctx,
-                tokenizer=trainer.tokenizer,
-                rollout_cfg=r.rollout,
-                n=r.eval.n,
-                k_values=r.eval.k,
-                success_threshold=r.eval.success_threshold,
-            )
-        finally:
-            await parts.sync.sleep()
+        return await evaluate(
+            tasks,
+            policy=policy,
+            gym_spec=parts.gym,
+            gym_ctx=parts.gym_ctx,
+            tokenizer=trainer.tokenizer,
+            rollout_cfg=r.rollout,
+            n=r.eval.n,
+            k_values=r.eval.k,
+            success_threshold=r.eval.success_threshold,
+        )
 
-    rows = [{k: v for k, v in row.items() if k != "messages"} for row in asyncio.run(go()).rows]
+    rows = [{k: v for k, v in row.items() if k != "messages"} for row in parts.sync.run(go).rows]
     every_row = [row for part in all_gather_objects(rows) for row in part]
     k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
     summary = summarize(every_row, k_values, [str(t.task_id) for t in parts.test_tasks])

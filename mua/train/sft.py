@@ -13,7 +13,7 @@ from mua.dist import all_reduce_sum
 from mua.dist.fsdp import clip_grad_norm
 from mua.train.data import SFTSample, rank_slice
 from mua.train.micro import accumulate
-from mua.train.packing import concat_per_token, first_token_mask, token_logprobs
+from mua.train.packing import concat_per_token, first_token_mask, scored_logprobs
 
 
 def sft_step(
@@ -39,12 +39,12 @@ def sft_step(
         mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
             mb.lengths, device
         )
-        logp = token_logprobs(logits, mb.input_ids, mb.lengths)
+        logp = scored_logprobs(logits, mb)[0]
         nll_sum = -(logp * mask).sum()
         return nll_sum * world_size / max(global_tokens, 1.0), {"nll_sum": float(nll_sum.detach())}
 
     optimizer.zero_grad(set_to_none=True)
-    stats = accumulate(model, seqs, token_budget, device, loss_fn)
+    stats = accumulate(model, seqs, token_budget, device, loss_fn, masks=masks)
     grad_norm = clip_grad_norm(model, grad_clip)
     lr = optimizer.param_groups[0]["lr"]
     optimizer.step()

@@ -106,3 +106,35 @@ def test_trainer_attention_follows_the_recipe_and_defaults_to_sdpa_on_cpu():
     assert trainer_attention(TrainRecipe.model_validate(base)) == "sdpa"  # no GPU here
     eager = {**base, "model": {"path": "tiny:qwen2-1m", "attn_implementation": "eager"}}
     assert trainer_attention(TrainRecipe.model_validate(eager)) == "eager"
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_scored_logprobs_equal_full_ones_on_marked_tokens_only(temperature):
+    """With masks the LM head runs only where a marked token is predicted; the log-probs and
+    entropies there equal the full computation's, and every other position is 0."""
+    from mua.models import load_model
+    from mua.train.packing import scored_logprobs
+
+    torch.set_num_threads(1)
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
+    gen = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(3, 2000, (n,), generator=gen).tolist() for n in (7, 12, 5)]
+    masks = [[0, 0, 0, 1, 1, 0, 1], [1] * 12, [0] * 5]
+    calls = []
+    hook = model.lm_head.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[1]))
+    with torch.no_grad():
+        full_mb = pack(seqs, [0, 1, 2])
+        logits = packed_logits(model, full_mb)
+        full = token_logprobs(logits, full_mb.input_ids, full_mb.lengths, temperature)
+        logp_all = torch.log_softmax(logits / temperature, dim=-1)
+        entropy_full = -(logp_all.exp() * logp_all).sum(-1)  # entropy of the prediction at i
+        mb = pack(seqs, [0, 1, 2], masks=masks)
+        logp, entropy = scored_logprobs(packed_logits(model, mb), mb, temperature)
+    hook.remove()
+    marked = torch.tensor([0, 0, 0, 1, 1, 0, 1] + [0] + [1] * 11 + [0] * 5, dtype=torch.bool)
+    assert mb.scored.tolist() == marked.nonzero().squeeze(1).tolist()
+    assert calls == [24, int(marked.sum())]  # the second forward ran the head on 14 rows
+    assert torch.allclose(logp[marked], full[marked], atol=1e-6)
+    assert torch.all(logp[~marked] == 0) and torch.all(entropy[~marked] == 0)
+    predictor = marked.nonzero().squeeze(1) - 1
+    assert torch.allclose(entropy[marked], entropy_full[predictor], atol=1e-5)

@@ -281,3 +281,39 @@ def test_a_turn_with_a_stored_prefix_joins_a_running_batch_exactly(model):
     for prompt, res in ((second_turn.prompt_ids, joined), ([3, 4, 5], long_one)):
         ref = recompute_logprobs(model, prompt, res.token_ids, 1.0)
         assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
+
+
+def test_identical_prompts_are_prefilled_once_and_sampled_independently(model):
+    """The n samples of a task share one prefill row; each keeps its own seed and exact log-probs."""
+    engine = HFEngine(model)
+    shared, other = list(range(20, 45)), list(range(50, 60))
+    reqs = [request(shared, temperature=1.0, max_new_tokens=10, seed=i) for i in range(4)]
+    reqs.append(request(other, temperature=1.0, max_new_tokens=10, seed=9))
+    results = run_all(engine, reqs)
+    assert engine.stats["shared_prompts"] == 3
+    assert len({tuple(r.token_ids) for r in results[:4]}) > 1  # not copies of one sample
+    for r, res in zip(reqs, results, strict=True):
+        alone = run_all(HFEngine(model), [r])[0]
+        assert alone.token_ids == res.token_ids
+        ref = recompute_logprobs(model, r.prompt_ids, res.token_ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
+
+
+def test_serve_while_serves_on_the_calling_thread(model):
+    """`serve_while` runs the caller's event loop in a helper thread and decodes on this one."""
+    import threading
+
+    engine = HFEngine(model)
+    threads = set()
+    hook = engine.model.register_forward_pre_hook(lambda *_: threads.add(threading.get_ident()))
+    reqs = [
+        request(list(range(5, 15 + i)), temperature=1.0, max_new_tokens=6, seed=i) for i in range(3)
+    ]
+    try:
+        served = engine.serve_while(lambda: run_all(engine, reqs))
+    finally:
+        hook.remove()
+    assert threads == {threading.get_ident()}
+    assert [r.token_ids for r in served] == [r.token_ids for r in run_all(HFEngine(model), reqs)]
+    with pytest.raises(ValueError, match="boom"):  # the caller's exception reaches this thread
+        engine.serve_while(lambda: (_ for _ in ()).throw(ValueError("boom")))
