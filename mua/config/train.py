@@ -124,6 +124,12 @@ class ParallelConfig(Section):
     micro_batch_tokens: PositiveInt = Field(
         4096, description="Token budget of one packed micro-batch (no padding is computed)."
     )
+    share_prefixes: bool = Field(
+        True,
+        description="In the policy update, feed a prompt that consecutive samples of a micro-batch "
+        "share (a task's n samples) once; same numbers, fewer tokens. Needs the `sdpa` attention "
+        "path (mua_varlen); flash-attn rows are packed whole.",
+    )
     mixed_precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="FSDP2 compute dtype: bf16 on GPU, fp32 on CPU when `auto`."
     )

@@ -2,7 +2,10 @@
 
 A micro-batch is one row: sequences concatenated, `position_ids` restarting at 0 for each
 sequence, no padding and no attention mask; the forward also gets the sequence boundaries as
-`cu_seq_lens_q/k` and `max_length_q/k`. Which attention runs on packed rows:
+`cu_seq_lens_q/k` and `max_length_q/k`. With `share_prefixes`, a prompt shared by consecutive
+sequences is fed once (`mua.train.prefix_packing`; `mua_varlen` attention only). Callers that
+need only some tokens' log-probs (the trained ones) pass masks: the LM head then runs only on
+the positions that predict them. Which attention runs on packed rows:
 - CPU, or GPU without flash-attn: `mua_varlen` (`mua.train.varlen`): PyTorch sdpa, causal, on each
   sequence's slice of the row, so no token attends across sequences and no [T, T] mask is built
   (verified by tests/unit/test_batching.py: packed log-probs equal per-sequence ones).
@@ -19,35 +22,49 @@ from dataclasses import dataclass
 import torch
 
 from mua.models.loading import accepts_logits_to_keep
+from mua.train.prefix_packing import shared_layout
 
 
 @dataclass
 class MicroBatch:
     indices: list[int]  # which input sequences, in order
-    input_ids: torch.Tensor  # [1, T]
-    position_ids: torch.Tensor  # [1, T]
-    lengths: list[int]
-    # Row positions of the tokens whose log-probs the caller needs (None: every position); the
-    # forward then computes logits only at the positions just before them.
+    input_ids: torch.Tensor  # [1, R]: the row fed to the model
+    position_ids: torch.Tensor  # [1, R]
+    lengths: list[int]  # the sequences' own lengths (per-token values are aligned to these)
+    # Set when the caller scores selected tokens (`pack` with masks): `scored` [K] indexes them
+    # in the concatenated sequences, `targets` [K] are their ids and `predictors` [K] the row
+    # positions whose logits predict them; the forward computes logits only there.
     scored: torch.Tensor | None = None
+    targets: torch.Tensor | None = None
+    predictors: torch.Tensor | None = None
+    # Row segments when a shared prefix is fed once (`mua.train.prefix_packing`); None: one
+    # segment per sequence.
+    segments: list[int] | None = None
+    segment_prefix: list[int] | None = None
 
     @property
     def num_tokens(self) -> int:
-        return int(self.input_ids.shape[1])
+        """Tokens of the sequences (what per-token values are aligned to), not of the row."""
+        return sum(self.lengths)
 
     def attention_kwargs(self) -> dict:
-        """Sequence boundaries for variable-length attention (flash-attn's keyword names)."""
+        """Segment boundaries for variable-length attention (flash-attn's keyword names), and
+        which segments continue a shared prefix (`mua_segment_prefix`, for `mua_varlen`)."""
+        segments = self.segments if self.segments is not None else self.lengths
         bounds = [0]
-        for n in self.lengths:
+        for n in segments:
             bounds.append(bounds[-1] + n)
         cu = torch.tensor(bounds, dtype=torch.int32, device=self.input_ids.device)
-        longest = max(self.lengths, default=0)
-        return {
+        longest = max(segments, default=0)
+        out = {
             "cu_seq_lens_q": cu,
             "cu_seq_lens_k": cu,
             "max_length_q": longest,
             "max_length_k": longest,
         }
+        if self.segment_prefix is not None:
+            out["mua_segment_prefix"] = self.segment_prefix
+        return out
 
 
 def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
@@ -74,28 +91,43 @@ def pack(
     indices: list[int],
     device: torch.device | str = "cpu",
     masks: list[list[int]] | None = None,
+    share_prefixes: bool = False,
+    min_shared: int = 16,
 ) -> MicroBatch:
-    """One packed row of `sequences[i]` for i in `indices`; with `masks` (per-token 0/1, e.g. loss
-    masks), `scored` holds the positions whose mask is 1 (never a sequence's first token)."""
-    ids: list[int] = []
-    pos: list[int] = []
-    lengths = []
-    for i in indices:
-        seq = sequences[i]
-        ids.extend(seq)
-        pos.extend(range(len(seq)))
-        lengths.append(len(seq))
-    scored = None
-    if masks is not None:
-        flags = concat_per_token(masks, indices) * first_token_mask(lengths)
-        scored = flags.nonzero().squeeze(1).to(device)
-    return MicroBatch(
+    """One packed row of `sequences[i]` for i in `indices`.
+
+    With `masks` (per-token 0/1, e.g. loss masks) the micro-batch scores the tokens whose mask
+    is 1 (never a sequence's first token); with `share_prefixes` too, consecutive sequences that
+    begin with the same untrained tokens (at least `min_shared`) feed them once."""
+    lengths = [len(sequences[i]) for i in indices]
+    if masks is not None and share_prefixes:
+        layout = shared_layout(sequences, masks, indices, min_shared)
+    else:
+        layout = None
+    if layout is None or not layout.shares:
+        ids = [t for i in indices for t in sequences[i]]
+        pos = [p for n in lengths for p in range(n)]
+        row_of, segments, segment_prefix = None, None, None
+    else:
+        ids, pos, row_of = layout.ids, layout.positions, layout.row_of
+        segments, segment_prefix = layout.segments, layout.segment_prefix
+    mb = MicroBatch(
         indices=list(indices),
         input_ids=torch.tensor([ids], dtype=torch.long, device=device),
         position_ids=torch.tensor([pos], dtype=torch.long, device=device),
         lengths=lengths,
-        scored=scored,
+        segments=segments,
+        segment_prefix=segment_prefix,
     )
+    if masks is not None:
+        flags = concat_per_token(masks, indices) * first_token_mask(lengths)
+        scored = flags.nonzero().squeeze(1)
+        flat = torch.tensor([t for i in indices for t in sequences[i]], dtype=torch.long)
+        before = scored - 1  # the same sequence's previous token predicts a scored token
+        predictors = before if row_of is None else torch.tensor(row_of, dtype=torch.long)[before]
+        mb.scored, mb.targets = scored.to(device), flat[scored].to(device)
+        mb.predictors = predictors.to(device)
+    return mb
 
 
 def concat_per_token(
@@ -110,10 +142,10 @@ def concat_per_token(
 
 
 def packed_logits(model, mb: MicroBatch) -> torch.Tensor:
-    """Forward one packed row; returns logits [T, V] (float32), or [K, V] at `mb.scored - 1`
-    (the logits that predict the K scored tokens) when the micro-batch has `scored` positions."""
+    """Forward one packed row; returns logits [R, V] (float32), or [K, V] at `mb.predictors`
+    (the logits that predict the K scored tokens) when the micro-batch scores selected tokens."""
     extra = {}
-    keep = None if mb.scored is None else mb.scored - 1
+    keep = mb.predictors
     if keep is not None and accepts_logits_to_keep(model):
         extra["logits_to_keep"] = keep  # the LM head runs on those positions only
     out = model(
@@ -139,7 +171,7 @@ def scored_logprobs(
     assert mb.scored is not None, "pack the micro-batch with masks to score selected tokens"
     scaled = logits if temperature in (0, 1) else logits / temperature
     logp_all = torch.log_softmax(scaled, dim=-1)  # [K, V]
-    picked = logp_all.gather(-1, mb.input_ids[0, mb.scored][:, None]).squeeze(-1)  # [K]
+    picked = logp_all.gather(-1, mb.targets[:, None]).squeeze(-1)  # [K]
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         entropy = -(logp_all.exp() * logp_all).sum(-1)  # [K]
     zeros = picked.new_zeros(mb.num_tokens)

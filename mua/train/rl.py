@@ -252,13 +252,14 @@ def fill_logprobs(trainer, samples: list[RLSample]) -> None:
     budget, device = r.parallel.micro_batch_tokens, trainer.dist.device
 
     masks = [s.loss_mask for s in samples]
+    share = r.parallel.share_prefixes
 
     def logps(model):
         def per_mb(mb, logits):
             lp = scored_logprobs(logits, mb, temperature)[0].cpu()
             return list(torch.split(lp, mb.lengths))
 
-        return forward_only(model, seqs, budget, device, per_mb, masks=masks)
+        return forward_only(model, seqs, budget, device, per_mb, masks=masks, share_prefixes=share)
 
     if not reuses_update_forward(trainer):
         for s, lp in zip(samples, logps(trainer.model), strict=False):
@@ -362,6 +363,7 @@ def policy_mini_batch(trainer, mini: list[RLSample]) -> tuple[Counter, float]:
         device,
         loss_fn,
         masks=masks,
+        share_prefixes=r.parallel.share_prefixes,
     )
     grad_norm = clip_grad_norm(trainer.model, r.optim.grad_clip)
     totals: Counter = Counter()

@@ -9,6 +9,10 @@ sequence boundaries the packer passes as `cu_seq_lens_q` (the keyword flash-attn
 takes too). Because the implementation has no mask function registered, transformers builds no
 mask for it at all. Cost: Σ len² instead of T², no padding, exact same numbers as the masked path.
 
+With `mua_segment_prefix` (one entry per segment: the index of an earlier segment it continues,
+or -1), a segment attends to all of that prefix segment and then causally to itself: the n
+samples of a prompt feed the prompt once (`mua.train.prefix_packing`).
+
 A call without `cu_seq_lens_q` treats each batch row as one causal sequence (a single unpadded
 prompt, as the weight probe sends). Padded batches must not be sent through this implementation
 (no attention mask reaches it); the trainer never pads. Sliding-window layers are not supported:
@@ -40,21 +44,37 @@ def varlen_attention(
         return out.transpose(1, 2).contiguous(), None
     bounds = cu.tolist() if torch.is_tensor(cu) else list(cu)
     lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=False)]
+    prefix_of = kwargs.get("mua_segment_prefix") or [-1] * len(lengths)
     # split (not slicing): its backward is one concatenation, not a full-size gradient per slice
-    parts = [
-        F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, scale=scaling, dropout_p=dropout, enable_gqa=gqa
+    qs, ks, vs = query.split(lengths, dim=2), key.split(lengths, dim=2), value.split(lengths, dim=2)
+    parts = []
+    for q, k, v, prefix in zip(qs, ks, vs, prefix_of, strict=True):
+        if q.shape[2] == 0:
+            continue
+        if prefix < 0:
+            parts.append(
+                F.scaled_dot_product_attention(
+                    q, k, v, is_causal=True, scale=scaling, dropout_p=dropout, enable_gqa=gqa
+                )
+            )
+            continue
+        # a segment continuing a shared prefix: all of the prefix, then causal over itself
+        k, v = torch.cat([ks[prefix], k], dim=2), torch.cat([vs[prefix], v], dim=2)
+        seen = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
+        seen = seen.tril(k.shape[2] - q.shape[2])
+        parts.append(
+            F.scaled_dot_product_attention(
+                q, k, v, attn_mask=seen, scale=scaling, dropout_p=dropout, enable_gqa=gqa
+            )
         )
-        for q, k, v in zip(
-            query.split(lengths, dim=2),
-            key.split(lengths, dim=2),
-            value.split(lengths, dim=2),
-            strict=True,
-        )
-        if q.shape[2] > 0
-    ]
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
     return out.transpose(1, 2).contiguous(), None
+
+
+def shares_prefixes(model) -> bool:
+    """True when the model attends through `mua_varlen`, the only path that reads
+    `mua_segment_prefix` (shared-prefix rows)."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) == NAME
 
 
 def register() -> None:

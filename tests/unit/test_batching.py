@@ -138,3 +138,65 @@ def test_scored_logprobs_equal_full_ones_on_marked_tokens_only(temperature):
     assert torch.all(logp[~marked] == 0) and torch.all(entropy[~marked] == 0)
     predictor = marked.nonzero().squeeze(1) - 1
     assert torch.allclose(entropy[marked], entropy_full[predictor], atol=1e-5)
+
+
+def _prompted(prompt, suffix_lengths, gen):
+    seqs = [prompt + torch.randint(3, 2000, (n,), generator=gen).tolist() for n in suffix_lengths]
+    masks = [[0] * len(prompt) + [1] * n for n in suffix_lengths]
+    return seqs, masks
+
+
+def test_shared_layout_feeds_untrained_common_prefixes_once():
+    from mua.train.prefix_packing import shared_layout
+
+    a, b = list(range(100, 120)), list(range(200, 230))
+    seqs = [a + [1, 2], a + [3], a[:10] + [4] * 12, b + [5, 6], b + [7]]
+    masks = [[0] * 20 + [1, 1], [0] * 20 + [1], [0] * 22, [0] * 30 + [1, 1], [0] * 29 + [1, 1]]
+    layout = shared_layout(seqs, masks, [0, 1, 2, 3, 4], min_shared=16)
+    # a is shared by 0 and 1; 2 agrees on only 10 tokens; 4's token 29 is trained, so the
+    # prefix of 3 and 4 stops before it
+    assert layout.segments == [20, 2, 1, 22, 29, 3, 2]
+    assert layout.segment_prefix == [-1, 0, 0, -1, -1, 4, 4]
+    assert layout.positions[20:23] == [20, 21, 20] and layout.positions[45:52] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]
+    assert len(layout.row_of) == sum(len(s) for s in seqs)
+    assert [layout.ids[r] for r in layout.row_of] == [t for s in seqs for t in s]
+
+
+def test_shared_prefix_rows_give_the_same_logprobs_and_gradients():
+    from mua.models import load_model
+    from mua.train.packing import scored_logprobs
+    from mua.train.varlen import enable_varlen
+
+    torch.set_num_threads(1)
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0)
+    assert enable_varlen(model) == "mua_varlen"
+    gen = torch.Generator().manual_seed(2)
+    s1, m1 = _prompted(torch.randint(3, 2000, (24,), generator=gen).tolist(), [5, 9, 1], gen)
+    s2, m2 = _prompted(torch.randint(3, 2000, (18,), generator=gen).tolist(), [7, 4], gen)
+    seqs, masks = [*s1, [9] * 11, *s2], [*m1, [0] * 5 + [1] * 6, *m2]
+    indices = list(range(len(seqs)))
+
+    def run(share):
+        model.zero_grad()
+        mb = pack(seqs, indices, masks=masks, share_prefixes=share)
+        logp, entropy = scored_logprobs(packed_logits(model, mb), mb, temperature=0.8)
+        (logp.sum() + 0.1 * logp.pow(2).sum()).backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return mb, logp.detach(), entropy, grads
+
+    shared_mb, shared, shared_entropy, shared_grads = run(True)
+    whole_mb, whole, whole_entropy, whole_grads = run(False)
+    assert shared_mb.input_ids.shape[1] == whole_mb.input_ids.shape[1] - 2 * 24 - 18
+    assert torch.allclose(shared, whole, atol=1e-5)
+    assert torch.allclose(shared_entropy, whole_entropy, atol=1e-5)
+    assert shared_grads.keys() == whole_grads.keys()
+    for name, g in whole_grads.items():
+        assert torch.allclose(shared_grads[name], g, atol=1e-5, rtol=1e-4), name
