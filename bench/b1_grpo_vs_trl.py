@@ -15,9 +15,11 @@ TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with BE
 GRPOConfig (TRL's default gradient checkpointing left on), timed by a callback from step begin to
 step end and paused between steps.
 
-Settings that differ: mua recomputes old log-probs with one extra forward (TRL skips it when
-num_iterations = 1) and pushes weights into its engine every step; TRL generates with the
-training model itself, left-padded, and recomputes activations (gradient checkpointing).
+Settings that differ: mua pushes weights into its engine every step, prefills each prompt once
+for its 4 samples, and in the update feeds each prompt once for its 4 samples (shared-prefix rows);
+like TRL with num_iterations = 1 it takes old log-probs from the update's own forward and runs the
+LM head only where completion tokens are predicted. TRL generates with the training model itself,
+left-padded, and recomputes activations (gradient checkpointing).
 Steps alternate mua, TRL, mua, TRL ... (1 warm-up round, then the median of 5).
 step_ratio_vs_trl_* = mua's median step seconds / TRL's (bar <= 0.5).
 Without bench/.venv (or without trl in it) only mua's absolute step times are reported.

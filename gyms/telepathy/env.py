@@ -7,34 +7,18 @@ max(0, score − best so far); a correct guess ends the episode.
 
 from __future__ import annotations
 
-from gyms.common.interact import InteractEnv, Outcome
+from gyms.common.interact import Outcome
+from gyms.common.questions import QuestionEnv, improvement
 from gyms.telepathy import users
-from gyms.telepathy.reward import improvement
 
 
-class TelepathyEnv(InteractEnv):
+class TelepathyEnv(QuestionEnv):
     gym_name = "telepathy"
-    choices = ("action", "answer")
     default_weights = {"guess": 1.0}
+    users = users
 
-    def setup(self, task) -> None:
-        self.payload = task.payload
-        self.max_questions = int(self.options.get("max_questions", 20))
-        self.questions_asked = 0
-        self.best = 0.0
-
-    async def on_action(self, content: str) -> Outcome:
-        if self.questions_asked >= self.max_questions:
-            return Outcome(
-                f"You have used all {self.max_questions} questions. Please give your answer."
-            )
-        self.questions_asked += 1
-        if self.ctx.user_kind == "llm":
-            reply = await users.llm_answer(self.ctx, content, self.payload)
-        else:
-            reply = users.scripted_answer(content, self.payload)
-        left = self.max_questions - self.questions_asked
-        return Outcome(f"{reply}. ({left} questions left)")
+    def format_reply(self, reply: str) -> str:
+        return f"{reply}. ({self.max_questions - self.questions_asked} questions left)"
 
     async def on_answer(self, content: str) -> Outcome:
         if self.ctx.user_kind == "llm":

@@ -7,35 +7,19 @@ at most 1); the episode ends when the score reaches 1.0.
 
 from __future__ import annotations
 
-from gyms.common.interact import InteractEnv, Outcome
+from gyms.common.interact import Outcome
+from gyms.common.questions import QuestionEnv, improvement
 from gyms.turtle import users
-from gyms.turtle.reward import improvement, weighted_score
+from gyms.turtle.reward import weighted_score
 
 FULL_SCORE = 1.0 - 1e-9
 
 
-class TurtleEnv(InteractEnv):
+class TurtleEnv(QuestionEnv):
     gym_name = "turtle"
-    choices = ("action", "answer")
     default_weights = {"story": 1.0}
-
-    def setup(self, task) -> None:
-        self.payload = task.payload
-        self.max_questions = int(self.options.get("max_questions", 20))
-        self.questions_asked = 0
-        self.best = 0.0
-
-    async def on_action(self, content: str) -> Outcome:
-        if self.questions_asked >= self.max_questions:
-            return Outcome(
-                f"You have used all {self.max_questions} questions. Please tell the full story with `answer`."
-            )
-        self.questions_asked += 1
-        if self.ctx.user_kind == "llm":
-            reply = await users.llm_answer(self.ctx, content, self.payload)
-        else:
-            reply = users.scripted_answer(content, self.payload)
-        return Outcome(f"{reply}.")
+    users = users
+    out_of_questions = "Please tell the full story with `answer`."
 
     async def on_answer(self, content: str) -> Outcome:
         if self.ctx.user_kind == "llm":

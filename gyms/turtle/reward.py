@@ -22,7 +22,3 @@ def scripted_criterion_score(explanation: str, keyword_groups: list[list[str]]) 
 
 def weighted_score(scores: list[float], criteria: list[dict]) -> float:
     return min(1.0, sum(s * c["weight"] for s, c in zip(scores, criteria, strict=False)))
-
-
-def improvement(score: float, best_so_far: float) -> float:
-    return max(0.0, score - best_so_far)
