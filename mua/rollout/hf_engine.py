@@ -169,11 +169,14 @@ class HFEngine:
         try:
             while drive.next_task():
                 self._serve()
-        finally:
+        except BaseException:  # interrupted: leave the helper (a daemon) rather than wait on it
             with self._queue_lock:
                 self._drive = None
-            thread.join()
-            self._start_serving()  # anything still queued goes to a serving thread
+            raise
+        with self._queue_lock:
+            self._drive = None
+        thread.join()
+        self._start_serving()  # anything still queued goes to a serving thread
         if "error" in outcome:
             raise outcome["error"]
         return outcome["value"]
