@@ -150,8 +150,7 @@ class HFEngine:
             if self._drive is not None:
                 raise RuntimeError("serve_while is already running on this engine")
             self._drive = drive
-            if self._queue and not self._serving and not self._holds:
-                self._serving, drive.work = True, True
+        self._start_serving()  # requests queued before this call
         outcome: dict[str, Any] = {}
 
         def helper() -> None:

@@ -100,13 +100,12 @@ def pack(
     is 1 (never a sequence's first token); with `share_prefixes` too, consecutive sequences that
     begin with the same untrained tokens (at least `min_shared`) feed them once."""
     lengths = [len(sequences[i]) for i in indices]
+    flat = [t for i in indices for t in sequences[i]]
+    layout = None
     if masks is not None and share_prefixes:
         layout = shared_layout(sequences, masks, indices, min_shared)
-    else:
-        layout = None
     if layout is None or not layout.shares:
-        ids = [t for i in indices for t in sequences[i]]
-        pos = [p for n in lengths for p in range(n)]
+        ids, pos = flat, [p for n in lengths for p in range(n)]
         row_of, segments, segment_prefix = None, None, None
     else:
         ids, pos, row_of = layout.ids, layout.positions, layout.row_of
@@ -122,10 +121,10 @@ def pack(
     if masks is not None:
         flags = concat_per_token(masks, indices) * first_token_mask(lengths)
         scored = flags.nonzero().squeeze(1)
-        flat = torch.tensor([t for i in indices for t in sequences[i]], dtype=torch.long)
         before = scored - 1  # the same sequence's previous token predicts a scored token
         predictors = before if row_of is None else torch.tensor(row_of, dtype=torch.long)[before]
-        mb.scored, mb.targets = scored.to(device), flat[scored].to(device)
+        targets = torch.tensor(flat, dtype=torch.long)[scored]
+        mb.scored, mb.targets = scored.to(device), targets.to(device)
         mb.predictors = predictors.to(device)
     return mb
 

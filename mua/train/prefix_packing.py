@@ -54,7 +54,7 @@ def shared_layout(
         if clusters:
             prefix, members = clusters[-1]
             first = sequences[members[0]]
-            common = _common_length(first, seq, min(prefix, cap, len(first)))
+            common = _common_length(first, seq, min(prefix, cap))
             if common >= min_shared:
                 clusters[-1] = (common, [*members, i])
                 continue

@@ -51,20 +51,21 @@ def varlen_attention(
     for q, k, v, prefix in zip(qs, ks, vs, prefix_of, strict=True):
         if q.shape[2] == 0:
             continue
-        if prefix < 0:
-            parts.append(
-                F.scaled_dot_product_attention(
-                    q, k, v, is_causal=True, scale=scaling, dropout_p=dropout, enable_gqa=gqa
-                )
-            )
-            continue
-        # a segment continuing a shared prefix: all of the prefix, then causal over itself
-        k, v = torch.cat([ks[prefix], k], dim=2), torch.cat([vs[prefix], v], dim=2)
-        seen = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
-        seen = seen.tril(k.shape[2] - q.shape[2])
+        seen = None  # plain causal
+        if prefix >= 0:  # a segment continuing a shared prefix: all of it, then causal over itself
+            k, v = torch.cat([ks[prefix], k], dim=2), torch.cat([vs[prefix], v], dim=2)
+            seen = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
+            seen = seen.tril(k.shape[2] - q.shape[2])
         parts.append(
             F.scaled_dot_product_attention(
-                q, k, v, attn_mask=seen, scale=scaling, dropout_p=dropout, enable_gqa=gqa
+                q,
+                k,
+                v,
+                attn_mask=seen,
+                is_causal=seen is None,
+                scale=scaling,
+                dropout_p=dropout,
+                enable_gqa=gqa,
             )
         )
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
