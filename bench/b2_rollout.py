@@ -1,13 +1,15 @@
 """B2: multi-turn rollout with a slow LLM user - mua's async runner vs turn-sync vs generation alone.
 
-Workload: 64 conversations x 4 agent turns of exactly 32 sampled tokens (tiny:qwen2-1m, hf engine,
-2 threads, fixed seeds), each agent turn answered by an LLM user served over HTTP on 127.0.0.1
-by the fake OpenAI-compatible server (a separate process; log-normal latency, mean 200 ms).
+Workload: 64 conversations of 4 user turns, each answered by one agent turn of exactly 32 sampled
+tokens (tiny:qwen2-1m, hf engine, 2 threads, fixed seeds). Every user turn comes from an LLM user
+served over HTTP on 127.0.0.1 by the fake OpenAI-compatible server (a separate process; log-normal
+latency, mean 200 ms). As in tau-bench, the simulated user opens the conversation from its
+scenario, and the conversation ends with the agent's answer to the 4th user turn.
 
 (a) mua: `run_rollouts` with the hf engine and an env whose user is `LLMClient`; trajectories
     run independently, so one conversation's user wait overlaps others' generation.
-(b) turn-sync: every conversation's turn k generated as one batch, then all 64 user calls,
-    then turn k+1 (the Search-R1 / MuTIS loop shape).
+(b) turn-sync: all 64 user calls of turn k, then every conversation's agent turn k generated as
+    one batch, then turn k+1 (the Search-R1 / MuTIS loop shape).
 (c) generation alone: the same prompts and token counts as (b), no user at all.
 
 (b) and (c) replay the prompts and per-turn token counts of one (a) run, so all three sample
@@ -55,7 +57,8 @@ class _NoStopEngine:
 
 
 class _UserEnv:
-    """Each agent turn is answered by the LLM user; the episode ends after NUM_TURNS answers."""
+    """The LLM user opens from the task's scenario and answers each agent turn; the episode ends
+    with the agent's answer to the NUM_TURNS-th user turn."""
 
     def __init__(self, ctx) -> None:
         self.llm = ctx.llm
@@ -64,17 +67,19 @@ class _UserEnv:
     async def reset(self, task):
         from mua.gym.api import ResetResult
 
-        return ResetResult(messages=list(task.prompt))
+        system, scenario = task.prompt
+        opening = await self.llm.complete([*USER_PROMPT, scenario])
+        return ResetResult(messages=[system, {"role": "user", "content": opening}])
 
     async def step(self, action):
         from mua.gym.api import StepResult
 
         self.turns += 1
+        if self.turns >= NUM_TURNS:
+            return StepResult(done=True, reward=1.0)
         reply = await self.llm.complete(
             [*USER_PROMPT, {"role": "user", "content": action.text[:200]}]
         )
-        if self.turns >= NUM_TURNS:
-            return StepResult(done=True, reward=1.0)
         return StepResult(messages=[{"role": "user", "content": reply}])
 
     async def close(self) -> None:
@@ -91,7 +96,7 @@ def _tasks():
             "bench",
             [
                 {"role": "system", "content": "You are a helpful travel agent."},
-                {"role": "user", "content": f"Conversation {i}: help me plan a short trip."},
+                {"role": "user", "content": f"Scenario {i}: you want help planning a short trip."},
             ],
             {},
         )
@@ -198,7 +203,7 @@ def _next_prompt(conv, turn: int, prompt: list[int], sampled: list[int]) -> list
 
 
 async def _replay(engine, workload, base_url: str | None) -> None:
-    """Turn-synchronous replay of `workload`; with a base_url, all user calls follow each turn.
+    """Turn-synchronous replay of `workload`; with a base_url, all user calls precede each turn.
 
     Each conversation keeps its own sampled tokens (and its route key), so turn k+1 extends turn
     k's prompt exactly as in (a): the engine's prefix reuse helps (b) and (c) as much as (a).
@@ -209,6 +214,12 @@ async def _replay(engine, workload, base_url: str | None) -> None:
     prompts = [conv[0][0] for conv in workload]
     try:
         for turn in range(NUM_TURNS):
+            if llm is not None:
+                asks = [
+                    [*USER_PROMPT, {"role": "user", "content": f"turn {turn} of {i}"}]
+                    for i in range(len(workload))
+                ]
+                await asyncio.gather(*(llm.complete(a) for a in asks))
             requests = [
                 GenerationRequest(
                     prompt_ids=prompts[i],
@@ -225,12 +236,6 @@ async def _replay(engine, workload, base_url: str | None) -> None:
                     _next_prompt(conv, turn, prompts[i], results[i].token_ids)
                     for i, conv in enumerate(workload)
                 ]
-            if llm is not None:
-                asks = [
-                    [*USER_PROMPT, {"role": "user", "content": f"turn {turn} of {i}"}]
-                    for i in range(len(workload))
-                ]
-                await asyncio.gather(*(llm.complete(a) for a in asks))
     finally:
         if llm is not None:
             await llm.aclose()

@@ -1,4 +1,7 @@
-"""The running batch of the `hf` engine: rows decoded together over one left-padded KV cache.
+"""The `hf` engine's padded batch: rows decoded together over one left-padded KV cache.
+
+`RunningBatch` decodes rows together over one left-padded dynamic KV cache; the engine uses it
+for models `hf_slots.SlotBatch` does not serve (sliding-window layers, other architectures).
 
 `RunningBatch.step(newcomers)` runs one decode forward for the live rows and one prefill forward
 for the newcomers (left-padded among themselves, logits of the last position only; newcomers with
@@ -7,9 +10,7 @@ token per row, and appends the newcomers' KV rows to the live cache, left-paddin
 is narrower: new requests join between two decode steps. Rows that stop (a stop id or their token
 budget) leave the batch at once, and leading cache columns no live row uses are trimmed away.
 
-Each sampled token comes with log_softmax(logits / T) of that token, T the request's temperature
-(T = 1 when greedy), computed before top-k/top-p filtering: what the trainer recomputes. Padding
-only adds masked key columns, so a row's log-probs do not depend on its batch mates beyond float
+Sampling and log-probs are `hf_sampling`'s. Padding only adds masked key columns, so a row's log-probs do not depend on its batch mates beyond float
 rounding.
 
 With a `PrefixStore`, a finishing row leaves the KV of the tokens it was fed under its route key,
@@ -24,37 +25,8 @@ False, nothing is stored, and the engine admits new rows only into an empty batc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from mua.models.loading import accepts_logits_to_keep
-from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
-
-
-@dataclass
-class Row:
-    """One request being generated; `handle` is whatever the engine needs to deliver the result."""
-
-    request: GenerationRequest
-    handle: Any = None
-    generator: Any = None
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    finish_reason: str = "length"
-
-    def result(self) -> GenerationResult:
-        return GenerationResult(
-            token_ids=self.token_ids, logprobs=self.logprobs, finish_reason=self.finish_reason
-        )
-
-    def record(self, token: int, logprob: float) -> bool:
-        """Append one sampled token; True when the row is finished."""
-        self.token_ids.append(token)
-        self.logprobs.append(logprob)
-        if token in self.request.sampling.stop_token_ids:
-            self.finish_reason = "stop"
-            return True
-        return len(self.token_ids) >= self.request.sampling.max_new_tokens
+from mua.rollout.hf_sampling import Row, record, row_generator, sample
 
 
 class RunningBatch:
@@ -135,8 +107,8 @@ class RunningBatch:
             self.can_merge = _mergeable(self.cache)
         elif input_ids.shape[1] > 1:
             self._compact()  # rows that fed fewer tokens than the widest left masked holes
-        tokens, lps = _sample(logits.float(), rows)
-        finished, keep = _record(rows, tokens, lps)
+        tokens, lps = sample(logits.float(), rows)
+        finished, keep = record(rows, tokens, lps)
         self._store(rows, finished, self.cache, self.mask)
         self.last_tokens = torch.tensor(tokens, dtype=torch.long, device=self.device)
         if len(keep) < len(rows):
@@ -185,7 +157,7 @@ class RunningBatch:
         import torch
 
         for row in newcomers:
-            row.generator = _generator(row.request.sampling.seed, self.device)
+            row.generator = row_generator(row.request.sampling.seed, self.device)
         store = self.prefix_store if self.can_merge else None
         hits = [
             store.take(r.request.route_key, r.request.prompt_ids) if store else (0, None)
@@ -288,16 +260,6 @@ def _pad_left(t, width: int, dim: int):
     return F.pad(t, (missing, 0) if dim == -1 else (0, 0, missing, 0))
 
 
-def _record(rows: list[Row], tokens: list[int], lps: list[float]) -> tuple[list[Row], list[int]]:
-    finished, keep = [], []
-    for i, row in enumerate(rows):
-        if row.record(tokens[i], lps[i]):
-            finished.append(row)
-        else:
-            keep.append(i)
-    return finished, keep
-
-
 def _left_pad(prompts: list[list[int]], pad_id: int, device):
     import torch
 
@@ -309,75 +271,3 @@ def _left_pad(prompts: list[list[int]], pad_id: int, device):
         mask[i, width - len(p) :] = 1
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
     return input_ids.to(device), mask.to(device), positions.to(device)
-
-
-def _generator(seed: int | None, device):
-    if seed is None:
-        return None
-    import torch
-
-    g = torch.Generator(device=device)
-    g.manual_seed(int(seed))
-    return g
-
-
-def _sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
-    """One token per row and its log_softmax(logits / T); logits [B, V] float32.
-
-    Vectorised over the batch: top-k/top-p filtering per group of rows sharing those settings,
-    then argmax(p / E) with E ~ Exp(1) noise drawn per row from the row's own seeded generator (so
-    a request's tokens do not depend on its batch mates). That is the draw torch.multinomial makes
-    for one sample, token for token, without its per-call overhead. Greedy rows take the argmax."""
-    import torch
-
-    params: list[SamplingParams] = [r.request.sampling for r in rows]
-    temps = torch.tensor(
-        [p.temperature if p.temperature > 0 else 1.0 for p in params],
-        dtype=logits.dtype,
-        device=logits.device,
-    )
-    scaled = logits / temps[:, None]  # [B, V]
-    logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
-    tokens = torch.argmax(scaled, dim=-1)  # [B]; kept for greedy rows
-    sampled = [i for i, p in enumerate(params) if p.temperature > 0]
-    if sampled:
-        index = torch.tensor(sampled, device=logits.device)
-        filtered = _filter(scaled[index], [params[i] for i in sampled])
-        probs = torch.softmax(filtered, dim=-1)  # [S, V]
-        noise = torch.stack([_exponential(probs[0], rows[i].generator) for i in sampled])
-        tokens[index] = torch.argmax(probs / noise, dim=-1)
-    picked = logp[torch.arange(len(params), device=logits.device), tokens]
-    return tokens.tolist(), picked.tolist()
-
-
-def _filter(scaled, params: list[SamplingParams]):
-    """Top-k then top-p (keeping the token that crosses top_p) on [S, V] logits, per settings group."""
-    import torch
-
-    out = scaled.clone()
-    groups: dict[tuple[int, float], list[int]] = {}
-    for i, p in enumerate(params):
-        groups.setdefault((p.top_k, p.top_p), []).append(i)
-    for (top_k, top_p), members in groups.items():
-        if not (top_k and top_k < scaled.shape[-1]) and top_p >= 1.0:
-            continue
-        index = torch.tensor(members, device=scaled.device)
-        rows = out[index]
-        if top_k and top_k < rows.shape[-1]:
-            kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
-            rows = rows.masked_fill(rows < kth, float("-inf"))
-        if top_p < 1.0:
-            sorted_logits, order = torch.sort(rows, dim=-1, descending=True)
-            probs = torch.softmax(sorted_logits, dim=-1)
-            outside_sorted = probs.cumsum(-1) - probs > top_p
-            outside = torch.zeros_like(outside_sorted).scatter(-1, order, outside_sorted)
-            rows = rows.masked_fill(outside, float("-inf"))
-        out[index] = rows
-    return out
-
-
-def _exponential(like, generator):
-    """Exp(1) noise shaped like one row of probabilities, from the row's generator (or torch's)."""
-    import torch
-
-    return torch.empty_like(like).exponential_(1.0, generator=generator)

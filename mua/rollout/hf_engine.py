@@ -1,12 +1,15 @@
 """The `hf` RolloutEngine: transformers generation with continuous batching, on CPU or CUDA.
 
 Callers `await generate(request)` from many coroutines. A serving thread (started when work
-arrives, gone when none is left; the event loop stays free) keeps one running batch
-(`hf_batch.RunningBatch`): between two decode steps it admits whatever requests are pending, up
-to `max_batch_size` live rows (prefilled together, then appended to the batch's KV cache), and
-rows that finish leave at once, so a request never waits for a whole batch to end. Each sampled
-token comes with log_softmax(logits / T) of that token, T the request's temperature (T = 1 when
-greedy), computed before top-k/top-p filtering, which is what the trainer recomputes.
+arrives, gone when none is left; the event loop stays free) keeps one running batch: between two
+decode steps it admits whatever requests are pending, up to `max_batch_size` live rows, and rows
+that finish leave at once, so a request never waits for a whole batch to end. For Llama, Qwen2
+and Qwen3 models the batch is `hf_slots.SlotBatch` (each row owns a slot of a preallocated KV
+cache; live rows and newcomers' prompts go through one packed forward per step); other models
+get `hf_batch.RunningBatch` (a left-padded dynamic cache; newcomers are prefilled apart and
+appended). Each sampled token comes with log_softmax(logits / T) of that token, T the request's
+temperature (T = 1 when greedy), computed before top-k/top-p filtering, which is what the
+trainer recomputes.
 
 Turns of one trajectory share a `route_key`: the KV of a finished turn is kept (`hf_prefix`,
 at most `prefix_cache_mb`, 0 disables) and the next turn prefills only its new suffix.
@@ -27,14 +30,21 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mua.rollout.engine import GenerationRequest, GenerationResult
-from mua.rollout.hf_batch import Row, RunningBatch
+from mua.rollout.hf_batch import RunningBatch
 from mua.rollout.hf_prefix import PrefixStore
+from mua.rollout.hf_sampling import Row
+from mua.rollout.hf_slots import SlotBatch
+from mua.rollout.hf_slots import supports as supports_slots
 
 _PREFIXES = ("module.", "_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
 
 
 class HFEngine:
-    """A private copy of a causal LM that samples many requests in one continuously running batch."""
+    """A private copy of a causal LM that samples many requests in one continuously running batch.
+
+    With `copy_model=False` the model given becomes the engine's: with slot batching its
+    attention is switched to `mua_engine` (which is plain sdpa for any call outside the engine).
+    `slot_batching=False` forces the left-padded batch."""
 
     def __init__(
         self,
@@ -45,6 +55,7 @@ class HFEngine:
         copy_model: bool = True,
         pad_token_id: int = 0,
         prefix_cache_mb: float = 256,
+        slot_batching: bool = True,
     ):
         import torch
 
@@ -78,7 +89,10 @@ class HFEngine:
         self._closing = False
         self._drive: _Drive | None = None  # set while a caller's thread serves (`serve_while`)
         self.prefixes = PrefixStore(int(prefix_cache_mb * 2**20))
-        self._batch = RunningBatch(self.model, self.device, pad_token_id, self.prefixes)
+        if slot_batching and supports_slots(self.model):
+            self._batch = SlotBatch(self.model, self.device, self.prefixes)
+        else:
+            self._batch = RunningBatch(self.model, self.device, pad_token_id, self.prefixes)
 
     @classmethod
     def from_pretrained(
@@ -268,6 +282,7 @@ class HFEngine:
         import torch
 
         self.prefixes.clear()
+        self._batch.clear()  # empty while held; frees the slot batch's KV buffers
         self.model.to("cpu")
         torch.cuda.empty_cache()
 

@@ -11,6 +11,10 @@
 - JSON replies: fences stripped, parsed, validated, and re-asked on failure (counts as a retry;
   the re-ask shows the model its bad reply and the error);
 - at most `max_concurrency` requests in flight per client (one semaphore per event loop);
+- with `typed_replies=False` (the simulated users and judges, which read only the text), the
+  request goes out through the client's generic `post` and the reply is read as plain JSON:
+  the SDK's per-request TypedDict transform and pydantic parse are skipped, which were most of
+  the event loop's CPU per user turn (CPU that an in-process engine thread competes for);
 - an optional on-disk cache of validated replies (`llm_cache.ReplyCache`).
 
 When retries are spent it raises `mua.gym.UserFailure` naming the endpoint and the last error.
@@ -34,6 +38,7 @@ import random
 import re
 import weakref
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
@@ -125,6 +130,7 @@ class ChatEndpoint:
         backoff_s: float,
         max_concurrency: int,
         label: str = "LLM user",
+        typed_replies: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -134,6 +140,7 @@ class ChatEndpoint:
         self.backoff_s = float(backoff_s)
         self.max_concurrency = int(max_concurrency)
         self.label = label
+        self.typed_replies = typed_replies
         self.counts: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
         self._jitter = random.Random()
         # asyncio primitives and HTTP pools belong to one event loop; keep one set per loop.
@@ -223,10 +230,7 @@ class ChatEndpoint:
             self.counts["requests"] += 1
             try:
                 response = await asyncio.wait_for(
-                    client.chat.completions.create(
-                        model=self.model, messages=messages, extra_headers=headers, **create_kwargs
-                    ),
-                    timeout=self.timeout_s,
+                    self._send(client, messages, headers, create_kwargs), timeout=self.timeout_s
                 )
             except (asyncio.TimeoutError, openai.APITimeoutError):
                 self.counts["timeouts"] += 1
@@ -243,6 +247,21 @@ class ChatEndpoint:
             self.counts["malformed"] += 1
             raise _Retryable("response without choices")
         return response.choices[0].message
+
+    async def _send(self, client: Any, messages: list[dict], headers: dict, create_kwargs: dict):
+        """One request; a typed ChatCompletion, or with `typed_replies=False` an object whose
+        `choices[0].message.content` is the reply text (choices empty when the body has none)."""
+        if self.typed_replies:
+            return await client.chat.completions.create(
+                model=self.model, messages=messages, extra_headers=headers, **create_kwargs
+            )
+        body = await client.post(
+            "/chat/completions",
+            cast_to=object,
+            body={"model": self.model, "messages": messages, **create_kwargs},
+            options={"headers": headers},
+        )
+        return _plain_reply(body)
 
     def _status_error(self, err: Any) -> Exception:
         status = int(getattr(err, "status_code", 0) or 0)
@@ -273,6 +292,19 @@ class ChatEndpoint:
             await state[0].close()
 
 
+def _plain_reply(body: Any) -> Any:
+    """A chat completion body read as plain JSON, shaped like the SDK's reply as far as
+    `choices[0].message.content` (no choices when the body has no message)."""
+    try:
+        message = body["choices"][0]["message"]
+        content = message["content"] if isinstance(message, dict) else None
+    except (KeyError, IndexError, TypeError):
+        return SimpleNamespace(choices=[])
+    return SimpleNamespace(
+        choices=[SimpleNamespace(message=SimpleNamespace(role="assistant", content=content))]
+    )
+
+
 def _content_text(message: Any) -> str:
     content = getattr(message, "content", None)
     if not isinstance(content, str) or not content.strip():
@@ -293,6 +325,7 @@ class LLMClient:
             max_retries=cfg.max_retries,
             backoff_s=cfg.backoff_s,
             max_concurrency=cfg.max_concurrency,
+            typed_replies=False,
         )
         self.cache = ReplyCache(cfg.cache_dir) if cfg.cache_dir else None
 

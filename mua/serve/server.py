@@ -18,7 +18,8 @@ reach it together and it batches them.
 
 Deliberately not served: streaming, text prompts on /generate, prompt log-probs, pickled tensor
 payloads (SGLang's same-host format: unpickling a network payload would run arbitrary code),
-tool calls in chat replies, throughput features (prefix cache, continuous batching).
+tool calls in chat replies, KV reuse across requests (the protocol carries no route key, so each
+/generate prefills its whole prompt; requests in flight together are still batched continuously).
 """
 
 from __future__ import annotations

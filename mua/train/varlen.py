@@ -87,7 +87,7 @@ def register() -> None:
         _registered = True
 
 
-def _has_sliding_layers(config) -> bool:
+def has_sliding_layers(config) -> bool:
     layer_types = getattr(config, "layer_types", None) or []
     if any(t != "full_attention" for t in layer_types):
         return True
@@ -101,7 +101,7 @@ def enable_varlen(model) -> str:
     left as chosen, as are models with sliding-window layers); returns the implementation in use."""
     config = model.config
     current = getattr(config, "_attn_implementation", None) or "sdpa"
-    if current != "sdpa" or _has_sliding_layers(config):
+    if current != "sdpa" or has_sliding_layers(config):
         return current
     register()
     config._attn_implementation = NAME

@@ -12,7 +12,7 @@ from tests.integration.train_helpers import final_params, metric_history, run_tr
 
 pytestmark = pytest.mark.integration
 
-PPO = {"kind": "ppo", "critic_lr": 3e-3, "lam": 0.95, "epochs": 2, "mini_batches": 2}
+PPO = {"kind": "ppo", "critic_lr": 1e-3, "lam": 0.95, "epochs": 4, "mini_batches": 2}
 
 
 def test_ppo_two_steps_critic_learns(tmp_path_factory, tmp_path):

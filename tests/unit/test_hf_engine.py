@@ -317,3 +317,61 @@ def test_serve_while_serves_on_the_calling_thread(model):
     assert [r.token_ids for r in served] == [r.token_ids for r in run_all(HFEngine(model), reqs)]
     with pytest.raises(ValueError, match="boom"):  # the caller's exception reaches this thread
         engine.serve_while(lambda: (_ for _ in ()).throw(ValueError("boom")))
+
+
+@pytest.mark.parametrize("slot_batching", [True, False])
+def test_rows_joining_and_leaving_at_random_keep_every_request_exact(model, slot_batching):
+    """Churn: requests of mixed prompt lengths and budgets (two of each wave sharing a prompt)
+    arrive in waves while others run; each one samples what it samples alone (same seed), with
+    log-probs equal to the trainer's recomputation. With slot batching, rows leaving mid-batch
+    hand their slots to the last rows, and the KV buffers grow past their first size."""
+    import random
+
+    rng = random.Random(0)
+    engine = HFEngine(model, slot_batching=slot_batching)
+    assert type(engine._batch).__name__ == ("SlotBatch" if slot_batching else "RunningBatch")
+    waves = []
+    for wave in range(3):
+        reqs = []
+        for i in range(6):
+            start = rng.randrange(5, 300)
+            prompt = list(range(start, start + rng.randrange(3, 40)))
+            reqs.append(
+                request(
+                    prompt, temperature=1.0, max_new_tokens=rng.randrange(1, 70), seed=wave * 10 + i
+                )
+            )
+        reqs[2].prompt_ids = list(reqs[1].prompt_ids)  # a task's samples: one prompt, two seeds
+        waves.append(reqs)
+    waves[2][0] = request(list(range(7, 150)), temperature=1.0, max_new_tokens=30, seed=77)
+
+    async def go():
+        pending = []
+        for reqs in waves:
+            pending += [asyncio.ensure_future(engine.generate(r)) for r in reqs]
+            target = engine.stats["steps"] + 7
+            while engine.stats["steps"] < target and not all(f.done() for f in pending):
+                await asyncio.sleep(0.001)
+        return await asyncio.gather(*pending)
+
+    results = asyncio.run(go())
+    assert engine.stats["batches"] >= 3 and engine.stats["largest_batch"] > 6
+    everything = [r for reqs in waves for r in reqs]
+    for r, res in zip(everything, results, strict=True):
+        assert len(res.token_ids) == r.sampling.max_new_tokens
+        alone = run_all(HFEngine(model, slot_batching=slot_batching), [r])[0]
+        assert alone.token_ids == res.token_ids
+        ref = recompute_logprobs(model, r.prompt_ids, res.token_ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
+    if slot_batching:
+        assert len(engine._batch) == 0 and engine._batch.kv.columns == 0  # freed when idle
+
+
+def test_slot_batching_falls_back_to_padded_rows_for_sliding_window_models():
+    from mua.rollout.hf_slots import supports
+
+    sliding = load_model("tiny:qwen2-1m", dtype="float32", seed=0)
+    sliding.config.use_sliding_window, sliding.config.sliding_window = True, 16
+    assert not supports(sliding)
+    assert type(HFEngine(sliding)._batch).__name__ == "RunningBatch"
+    assert supports(load_model("tiny:llama-1m", dtype="float32", seed=0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from mua.rollout.engine import GenerationRequest, SamplingParams
-from mua.rollout.hf_batch import Row, _generator, _sample
+from mua.rollout.hf_sampling import Row, row_generator, sample
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
 
@@ -15,14 +15,14 @@ def _rows(count: int, seed0: int, **sampling) -> list[Row]:
     for i in range(count):
         params = SamplingParams(max_new_tokens=1, seed=seed0 + i, **sampling)
         row = Row(request=GenerationRequest(prompt_ids=[1], sampling=params))
-        row.generator = _generator(params.seed, "cpu")
+        row.generator = row_generator(params.seed, "cpu")
         rows.append(row)
     return rows
 
 
 def _draw(count: int, **sampling) -> torch.Tensor:
     rows = _rows(count, 0, **sampling)
-    tokens, _ = _sample(LOGITS.repeat(count, 1), rows)
+    tokens, _ = sample(LOGITS.repeat(count, 1), rows)
     return torch.bincount(torch.tensor(tokens), minlength=LOGITS.numel()).float() / count
 
 
@@ -41,28 +41,29 @@ def test_top_k_and_top_p_cut_the_tail_and_renormalise():
 
 
 def test_a_rows_draw_depends_on_its_seed_not_its_batch_mates():
-    alone, _ = _sample(LOGITS[None], _rows(1, 41, temperature=1.0, top_p=1.0, top_k=0))
+    alone, _ = sample(LOGITS[None], _rows(1, 41, temperature=1.0, top_p=1.0, top_k=0))
     crowd_rows = _rows(8, 37, temperature=1.0, top_p=0.9, top_k=3)
     crowd_rows[4] = _rows(1, 41, temperature=1.0, top_p=1.0, top_k=0)[0]
-    crowd, _ = _sample(LOGITS.repeat(8, 1), crowd_rows)
+    crowd, _ = sample(LOGITS.repeat(8, 1), crowd_rows)
     assert crowd[4] == alone[0]
 
 
 def test_logprobs_are_of_the_unfiltered_tempered_distribution_and_greedy_takes_the_argmax():
     rows = _rows(2, 5, temperature=0.5, top_p=0.5, top_k=1)
     rows[1].request.sampling.temperature = 0.0
-    tokens, logprobs = _sample(LOGITS.repeat(2, 1), rows)
+    tokens, logprobs = sample(LOGITS.repeat(2, 1), rows)
     assert tokens == [0, 0]
     assert abs(logprobs[0] - float(torch.log_softmax(LOGITS / 0.5, -1)[0])) < 1e-6
     assert abs(logprobs[1] - float(torch.log_softmax(LOGITS, -1)[0])) < 1e-6
 
 
-def test_draws_are_torch_multinomials_draws_for_the_same_seed():
-    """Seeded runs made before the sampler was vectorised keep their tokens."""
+def test_a_draw_is_the_token_whose_cumulative_probability_first_exceeds_the_rows_uniform():
+    """One uniform per row and token, from the row's seed: the contract seeded runs rely on."""
     probs = torch.softmax(LOGITS / 0.9, dim=-1)
+    cdf = probs.cumsum(-1)
     rows = _rows(50, 100, temperature=0.9, top_p=1.0, top_k=0)
-    tokens, _ = _sample(LOGITS.repeat(50, 1), rows)
-    expected = [
-        int(torch.multinomial(probs, 1, generator=_generator(100 + i, "cpu"))) for i in range(50)
-    ]
-    assert tokens == expected
+    tokens, _ = sample(LOGITS.repeat(50, 1), rows)
+    for i, token in enumerate(tokens):
+        u = float(torch.rand(1, generator=row_generator(100 + i, "cpu")))
+        assert float(cdf[token]) > u * float(cdf[-1])
+        assert token == 0 or float(cdf[token - 1]) <= u * float(cdf[-1])

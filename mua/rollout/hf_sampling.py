@@ -1,0 +1,129 @@
+"""Sampling for the `hf` engine's batches: one request's row, its seeded draws, and its record.
+
+`sample(logits, rows)` draws one token per row, vectorised over the batch, and returns each
+token's log_softmax(logits / T), T the row's temperature (T = 1 when greedy), computed before
+top-k/top-p filtering: what the trainer recomputes. A row's draws come from its own generator
+(`row_generator(seed)`), so a request's tokens do not depend on its batch mates. `record` appends
+the draws to the rows and says which finished (a stop id or the token budget).
+
+Deliberately not here: the KV cache and forwards (`hf_slots`, `hf_batch`), threads (the engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
+
+
+@dataclass
+class Row:
+    """One request being generated; `handle` is whatever the engine needs to deliver the result."""
+
+    request: GenerationRequest
+    handle: Any = None
+    generator: Any = None
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "length"
+
+    def result(self) -> GenerationResult:
+        return GenerationResult(
+            token_ids=self.token_ids, logprobs=self.logprobs, finish_reason=self.finish_reason
+        )
+
+    def record(self, token: int, logprob: float) -> bool:
+        """Append one sampled token; True when the row is finished."""
+        self.token_ids.append(token)
+        self.logprobs.append(logprob)
+        if token in self.request.sampling.stop_token_ids:
+            self.finish_reason = "stop"
+            return True
+        return len(self.token_ids) >= self.request.sampling.max_new_tokens
+
+
+def record(rows: list[Row], tokens: list[int], lps: list[float]) -> tuple[list[Row], list[int]]:
+    """Append each row's draw; returns (the rows that finished, the positions of the others)."""
+    finished, keep = [], []
+    for i, row in enumerate(rows):
+        if row.record(tokens[i], lps[i]):
+            finished.append(row)
+        else:
+            keep.append(i)
+    return finished, keep
+
+
+def row_generator(seed: int | None, device):
+    """A generator seeded for one request (None without a seed: torch's global one is used)."""
+    if seed is None:
+        return None
+    import torch
+
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed))
+    return g
+
+
+def sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
+    """One token per row and its log_softmax(logits / T); logits [B, V] float32.
+
+    Vectorised over the batch: top-k/top-p filtering per group of rows sharing those settings,
+    then inverse-CDF sampling: each row draws one uniform u from its own seeded generator (so a
+    request's tokens do not depend on its batch mates) and takes the first token whose cumulative
+    probability exceeds u times the total. One random number per row and token, where an
+    exponential race needs one per vocabulary entry. Greedy rows take the argmax."""
+    import torch
+
+    params: list[SamplingParams] = [r.request.sampling for r in rows]
+    temps = torch.tensor(
+        [p.temperature if p.temperature > 0 else 1.0 for p in params],
+        dtype=logits.dtype,
+        device=logits.device,
+    )
+    scaled = logits / temps[:, None]  # [B, V]
+    logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
+    tokens = torch.argmax(scaled, dim=-1)  # [B]; kept for greedy rows
+    sampled = [i for i, p in enumerate(params) if p.temperature > 0]
+    if sampled:
+        index = torch.tensor(sampled, device=logits.device)
+        filtered = _filter(scaled[index], [params[i] for i in sampled])
+        cdf = torch.softmax(filtered, dim=-1).cumsum(dim=-1)  # [S, V]
+        u = torch.cat([_uniform(rows[i].generator, cdf) for i in sampled])  # [S]
+        drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+        tokens[index] = drawn.clamp(max=cdf.shape[-1] - 1)
+    picked = logp[torch.arange(len(params), device=logits.device), tokens]
+    return tokens.tolist(), picked.tolist()
+
+
+def _filter(scaled, params: list[SamplingParams]):
+    """Top-k then top-p (keeping the token that crosses top_p) on [S, V] logits, per settings group."""
+    import torch
+
+    out = scaled.clone()
+    groups: dict[tuple[int, float], list[int]] = {}
+    for i, p in enumerate(params):
+        groups.setdefault((p.top_k, p.top_p), []).append(i)
+    for (top_k, top_p), members in groups.items():
+        if not (top_k and top_k < scaled.shape[-1]) and top_p >= 1.0:
+            continue
+        index = torch.tensor(members, device=scaled.device)
+        rows = out[index]
+        if top_k and top_k < rows.shape[-1]:
+            kth = torch.topk(rows, top_k, dim=-1).values[:, -1:]
+            rows = rows.masked_fill(rows < kth, float("-inf"))
+        if top_p < 1.0:
+            sorted_logits, order = torch.sort(rows, dim=-1, descending=True)
+            probs = torch.softmax(sorted_logits, dim=-1)
+            outside_sorted = probs.cumsum(-1) - probs > top_p
+            outside = torch.zeros_like(outside_sorted).scatter(-1, order, outside_sorted)
+            rows = rows.masked_fill(outside, float("-inf"))
+        out[index] = rows
+    return out
+
+
+def _uniform(generator, like):
+    """One U[0, 1) draw [1] from the row's generator (or torch's), in `like`'s dtype and device."""
+    import torch
+
+    return torch.rand(1, generator=generator, dtype=like.dtype, device=like.device)

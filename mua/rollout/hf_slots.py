@@ -1,0 +1,364 @@
+"""Slot batching for the `hf` engine: every live row owns one slot of a preallocated KV cache.
+
+`SlotBatch` is the engine's batch for decoder models whose layers all attend through transformers'
+attention interface (Llama, Qwen2, Qwen3). Each layer's keys and values live in one
+buffer [slots, kv_heads, columns, head_dim]; row i occupies slot i, and its tokens occupy columns
+0..length-1 in order, so a token's column is its position. One forward per step feeds, packed as
+a single [1, T] sequence, the last sampled token of every live row and the whole prompt (or the
+part no stored prefix covers) of every newcomer: the linear layers see no padding, and admitting
+a request costs no forward of its own. The attention (`slot_attention`, registered as
+`mua_engine`) writes each token's key and value into its row's slot in place and attends per group
+of rows (the live rows, one query each; the newcomers, causally over their prompts) through
+PyTorch's scaled_dot_product_attention over the slots' columns with an additive mask built
+once per step.
+
+Compared with a left-padded dynamic cache (`hf_batch.RunningBatch`, kept for models this cannot
+serve): nothing is concatenated per step, a row that leaves moves at most one other row's KV
+(the last slot fills the hole), and a newcomer's stored prefix is copied once into its slot.
+
+Sampling and log-probs are `hf_sampling`'s, as for `hf_batch`. Deliberately not here: threads and asyncio (the engine), paging, prefix
+sharing across route keys, sliding-window layers (`supports` is False for them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from mua.rollout.hf_sampling import Row, record, row_generator, sample
+
+NAME = "mua_engine"
+_registered = False
+
+
+def slot_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """The engine's packed step when `mua_slots` is passed, plain sdpa attention otherwise."""
+    plan = kwargs.get("mua_slots")
+    if plan is None:  # the model used outside the engine (a probe, a test): ordinary sdpa
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
+    return plan.attend(module.layer_idx, query, key, value, scaling), None
+
+
+def register() -> None:
+    global _registered
+    if not _registered:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(NAME, slot_attention)
+        AttentionMaskInterface.register(NAME, sdpa_mask)
+        _registered = True
+
+
+def supports(model) -> bool:
+    """True for decoder models with full attention in every layer and the usual config fields."""
+    from mua.train.varlen import has_sliding_layers
+
+    config = getattr(model, "config", None)
+    needed = ("num_hidden_layers", "num_attention_heads", "hidden_size")
+    if config is None or not all(hasattr(config, name) for name in needed):
+        return False
+    if getattr(config, "model_type", "") not in ("llama", "qwen2", "qwen3"):
+        return False
+    return not has_sliding_layers(config)
+
+
+class _Group:
+    """Rows in slots [start, end) that feed `width` query tokens each (fewer padded): their
+    packed-token index [n, width] and the mask [n, 1, width, columns] over their slots."""
+
+    def __init__(self, start: int, token_index, query_cols, columns: int, device):
+        self.start = start
+        self.end = start + token_index.shape[0]
+        self.width = token_index.shape[1]
+        self.columns = columns
+        valid = token_index >= 0
+        self.index = token_index.clamp(min=0).to(device)  # padding reads a real token, unused
+        self.valid = valid.to(device)
+        self.scatter = None if bool(valid.all()) else token_index[valid].to(device)
+        cols = torch.arange(columns)
+        q = query_cols.clamp(min=0)  # a padded query may see column 0 (never nothing: no NaN)
+        self.mask = (cols[None, None, :] <= q[:, :, None])[:, None].to(device)  # [n, 1, w, C]
+        self._grouped: dict[int, Any] = {}
+
+    def mask_for(self, groups: int, dtype):
+        """The mask repeated for `groups` query heads per kv head, additive (0 or -inf, so sdpa
+        converts nothing per layer): [n, 1, groups * width, C]."""
+        if groups not in self._grouped:
+            n = self.mask.shape[0]
+            m = self.mask[:, :, None].expand(n, 1, groups, self.width, self.columns)
+            m = m.reshape(n, 1, groups * self.width, self.columns)
+            additive = torch.zeros(m.shape, dtype=dtype, device=m.device)
+            self._grouped[groups] = additive.masked_fill_(~m, float("-inf"))
+        return self._grouped[groups]
+
+
+class _Plan:
+    """One packed forward: where each new token's KV goes, and the row groups to attend over."""
+
+    def __init__(self, kv: _SlotKV, slots, cols, groups: list[_Group]):
+        self.kv, self.slots, self.cols, self.groups = kv, slots, cols, groups
+
+    def attend(self, layer: int, query, key, value, scaling):
+        """query [1, H, T, D], key/value [1, Hkv, T, D] -> [1, T, H, D]."""
+        keys, values = self.kv.layers[layer]
+        keys[self.slots, :, self.cols] = key[0].transpose(0, 1)
+        values[self.slots, :, self.cols] = value[0].transpose(0, 1)
+        tokens = query[0].transpose(0, 1)  # [T, H, D]
+        heads, kv_heads, dim = tokens.shape[1], keys.shape[1], tokens.shape[2]
+        per_kv = heads // kv_heads
+        out = tokens.new_empty(tokens.shape)
+        for g in self.groups:
+            n, w = g.end - g.start, g.width
+            q = tokens[g.index]  # [n, w, H, D]
+            q = q.view(n, w, kv_heads, per_kv, dim).permute(0, 2, 3, 1, 4)
+            q = q.reshape(n, kv_heads, per_kv * w, dim)
+            att = F.scaled_dot_product_attention(
+                q,
+                keys[g.start : g.end, :, : g.columns],
+                values[g.start : g.end, :, : g.columns],
+                attn_mask=g.mask_for(per_kv, q.dtype),
+                scale=scaling,
+            )  # [n, Hkv, per_kv * w, D]
+            att = att.view(n, kv_heads, per_kv, w, dim).permute(0, 3, 1, 2, 4)
+            att = att.reshape(n, w, heads, dim)
+            if g.scatter is None:
+                out[g.index.view(-1)] = att.reshape(n * w, heads, dim)
+            else:
+                out[g.scatter] = att[g.valid]
+        return out[None]
+
+
+class _SlotKV:
+    """Per layer, key and value buffers [slots, kv_heads, columns, head_dim]. Slots and columns
+    grow by doubling (the used part is copied once per growth); `release` frees them."""
+
+    def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype, device):
+        self.num_layers, self.kv_heads, self.head_dim = num_layers, kv_heads, head_dim
+        self.dtype, self.device = dtype, device
+        self.layers: list[tuple[Any, Any]] = []
+        self.slots = self.columns = 0
+
+    def ensure(self, used_rows: int, rows: int, columns: int) -> None:
+        """Room for `rows` slots of `columns` columns; the first `used_rows` slots keep their data."""
+        if rows <= self.slots and columns <= self.columns:
+            return
+        slots, size = max(8, self.slots), max(128, self.columns)
+        while slots < rows:
+            slots *= 2
+        while size < columns:
+            size *= 2
+        shape = (slots, self.kv_heads, size, self.head_dim)
+        grown = []
+        for i in range(self.num_layers):
+            pair = []
+            for old in self.layers[i] if self.layers else (None, None):
+                # zeros, not empty: masked columns are still multiplied (by 0), and NaN * 0 = NaN
+                new = torch.zeros(shape, dtype=self.dtype, device=self.device)
+                if old is not None and used_rows:
+                    new[:used_rows, :, : self.columns] = old[:used_rows]
+                pair.append(new)
+            grown.append(tuple(pair))
+        self.layers, self.slots, self.columns = grown, slots, size
+
+    def release(self) -> None:
+        self.layers, self.slots, self.columns = [], 0, 0
+
+    def move(self, sources: list[int], targets: list[int], columns: int) -> None:
+        """Copy slots `sources` into slots `targets` (first `columns` columns)."""
+        src = torch.tensor(sources, device=self.device)
+        dst = torch.tensor(targets, device=self.device)
+        for keys, values in self.layers:
+            keys[dst, :, :columns] = keys[src, :, :columns]
+            values[dst, :, :columns] = values[src, :, :columns]
+
+
+class SlotBatch:
+    """Live rows (row i in slot i), their lengths (= the next position) and last sampled tokens."""
+
+    def __init__(self, model, device, prefix_store=None):
+        from mua.models.loading import accepts_logits_to_keep
+
+        register()
+        model.config._attn_implementation = NAME
+        config = model.config
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        dtype = next(model.parameters()).dtype
+        self.model, self.device = model, device
+        self.prefix_store = prefix_store
+        self.kv = _SlotKV(config.num_hidden_layers, kv_heads, head_dim, dtype, device)
+        self.keep_selected_logits = accepts_logits_to_keep(model)
+        self.can_merge = True  # newcomers join a running batch between two steps
+        self.shared_prompts = 0
+        self._no_mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=device)
+        self.rows: list[Row] = []
+        self.lengths: list[int] = []
+        self.last_tokens: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def clear(self) -> list[Row]:
+        rows = self.rows
+        self.rows, self.lengths, self.last_tokens = [], [], []
+        self.kv.release()
+        return rows
+
+    def step(self, newcomers: list[Row] = ()) -> list[Row]:
+        """Sample one token for every live row and the first of each newcomer (who then stay);
+        returns the rows that finished, which have left."""
+        newcomers = list(newcomers)
+        live = len(self.rows)
+        fed, copies = self._admit(newcomers)
+        tokens = list(self.last_tokens)
+        cols = list(self.lengths[:live])
+        slots = list(range(live))
+        last = list(range(live))  # packed index of each fed row's last token
+        for j, (row, start) in enumerate(fed):
+            suffix = row.request.prompt_ids[start:]
+            tokens += suffix
+            cols += range(start, start + len(suffix))
+            slots += [live + j] * len(suffix)
+            last.append(len(tokens) - 1)
+        self.kv.ensure(len(self.rows), len(self.rows), max(cols) + 1)
+        logits = self._forward(tokens, slots, cols, live, fed, last)
+        for source, target in copies:  # identical prompts: the fed row's KV, then its logits
+            self.kv.move([source], [target], self.lengths[source])
+        if copies:
+            logits = torch.cat([logits, logits[[source for source, _ in copies]]])
+        rows = self.rows
+        sampled, lps = sample(logits.float(), rows)
+        for i in range(live):
+            self.lengths[i] += 1
+        finished, keep = record(rows, sampled, lps)
+        self.last_tokens = sampled
+        self._store(finished)
+        if len(keep) < len(rows):
+            self.keep(keep)
+        return finished
+
+    def _admit(self, newcomers: list[Row]):
+        """Give newcomers slots after the live rows, copy their stored prefixes in; returns
+        ([(row, first column to feed)] for rows fed this step, [(source slot, target slot)] for
+        rows whose identical prompt another newcomer feeds)."""
+        store = self.prefix_store
+        fed, repeats, first = [], [], {}
+        hits = []
+        for row in newcomers:
+            row.generator = row_generator(row.request.sampling.seed, self.device)
+            start, layers = (
+                store.take(row.request.route_key, row.request.prompt_ids) if store else (0, None)
+            )
+            key = tuple(row.request.prompt_ids) if not start else None
+            if key is not None and key in first:
+                repeats.append((first[key], row))
+                continue
+            if key is not None:
+                first[key] = row
+            fed.append((row, start))
+            hits.append((start, layers))
+        live = len(self.rows)
+        width = max(len(r.request.prompt_ids) for r in newcomers) if newcomers else 0
+        self.kv.ensure(live, live + len(newcomers), width + 1)
+        for j, (start, layers) in enumerate(hits):
+            if start:
+                for (keys, values), (k, v) in zip(self.kv.layers, layers, strict=True):
+                    keys[live + j, :, :start] = k[:, :start]
+                    values[live + j, :, :start] = v[:, :start]
+        slot_of = {id(row): live + j for j, (row, _) in enumerate(fed)}
+        copies = [
+            (slot_of[id(source)], live + len(fed) + k) for k, (source, _) in enumerate(repeats)
+        ]
+        self.shared_prompts += len(repeats)
+        self.rows = self.rows + [row for row, _ in fed] + [row for _, row in repeats]
+        prompt_lengths = [len(row.request.prompt_ids) for row, _ in fed]
+        self.lengths = (
+            self.lengths + prompt_lengths + [len(r.request.prompt_ids) for _, r in repeats]
+        )
+        return fed, copies
+
+    def _forward(self, tokens, slots, cols, live: int, fed, last):
+        """One packed forward; logits [live + len(fed), V] at each fed row's last token."""
+        device = self.device
+        groups = []
+        if live:
+            index = torch.arange(live)[:, None]
+            groups.append(
+                _Group(0, index, torch.tensor(cols[:live])[:, None], max(cols[:live]) + 1, device)
+            )
+        if fed:
+            lengths = [len(row.request.prompt_ids) - start for row, start in fed]
+            width = max(lengths)
+            index = torch.full((len(fed), width), -1, dtype=torch.long)
+            query_cols = torch.full((len(fed), width), -1, dtype=torch.long)
+            offset = live
+            for j, ((_, start), n) in enumerate(zip(fed, lengths, strict=True)):
+                index[j, :n] = torch.arange(offset, offset + n)
+                query_cols[j, :n] = torch.arange(start, start + n)
+                offset += n
+            columns = int(query_cols.max()) + 1
+            groups.append(_Group(live, index, query_cols, columns, device))
+        plan = _Plan(
+            self.kv,
+            torch.tensor(slots, device=device),
+            torch.tensor(cols, device=device),
+            groups,
+        )
+        keep = torch.tensor(last, device=device)
+        extra = {"logits_to_keep": keep} if self.keep_selected_logits else {}
+        out = self.model(
+            input_ids=torch.tensor([tokens], device=device),
+            position_ids=torch.tensor([cols], device=device),
+            # a ready 4D mask is used as is: transformers builds none (the plan holds the masks)
+            attention_mask=self._no_mask,
+            use_cache=False,
+            mua_slots=plan,
+            **extra,
+        )
+        logits = out.logits[0]
+        return logits if self.keep_selected_logits else logits[keep]
+
+    def keep(self, keep: list[int]) -> None:
+        """Keep only the rows at positions `keep`; the last kept slots fill the holes."""
+        if not keep:
+            self.clear()
+            return
+        n, kept = len(keep), set(keep)
+        holes = [i for i in range(n) if i not in kept]
+        movers = [i for i in keep if i >= n]
+        order = [i for i in keep if i < n]
+        if holes:
+            columns = max(self.lengths[i] for i in movers)
+            self.kv.move(movers, holes, columns)
+        position = {slot: slot for slot in order}
+        position.update(dict(zip(movers, holes, strict=True)))
+        new = sorted(keep, key=lambda i: position[i])
+        self.rows = [self.rows[i] for i in new]
+        self.lengths = [self.lengths[i] for i in new]
+        self.last_tokens = [self.last_tokens[i] for i in new]
+
+    def _store(self, finished: list[Row]) -> None:
+        """Leave the KV of each finished row's fed tokens in the prefix store."""
+        if self.prefix_store is None or not finished:
+            return
+        slot = {id(r): i for i, r in enumerate(self.rows)}
+        for row in finished:
+            if not row.request.route_key:
+                continue
+            i = slot[id(row)]
+            fed = list(row.request.prompt_ids) + row.token_ids[:-1]
+            if self.lengths[i] != len(fed):
+                continue
+            layers = [
+                (keys[i, :, : len(fed)].clone(), values[i, :, : len(fed)].clone())
+                for keys, values in self.kv.layers
+            ]
+            self.prefix_store.put(row.request.route_key, fed, layers)
