@@ -13,7 +13,7 @@ budget) leave the batch at once, and leading cache columns no live row uses are 
 Sampling and log-probs are `hf_sampling`'s. Padding only adds masked key columns, so a row's log-probs do not depend on its batch mates beyond float
 rounding.
 
-With a `PrefixStore`, a finishing row leaves the KV of the tokens it was fed under its route key,
+With a `PrefixStore`, a finishing row leaves the KV of the tokens it was fed (`hf_prefix`),
 and a newcomer whose prompt extends such a prefix feeds only the rest: its stored KV becomes its
 row of the cache before the prefill, and the masked holes between that prefix and the left-padded
 new tokens are packed away after it.
@@ -139,8 +139,6 @@ class RunningBatch:
             return
         position = {id(r): i for i, r in enumerate(rows)}
         for row in finished:
-            if not row.request.route_key:
-                continue
             i = position[id(row)]
             used = mask[i].bool()
             layers = [(layer.keys[i][:, used], layer.values[i][:, used]) for layer in cache.layers]

@@ -12,11 +12,12 @@ temperature (T = 1 when greedy), computed before top-k/top-p filtering, which is
 trainer recomputes.
 
 Turns of one trajectory share a `route_key`: the KV of a finished turn is kept (`hf_prefix`,
-at most `prefix_cache_mb`, 0 disables) and the next turn prefills only its new suffix.
+at most `prefix_cache_mb`, 0 disables) and the next turn prefills only its new suffix; requests
+without a route key reuse the stored KV sharing their prompt's longest prefix.
 `update_weights` and `sleep` wait for the running rows to finish (no new rows are admitted
 meanwhile) and drop the kept KV, so every turn is sampled from one set of weights.
 
-Deliberately not here: tensor parallelism, tokenization, prefix sharing across route keys.
+Deliberately not here: tensor parallelism, tokenization, a radix tree of prefixes.
 SGLang covers speed on GPU.
 """
 

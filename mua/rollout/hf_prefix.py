@@ -1,20 +1,26 @@
-"""Prefix reuse for the `hf` engine: the KV of each trajectory's last finished turn, by route key.
+"""Prefix reuse for the `hf` engine: the KV of finished requests, by route key or by content.
 
 All turns of one trajectory share a `route_key`, and turn k+1's prompt starts with turn k's prompt
 and sampled tokens. When a request finishes, `PrefixStore.put` keeps the KV of every token the
 model was fed (the prompt and all sampled tokens but the last); the next request with the same
 key takes the longest common prefix of those tokens and its prompt (`take`), so only the new
-suffix (the environment's reply) is prefilled. Entries are evicted least recently used beyond
-`max_bytes`; the engine clears the store whenever its weights change, since a KV computed with
-old weights is not the new policy's.
+suffix (the environment's reply) is prefilled.
 
-Deliberately not here: sharing prefixes across route keys (a radix tree), paging, eviction by
-anything but recency. Keys and values are stored per layer as [kv_heads, tokens, head_dim].
+Requests without a route key (those reaching `mua serve` over SGLang's protocol, which carries
+none) are matched by content instead: their entries stay in the store when taken, and a keyless
+request reuses the entry sharing the longest prefix with its prompt, as SGLang's radix cache
+would, found by a scan of the keyless entries (no tree).
+
+Entries are evicted least recently used beyond `max_bytes`; the engine clears the store whenever
+its weights change, since a KV computed with old weights is not the new policy's. Deliberately
+not here: paging, a radix tree, eviction by anything but recency. Keys and values are stored per
+layer as [kv_heads, tokens, head_dim], and callers copy from them (never write into them).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import count
 
 
 class PrefixStore:
@@ -24,6 +30,8 @@ class PrefixStore:
         self.hits = 0
         self.reused_tokens = 0
         self._entries: OrderedDict[str, tuple[list[int], list[tuple], int]] = OrderedDict()
+        self._keyless: set[str] = set()  # entries matched by content
+        self._serial = count()
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -31,17 +39,24 @@ class PrefixStore:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._keyless.clear()
         self._bytes = 0
 
     def put(self, route_key: str, token_ids: list[int], layers: list[tuple]) -> None:
-        """Keep `layers` [(keys, values)], each [kv_heads, len(token_ids), head_dim], under the key."""
-        if not route_key or self.max_bytes <= 0:
+        """Keep `layers` [(keys, values)], each [kv_heads, len(token_ids), head_dim], under the
+        route key, or by content when the key is empty."""
+        if self.max_bytes <= 0 or len(token_ids) < self.min_reuse_tokens:
             return
-        self._drop(route_key)
         size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
         if size > self.max_bytes:
             return
-        self._entries[route_key] = (list(token_ids), layers, size)
+        if route_key:
+            self._drop(route_key)
+            key = route_key
+        else:
+            key = f"\0content/{next(self._serial)}"  # not a route key the runner makes
+            self._keyless.add(key)
+        self._entries[key] = (list(token_ids), layers, size)
         self._bytes += size
         while self._bytes > self.max_bytes:
             self._drop(next(iter(self._entries)))
@@ -50,24 +65,53 @@ class PrefixStore:
         """(number of leading prompt tokens whose KV is reused, the stored layers) or (0, None).
 
         At least one prompt token is always left to prefill (its logits sample the next token).
-        The entry leaves the store: the request will put its own, longer one when it finishes.
+        A route key's entry leaves the store (the request puts its own, longer one when it
+        finishes); a keyless request's match stays, marked recently used.
         """
-        entry = self._entries.get(route_key) if route_key else None
+        if not route_key:
+            return self._take_by_content(prompt_ids)
+        entry = self._entries.get(route_key)
         if entry is None:
             return 0, None
         stored, layers, _ = entry
         self._drop(route_key)
-        limit = min(len(stored), len(prompt_ids) - 1)
-        common = 0
-        while common < limit and stored[common] == prompt_ids[common]:
-            common += 1
+        return self._reuse(_common_prefix(stored, prompt_ids), layers)
+
+    def _take_by_content(self, prompt_ids: list[int]) -> tuple[int, list[tuple] | None]:
+        best, best_key = 0, None
+        for key in self._keyless:
+            common = _common_prefix(self._entries[key][0], prompt_ids)
+            if common > best:
+                best, best_key = common, key
+        if best_key is None:
+            return 0, None
+        self._entries.move_to_end(best_key)
+        return self._reuse(best, self._entries[best_key][1])
+
+    def _reuse(self, common: int, layers) -> tuple[int, list[tuple] | None]:
         if common < self.min_reuse_tokens:
             return 0, None
         self.hits += 1
         self.reused_tokens += common
         return common, layers
 
-    def _drop(self, route_key: str) -> None:
-        entry = self._entries.pop(route_key, None)
+    def _drop(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        self._keyless.discard(key)
         if entry is not None:
             self._bytes -= entry[2]
+
+
+def _common_prefix(stored: list[int], prompt_ids: list[int]) -> int:
+    """Leading tokens shared by `stored` and the prompt, leaving at least one prompt token."""
+    limit = min(len(stored), len(prompt_ids) - 1)
+    if stored[:limit] == prompt_ids[:limit]:  # the usual case: a whole earlier turn
+        return limit
+    lo, hi = 0, limit  # stored[:lo] matches, stored[:hi] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if stored[:mid] == prompt_ids[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -17,7 +17,7 @@ serve): nothing is concatenated per step, a row that leaves moves at most one ot
 (the last slot fills the hole), and a newcomer's stored prefix is copied once into its slot.
 
 Sampling and log-probs are `hf_sampling`'s, as for `hf_batch`. Deliberately not here: threads and asyncio (the engine), paging, prefix
-sharing across route keys, sliding-window layers (`supports` is False for them).
+sharing beyond `hf_prefix`'s, sliding-window layers (`supports` is False for them).
 """
 
 from __future__ import annotations
@@ -351,8 +351,6 @@ class SlotBatch:
             return
         slot = {id(r): i for i, r in enumerate(self.rows)}
         for row in finished:
-            if not row.request.route_key:
-                continue
             i = slot[id(row)]
             fed = list(row.request.prompt_ids) + row.token_ids[:-1]
             if self.lengths[i] != len(fed):

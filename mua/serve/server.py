@@ -18,8 +18,8 @@ reach it together and it batches them.
 
 Deliberately not served: streaming, text prompts on /generate, prompt log-probs, pickled tensor
 payloads (SGLang's same-host format: unpickling a network payload would run arbitrary code),
-tool calls in chat replies, KV reuse across requests (the protocol carries no route key, so each
-/generate prefills its whole prompt; requests in flight together are still batched continuously).
+tool calls in chat replies. /generate carries no route key: the engine matches a prompt against
+the KV of earlier requests by content (the longest shared prefix), as SGLang's radix cache does.
 """
 
 from __future__ import annotations

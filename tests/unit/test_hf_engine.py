@@ -375,3 +375,35 @@ def test_slot_batching_falls_back_to_padded_rows_for_sliding_window_models():
     assert not supports(sliding)
     assert type(HFEngine(sliding)._batch).__name__ == "RunningBatch"
     assert supports(load_model("tiny:llama-1m", dtype="float32", seed=0))
+
+
+@pytest.mark.parametrize("slot_batching", [True, False])
+def test_a_keyless_next_turn_reuses_kv_by_content_and_stays_exact(model, slot_batching):
+    """Requests without a route key (what `mua serve` receives) find an earlier request's KV by
+    their prompt's content: the follow-up turns prefill only their suffix, sample what a cold
+    engine samples, and keep exact log-probs."""
+    engine = HFEngine(model, slot_batching=slot_batching)
+    turn1 = [
+        request(list(range(10 + 40 * i, 40 + 40 * i)), temperature=1.0, max_new_tokens=6, seed=i)
+        for i in range(3)
+    ]
+    first = run_all(engine, turn1)
+    turn2 = [
+        request(
+            r.prompt_ids + res.token_ids + [301, 302, 303],
+            temperature=1.0,
+            max_new_tokens=8,
+            seed=5 + i,
+        )
+        for i, (r, res) in enumerate(zip(turn1, first, strict=True))
+    ]
+    second = run_all(engine, turn2)
+    assert engine.stats["prefix_hits"] == 3
+    assert engine.stats["prefix_tokens_reused"] == sum(
+        len(r.prompt_ids) + len(res.token_ids) - 1 for r, res in zip(turn1, first, strict=True)
+    )
+    cold = run_all(HFEngine(model, prefix_cache_mb=0, slot_batching=slot_batching), turn2)
+    assert [c.token_ids for c in cold] == [s.token_ids for s in second]
+    for r, res in zip(turn2, second, strict=True):
+        ref = recompute_logprobs(model, r.prompt_ids, res.token_ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
