@@ -12,6 +12,11 @@ scenario, and the conversation ends with the agent's answer to the 4th user turn
     one batch, then turn k+1 (the Search-R1 / MuTIS loop shape).
 (c) generation alone: the same prompts and token counts as (b), no user at all.
 
+With MUA_B2_ENGINE=served, all three drive the engine in its own process instead: `mua serve`
+(the hf engine behind SGLang's protocol, the shape an SGLang server has) through the sglang
+client. In-process (the default), the engine thread shares the interpreter lock with the
+runner's event loop, whose Python (HTTP client, templates) it then waits for.
+
 (b) and (c) replay the prompts and per-turn token counts of one (a) run, so all three sample
 the same number of tokens from prompts of the same lengths; each replayed conversation extends
 its own sampled tokens under its own route key, so the engine's prefix reuse applies to all three
@@ -42,6 +47,7 @@ MODEL = "tiny:qwen2-1m"
 # 2 as specified; on a machine whose other core is busy, 2 OpenMP threads spin against each
 # other (a linear layer measured 40x slower), so MUA_BENCH_THREADS=1 gives saner numbers there.
 THREADS = int(os.environ.get("MUA_BENCH_THREADS", "2"))
+SERVED = os.environ.get("MUA_B2_ENGINE", "inprocess") == "served"
 USER_PROMPT = [{"role": "system", "content": "You are a traveller talking to an agent."}]
 
 
@@ -241,12 +247,30 @@ async def _replay(engine, workload, base_url: str | None) -> None:
             await llm.aclose()
 
 
+def _start_engine_server() -> tuple[subprocess.Popen, str]:
+    """`mua serve` for MODEL on a free port, with THREADS torch threads; (process, URL)."""
+    cmd = [sys.executable, "-m", "mua.cli.main", "serve", "--model", MODEL, "--port", "0"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(THREADS), "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    line = ""
+    while "http://" not in line:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            raise RuntimeError("mua serve exited before printing its address")
+    return proc, line.split(" at ", 1)[1].split()[0]
+
+
 def _fresh(engine, fn, probe: dict | None = None):
     """Time `fn` from an empty prefix store, as after a weight update; with `probe`, record the
     share of the run the engine was busy and the CPU seconds of the event-loop thread."""
     import time
 
     def go():
+        if SERVED:
+            asyncio.run(engine.flush_cache())
+            return fn()
         engine.prefixes.clear()
         busy_s, wall_s, loop_cpu_s = engine.stats["busy_s"], time.perf_counter(), time.thread_time()
         out = fn()
@@ -272,12 +296,19 @@ def run() -> tuple[dict[str, float], str]:
     logging.getLogger("mua.rollout").setLevel(logging.ERROR)
     torch.manual_seed(0)
     tokenizer = load_tokenizer(MODEL)
-    engine = HFEngine(
-        load_model(MODEL, seed=0),
-        copy_model=False,
-        max_batch_size=NUM_CONVERSATIONS,
-        pad_token_id=tokenizer.pad_token_id or 0,
-    )
+    engine_server = None
+    if SERVED:
+        from mua.rollout.sglang_engine import SGLangEngine
+
+        engine_server, engine_url = _start_engine_server()
+        engine = SGLangEngine(engine_url, max_concurrency=NUM_CONVERSATIONS)
+    else:
+        engine = HFEngine(
+            load_model(MODEL, seed=0),
+            copy_model=False,
+            max_batch_size=NUM_CONVERSATIONS,
+            pad_token_id=tokenizer.pad_token_id or 0,
+        )
     server, base_url = _start_user_server()
     try:
         workload = _turn_workload(asyncio.run(_mua_run(engine, tokenizer, base_url)))
@@ -298,8 +329,10 @@ def run() -> tuple[dict[str, float], str]:
             warmup=1,
         )
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        for proc in (server, engine_server):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=10)
     sampled = sum(n for conv in workload for _, n in conv)
     metrics = {
         "ratio_vs_generation_only": times["mua"] / times["generation_only"],
@@ -314,7 +347,8 @@ def run() -> tuple[dict[str, float], str]:
     }
     notes = (
         f"{NUM_CONVERSATIONS} conversations x {NUM_TURNS} turns x {NEW_TOKENS_PER_TURN} tokens, "
-        f"{MODEL}, hf engine (CPU, {THREADS} thread(s)), user latency log-normal mean {USER_LATENCY_MS} ms "
+        f"{MODEL}, hf engine {'behind mua serve' if SERVED else 'in process'} "
+        f"(CPU, {THREADS} thread(s)), user latency log-normal mean {USER_LATENCY_MS} ms "
         "over HTTP; median of 5 interleaved after 1 warm-up"
     )
     return metrics, notes

@@ -142,6 +142,11 @@ class HFEngine:
             await asyncio.to_thread(self._while_held, self.model.to, self.device)
         self.asleep = False
 
+    async def flush_cache(self) -> None:
+        """Drop the stored prefixes (KV kept for later turns and by content); rows in flight
+        finish first."""
+        await asyncio.to_thread(self._while_held, self.prefixes.clear)
+
     async def close(self) -> None:
         """Fail queued and running requests; the engine can be used again afterwards."""
         with self._queue_lock:

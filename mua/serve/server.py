@@ -229,7 +229,10 @@ class MuaServer:
         return {"success": True, "message": f"resumed {sorted(tags)}"}
 
     def flush_cache(self) -> dict:
-        self.counts["flushes"] += 1  # the transformers engine keeps no cache across requests
+        self.counts["flushes"] += 1
+        flush = getattr(self.engine, "flush_cache", None)
+        if flush is not None:  # the hf engine's stored prefixes
+            self._run(flush())
         return {"success": True, "message": "Cache flushed."}
 
     # ---- OpenAI-compatible chat -----------------------------------------------------------

@@ -120,6 +120,35 @@ def test_batch_generate_returns_one_response_per_prompt(server):
     assert out[1]["meta_info"]["prompt_tokens"] == 2
 
 
+def test_a_follow_up_generate_reuses_the_earlier_kv_until_the_cache_is_flushed(server):
+    """/generate carries no route key: a prompt extending an earlier one is matched by content
+    (SGLang's radix-cache behaviour), the numbers do not change, and /flush_cache drops it."""
+    stats = server.engine.stats
+
+    def generate(ids: list[int]) -> dict:
+        body = {
+            "input_ids": ids,
+            "return_logprob": True,
+            "sampling_params": {"temperature": 0, "max_new_tokens": 4},
+        }
+        return _post(server.url + "/generate", body)
+
+    first_prompt = list(range(100, 130))
+    first = generate(first_prompt)
+    sampled = [t for _, t, _ in first["meta_info"]["output_token_logprobs"]]
+    follow_up = first_prompt + sampled + [7, 8, 9]
+    hits = stats["prefix_hits"]
+    warm = generate(follow_up)
+    assert stats["prefix_hits"] == hits + 1
+    _post(server.url + "/flush_cache", {})
+    cold = generate(follow_up)
+    assert stats["prefix_hits"] == hits + 1  # nothing left to reuse after the flush
+    warm_lp = warm["meta_info"]["output_token_logprobs"]
+    cold_lp = cold["meta_info"]["output_token_logprobs"]
+    assert [t for _, t, _ in warm_lp] == [t for _, t, _ in cold_lp]
+    assert max(abs(a[0] - b[0]) for a, b in zip(warm_lp, cold_lp, strict=True)) < 1e-5
+
+
 def test_cli_serve_starts_and_answers():
     env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
