@@ -47,7 +47,10 @@ MODEL = "tiny:qwen2-1m"
 # 2 as specified; on a machine whose other core is busy, 2 OpenMP threads spin against each
 # other (a linear layer measured 40x slower), so MUA_BENCH_THREADS=1 gives saner numbers there.
 THREADS = int(os.environ.get("MUA_BENCH_THREADS", "2"))
-SERVED = os.environ.get("MUA_B2_ENGINE", "inprocess") == "served"
+ENGINE = os.environ.get("MUA_B2_ENGINE", "inprocess")
+if ENGINE not in ("inprocess", "served"):
+    raise SystemExit(f"MUA_B2_ENGINE={ENGINE!r}: use inprocess (the default) or served")
+SERVED = ENGINE == "served"
 USER_PROMPT = [{"role": "system", "content": "You are a traveller talking to an agent."}]
 
 
