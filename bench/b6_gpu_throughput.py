@@ -148,27 +148,18 @@ def run():
 
     if not torch.cuda.is_available():
         return None
+    settings = {
+        "token_budget": MICRO_BATCH_TOKENS,
+        "num_sequences": SEQUENCES_PER_STEP,
+        "min_len": MIN_LEN,
+        "max_len": MAX_LEN,
+        "warmup_steps": WARMUP_STEPS,
+        "timed_steps": TIMED_STEPS,
+    }
     try:
-        return measure(
-            QWEN3_0_6B_SHAPE,
-            token_budget=MICRO_BATCH_TOKENS,
-            num_sequences=SEQUENCES_PER_STEP,
-            min_len=MIN_LEN,
-            max_len=MAX_LEN,
-            warmup_steps=WARMUP_STEPS,
-            timed_steps=TIMED_STEPS,
-        )
+        return measure(QWEN3_0_6B_SHAPE, **settings)
     except torch.cuda.OutOfMemoryError:
         torch.cuda.empty_cache()
-        metrics = measure(
-            QWEN3_0_6B_SHAPE,
-            token_budget=MICRO_BATCH_TOKENS,
-            num_sequences=SEQUENCES_PER_STEP,
-            min_len=MIN_LEN,
-            max_len=MAX_LEN,
-            warmup_steps=WARMUP_STEPS,
-            timed_steps=TIMED_STEPS,
-            activation_checkpointing=True,
-        )
+        metrics = measure(QWEN3_0_6B_SHAPE, **settings, activation_checkpointing=True)
         metrics["activation_checkpointing"] = 1.0
         return metrics

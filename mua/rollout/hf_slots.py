@@ -57,13 +57,10 @@ def register() -> None:
 
 
 def supports(model) -> bool:
-    """True for decoder models with full attention in every layer and the usual config fields."""
+    """True for Llama, Qwen2 and Qwen3 models with full attention in every layer."""
     from mua.train.varlen import has_sliding_layers
 
     config = getattr(model, "config", None)
-    needed = ("num_hidden_layers", "num_attention_heads", "hidden_size")
-    if config is None or not all(hasattr(config, name) for name in needed):
-        return False
     if getattr(config, "model_type", "") not in ("llama", "qwen2", "qwen3"):
         return False
     return not has_sliding_layers(config)
@@ -228,7 +225,6 @@ class SlotBatch:
             cols += range(start, start + len(suffix))
             slots += [live + j] * len(suffix)
             last.append(len(tokens) - 1)
-        self.kv.ensure(len(self.rows), len(self.rows), max(cols) + 1)
         logits = self._forward(tokens, slots, cols, live, fed, last)
         for source, target in copies:  # identical prompts: the fed row's KV, then its logits
             self.kv.move([source], [target], self.lengths[source])
@@ -266,8 +262,11 @@ class SlotBatch:
             fed.append((row, start))
             hits.append((start, layers))
         live = len(self.rows)
-        width = max(len(r.request.prompt_ids) for r in newcomers) if newcomers else 0
-        self.kv.ensure(live, live + len(newcomers), width + 1)
+        # columns for every prompt and every live row's next token; slots for all rows
+        columns = max(
+            [len(r.request.prompt_ids) for r in newcomers] + [n + 1 for n in self.lengths]
+        )
+        self.kv.ensure(live, live + len(newcomers), columns)
         for j, (start, layers) in enumerate(hits):
             if start:
                 for (keys, values), (k, v) in zip(self.kv.layers, layers, strict=True):
