@@ -257,12 +257,14 @@ def parse_action(text: str, parser: ParserName = "auto") -> AgentAction:
 def action_as_message(action: AgentAction) -> dict:
     """The assistant message to store for `action`.
 
-    Plain text and bracket actions keep the text verbatim as the content (templates have no
-    markup for them); Hermes calls become structured `tool_calls` with the text outside the
-    markup, stripped, as content (templates put their own separators around calls).
+    Text without a valid call (plain text, or markup that failed to parse) and bracket actions
+    keep the text verbatim as the content (templates have no markup for them, and a stray or
+    malformed tag is part of what the model wrote); valid Hermes calls become structured
+    `tool_calls` with the text outside the markup, stripped, as content (templates put their own
+    separators around calls).
     """
     bracket = bool(action.tool_calls) and all(c.id.startswith("bracket") for c in action.tool_calls)
-    if bracket or not (action.tool_calls or action.parse_errors):
+    if bracket or not action.tool_calls:
         # Verbatim, whitespace included, so re-rendering gives back the text the model wrote.
         return {"role": "assistant", "content": action.raw or action.text}
     return action.as_message()

@@ -38,6 +38,13 @@ TOOLS = [
     },
 ]
 
+BROKEN_MARKUP = [
+    "</tool_call>",
+    "<tool_call>not json</tool_call>",
+    "<tool_call></tool_call>",
+    '<tool_call>{"name": "lookup", "arguments": {"q": ',
+]
+
 
 @pytest.fixture(scope="module")
 def tokenizer():
@@ -54,7 +61,10 @@ def random_assistant(rng: random.Random, max_calls: int = 3, text_with_calls: bo
     kind = rng.random()
     if kind < 0.35:
         return {"role": "assistant", "content": random_text(rng)}
-    if kind < 0.5:
+    if kind < 0.42:  # markup that is no valid call (stray, malformed, empty) stays verbatim
+        broken = rng.choice(BROKEN_MARKUP)
+        return {"role": "assistant", "content": random_text(rng) + broken + random_text(rng)}
+    if kind < 0.55:
         return {
             "role": "assistant",
             "content": f"[{rng.choice(['action', 'search', 'answer'])}] {random_text(rng)}",
