@@ -46,7 +46,10 @@ def load_dcp(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimize
         state = {"model": model_sd, "optim": optim_sd}
         dcp.load(state, checkpoint_id=str(path))
         set_state_dict(
-            model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+            model,
+            optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optim"],
             options=_options(),
         )
     else:

@@ -18,7 +18,13 @@ from torch import nn
 
 def decoder_blocks(model: nn.Module) -> list[nn.Module]:
     """The repeated transformer blocks of an HF model (`model.layers`, `transformer.h`, ...)."""
-    for name in ("model.layers", "model.model.layers", "transformer.h", "gpt_neox.layers", "layers"):
+    for name in (
+        "model.layers",
+        "model.model.layers",
+        "transformer.h",
+        "gpt_neox.layers",
+        "layers",
+    ):
         node = model
         for part in name.split("."):
             node = getattr(node, part, None)

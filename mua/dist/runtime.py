@@ -68,7 +68,9 @@ def _ready() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
-def all_reduce_sum(values: list[float] | torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+def all_reduce_sum(
+    values: list[float] | torch.Tensor, device: torch.device | None = None
+) -> torch.Tensor:
     """Sum a small vector over ranks (float64 so counts stay exact)."""
     t = torch.as_tensor(values, dtype=torch.float64, device=device or "cpu").clone()
     if _ready():
