@@ -5,7 +5,8 @@ Runs in bench/.venv (which has trl, and mua for the identical tiny model and tok
 on stdout (`{"ready": true}`, then `{"step_s": ...}` after each optimizer step) and waits for a
 line on stdin before each step (`go`, or `stop` to end). The step time is measured by a trainer
 callback from `on_step_begin` to `on_step_end`: generation, rewards, loss, backward, gradient
-clipping and the optimizer step of one `trainer.train()` step, nothing of the pauses.
+clipping and the optimizer step of one `trainer.train()` step, nothing of the pauses. Each report
+also carries `generation_s`, the part spent generating and scoring completions.
 Everything TRL prints goes to stderr, so stdout carries only the protocol.
 The configuration is BENCHMARKS.md's; lr_scheduler_type="constant" matches mua's constant lr.
 """
@@ -37,12 +38,30 @@ def _make_callback(protocol_out):
 
         def on_step_end(self, args, state, control, **kwargs):
             dt = time.perf_counter() - self.t0
-            protocol_out.write(json.dumps({"step_s": dt}) + "\n")
+            report = {"step_s": dt, "generation_s": _GENERATION_S.pop("step", 0.0)}
+            protocol_out.write(json.dumps(report) + "\n")
             protocol_out.flush()
             if not wait_for_go():
                 control.should_training_stop = True
 
     return PauseAndReport(), wait_for_go
+
+
+_GENERATION_S: dict[str, float] = {}
+
+
+def _time_generation(trainer_cls) -> None:
+    """Add the seconds of each step's generation (with its reward scoring) to _GENERATION_S."""
+    original = trainer_cls._generate_and_score_completions
+
+    def timed(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _GENERATION_S["step"] = _GENERATION_S.get("step", 0.0) + time.perf_counter() - t0
+
+    trainer_cls._generate_and_score_completions = timed
 
 
 def reward_func(completions, **kwargs) -> list[float]:
@@ -97,6 +116,7 @@ def run_trl(model_path: str, num_steps: int, output_dir: str, protocol_out) -> N
         num_iterations=1,
         use_vllm=False,
     )
+    _time_generation(GRPOTrainer)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_func,

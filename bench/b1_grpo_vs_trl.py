@@ -89,10 +89,11 @@ class TRLWorker:
     def wait_ready(self) -> None:
         self.version = self._read().get("trl", "")
 
-    def step(self) -> float:
+    def step(self) -> dict[str, float]:
+        """{"step_s": seconds of the step, "generation_s": its generation and scoring part}."""
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
-        return float(self._read()["step_s"])
+        return {k: float(v) for k, v in self._read().items()}
 
     def close(self) -> None:
         try:
@@ -175,10 +176,9 @@ def mua_trainer(model_path: str, workdir: Path, dist):
     return trainer
 
 
-def compare(
-    model_path: str, dist, workdir: Path, with_trl: bool
-) -> tuple[float, float | None, str]:
-    """(mua median step s, TRL median step s or None, TRL version)."""
+def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[str, float], str]:
+    """Median seconds per step of mua (`mua_step_s`, with its `mua_rollout_s` and
+    `mua_update_s` phases) and of TRL (`trl_step_s`, with `trl_generation_s`), and TRL's version."""
     trl = (
         TRLWorker(model_path, WARMUP_ROUNDS + TIMED_ROUNDS, workdir / "trl.log")
         if with_trl
@@ -188,19 +188,30 @@ def compare(
         trainer = mua_trainer(model_path, workdir, dist)
         if trl is not None:
             trl.wait_ready()
-        mua_s, trl_s = [], []
+        rounds: dict[str, list[float]] = {}
         for round_index in range(WARMUP_ROUNDS + TIMED_ROUNDS):
             t0 = time.perf_counter()
-            trainer.step(round_index + 1)
-            mua_s.append(time.perf_counter() - t0)
+            step_metrics = trainer.step(round_index + 1)
+            seen = {
+                "mua_step_s": time.perf_counter() - t0,
+                "mua_rollout_s": step_metrics["time/rollout_s"],
+                "mua_update_s": step_metrics["time/update_s"],
+            }
             if trl is not None:
-                trl_s.append(trl.step())
-            shown = f", TRL {trl_s[-1]:.3f} s" if trl is not None else ""
-            print(f"  {model_path} round {round_index}: mua {mua_s[-1]:.3f} s{shown}", flush=True)
-        mua_median = statistics.median(mua_s[WARMUP_ROUNDS:])
-        trl_median = statistics.median(trl_s[WARMUP_ROUNDS:]) if trl is not None else None
+                trl_times = trl.step()
+                seen["trl_step_s"] = trl_times["step_s"]
+                seen["trl_generation_s"] = trl_times["generation_s"]
+            shown = f", TRL {seen['trl_step_s']:.3f} s" if trl is not None else ""
+            print(
+                f"  {model_path} round {round_index}: mua {seen['mua_step_s']:.3f} s{shown}",
+                flush=True,
+            )
+            if round_index >= WARMUP_ROUNDS:
+                for name, value in seen.items():
+                    rounds.setdefault(name, []).append(value)
         trainer.tracker.close("FINISHED")
-        return mua_median, trl_median, (trl.version if trl else "")
+        medians = {name: statistics.median(values) for name, values in rounds.items()}
+        return medians, (trl.version if trl else "")
     finally:
         if trl is not None:
             trl.close()
@@ -219,12 +230,12 @@ def run():
         for tag, model_path in MODELS.items():
             workdir = Path(tmp) / tag
             workdir.mkdir()
-            mua_s, trl_s, version = compare(model_path, dist, workdir, with_trl)
-            metrics[f"mua_step_s_{tag}"] = mua_s
-            if trl_s is not None:
-                metrics[f"trl_step_s_{tag}"] = trl_s
-                metrics[f"step_ratio_vs_trl_{tag}"] = mua_s / trl_s
+            medians, version = compare(model_path, dist, workdir, with_trl)
+            if "trl_step_s" in medians:
+                ratio = medians["mua_step_s"] / medians["trl_step_s"]
+                metrics[f"step_ratio_vs_trl_{tag}"] = ratio
                 versions.add(version)
+            metrics.update({f"{name}_{tag}": value for name, value in medians.items()})
     notes = (
         f"TRL {', '.join(sorted(versions))} in bench/.venv"
         if with_trl

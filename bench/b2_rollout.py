@@ -22,6 +22,11 @@ the same number of tokens from prompts of the same lengths; each replayed conver
 its own sampled tokens under its own route key, so the engine's prefix reuse applies to all three
 alike, and every timed run starts from an empty prefix store. The stop token is disabled so each
 turn samples exactly 32 tokens. Timing: interleaved a b c a b c ..., median of 5 after a warm-up.
+
+Reference (`ideal_engine_*`): one conversation replayed alone gives the engine's seconds per step
+at 1 row, generation alone those at 64 rows; bench._b2_bound fits a step cost through the two and
+simulates an engine without runner overhead on this workload. Its scores are what scheduling alone
+could reach with this engine on this machine.
 """
 
 from __future__ import annotations
@@ -287,6 +292,25 @@ def _fresh(engine, fn, probe: dict | None = None):
     return go
 
 
+def _ideal_engine(step_s_one_row: float, step_s_full: float) -> dict[str, float]:
+    """The bars' reference point: scores of an ideal async engine (bench._b2_bound) whose step
+    costs are this engine's, fitted through its measured seconds per step at 1 and 64 rows."""
+    from bench._b2_bound import Workload, fit_step_cost, ideal_scores
+    from mua.testing.fake_openai import LATENCY_SIGMA
+
+    fixed_s, per_row_s = fit_step_cost(step_s_one_row, step_s_full, NUM_CONVERSATIONS)
+    work = Workload(
+        NUM_CONVERSATIONS, NUM_TURNS, NEW_TOKENS_PER_TURN, USER_LATENCY_MS / 1000, LATENCY_SIGMA
+    )
+    scores = ideal_scores(work, fixed_s, per_row_s)
+    return {
+        "step_ms_1_row": step_s_one_row * 1e3,
+        f"step_ms_{NUM_CONVERSATIONS}_rows": step_s_full * 1e3,
+        "ideal_engine_ratio_vs_generation_only": scores["ratio_vs_generation_only"],
+        "ideal_engine_speedup_vs_turn_sync": scores["speedup_vs_turn_sync"],
+    }
+
+
 def run() -> tuple[dict[str, float], str]:
     import torch
 
@@ -331,12 +355,25 @@ def run() -> tuple[dict[str, float], str]:
             repeats=5,
             warmup=1,
         )
+        one_row = interleaved(
+            {
+                "one_conversation": _fresh(
+                    engine, lambda: asyncio.run(_replay(engine, workload[:1], None))
+                )
+            },
+            repeats=3,
+            warmup=0,
+        )["one_conversation"]
     finally:
         for proc in (server, engine_server):
             if proc is not None:
                 proc.terminate()
                 proc.wait(timeout=10)
     sampled = sum(n for conv in workload for _, n in conv)
+    steps_per_conversation = sum(n for _, n in workload[0])
+    ideal = _ideal_engine(
+        one_row / steps_per_conversation, times["generation_only"] / steps_per_conversation
+    )
     metrics = {
         "ratio_vs_generation_only": times["mua"] / times["generation_only"],
         "speedup_vs_turn_sync": times["turn_sync"] / times["mua"],
@@ -347,6 +384,8 @@ def run() -> tuple[dict[str, float], str]:
         # where mua's time goes: the engine's share of the wall time, and the runner's own CPU
         # (HTTP client, chat templates, tokenization) on the event-loop thread, which shares the GIL
         **{f"mua_{name}": statistics.median(values) for name, values in probe.items()},
+        # the same workload on an ideal async engine with this engine's measured step costs
+        **ideal,
     }
     notes = (
         f"{NUM_CONVERSATIONS} conversations x {NUM_TURNS} turns x {NEW_TOKENS_PER_TURN} tokens, "

@@ -31,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FAULT_KINDS = ("hang", "http500", "http429", "status", "malformed", "garbage", "drop")
+# sigma of the log-normal latency (of the underlying normal); the mean is set per server
+LATENCY_SIGMA = 0.5
 
 ReplyHandler = Callable[[dict], "str | dict"]
 FaultSource = Callable[[int, dict], "Fault | str | None"] | Sequence["Fault | str | None"] | None
@@ -80,7 +82,7 @@ class FakeOpenAIServer:
         faults: FaultSource = None,
         latency_ms: float = 0.0,
         latency_dist: str = "fixed",
-        latency_sigma: float = 0.5,
+        latency_sigma: float = LATENCY_SIGMA,
         seed: int = 0,
         hang_cap_s: float = 10.0,
         model: str = "fake-model",
