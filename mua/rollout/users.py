@@ -32,6 +32,9 @@ the simulated user, and any global rate limiting across processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import importlib
 import json
 import os
 import random
@@ -49,6 +52,10 @@ from mua.rollout.llm_cache import ReplyCache, request_key
 OPENAI_API_URL = "https://api.openai.com/v1"
 LOCAL_PLACEHOLDER_KEY = "EMPTY"
 MAX_BACKOFF_S = 60.0
+# Requests in flight per HTTP connection pool. httpx checks every idle connection of a pool (a
+# system call each) whenever a request starts or ends, so one pool of N connections costs O(N)
+# per request; the endpoint spreads its concurrency over pools of at most this many.
+REQUESTS_PER_POOL = 8
 COUNTER_NAMES = (
     "requests",
     "retries",
@@ -146,20 +153,25 @@ class ChatEndpoint:
         # asyncio primitives and HTTP pools belong to one event loop; keep one set per loop.
         self._per_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
+    def _loop_state(self) -> tuple[_Pools, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
         state = self._per_loop.get(loop)
         if state is None:
             import openai
 
             # The real key travels per request in a header (read at call time, never stored).
-            client = openai.AsyncOpenAI(
-                api_key=LOCAL_PLACEHOLDER_KEY,
-                base_url=self.base_url,
-                timeout=self.timeout_s,
-                max_retries=0,
-            )
-            state = (client, asyncio.Semaphore(self.max_concurrency))
+            tls = _tls_context()
+            clients = [
+                openai.AsyncOpenAI(
+                    api_key=LOCAL_PLACEHOLDER_KEY,
+                    base_url=self.base_url,
+                    timeout=self.timeout_s,
+                    max_retries=0,
+                    **({"http_client": openai.DefaultAsyncHttpxClient(verify=tls)} if tls else {}),
+                )
+                for _ in range(-(-self.max_concurrency // REQUESTS_PER_POOL))
+            ]
+            state = (_Pools(clients), asyncio.Semaphore(self.max_concurrency))
             self._per_loop[loop] = state
         return state
 
@@ -224,14 +236,16 @@ class ChatEndpoint:
     async def _request_once(self, messages: list[dict], create_kwargs: dict) -> Any:
         import openai
 
-        client, semaphore = self._loop_state()
+        pools, semaphore = self._loop_state()
         headers = {"Authorization": f"Bearer {self._api_key()}"}
         async with semaphore:
             self.counts["requests"] += 1
             try:
-                response = await asyncio.wait_for(
-                    self._send(client, messages, headers, create_kwargs), timeout=self.timeout_s
-                )
+                with pools.lease() as client:
+                    response = await asyncio.wait_for(
+                        self._send(client, messages, headers, create_kwargs),
+                        timeout=self.timeout_s,
+                    )
             except (asyncio.TimeoutError, openai.APITimeoutError):
                 self.counts["timeouts"] += 1
                 raise _Retryable(f"request timed out after {self.timeout_s:g} s") from None
@@ -289,7 +303,39 @@ class ChatEndpoint:
         """Close the HTTP pool of the current event loop (others close with their loop)."""
         state = self._per_loop.pop(asyncio.get_running_loop(), None)
         if state is not None:
-            await state[0].close()
+            for client in state[0].clients:
+                await client.close()
+
+
+@functools.cache
+def _tls_context() -> Any:
+    """One TLS context for every pool of the process, made as the openai client's HTTP library
+    makes its default one; None where that library cannot (each client then loads the CA
+    bundle itself, about 20 ms a client)."""
+    for name in ("httpx2", "httpx"):
+        try:
+            return importlib.import_module(name).create_ssl_context()
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+class _Pools:
+    """One event loop's clients (each its own connection pool); `lease` hands out the one with
+    the fewest requests in flight."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self.clients = clients
+        self.in_flight = [0] * len(clients)
+
+    @contextlib.contextmanager
+    def lease(self):
+        i = min(range(len(self.clients)), key=self.in_flight.__getitem__)
+        self.in_flight[i] += 1
+        try:
+            yield self.clients[i]
+        finally:
+            self.in_flight[i] -= 1
 
 
 def _plain_reply(body: Any) -> Any:

@@ -155,6 +155,36 @@ def test_concurrency_limit_is_never_exceeded():
     assert server.max_in_flight == 3  # the cap is reached (requests overlap) and never passed
 
 
+def test_high_concurrency_is_spread_over_small_connection_pools(monkeypatch):
+    """httpx checks every idle connection of a pool whenever a request starts or ends, so the
+    endpoint spreads max_concurrency 20 over 3 pools, each leased when it is the least busy."""
+    import contextlib
+
+    from mua.rollout import users
+
+    seen: list[tuple[int, int]] = []
+    real_lease = users._Pools.lease
+
+    @contextlib.contextmanager
+    def watched(self):
+        with real_lease(self) as client:
+            seen.append((len(self.clients), max(self.in_flight)))
+            yield client
+
+    monkeypatch.setattr(users._Pools, "lease", watched)
+
+    async def many(client: LLMClient) -> list[str]:
+        asks = [[{"role": "user", "content": f"q{i}"}] for i in range(40)]
+        return await asyncio.gather(*(client.complete(a) for a in asks))
+
+    with FakeOpenAIServer(latency_ms=60) as server:
+        client = client_for(server, max_concurrency=20, timeout_s=5)
+        replies = asyncio.run(many(client))
+    assert len(replies) == 40 and server.max_in_flight == 20
+    assert {pools for pools, _ in seen} == {3}
+    assert max(peak for _, peak in seen) == 7  # 20 in flight over 3 pools: 7, 7, 6
+
+
 def test_cache_hits_skip_the_server(tmp_path):
     with FakeOpenAIServer(json_reply) as server:
         first = client_for(server, cache_dir=str(tmp_path))
