@@ -143,14 +143,20 @@ def test_validation_failure_reasks_with_the_error():
     assert "answer must be yes or no" in reask[3]["content"]
 
 
-def test_concurrency_limit_is_never_exceeded():
+def ask_at_once(questions: int, max_concurrency: int) -> tuple[list[str], FakeOpenAIServer]:
+    """`questions` asks gathered at once through one client against a 60 ms server."""
+
     async def many(client: LLMClient) -> list[str]:
-        asks = [[{"role": "user", "content": f"q{i}"}] for i in range(16)]
+        asks = [[{"role": "user", "content": f"q{i}"}] for i in range(questions)]
         return await asyncio.gather(*(client.complete(a) for a in asks))
 
     with FakeOpenAIServer(latency_ms=60) as server:
-        client = client_for(server, max_concurrency=3, timeout_s=5)
-        replies = asyncio.run(many(client))
+        client = client_for(server, max_concurrency=max_concurrency, timeout_s=5)
+        return asyncio.run(many(client)), server
+
+
+def test_concurrency_limit_is_never_exceeded():
+    replies, server = ask_at_once(16, max_concurrency=3)
     assert len(replies) == 16 and server.total_requests == 16
     assert server.max_in_flight == 3  # the cap is reached (requests overlap) and never passed
 
@@ -172,14 +178,7 @@ def test_high_concurrency_is_spread_over_small_connection_pools(monkeypatch):
             yield client
 
     monkeypatch.setattr(users._Pools, "lease", watched)
-
-    async def many(client: LLMClient) -> list[str]:
-        asks = [[{"role": "user", "content": f"q{i}"}] for i in range(40)]
-        return await asyncio.gather(*(client.complete(a) for a in asks))
-
-    with FakeOpenAIServer(latency_ms=60) as server:
-        client = client_for(server, max_concurrency=20, timeout_s=5)
-        replies = asyncio.run(many(client))
+    replies, server = ask_at_once(40, max_concurrency=20)
     assert len(replies) == 40 and server.max_in_flight == 20
     assert {pools for pools, _ in seen} == {3}
     assert max(peak for _, peak in seen) == 7  # 20 in flight over 3 pools: 7, 7, 6
