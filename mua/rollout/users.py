@@ -300,7 +300,7 @@ class ChatEndpoint:
         return UserFailure(f"{where} rejected the request (HTTP {status}): {message}")
 
     async def aclose(self) -> None:
-        """Close the HTTP pool of the current event loop (others close with their loop)."""
+        """Close the HTTP pools of the current event loop (others close with their loop)."""
         state = self._per_loop.pop(asyncio.get_running_loop(), None)
         if state is not None:
             for client in state[0].clients:
