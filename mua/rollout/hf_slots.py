@@ -8,9 +8,10 @@ a single [1, T] sequence, the last sampled token of every live row and the whole
 part no stored prefix covers) of every newcomer: the linear layers see no padding, and admitting
 a request costs no forward of its own. The attention (`slot_attention`, registered as
 `mua_engine`) writes each token's key and value into its row's slot in place and attends per group
-of rows (the live rows, one query each; the newcomers, causally over their prompts) through
-PyTorch's scaled_dot_product_attention over the slots' columns with an additive mask built
-once per step.
+of rows (the live rows, one query each; the newcomers, causally over their prompts) over the
+slots' columns with an additive mask built once per step: on CPU as two batched matmuls over
+views of the buffers while the scores are small (decoding), otherwise (large prompts, GPUs)
+through PyTorch's scaled_dot_product_attention.
 
 Compared with a left-padded dynamic cache (`hf_batch.RunningBatch`, kept for models this cannot
 serve): nothing is concatenated per step, a row that leaves moves at most one other row's KV
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from mua.rollout.hf_lean import lean_forward
 from mua.rollout.hf_sampling import Row, record, row_generator, sample
 
 NAME = "mua_engine"
@@ -95,6 +97,34 @@ class _Group:
             self._grouped[groups] = additive.masked_fill_(~m, float("-inf"))
         return self._grouped[groups]
 
+    def flat_mask_for(self, groups: int, kv_heads: int, dtype):
+        """`mask_for` repeated for every kv head: [n * kv_heads, groups * width, C]."""
+        key = (groups, kv_heads)
+        if key not in self._grouped:
+            m = self.mask_for(groups, dtype)
+            n, _, rows, cols = m.shape
+            self._grouped[key] = m.expand(n, kv_heads, rows, cols).reshape(-1, rows, cols)
+        return self._grouped[key]
+
+
+# Largest score matrix (elements) attended with two batched matmuls on CPU; bigger ones use sdpa.
+_MATMUL_SCORES_MAX = 1 << 22
+
+
+def _attend_matmul(q, keys, values, g: _Group, scaling: float):
+    """Attention as two batched matmuls over views of the slot buffers (no copy of the KV):
+    q [n, Hkv, r, D] -> [n, Hkv, r, D]. On CPU, for the short queries of decoding, this is about
+    twice as fast as scaled_dot_product_attention with a mask (which copies and fills buffers)."""
+    n, kv_heads, rows, dim = q.shape
+    size = keys.shape[2]
+    k = keys[g.start : g.end].view(n * kv_heads, size, dim)[:, : g.columns]
+    v = values[g.start : g.end].view(n * kv_heads, size, dim)[:, : g.columns]
+    mask = g.flat_mask_for(rows // g.width, kv_heads, q.dtype)
+    scores = torch.baddbmm(
+        mask, q.reshape(n * kv_heads, rows, dim), k.transpose(1, 2), alpha=scaling
+    )
+    return torch.bmm(scores.softmax(-1), v).view(n, kv_heads, rows, dim)
+
 
 class _Plan:
     """One packed forward: where each new token's KV goes, and the row groups to attend over."""
@@ -110,19 +140,24 @@ class _Plan:
         tokens = query[0].transpose(0, 1)  # [T, H, D]
         heads, kv_heads, dim = tokens.shape[1], keys.shape[1], tokens.shape[2]
         per_kv = heads // kv_heads
+        scale = dim**-0.5 if scaling is None else scaling
+        on_cpu = tokens.device.type == "cpu"
         out = tokens.new_empty(tokens.shape)
         for g in self.groups:
             n, w = g.end - g.start, g.width
             q = tokens[g.index]  # [n, w, H, D]
             q = q.view(n, w, kv_heads, per_kv, dim).permute(0, 2, 3, 1, 4)
             q = q.reshape(n, kv_heads, per_kv * w, dim)
-            att = F.scaled_dot_product_attention(
-                q,
-                keys[g.start : g.end, :, : g.columns],
-                values[g.start : g.end, :, : g.columns],
-                attn_mask=g.mask_for(per_kv, q.dtype),
-                scale=scaling,
-            )  # [n, Hkv, per_kv * w, D]
+            if on_cpu and n * heads * w * g.columns <= _MATMUL_SCORES_MAX:
+                att = _attend_matmul(q, keys, values, g, scale)
+            else:
+                att = F.scaled_dot_product_attention(
+                    q,
+                    keys[g.start : g.end, :, : g.columns],
+                    values[g.start : g.end, :, : g.columns],
+                    attn_mask=g.mask_for(per_kv, q.dtype),
+                    scale=scale,
+                )  # [n, Hkv, per_kv * w, D]
             att = att.view(n, kv_heads, per_kv, w, dim).permute(0, 3, 1, 2, 4)
             att = att.reshape(n, w, heads, dim)
             if g.scatter is None:
@@ -193,6 +228,7 @@ class SlotBatch:
         self.prefix_store = prefix_store
         self.kv = _SlotKV(config.num_hidden_layers, kv_heads, head_dim, dtype, device)
         self.keep_selected_logits = accepts_logits_to_keep(model)
+        self.lean = lean_forward(model)  # None: the model's own forward
         self.can_merge = True  # newcomers join a running batch between two steps
         self.shared_prompts = 0
         self._no_mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=device)
@@ -312,10 +348,14 @@ class SlotBatch:
             groups,
         )
         keep = torch.tensor(last, device=device)
+        input_ids = torch.tensor(tokens, device=device)
+        position_ids = torch.tensor(cols, device=device)
+        if self.lean is not None:
+            return self.lean(input_ids, position_ids, plan, keep)
         extra = {"logits_to_keep": keep} if self.keep_selected_logits else {}
         out = self.model(
-            input_ids=torch.tensor([tokens], device=device),
-            position_ids=torch.tensor([cols], device=device),
+            input_ids=input_ids[None],
+            position_ids=position_ids[None],
             # a ready 4D mask is used as is: transformers builds none (the plan holds the masks)
             attention_mask=self._no_mask,
             use_cache=False,

@@ -319,14 +319,21 @@ def test_serve_while_serves_on_the_calling_thread(model):
         engine.serve_while(lambda: (_ for _ in ()).throw(ValueError("boom")))
 
 
-@pytest.mark.parametrize("slot_batching", [True, False])
-def test_rows_joining_and_leaving_at_random_keep_every_request_exact(model, slot_batching):
+@pytest.mark.parametrize("batching", ["slots", "slots-sdpa", "padded"])
+def test_rows_joining_and_leaving_at_random_keep_every_request_exact(model, batching, monkeypatch):
     """Churn: requests of mixed prompt lengths and budgets (two of each wave sharing a prompt)
     arrive in waves while others run; each one samples what it samples alone (same seed), with
     log-probs equal to the trainer's recomputation. With slot batching, rows leaving mid-batch
-    hand their slots to the last rows, and the KV buffers grow past their first size."""
+    hand their slots to the last rows, and the KV buffers grow past their first size; its
+    attention runs as batched matmuls on CPU, or (slots-sdpa) through sdpa as for large scores
+    and on GPUs."""
     import random
 
+    from mua.rollout import hf_slots
+
+    if batching == "slots-sdpa":
+        monkeypatch.setattr(hf_slots, "_MATMUL_SCORES_MAX", 0)
+    slot_batching = batching != "padded"
     rng = random.Random(0)
     engine = HFEngine(model, slot_batching=slot_batching)
     assert type(engine._batch).__name__ == ("SlotBatch" if slot_batching else "RunningBatch")
