@@ -155,12 +155,16 @@ def shared_guess_setup(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 GOLDEN_FILE = Path(__file__).resolve().parents[1] / "golden" / "grpo_guess.json"
 GOLDEN_KEYS = ("loss", "reward/mean", "grad_norm")
-# The golden run: 20 GRPO steps on guess from the warm start, 1 rank, fixed seed.
+# The golden run: 20 GRPO steps on guess from the warm start, 1 rank, fixed seed. Chosen because it
+# learns under any seed, not just the golden one: over data seeds 0-5 its reward rose by +0.12 to
+# +0.20 (steps 16-20 against 1-5). With 4 samples per task and lr 1e-3, 3 seeds of 6 rose by
+# less than 0.1, and any change in float rounding could move the golden seed across that line.
 GOLDEN_OVERRIDES = {
     "total_steps": 20,
     "checkpoint": {"save_freq": 0},
-    "optim": {"lr": 1e-3},
+    "optim": {"lr": 7e-4},
     "data": {"tasks_per_step": 8},
+    "rollout": {"n": 8},
     "track": {"transcripts_per_step": 0},
 }
 
