@@ -60,6 +60,9 @@ class HFEngine:
     ):
         import torch
 
+        from mua.host_memory import keep_freed_memory
+
+        keep_freed_memory()  # every decoding step re-allocates the same tensors
         self.model = copy.deepcopy(model) if copy_model else model
         self.model.eval().requires_grad_(False)
         self.device = torch.device(device) if device else next(self.model.parameters()).device

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from mua.dist import DistInfo, barrier
+from mua.host_memory import keep_freed_memory
 from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples, load_task_files
 from mua.train.modeling import export_hf, hf_side_files, load_policy, load_tokenizer_for
@@ -37,6 +38,7 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.dist = dist
         self.resume = resume
+        keep_freed_memory()  # each step re-allocates the same tensors: no page faults for them
         seed_everything(recipe.data.seed)
         self.tokenizer = load_tokenizer_for(recipe)
         self.model = load_policy(recipe, dist.mesh)
