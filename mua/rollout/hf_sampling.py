@@ -76,22 +76,28 @@ def sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
     import torch
 
     params: list[SamplingParams] = [r.request.sampling for r in rows]
-    temps = torch.tensor(
-        [p.temperature if p.temperature > 0 else 1.0 for p in params],
-        dtype=logits.dtype,
-        device=logits.device,
-    )
-    scaled = logits / temps[:, None]  # [B, V]
+    temps = [p.temperature if p.temperature > 0 else 1.0 for p in params]
+    scaled = logits  # [B, V]; dividing by a temperature of 1 would change nothing
+    if any(t != 1.0 for t in temps):
+        scaled = logits / torch.tensor(temps, dtype=logits.dtype, device=logits.device)[:, None]
     logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
-    tokens = torch.argmax(scaled, dim=-1)  # [B]; kept for greedy rows
     sampled = [i for i, p in enumerate(params) if p.temperature > 0]
+    if len(sampled) == len(params):
+        tokens = torch.empty(len(params), dtype=torch.long, device=logits.device)
+    else:
+        tokens = torch.argmax(scaled, dim=-1)  # [B]; kept for greedy rows
     if sampled:
-        index = torch.tensor(sampled, device=logits.device)
-        filtered = _filter(scaled[index], [params[i] for i in sampled])
+        every = len(sampled) == len(params)
+        index = None if every else torch.tensor(sampled, device=logits.device)
+        filtered = _filter(scaled if every else scaled[index], [params[i] for i in sampled])
         cdf = torch.softmax(filtered, dim=-1).cumsum(dim=-1)  # [S, V]
         u = torch.cat([_uniform(rows[i].generator, cdf) for i in sampled])  # [S]
         drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
-        tokens[index] = drawn.clamp(max=cdf.shape[-1] - 1)
+        drawn = drawn.clamp(max=cdf.shape[-1] - 1)
+        if every:
+            tokens = drawn
+        else:
+            tokens[index] = drawn
     picked = logp[torch.arange(len(params), device=logits.device), tokens]
     return tokens.tolist(), picked.tolist()
 
@@ -100,13 +106,15 @@ def _filter(scaled, params: list[SamplingParams]):
     """Top-k then top-p (keeping the token that crosses top_p) on [S, V] logits, per settings group."""
     import torch
 
-    out = scaled.clone()
     groups: dict[tuple[int, float], list[int]] = {}
     for i, p in enumerate(params):
-        groups.setdefault((p.top_k, p.top_p), []).append(i)
+        top_k, top_p = p.top_k, p.top_p
+        if (top_k and top_k < scaled.shape[-1]) or top_p < 1.0:
+            groups.setdefault((top_k, top_p), []).append(i)
+    if not groups:
+        return scaled  # nothing to filter (read only)
+    out = scaled.clone()
     for (top_k, top_p), members in groups.items():
-        if not (top_k and top_k < scaled.shape[-1]) and top_p >= 1.0:
-            continue
         index = torch.tensor(members, device=scaled.device)
         rows = out[index]
         if top_k and top_k < rows.shape[-1]:

@@ -154,7 +154,8 @@ def packed_logits(model, mb: MicroBatch) -> torch.Tensor:
         **mb.attention_kwargs(),
         **extra,
     )
-    logits = out.logits[0]
+    # a view, whose backward costs nothing (indexing [0] would zero-fill a [1, K, V] gradient)
+    logits = out.logits.squeeze(0)
     if keep is not None and not extra:
         logits = logits[keep]
     return logits.float()
