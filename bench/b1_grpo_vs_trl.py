@@ -18,9 +18,11 @@ step end and paused between steps.
 Settings that differ: mua pushes weights into its engine every step, prefills each prompt once
 for its 4 samples, and in the update feeds each prompt once for its 4 samples (shared-prefix rows);
 like TRL with num_iterations = 1 it takes old log-probs from the update's own forward and runs the
-LM head only where completion tokens are predicted. TRL generates with the training model itself,
-left-padded, and recomputes activations (gradient checkpointing).
-Steps alternate mua, TRL, mua, TRL ... (1 warm-up round, then the median of 5).
+LM head only where completion tokens are predicted. mua's trainer process keeps freed host
+memory for reuse (`mua.host_memory`); TRL's runs with glibc's defaults. TRL generates with the
+training model itself, left-padded, and recomputes activations (gradient checkpointing).
+Steps alternate mua, TRL, mua, TRL ...: 3 warm-up rounds (both sides' step times fall over their
+first rounds while allocators and caches settle), then the median of 7.
 step_ratio_vs_trl_* = mua's median step seconds / TRL's (bar <= 0.5).
 Without bench/.venv (or without trl in it) only mua's absolute step times are reported.
 """
@@ -42,7 +44,7 @@ BAR = {"step_ratio_vs_trl_1m": "<= 0.5", "step_ratio_vs_trl_10m": "<= 0.5"}
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_PYTHON = REPO_ROOT / "bench" / ".venv" / "bin" / "python"
-WARMUP_ROUNDS, TIMED_ROUNDS = 1, 5
+WARMUP_ROUNDS, TIMED_ROUNDS = 3, 7
 MODELS = {"1m": task.MODEL_SMALL, "10m": task.MODEL_LARGE}
 _DROPPED_ENV = (
     "MASTER_ADDR",
