@@ -76,12 +76,15 @@ def shard_model(
 def iter_full_params(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """(HF name, full tensor on CPU) for every parameter and buffer-free weight, in a fixed order.
 
-    Every rank must iterate in lock-step: each DTensor gather is a collective.
+    Every rank must iterate in lock-step: each DTensor gather is a collective. With one rank
+    (and CPU parameters) the tensors are the parameters' own storage, not copies: use them
+    before the next optimizer step changes them (pushes and exports do).
     """
     for name, param in model.named_parameters():
         data = param.detach()
         if hasattr(data, "full_tensor"):
-            data = data.full_tensor()
+            # one rank holds the whole tensor: no collective (one per tensor) is needed
+            data = data.to_local() if data.device_mesh.size() == 1 else data.full_tensor()
         yield name, data.cpu()
 
 
