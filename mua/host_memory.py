@@ -4,7 +4,7 @@ By default glibc hands large freed blocks back to the kernel: blocks above its m
 are unmapped on free, and free space at the top of a heap beyond the trim threshold is
 released. A trainer or an engine frees and re-allocates tensors of the same sizes every step,
 so each step faults those pages in again, and the kernel zero-fills every one of them. One GRPO
-step of B1's 1.5M-parameter model on CPU took 9,000-22,000 such faults, and the step ran 20-25%
+step of B1's 1.5M-parameter model on CPU took 9,000-23,000 such faults, and the step ran 15-30%
 faster without them.
 
 `keep_freed_memory()` sets glibc's mmap threshold to its maximum (32 MiB: smaller blocks come from

@@ -82,12 +82,9 @@ def sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
         scaled = logits / torch.tensor(temps, dtype=logits.dtype, device=logits.device)[:, None]
     logp = torch.log_softmax(scaled, dim=-1)  # [B, V]
     sampled = [i for i, p in enumerate(params) if p.temperature > 0]
-    if len(sampled) == len(params):
-        tokens = torch.empty(len(params), dtype=torch.long, device=logits.device)
-    else:
-        tokens = torch.argmax(scaled, dim=-1)  # [B]; kept for greedy rows
+    every = bool(sampled) and len(sampled) == len(params)
+    tokens = None if every else torch.argmax(scaled, dim=-1)  # [B]; kept for greedy rows
     if sampled:
-        every = len(sampled) == len(params)
         index = None if every else torch.tensor(sampled, device=logits.device)
         filtered = _filter(scaled if every else scaled[index], [params[i] for i in sampled])
         cdf = torch.softmax(filtered, dim=-1).cumsum(dim=-1)  # [S, V]
