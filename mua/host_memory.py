@@ -12,9 +12,9 @@ the heap) and its trim threshold to 1 GiB (freed heap memory stays mapped), so t
 reuses pages it has already touched. Peak resident memory is what the process already reached;
 memory is simply not returned between steps. Blocks over 32 MiB still use mmap.
 
-Left alone: a process where the user set any `MALLOC_*_` tuning variable (theirs wins), and
-other C libraries or preloaded allocators (only glibc has `mallopt`; without it this does
-nothing). Not here: torch's own caching allocators (CUDA), which already keep their memory.
+Left alone: a process where the user set `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` or
+`MALLOC_TOP_PAD_` (their tuning wins), and other C libraries or preloaded allocators (only glibc
+has `mallopt`; without it this does nothing). Not here: torch's own caching allocators (CUDA), which already keep their memory.
 """
 
 from __future__ import annotations
