@@ -14,7 +14,8 @@ memory is simply not returned between steps. Blocks over 32 MiB still use mmap.
 
 Left alone: a process where the user set `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` or
 `MALLOC_TOP_PAD_` (their tuning wins), and other C libraries or preloaded allocators (only glibc
-has `mallopt`; without it this does nothing). Not here: torch's own caching allocators (CUDA), which already keep their memory.
+has `mallopt`; without it this does nothing). Not here: torch's own caching allocators (CUDA),
+which already keep their memory.
 """
 
 from __future__ import annotations
