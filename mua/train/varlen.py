@@ -3,15 +3,23 @@
 A packed row holds several sequences back to back. Through transformers' `sdpa` path such a row
 costs a [T, T] block-diagonal mask per layer and attention over all T² query/key pairs, most of
 them masked: on CPU a 2,000-token row of 32 sequences was 2.5x slower than the same tokens as
-padded rows. `mua_varlen`, registered with transformers' AttentionInterface, instead runs PyTorch's
-`scaled_dot_product_attention` with `is_causal=True` on each sequence's slice of the row, from the
-sequence boundaries the packer passes as `cu_seq_lens_q` (the keyword flash-attn's varlen kernel
-takes too). Because the implementation has no mask function registered, transformers builds no
-mask for it at all. Cost: Σ len² instead of T², no padding, exact same numbers as the masked path.
+padded rows. `mua_varlen`, registered with transformers' AttentionInterface, instead attends each
+sequence (segment) of the row to itself only, from the boundaries the packer passes as
+`cu_seq_lens_q` (the keyword flash-attn's varlen kernel takes too). Because the implementation has
+no mask function registered, transformers builds no mask for it at all.
 
 With `mua_segment_prefix` (one entry per segment: the index of an earlier segment it continues,
 or -1), a segment attends to all of that prefix segment and then causally to itself: the n
 samples of a prompt feed the prompt once (`mua.train.prefix_packing`).
+
+Segments of similar shape share one `scaled_dot_product_attention` call: their tokens are gathered
+into a padded batch (padding at most `_PAD_SLACK` times the unpadded query x key area) with a
+[n, 1, Q, K] mask, and the outputs gathered back into row order. One call per shape group instead
+of one per segment (plus a concatenation of keys per prefix-sharing segment): on 2 CPU cores a B1
+update (40 segments per layer) took about 40 ms less for the 10M model (median of 15 alternating
+updates; 0.65 -> 0.61 s) and the same for the 1.5M model. The plan is
+built once per forward, for the row's boundaries, and reused by every layer. Cost: about Σ len²,
+the same numbers as attending each segment alone (tested, gradients too).
 
 A call without `cu_seq_lens_q` treats each batch row as one causal sequence (a single unpadded
 prompt, as the weight probe sends). Padded batches must not be sent through this implementation
@@ -42,34 +50,113 @@ def varlen_attention(
             query, key, value, is_causal=True, scale=scaling, dropout_p=dropout, enable_gqa=gqa
         )
         return out.transpose(1, 2).contiguous(), None
+    plan = _plan_for(cu, kwargs.get("mua_segment_prefix"), query.device)
+    # [1, H, T, D] -> [H, T, D]: each batch gathers its tokens along T (backward: index_add)
+    q_all, k_all, v_all = query[0], key[0], value[0]
+    parts = []
+    for b in plan.batches:
+        q = q_all.index_select(1, b.q_index).unflatten(1, (b.size, b.q_width)).transpose(0, 1)
+        k = k_all.index_select(1, b.k_index).unflatten(1, (b.size, b.k_width)).transpose(0, 1)
+        v = v_all.index_select(1, b.k_index).unflatten(1, (b.size, b.k_width)).transpose(0, 1)
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=b.mask,
+            is_causal=b.mask is None,
+            scale=scaling,
+            dropout_p=dropout,
+            enable_gqa=gqa,
+        )  # [n, H, Qw, D]
+        parts.append(out.transpose(1, 2).flatten(0, 1))  # [n * Qw, H, D]
+    out = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return out.index_select(0, plan.rows)[None], None  # [1, T, H, D], in row order
+
+
+# A batch of segments is padded to its longest query and key range; it takes one more segment
+# while its padded score area stays within this factor of the unpadded one.
+_PAD_SLACK = 1.5
+
+
+class _Batch:
+    """Segments attended in one call: their tokens' row positions, padded ([n * width]), and the
+    mask [n, 1, Qw, Kw] (None: plain causal, no padding and no prefix)."""
+
+    def __init__(self, segments: list[tuple[int, int, int, int]], device):
+        # a segment: (row start of its own tokens, their count q, row start of its prefix,
+        # the prefix's length p; 0 when it has none)
+        self.size = len(segments)
+        self.q_width = max(q for _, q, _, _ in segments)
+        self.k_width = max(p + q for _, q, _, p in segments)
+        q_index, k_index, limits = [], [], []
+        for start, q, prefix_start, p in segments:
+            q_index += list(range(start, start + q)) + [0] * (self.q_width - q)
+            keys = list(range(prefix_start, prefix_start + p)) + list(range(start, start + q))
+            k_index += keys + [0] * (self.k_width - p - q)
+            # query j sees keys m <= p + j; a padded query sees key 0 only (its output is dropped)
+            limits.append([p + j if j < q else 0 for j in range(self.q_width)])
+        self.q_index = torch.tensor(q_index, dtype=torch.long, device=device)
+        self.k_index = torch.tensor(k_index, dtype=torch.long, device=device)
+        plain = all(p == 0 and q == self.q_width for _, q, _, p in segments)
+        self.mask = None
+        if not plain:
+            limit = torch.tensor(limits, device=device)  # [n, Qw]
+            keys = torch.arange(self.k_width, device=device)
+            self.mask = (keys[None, None, :] <= limit[:, :, None])[:, None]
+
+
+class _Plan:
+    """A packed row's segments grouped into `_Batch`es of similar shape; `rows` [T] picks each
+    row position's output from the batches' concatenated (padded) outputs."""
+
+    def __init__(self, lengths: list[int], prefix_of: list[int], device):
+        starts = [0]
+        for n in lengths:
+            starts.append(starts[-1] + n)
+        segments = [
+            (starts[i], n, starts[p] if p >= 0 else 0, lengths[p] if p >= 0 else 0)
+            for i, (n, p) in enumerate(zip(lengths, prefix_of, strict=True))
+            if n > 0
+        ]
+        segments.sort(key=lambda s: (s[1] + s[3], s[1]))  # by key length, then query length
+        groups: list[list[tuple[int, int, int, int]]] = []
+        area = q_width = k_width = 0
+        for seg in segments:
+            q, k = seg[1], seg[1] + seg[3]
+            if groups:
+                wide_q, wide_k = max(q_width, q), max(k_width, k)
+                if (len(groups[-1]) + 1) * wide_q * wide_k <= _PAD_SLACK * (area + q * k):
+                    groups[-1].append(seg)
+                    area, q_width, k_width = area + q * k, wide_q, wide_k
+                    continue
+            groups.append([seg])
+            area, q_width, k_width = q * k, q, k
+        self.batches = [_Batch(g, device) for g in groups]
+        position = [0] * starts[-1]  # row position -> index in the concatenated outputs
+        offset = 0
+        for batch, group in zip(self.batches, groups, strict=True):
+            for i, (start, q, _, _) in enumerate(group):
+                for j in range(q):
+                    position[start + j] = offset + i * batch.q_width + j
+            offset += batch.size * batch.q_width
+        self.rows = torch.tensor(position, dtype=torch.long, device=device)
+
+
+_last_plan: tuple = (None, None, None)  # (cu, prefix list, plan): every layer of a forward
+
+
+def _plan_for(cu, prefix_of, device) -> _Plan:
+    """The plan of the row `cu` describes, built once per forward: all layers get the same
+    `cu` and prefix objects, so the last plan is reused while they are the ones passed."""
+    global _last_plan
+    last_cu, last_prefix, plan = _last_plan
+    if cu is last_cu and prefix_of is last_prefix:
+        return plan
     bounds = cu.tolist() if torch.is_tensor(cu) else list(cu)
     lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:], strict=False)]
-    prefix_of = kwargs.get("mua_segment_prefix") or [-1] * len(lengths)
-    # split (not slicing): its backward is one concatenation, not a full-size gradient per slice
-    qs, ks, vs = query.split(lengths, dim=2), key.split(lengths, dim=2), value.split(lengths, dim=2)
-    parts = []
-    for q, k, v, prefix in zip(qs, ks, vs, prefix_of, strict=True):
-        if q.shape[2] == 0:
-            continue
-        seen = None  # plain causal
-        if prefix >= 0:  # a segment continuing a shared prefix: all of it, then causal over itself
-            k, v = torch.cat([ks[prefix], k], dim=2), torch.cat([vs[prefix], v], dim=2)
-            seen = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
-            seen = seen.tril(k.shape[2] - q.shape[2])
-        parts.append(
-            F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=seen,
-                is_causal=seen is None,
-                scale=scaling,
-                dropout_p=dropout,
-                enable_gqa=gqa,
-            )
-        )
-    out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
-    return out.transpose(1, 2).contiguous(), None
+    plan = _Plan(lengths, prefix_of or [-1] * len(lengths), device)
+    _last_plan = (cu, prefix_of, plan)
+    return plan
 
 
 def shares_prefixes(model) -> bool:

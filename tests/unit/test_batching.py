@@ -200,3 +200,60 @@ def test_shared_prefix_rows_give_the_same_logprobs_and_gradients():
     assert shared_grads.keys() == whole_grads.keys()
     for name, g in whole_grads.items():
         assert torch.allclose(shared_grads[name], g, atol=1e-5, rtol=1e-4), name
+
+
+def _reference_attention(q, k, v, lengths, prefix_of):
+    """Each segment alone: all of its prefix segment's keys, then causal over its own tokens."""
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    outs = []
+    for i, n in enumerate(lengths):
+        own = slice(starts[i], starts[i] + n)
+        p = prefix_of[i]
+        keys = list(range(starts[p], starts[p] + lengths[p])) if p >= 0 else []
+        keys += list(range(starts[i], starts[i] + n))
+        kk, vv = k[:, :, keys], v[:, :, keys]
+        kk = kk.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        vv = vv.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+        scores = q[:, :, own] @ kk.transpose(-1, -2) * q.shape[-1] ** -0.5
+        visible = torch.ones(n, len(keys), dtype=torch.bool).tril(len(keys) - n)
+        weights = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        outs.append((weights @ vv).transpose(1, 2))  # [1, n, H, D]
+    return torch.cat(outs, dim=1)
+
+
+@pytest.mark.parametrize(
+    "lengths,prefix_of",
+    [
+        ([5, 5, 5], [-1, -1, -1]),  # equal causal segments: one unmasked batch
+        ([40, 3, 17, 2, 9], [-1, -1, -1, -1, -1]),  # lengths 20x apart: several batches
+        ([24, 5, 9, 1, 11, 18, 7, 4], [-1, 0, 0, 0, -1, -1, 5, 5]),  # shared prefixes
+    ],
+)
+def test_varlen_attention_batches_segments_exactly(lengths, prefix_of):
+    """Segments batched (padded, masked) give what each segment attended alone gives, with the
+    same gradients."""
+    from mua.train import varlen
+
+    gen = torch.Generator().manual_seed(3)
+    total = sum(lengths)
+    q = torch.randn(1, 4, total, 8, generator=gen, requires_grad=True)
+    k = torch.randn(1, 2, total, 8, generator=gen, requires_grad=True)
+    v = torch.randn(1, 2, total, 8, generator=gen, requires_grad=True)
+    bounds = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    out, _ = varlen.varlen_attention(
+        None, q, k, v, None, cu_seq_lens_q=bounds, mua_segment_prefix=prefix_of
+    )
+    ref = _reference_attention(q, k, v, lengths, prefix_of)
+    assert torch.allclose(out, ref, atol=1e-5)
+    weights = torch.randn(ref.shape, generator=gen)
+    grads = torch.autograd.grad((out * weights).sum(), (q, k, v))
+    ref_grads = torch.autograd.grad((ref * weights).sum(), (q, k, v))
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert torch.allclose(g, r, atol=1e-5)
+    plan = varlen._plan_for(bounds, prefix_of, q.device)
+    if len(set(lengths)) == 1:
+        assert len(plan.batches) == 1 and plan.batches[0].mask is None
+    if max(lengths) > 10 * min(lengths):
+        assert len(plan.batches) > 1  # padded to the longest, the short ones would waste > 1.5x
