@@ -81,6 +81,13 @@ class _Group:
         self.index = token_index.clamp(min=0).to(device)  # padding reads a real token, unused
         self.valid = valid.to(device)
         self.scatter = None if bool(valid.all()) else token_index[valid].to(device)
+        # one token per row, consecutive in the packed step (decoding): the first one's index,
+        # so queries and outputs are slices, not gathers and scatters
+        first = int(token_index[0, 0]) if token_index.numel() else 0
+        consecutive = torch.arange(first, first + token_index.shape[0])[:, None]
+        self.run_start = (
+            first if self.width == 1 and torch.equal(token_index, consecutive) else None
+        )
         cols = torch.arange(columns)
         q = query_cols.clamp(min=0)  # a padded query may see column 0 (never nothing: no NaN)
         self.mask = (cols[None, None, :] <= q[:, :, None])[:, None].to(device)  # [n, 1, w, C]
@@ -142,10 +149,16 @@ class _Plan:
         per_kv = heads // kv_heads
         scale = dim**-0.5 if scaling is None else scaling
         on_cpu = tokens.device.type == "cpu"
-        out = tokens.new_empty(tokens.shape)
+        if len(self.groups) == 1 and self.groups[0].run_start == 0:
+            out = None  # the group's output, as is, is the step's (plain decoding)
+        else:
+            out = tokens.new_empty(tokens.shape)
         for g in self.groups:
             n, w = g.end - g.start, g.width
-            q = tokens[g.index]  # [n, w, H, D]
+            if g.run_start is None:
+                q = tokens[g.index]  # [n, w, H, D]
+            else:
+                q = tokens[g.run_start : g.run_start + n, None]
             q = q.view(n, w, kv_heads, per_kv, dim).permute(0, 2, 3, 1, 4)
             q = q.reshape(n, kv_heads, per_kv * w, dim)
             if on_cpu and n * heads * w * g.columns <= _MATMUL_SCORES_MAX:
@@ -160,7 +173,11 @@ class _Plan:
                 )  # [n, Hkv, per_kv * w, D]
             att = att.view(n, kv_heads, per_kv, w, dim).permute(0, 3, 1, 2, 4)
             att = att.reshape(n, w, heads, dim)
-            if g.scatter is None:
+            if out is None:
+                return att.reshape(1, n, heads, dim)
+            if g.run_start is not None:
+                out[g.run_start : g.run_start + n] = att.reshape(n, heads, dim)
+            elif g.scatter is None:
                 out[g.index.view(-1)] = att.reshape(n * w, heads, dim)
             else:
                 out[g.scatter] = att[g.valid]

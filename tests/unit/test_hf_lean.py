@@ -1,5 +1,7 @@
 """The slot batch's lean forward (`mua.rollout.hf_lean`) gives the model's own logits bit for bit,
-for every family it serves, through steps where newcomers join live rows."""
+for every family it serves, through steps where newcomers join live rows; with oneDNN-packed
+linears (`mua.rollout.hf_packed`, the CPU default) it gives them to float32 rounding, and its
+packs follow weight changes."""
 
 from __future__ import annotations
 
@@ -24,11 +26,18 @@ def _requests(seed: int, count: int, budget: int) -> list[Row]:
     return rows
 
 
-def _run(model, lean: bool) -> list[torch.Tensor]:
-    """Logits of every step: 3 rows, then 2 more join, then decoding until all finish."""
+def _run(model, mode: str, lean=None) -> list[torch.Tensor]:
+    """Logits of every step: 3 rows, then 2 more join, then decoding until all finish.
+    mode: "own" (the model's forward), "exact" (lean, F.linear) or "packed" (lean, default;
+    `lean` reuses a lean forward and so its packs)."""
     batch = SlotBatch(model, torch.device("cpu"))
-    if not lean:
+    if mode == "own":
         batch.lean = None
+    elif mode == "exact":
+        batch.lean = lean_forward(model, packed=False)
+    else:
+        batch.lean = lean or batch.lean
+        assert batch.lean.packed is not None  # float32 on CPU: packed by default
     seen = []
     forward = batch._forward
 
@@ -51,10 +60,36 @@ def _run(model, lean: bool) -> list[torch.Tensor]:
 def test_lean_forward_equals_the_models_forward(preset):
     model = load_model(preset, dtype="float32", seed=0).eval()
     assert lean_forward(model) is not None
-    lean, own = _run(model, lean=True), _run(model, lean=False)
+    lean, own = _run(model, "exact"), _run(model, "own")
     assert len(lean) == len(own) >= 6
     for a, b in zip(lean, own, strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("preset", ["tiny:qwen2-1m", "tiny:qwen3-1m", "tiny:llama-1m"])
+def test_packed_linears_give_the_models_logits_to_rounding(preset):
+    model = load_model(preset, dtype="float32", seed=0).eval()
+    packed, own = _run(model, "packed"), _run(model, "own")
+    assert len(packed) == len(own) >= 6
+    for a, b in zip(packed, own, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_packs_follow_weight_changes():
+    """An in-place edit (as a weight push makes) or a new weight tensor reaches the packed forward."""
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
+    lean = lean_forward(model)
+    before = _run(model, "packed", lean)
+    mlp = model.model.layers[0].mlp
+    with torch.no_grad():
+        mlp.gate_proj.weight.mul_(3.0)  # gate|up of this model is large enough to be packed
+    edited = _run(model, "packed", lean)
+    assert not torch.allclose(edited[0], before[0], atol=1e-3)
+    for a, b in zip(edited, _run(model, "own"), strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=0)
+    mlp.up_proj.weight = torch.nn.Parameter(mlp.up_proj.weight.detach() * 0.5)
+    for a, b in zip(_run(model, "packed", lean), _run(model, "own"), strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=0)
 
 
 def test_other_architectures_keep_their_own_forward():
