@@ -5,7 +5,8 @@ sequence, no padding and no attention mask; the forward also gets the sequence b
 `cu_seq_lens_q/k` and `max_length_q/k`. With `share_prefixes`, a prompt shared by consecutive
 sequences is fed once (`mua.train.prefix_packing`; `mua_varlen` attention only). Callers that
 need only some tokens' log-probs (the trained ones) pass masks: the LM head then runs only on
-the positions that predict them. Which attention runs on packed rows:
+the positions that predict them, and each sequence's last token, never an input to anything
+scored, is left out of the row. Which attention runs on packed rows:
 - CPU, or GPU without flash-attn: `mua_varlen` (`mua.train.varlen`): PyTorch sdpa, causal, on each
   sequence's slice of the row, so no token attends across sequences and no [T, T] mask is built
   (verified by tests/unit/test_batching.py: packed log-probs equal per-sequence ones).
@@ -37,8 +38,8 @@ class MicroBatch:
     scored: torch.Tensor | None = None
     targets: torch.Tensor | None = None
     predictors: torch.Tensor | None = None
-    # Row segments when a shared prefix is fed once (`mua.train.prefix_packing`); None: one
-    # segment per sequence.
+    # Row segments when they are not the sequences themselves (a shared prefix fed once,
+    # `mua.train.prefix_packing`, or last tokens left out); None: one segment per sequence.
     segments: list[int] | None = None
     segment_prefix: list[int] | None = None
 
@@ -102,14 +103,20 @@ def pack(
     lengths = [len(sequences[i]) for i in indices]
     flat = [t for i in indices for t in sequences[i]]
     layout = None
-    if masks is not None and share_prefixes:
-        layout = shared_layout(sequences, masks, indices, min_shared)
-    if layout is None or not layout.shares:
+    if masks is not None:
+        # Scored tokens are predicted from earlier positions only, so a sequence's last token is
+        # never an input to anything scored (no later token of its sequence attends to it): the
+        # row leaves it out.
+        layout = shared_layout(
+            sequences, masks, indices, min_shared if share_prefixes else None, drop_last=True
+        )
+    if layout is None:
         ids, pos = flat, [p for n in lengths for p in range(n)]
         row_of, segments, segment_prefix = None, None, None
     else:
         ids, pos, row_of = layout.ids, layout.positions, layout.row_of
-        segments, segment_prefix = layout.segments, layout.segment_prefix
+        segments = layout.segments
+        segment_prefix = layout.segment_prefix if layout.shares else None
     mb = MicroBatch(
         indices=list(indices),
         input_ids=torch.tensor([ids], dtype=torch.long, device=device),
@@ -122,7 +129,7 @@ def pack(
         flags = concat_per_token(masks, indices) * first_token_mask(lengths)
         scored = flags.nonzero().squeeze(1)
         before = scored - 1  # the same sequence's previous token predicts a scored token
-        predictors = before if row_of is None else torch.tensor(row_of, dtype=torch.long)[before]
+        predictors = torch.tensor(row_of, dtype=torch.long)[before]
         targets = torch.tensor(flat, dtype=torch.long)[scored]
         mb.scored, mb.targets = scored.to(device), targets.to(device)
         mb.predictors = predictors.to(device)

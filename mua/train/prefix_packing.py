@@ -6,7 +6,8 @@ them. A cluster is laid out as its prefix followed by each member's remaining to
 sequence is laid out whole. The row is described by segments: a prefix segment is causal on its
 own, a member's segment attends to its cluster's prefix and then causally to itself, with
 positions continuing after the prefix, so each token sees exactly the tokens it would see alone.
-`row_of[j]` gives the row position of the j-th token of the concatenated (unshared) sequences.
+`row_of[j]` gives the row position of the j-th token of the concatenated (unshared) sequences
+(-1 for a last token left out with `drop_last`).
 
 Not here: the attention itself (`mua.train.varlen`), logits and losses (`mua.train.packing`).
 """
@@ -22,7 +23,7 @@ class RowLayout:
     positions: list[int]
     segments: list[int]  # segment lengths, in row order
     segment_prefix: list[int]  # per segment: the index of the prefix segment it continues, or -1
-    row_of: list[int]  # row position of each token of the concatenated sequences
+    row_of: list[int]  # row position of each token of the concatenated sequences, or -1
 
     @property
     def shares(self) -> bool:
@@ -46,12 +47,19 @@ def _common_length(a: list[int], b: list[int], limit: int) -> int:
 
 
 def shared_layout(
-    sequences: list[list[int]], masks: list[list[int]], indices: list[int], min_shared: int
+    sequences: list[list[int]],
+    masks: list[list[int]],
+    indices: list[int],
+    min_shared: int | None,
+    drop_last: bool = False,
 ) -> RowLayout:
+    """`min_shared` None: no prefix is shared (every sequence is laid out whole). With
+    `drop_last`, each sequence's last token (of two or more) stays out of the row (its `row_of`
+    entry is -1): a scored token's logits come from the token before it."""
     clusters: list[tuple[int, list[int]]] = []  # (prefix length, member indices)
     for i in indices:
         seq, cap = sequences[i], shareable_length(sequences[i], masks[i])
-        if clusters:
+        if clusters and min_shared is not None:
             prefix, members = clusters[-1]
             first = sequences[members[0]]
             common = _common_length(first, seq, min(prefix, cap))
@@ -62,18 +70,31 @@ def shared_layout(
     layout = RowLayout([], [], [], [], [])
     for prefix, members in clusters:
         if len(members) == 1:
-            _append(layout, sequences[members[0]], 0, -1)
-            layout.row_of.extend(range(len(layout.ids) - layout.segments[-1], len(layout.ids)))
+            seq = sequences[members[0]]
+            fed = _fed(seq, drop_last)
+            start = len(layout.ids)
+            _append(layout, seq[:fed], 0, -1)
+            layout.row_of.extend(range(start, start + fed))
+            layout.row_of.extend([-1] * (len(seq) - fed))
             continue
         start = len(layout.ids)
         _append(layout, sequences[members[0]][:prefix], 0, -1)
         prefix_segment = len(layout.segments) - 1
         for i in members:
-            _append(layout, sequences[i][prefix:], prefix, prefix_segment)
-            own = len(layout.ids) - layout.segments[-1]
+            seq = sequences[i]
+            fed = _fed(seq, drop_last)
+            own = len(layout.ids)
+            if fed > prefix:  # a member whose only own token is its last one feeds nothing
+                _append(layout, seq[prefix:fed], prefix, prefix_segment)
             layout.row_of.extend(range(start, start + prefix))
-            layout.row_of.extend(range(own, len(layout.ids)))
+            layout.row_of.extend(range(own, own + fed - prefix))
+            layout.row_of.extend([-1] * (len(seq) - fed))
     return layout
+
+
+def _fed(seq: list[int], drop_last: bool) -> int:
+    """How many leading tokens of `seq` go into the row."""
+    return len(seq) - 1 if drop_last and len(seq) > 1 else len(seq)
 
 
 def _append(layout: RowLayout, tokens: list[int], first_position: int, prefix: int) -> None:

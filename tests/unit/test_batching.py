@@ -134,6 +134,7 @@ def test_scored_logprobs_equal_full_ones_on_marked_tokens_only(temperature):
     marked = torch.tensor([0, 0, 0, 1, 1, 0, 1] + [0] + [1] * 11 + [0] * 5, dtype=torch.bool)
     assert mb.scored.tolist() == marked.nonzero().squeeze(1).tolist()
     assert calls == [24, int(marked.sum())]  # the second forward ran the head on 14 rows
+    assert mb.input_ids.shape[1] == 24 - 3  # each sequence's last token is only a target
     assert torch.allclose(logp[marked], full[marked], atol=1e-6)
     assert torch.all(logp[~marked] == 0) and torch.all(entropy[~marked] == 0)
     predictor = marked.nonzero().squeeze(1) - 1
@@ -168,6 +169,21 @@ def test_shared_layout_feeds_untrained_common_prefixes_once():
     ]
     assert len(layout.row_of) == sum(len(s) for s in seqs)
     assert [layout.ids[r] for r in layout.row_of] == [t for s in seqs for t in s]
+
+
+def test_shared_layout_leaves_last_tokens_out_with_drop_last():
+    from mua.train.prefix_packing import shared_layout
+
+    a = list(range(100, 120))
+    seqs = [a + [1, 2], a + [3], [7, 8, 9]]
+    masks = [[0] * 20 + [1, 1], [0] * 20 + [1], [0, 1, 1]]
+    layout = shared_layout(seqs, masks, [0, 1, 2], min_shared=16, drop_last=True)
+    # the prefix a, then 0's own [1] (its 2 left out); 1's own token is its last: no segment
+    assert layout.ids == a + [1] + [7, 8]
+    assert layout.segments == [20, 1, 2] and layout.segment_prefix == [-1, 0, -1]
+    assert layout.row_of == [*range(20), 20, -1, *range(20), -1, 21, 22, -1]
+    alone = shared_layout(seqs, masks, [0, 1, 2], min_shared=None, drop_last=True)
+    assert alone.segments == [21, 20, 2] and not alone.shares
 
 
 def test_shared_prefix_rows_give_the_same_logprobs_and_gradients():
