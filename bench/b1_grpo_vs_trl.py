@@ -6,10 +6,11 @@ reference model), clip epsilon 0.2, group-normalised advantages, token-mean loss
 (TRL's "dapo"), fp32, 2 threads, the same reward function (`bench._b1_task.reward_of`), the same
 model weights and tokenizer (`mua.models`, seed 0). Models: tiny:qwen2-1m and tiny:qwen2-10m.
 
-mua: a `Trainer` built from a GRPO recipe exactly as `mua train` builds it (FSDP2 on a one-process
-gloo group, an `hf` engine with its own copy of the weights); the timed unit is
-`Trainer.step`: rollouts through the multi-turn runner, advantages, the old-log-prob forward,
-the update, and the weight push into the engine. The recipe names the `math` gym only to pass
+mua: a `Trainer` built from a GRPO recipe exactly as `mua train` builds it (a one-process gloo
+group, where the trainer keeps the model unsharded because FSDP2 would shard nothing; an `hf`
+engine with its own copy of the weights, decoding through oneDNN-packed linears on CPU); the timed
+unit is `Trainer.step`: rollouts through the multi-turn runner, advantages, the update, and the
+weight push into the engine (with the engine's repacking on its first decode step). The recipe names the `math` gym only to pass
 validation; its GymSpec is then replaced by the one-turn gym of `bench._b1_task`.
 TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with BENCHMARKS.md's
 GRPOConfig (TRL's default gradient checkpointing left on), timed by a callback from step begin to
