@@ -8,7 +8,9 @@ through the trainer's step function (`mua.train.sft.sft_step`: packing into micr
 tiny:qwen2-1m, fp32, CPU. A forward pre-hook on the model counts every token the model actually
 computes, so the figure is what the trainer ran, not what the packing plan promises.
 
-padding_fraction = (tokens computed - tokens of the conversations) / tokens computed.
+padding_fraction = (tokens computed - input tokens of the conversations) / tokens computed, where a
+conversation's input tokens are all but its last: the trainer scores tokens from the positions
+before them, so it never feeds a sequence's last token (`mua.train.packing.pack`).
 For context, also reported: the fraction a pad-to-longest [rows, max_len] layout would waste on
 the same batch (8 rows per micro-batch, batch order), and how full the micro-batches are
 (`budget_fill`: conversation tokens / (micro-batches x budget)).
@@ -108,8 +110,9 @@ def run() -> dict[str, float]:
             f"the step trained {metrics['tokens/total']} tokens, expected {sum(lengths)}"
         )
     num_micro_batches = len(plan_micro_batches(lengths, MICRO_BATCH_TOKENS))
+    inputs = sum(n - 1 if n > 1 else n for n in lengths)
     return {
-        "padding_fraction": (sum(computed) - sum(lengths)) / sum(computed),
+        "padding_fraction": (sum(computed) - inputs) / sum(computed),
         "pad_to_longest_fraction": pad_to_longest_fraction(lengths, PADDED_ROWS_PER_MICRO_BATCH),
         "length_spread": max(lengths) / min(lengths),
         "micro_batches": float(len(computed)),
