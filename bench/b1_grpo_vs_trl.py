@@ -10,8 +10,9 @@ mua: a `Trainer` built from a GRPO recipe exactly as `mua train` builds it (a on
 group, where the trainer keeps the model unsharded because FSDP2 would shard nothing; an `hf`
 engine with its own copy of the weights, decoding through oneDNN-packed linears on CPU); the timed
 unit is `Trainer.step`: rollouts through the multi-turn runner, advantages, the update, and the
-weight push into the engine (with the engine's repacking on its first decode step). The recipe names the `math` gym only to pass
-validation; its GymSpec is then replaced by the one-turn gym of `bench._b1_task`.
+weight push into the engine (with the engine's repacking on its first decode step). The recipe
+names the `math` gym only to pass validation; its GymSpec is then replaced by the one-turn gym of
+`bench._b1_task`.
 TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with BENCHMARKS.md's
 GRPOConfig (TRL's default gradient checkpointing left on), timed by a callback from step begin to
 step end and paused between steps.

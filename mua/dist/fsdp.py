@@ -3,8 +3,9 @@
 `shard_model` applies `fully_shard` to every decoder block and then to the root, on the given
 DeviceMesh, with bf16 compute (fp32 reductions) on GPU, optional activation checkpointing and
 optional CPU offload. On one rank in float32 without offload it leaves the module plain
-(`needs_fsdp`): callers handle plain tensors and DTensors alike. `iter_full_params` yields full (unsharded) tensors with their HF names, one
-at a time, so callers can push weights in buckets or save a Hugging Face folder.
+(`needs_fsdp`): callers handle plain tensors and DTensors alike. `iter_full_params` yields full
+(unsharded) tensors with their HF names, one at a time, so callers can push weights in buckets
+or save a Hugging Face folder.
 Parameter names stay the HF names: `fully_shard` swaps module classes but adds no prefixes.
 Does not build models or optimizers.
 """

@@ -1,10 +1,11 @@
-"""Prepacked float32 linear layers for the lean forward on CPU (oneDNN), rebuilt when weights change.
+"""Prepacked float32 linear layers for the lean forward on CPU (oneDNN), rebuilt on weight changes.
 
 While decoding, every linear layer multiplies a few rows (one per live sequence) by a whole weight
 matrix. For such products MKL's fp32 GEMM, which `F.linear` calls on CPU, is slow: 45-65 GFLOP/s
 on 2 cores for [32, 256] x [256, 768], against about 175 for the trainer's large products. oneDNN
 can take the weight laid out once in its own blocked format
-(`torch.ops.mkldnn._reorder_linear_weight`) and then runs the same products faster. Measured on 2 cores, decoding 32 rows x 32 tokens (ms per such rollout, MKL -> packed):
+(`torch.ops.mkldnn._reorder_linear_weight`) and then runs the same products faster. Measured on
+2 cores, decoding 32 rows x 32 tokens (ms per such rollout, MKL -> packed):
 - 10M model: gate|up 165 -> 98, LM head 17 -> 9; the whole rollout 569 -> 513 (median of 8);
 - 1.5M model: gate|up 30 -> 23, LM head 9 -> 6; the whole rollout unchanged within noise.
 
@@ -52,7 +53,6 @@ class _Packed:
         self.sources = tuple(weights)
         self.versions = tuple(w._version for w in weights)
         self.pointers = tuple(w.data_ptr() for w in weights)  # catches `param.data = ...`
-        self.sizes = [w.shape[0] for w in weights]
         with torch.no_grad():
             weight = weights[0] if len(weights) == 1 else torch.cat(weights)
             self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _ROWS_HINT)

@@ -76,7 +76,8 @@ def test_packed_linears_give_the_models_logits_to_rounding(preset):
 
 
 def test_packs_follow_weight_changes():
-    """An in-place edit (as a weight push makes) or a new weight tensor reaches the packed forward."""
+    """An in-place edit (as a weight push makes) or a new weight tensor reaches the packed
+    forward."""
     model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
     lean = lean_forward(model)
     before = _run(model, "packed", lean)
