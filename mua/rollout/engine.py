@@ -33,6 +33,9 @@ class GenerationRequest:
     # All turns of one trajectory share a route key so a multi-engine pool sends them to the
     # same engine (prefix cache hits).
     route_key: str = ""
+    # False when no later request continues this one (a conversation's last allowed turn): an
+    # engine that keeps finished requests' KV for their next turn (`hf`) keeps none for it.
+    keep_prefix: bool = True
 
 
 @dataclass

@@ -134,7 +134,9 @@ class RunningBatch:
                 layer.keys, layer.values = layer.keys[:, :, unused:], layer.values[:, :, unused:]
 
     def _store(self, rows: list[Row], finished: list[Row], cache, mask) -> None:
-        """Leave the KV of each finished row's fed tokens in the prefix store."""
+        """Leave the KV of each finished row's fed tokens in the prefix store (unless its request
+        says nothing continues it)."""
+        finished = [row for row in finished if row.request.keep_prefix]
         if self.prefix_store is None or not finished or not self.can_merge or not _mergeable(cache):
             return
         position = {id(r): i for i, r in enumerate(rows)}

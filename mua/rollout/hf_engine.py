@@ -12,7 +12,8 @@ temperature (T = 1 when greedy), computed before top-k/top-p filtering, which is
 trainer recomputes.
 
 Turns of one trajectory share a `route_key`: the KV of a finished turn is kept (`hf_prefix`,
-at most `prefix_cache_mb`, 0 disables) and the next turn prefills only its new suffix; requests
+at most `prefix_cache_mb`, 0 disables; none for a request with `keep_prefix=False`) and the next
+turn prefills only its new suffix; requests
 without a route key reuse the stored KV sharing their prompt's longest prefix.
 `update_weights` and `sleep` wait for the running rows to finish (no new rows are admitted
 meanwhile) and drop the kept KV, so every turn is sampled from one set of weights.
@@ -159,9 +160,15 @@ class HFEngine:
             _deliver(row, RuntimeError("the hf engine was closed"))
         await asyncio.to_thread(self._while_held, self.prefixes.clear)
 
-    def serve_while(self, fn: Callable[[], Any]) -> Any:
+    def serve_while(self, fn: Callable[[], Any], first: Callable[[], Any] | None = None) -> Any:
         """Call `fn()` in a helper thread while the calling thread serves this engine's batches;
         returns what `fn` returns (or raises what it raised) once it is done.
+
+        `first()`, when given, runs on the calling thread right after the helper starts and
+        before any request is served (typically the weight push): it overlaps with the helper
+        preparing its first requests, and no request can start before it returns, because only
+        this thread serves while `serve_while` runs. The packed weights are then laid out at
+        once (`prepare`), also while the helper prepares.
 
         `fn` is typically `lambda: asyncio.run(rollouts())`. For a process whose own thread also
         runs parallel torch work (the trainer on CPU): OpenMP keeps one pool of worker threads
@@ -189,6 +196,9 @@ class HFEngine:
         thread = threading.Thread(target=helper, name="mua-hf-engine-caller", daemon=True)
         thread.start()
         try:
+            if first is not None:
+                first()
+            self.prepare()
             while drive.next_task():
                 self._serve()
         except BaseException:  # interrupted: leave the helper (a daemon) rather than wait on it
@@ -202,6 +212,16 @@ class HFEngine:
         if "error" in outcome:
             raise outcome["error"]
         return outcome["value"]
+
+    def prepare(self) -> None:
+        """Lay out packed weights that are missing or stale now rather than in the next decode
+        step (see `hf_packed`); nothing to do for models or devices without packing."""
+        import torch
+
+        prepare = getattr(self._batch, "prepare", None)
+        if prepare is not None:
+            with self._model_lock, torch.inference_mode():
+                prepare()
 
     # ---- serving thread -----------------------------------------------------------------
 

@@ -97,6 +97,7 @@ class _Layer:
         self.o = _Linears((attn.o_proj,), (index, "o"), packed)
         self.gate_up = _Linears((mlp.gate_proj, mlp.up_proj), (index, "gate_up"), packed)
         self.down = _Linears((mlp.down_proj,), (index, "down"), packed)
+        self.linears = (self.qkv, self.o, self.gate_up, self.down)
         self.act = mlp.act_fn
 
 
@@ -108,6 +109,15 @@ class _Lean:
         self.packed = PackedLinears.for_model(model) if packed else None
         self.layers = [_Layer(i, layer, self.packed) for i, layer in enumerate(self.inner.layers)]
         self.head = _Linears((model.lm_head,), (-1, "lm_head"), self.packed)
+
+    def prepack(self) -> None:
+        """Bring every packed group up to date with its weights (what the next call would do)."""
+        weight = self.head.modules[0].weight
+        if self.packed is None or weight.device.type != "cpu" or weight.dtype != torch.float32:
+            return
+        for linears in [lin for layer in self.layers for lin in layer.linears] + [self.head]:
+            if linears.packable:
+                self.packed.ensure(linears.key, linears.modules)
 
     def __call__(self, input_ids, position_ids, plan, keep):
         inner = self.inner

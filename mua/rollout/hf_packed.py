@@ -94,10 +94,14 @@ class PackedLinears:
         """Whether the group is large enough to gain from packing."""
         return sum(m.weight.numel() for m in modules) >= MIN_PACKED_WEIGHTS
 
-    def apply(self, key: tuple[int, str], modules, x):
-        """The outputs of `modules` (linear layers reading the same input) on x, side by side in
-        one [T, sum of outputs] tensor."""
+    def ensure(self, key: tuple[int, str], modules) -> _Packed:
+        """The group's pack, (re)built when missing or when one of its weights changed."""
         pack = self._packs.get(key)
         if pack is None or not pack.current(modules):
             pack = self._packs[key] = _Packed(modules)
-        return pack(x)
+        return pack
+
+    def apply(self, key: tuple[int, str], modules, x):
+        """The outputs of `modules` (linear layers reading the same input) on x, side by side in
+        one [T, sum of outputs] tensor."""
+        return self.ensure(key, modules)(x)

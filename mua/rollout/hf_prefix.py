@@ -4,7 +4,8 @@ All turns of one trajectory share a `route_key`, and turn k+1's prompt starts wi
 and sampled tokens. When a request finishes, `PrefixStore.put` keeps the KV of every token the
 model was fed (the prompt and all sampled tokens but the last); the next request with the same
 key takes the longest common prefix of those tokens and its prompt (`take`), so only the new
-suffix (the environment's reply) is prefilled.
+suffix (the environment's reply) is prefilled. A request marked `keep_prefix=False` (a
+conversation's last allowed turn) puts nothing.
 
 Requests without a route key (those reaching `mua serve` over SGLang's protocol, which carries
 none) are matched by content instead: their entries stay in the store when taken, and a keyless

@@ -256,6 +256,11 @@ class SlotBatch:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def prepare(self) -> None:
+        """Pack the lean forward's linear weights now if they changed (else the first step does)."""
+        if self.lean is not None and self.device.type == "cpu":
+            self.lean.prepack()
+
     def clear(self) -> list[Row]:
         rows = self.rows
         self.rows, self.lengths, self.last_tokens = [], [], []
@@ -402,7 +407,9 @@ class SlotBatch:
         self.last_tokens = [self.last_tokens[i] for i in new]
 
     def _store(self, finished: list[Row]) -> None:
-        """Leave the KV of each finished row's fed tokens in the prefix store."""
+        """Leave the KV of each finished row's fed tokens in the prefix store (unless its request
+        says nothing continues it)."""
+        finished = [row for row in finished if row.request.keep_prefix]
         if self.prefix_store is None or not finished:
             return
         slot = {id(r): i for i, r in enumerate(self.rows)}

@@ -66,7 +66,9 @@ class EnginePolicy:
         max_new_tokens: int,
         stop_token_ids: list[int],
         route_key: str = "",
+        keep_prefix: bool = True,
     ) -> GenerationResult:
+        """One assistant turn; `keep_prefix=False` says no later turn continues this one."""
         sampling = SamplingParams(
             temperature=self.temperature,
             top_p=self.top_p,
@@ -76,7 +78,10 @@ class EnginePolicy:
             seed=self.request_seed(route_key),
         )
         request = GenerationRequest(
-            prompt_ids=list(prompt_ids), sampling=sampling, route_key=route_key
+            prompt_ids=list(prompt_ids),
+            sampling=sampling,
+            route_key=route_key,
+            keep_prefix=keep_prefix,
         )
         return await self.engine.generate(request)
 

@@ -91,6 +91,7 @@ async def _policy_turn(
             min(cfg.max_new_tokens_per_turn, budget),
             stop_ids,
             route_key=f"{ep.group_id}/{ep.sample_index}",
+            keep_prefix=turn < cfg.max_turns - 1,  # the last allowed turn has no continuation
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
         text = builder.renderer.tokenizer.decode(result.token_ids)

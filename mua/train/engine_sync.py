@@ -71,12 +71,20 @@ class EngineSync:
         With the `hf` engine the calling thread serves the engine's batches while the job's event
         loop runs in a helper thread (`HFEngine.serve_while`), so the trainer's thread is the only
         one in the process doing parallel torch work (on CPU, a second thread doing it made
-        OpenMP's workers sleep between operations and decoding ~1.5x slower). Wake and sleep,
-        which gather and copy the weights, run before and after on the calling thread."""
+        OpenMP's workers sleep between operations and decoding ~1.5x slower). The weight push
+        runs on the calling thread too, while the helper prepares the first requests (environment
+        resets, chat templates), and before any of them is served; sleep runs after."""
         if self.kind == "hf":
-            asyncio.run(self.wake())
+            asyncio.run(self.engine.wake())
+
+            async def push_if_stale() -> None:
+                if self.stale:
+                    await self.push()
+
             try:
-                return self.engine.serve_while(lambda: asyncio.run(job()))
+                return self.engine.serve_while(
+                    lambda: asyncio.run(job()), first=lambda: asyncio.run(push_if_stale())
+                )
             finally:
                 asyncio.run(self.sleep())
 
@@ -94,12 +102,8 @@ class EngineSync:
         self.stale = True
 
     async def wake(self) -> None:
-        """Make the engine ready to generate with the trainer's current weights."""
-        if self.kind == "hf":
-            await self.engine.wake()
-            if self.stale:
-                await self.push()
-            return
+        """Make the sglang engine ready to generate with the trainer's current weights (`run`
+        wakes the hf engine itself, to overlap its push with the job)."""
         if self.is_leader:
             await self.engine.wake(tags=["weights"])
         if self.stale:

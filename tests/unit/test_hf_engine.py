@@ -240,6 +240,16 @@ def test_next_turn_reuses_the_previous_turns_kv_and_stays_exact(model):
     assert [f.token_ids for f in fresh] == [s.token_ids for s in second]
 
 
+@pytest.mark.parametrize("slot_batching", [True, False])
+def test_a_request_nothing_continues_leaves_no_prefix(model, slot_batching):
+    engine = HFEngine(model, slot_batching=slot_batching)
+    last, more = (request(list(range(10, 40)), temperature=0.0, max_new_tokens=4) for _ in range(2))
+    last.route_key, last.keep_prefix = "last", False
+    more.route_key = "more"
+    run_all(engine, [last, more])
+    assert len(engine.prefixes) == 1 and engine.prefixes.take("last", last.prompt_ids) == (0, None)
+
+
 def test_weight_updates_drop_stored_prefixes(model):
     engine = HFEngine(model)
     req = request(list(range(10, 40)), temperature=0.0, max_new_tokens=4)
@@ -318,6 +328,29 @@ def test_serve_while_serves_on_the_calling_thread(model):
     assert [r.token_ids for r in served] == [r.token_ids for r in run_all(HFEngine(model), reqs)]
     with pytest.raises(ValueError, match="boom"):  # the caller's exception reaches this thread
         engine.serve_while(lambda: (_ for _ in ()).throw(ValueError("boom")))
+
+
+def test_serve_while_runs_first_before_serving_any_request(model):
+    """A weight push given as `first` overlaps with the caller queuing its requests, and every
+    request is sampled with the pushed weights (none starts while the push is under way, even
+    between its buckets)."""
+    other = load_model("tiny:qwen3-1m", dtype="float32", seed=1)
+    engine = HFEngine(model)
+    reqs = [
+        request(list(range(5, 15 + i)), temperature=1.0, max_new_tokens=6, seed=i) for i in range(3)
+    ]
+
+    def push():
+        deadline = time.monotonic() + 30
+        while not engine._queue and time.monotonic() < deadline:  # the requests are waiting
+            time.sleep(0.001)
+        assert engine._queue
+        for name, tensor in other.state_dict().items():  # one bucket per tensor
+            asyncio.run(engine.update_weights([(name, tensor)]))
+
+    served = engine.serve_while(lambda: run_all(engine, reqs), first=push)
+    expected = run_all(HFEngine(other), reqs)
+    assert [r.token_ids for r in served] == [r.token_ids for r in expected]
 
 
 @pytest.mark.parametrize("batching", ["slots", "slots-sdpa", "padded"])

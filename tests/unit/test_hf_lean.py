@@ -93,6 +93,34 @@ def test_packs_follow_weight_changes():
         assert torch.allclose(a, b, atol=1e-5, rtol=0)
 
 
+def test_prepack_lays_out_every_packed_group_before_the_first_step(monkeypatch):
+    """After `prepack` (the engine's `prepare`, run while the first requests are prepared) a step
+    packs nothing more; after a weight edit it repacks just the edited group."""
+    from mua.rollout import hf_packed
+
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
+    lean = lean_forward(model)
+    built = []  # the modules of every group packed
+
+    class Counting(hf_packed._Packed):
+        def __init__(self, modules):
+            super().__init__(modules)
+            built.append(tuple(modules))
+
+    monkeypatch.setattr(hf_packed, "_Packed", Counting)
+    lean.prepack()
+    groups = [lin for layer in lean.layers for lin in layer.linears] + [lean.head]
+    assert len(built) == sum(lin.packable for lin in groups) >= 2  # gate|up per layer, LM head
+    built.clear()
+    _run(model, "packed", lean)
+    assert built == []
+    mlp = model.model.layers[1].mlp
+    with torch.no_grad():
+        mlp.up_proj.weight.mul_(0.5)
+    lean.prepack()
+    assert built == [(mlp.gate_proj, mlp.up_proj)]
+
+
 def test_other_architectures_keep_their_own_forward():
     from transformers import GPT2Config, GPT2LMHeadModel
 

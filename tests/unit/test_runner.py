@@ -115,9 +115,13 @@ class ScriptedTokens:
         self.ids = tok.encode(text, add_special_tokens=False)
         self.stop = stop
         self.prompts = []
+        self.keep_prefix = []
 
-    async def generate(self, prompt_ids, max_new_tokens, stop_token_ids, route_key=""):
+    async def generate(
+        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True
+    ):
         self.prompts.append(list(prompt_ids))
+        self.keep_prefix.append(keep_prefix)
         ids = self.ids + ([stop_token_ids[0]] if self.stop else [])
         cut = ids[:max_new_tokens]
         reason = "stop" if cut and cut[-1] in stop_token_ids else "length"
@@ -162,6 +166,12 @@ def test_max_turns(tok):
     (t,) = run([task(0)], says("hi"), tok, max_turns=3)
     assert t.termination == "max_turns" and t.num_turns == 3 and len(t.turn_rewards) == 3
     assert max(t.turn_index) == 2
+
+
+def test_only_the_last_allowed_turn_says_nothing_continues_it(tok):
+    policy = ScriptedTokens(tok, "hi")
+    (t,) = run([task(0)], policy, tok, max_turns=3)
+    assert t.num_turns == 3 and policy.keep_prefix == [True, True, False]
 
 
 def test_total_token_budget_ends_with_length(tok):
