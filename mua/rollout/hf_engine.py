@@ -3,7 +3,10 @@
 Callers `await generate(request)` from many coroutines. A serving thread (started when work
 arrives, gone when none is left; the event loop stays free) keeps one running batch: between two
 decode steps it admits whatever requests are pending, up to `max_batch_size` live rows, and rows
-that finish leave at once, so a request never waits for a whole batch to end. For Llama, Qwen2
+that finish leave at once, so a request never waits for a whole batch to end. Requests become
+admissible a burst at a time (those queued in one turn of the caller's event loop), so how a
+burst is grouped does not depend on when the serving thread happens to look (with packed linears
+the grouping can change logits in the last bit). For Llama, Qwen2
 and Qwen3 models the batch is `hf_slots.SlotBatch` (each row owns a slot of a preallocated KV
 cache; live rows and newcomers' prompts go through one packed forward per step); other models
 get `hf_batch.RunningBatch` (a left-padded dynamic cache; newcomers are prefilled apart and
@@ -13,8 +16,8 @@ trainer recomputes.
 
 Turns of one trajectory share a `route_key`: the KV of a finished turn is kept (`hf_prefix`,
 at most `prefix_cache_mb`, 0 disables; none for a request with `keep_prefix=False`) and the next
-turn prefills only its new suffix; requests
-without a route key reuse the stored KV sharing their prompt's longest prefix.
+turn prefills only its new suffix; requests without a route key reuse the stored KV sharing their
+prompt's longest prefix.
 `update_weights` and `sleep` wait for the running rows to finish (no new rows are admitted
 meanwhile) and drop the kept KV, so every turn is sampled from one set of weights.
 
@@ -86,8 +89,9 @@ class HFEngine:
             "shared_prompts": 0,
             "busy_s": 0.0,
         }
-        self._queue: list[Row] = []
-        self._queue_lock = threading.Lock()  # guards _queue, _serving, _holds, _closing
+        self._queue: list[Row] = []  # admissible requests, oldest first
+        self._arriving: list[Row] = []  # queued, their burst not complete yet
+        self._queue_lock = threading.Lock()  # guards the two lists, _serving, _holds, _closing
         self._model_lock = threading.Lock()  # held by the serving thread while it has rows
         self._serving = False
         self._holds = 0  # weight loads / sleeps waiting: admit nothing new meanwhile
@@ -125,11 +129,18 @@ class HFEngine:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self._queue_lock:
-            self._queue.append(Row(request=request, handle=future))
-        # Start serving after the coroutines already scheduled have queued their requests too,
-        # so a burst (asyncio.gather) is prefilled as one group.
-        loop.call_soon(self._start_serving)
+            self._arriving.append(Row(request=request, handle=future))
+        # Admit after the coroutines already scheduled have queued their requests too, so a
+        # burst (asyncio.gather) is prefilled as one group, whenever the serving thread looks.
+        loop.call_soon(self._release_arrivals)
         return await future
+
+    def _release_arrivals(self) -> None:
+        """Make the requests queued so far (a whole burst) admissible, and serve them."""
+        with self._queue_lock:
+            self._queue += self._arriving
+            self._arriving = []
+        self._start_serving()
 
     async def update_weights(self, named_tensors: Iterable[Any]) -> None:
         """Copy named full tensors into this engine's model; accepts pairs, dicts or buckets of them."""
@@ -154,7 +165,8 @@ class HFEngine:
     async def close(self) -> None:
         """Fail queued and running requests; the engine can be used again afterwards."""
         with self._queue_lock:
-            queued, self._queue = self._queue, []
+            queued, self._queue = self._queue + self._arriving, []
+            self._arriving = []
             self._closing = self._serving
         for row in queued:
             _deliver(row, RuntimeError("the hf engine was closed"))

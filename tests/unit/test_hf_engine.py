@@ -353,6 +353,32 @@ def test_serve_while_runs_first_before_serving_any_request(model):
     assert [r.token_ids for r in served] == [r.token_ids for r in expected]
 
 
+def test_a_burst_is_admitted_whole_whenever_the_serving_thread_looks(model):
+    """Requests queued in one turn of the caller's event loop start together even when the
+    serving thread looks in the middle of that turn (here: a weight load ends while the loop is
+    blocked between the burst's two requests)."""
+    engine = HFEngine(model)
+    reqs = [
+        request(list(range(5, 15 + i)), temperature=1.0, max_new_tokens=4, seed=i) for i in (0, 1)
+    ]
+
+    async def caller():
+        async def blocking():
+            time.sleep(0.5)  # holds this event loop between the two requests of the burst
+
+        return await asyncio.gather(engine.generate(reqs[0]), blocking(), engine.generate(reqs[1]))
+
+    def first():
+        deadline = time.monotonic() + 30
+        while not (engine._arriving or engine._queue) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert engine._arriving or engine._queue  # the first request is in, the second not yet
+        asyncio.run(engine.update_weights(list(model.state_dict().items())[:1]))
+
+    engine.serve_while(lambda: asyncio.run(caller()), first=first)
+    assert engine.stats["batches"] == 1 and engine.stats["largest_batch"] == 2
+
+
 @pytest.mark.parametrize("batching", ["slots", "slots-sdpa", "padded"])
 def test_rows_joining_and_leaving_at_random_keep_every_request_exact(model, batching, monkeypatch):
     """Churn: requests of mixed prompt lengths and budgets (two of each wave sharing a prompt)
