@@ -144,7 +144,12 @@ class HFEngine:
 
     async def update_weights(self, named_tensors: Iterable[Any]) -> None:
         """Copy named full tensors into this engine's model; accepts pairs, dicts or buckets of them."""
-        await asyncio.to_thread(self._while_held, self._load_weights, named_tensors)
+        await asyncio.to_thread(self.load_weights, named_tensors)
+
+    def load_weights(self, named_tensors: Iterable[Any]) -> None:
+        """`update_weights` on the calling thread: for a caller that serves this engine itself
+        (`serve_while`), where a worker thread's copy would start torch threads of its own."""
+        self._while_held(self._load_weights, named_tensors)
 
     async def sleep(self) -> None:
         """Move the model to CPU and free cached GPU memory; a no-op on CPU."""

@@ -17,6 +17,11 @@ tensor's version counter, and a new tensor object or new storage counts as a cha
 nobody has to tell it. Repacking the 10M model took 16-24 ms; the engine pays that once per weight
 push, on the first decode step after it.
 
+Groups of several layers too small for oneDNN to gain (q|k|v of the 1.5M model) are fused all the
+same, their weights concatenated once (`kind` "cat"): one F.linear instead of one per layer and a
+concatenation. A group that feeds the residual stream (o, down) can add it in the same call
+(`add_to`: oneDNN's sum post-op, the same numbers as adding after).
+
 Costs and limits:
 - The packed copies take as much memory again as the linear weights.
 - oneDNN sums in another order than MKL: logits match the model's own forward to float32
@@ -30,12 +35,13 @@ Not here: the rest of the forward (`mua.rollout.hf_lean`).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 _ROWS_HINT = 32  # the row count oneDNN tunes the layout for; any row count works
-# Groups with fewer weights stay on F.linear: below this size oneDNN's per-call overhead eats
-# its gain (2 cores, 32 rows, ms per rollout of 32 tokens, MKL -> packed: 128x688 down_proj
-# 9.4 -> 11.5, 256x256 o_proj 30.6 -> 35.3; 512x256 q|k|v 60.0 -> 50.0, 1536x256 gate|up
-# 146.6 -> 90.1).
+# Groups with fewer weights stay on MKL (F.linear, on their concatenated weights when several
+# layers): below this size oneDNN's per-call overhead eats its gain (2 cores, 32 rows, ms per
+# rollout of 32 tokens, MKL -> packed: 128x688 down_proj 9.4 -> 11.5, 256x256 o_proj
+# 30.6 -> 35.3; 512x256 q|k|v 60.0 -> 50.0, 1536x256 gate|up 146.6 -> 90.1).
 MIN_PACKED_WEIGHTS = 1 << 17
 
 
@@ -46,16 +52,20 @@ def packing_available() -> bool:
 
 
 class _Packed:
-    """One or more linear layers fused along their outputs, packed for oneDNN."""
+    """One or more linear layers fused along their outputs: laid out for oneDNN (`onednn`), or
+    with their weights concatenated as they are."""
 
-    def __init__(self, modules):
+    def __init__(self, modules, onednn: bool = True):
         weights = [m.weight for m in modules]
+        self.onednn = onednn
         self.sources = tuple(weights)
         self.versions = tuple(w._version for w in weights)
         self.pointers = tuple(w.data_ptr() for w in weights)  # catches `param.data = ...`
         with torch.no_grad():
-            weight = weights[0] if len(weights) == 1 else torch.cat(weights)
-            self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _ROWS_HINT)
+            weight = weights[0].detach() if len(weights) == 1 else torch.cat(weights)
+            if onednn:
+                weight = torch.ops.mkldnn._reorder_linear_weight(weight, _ROWS_HINT)
+            self.weight = weight
             biases = [m.bias for m in modules]
             if all(b is None for b in biases):
                 self.bias = None
@@ -74,7 +84,15 @@ class _Packed:
 
     def __call__(self, x):
         """x [T, in] -> [T, sum of the layers' outputs], the layers' outputs side by side."""
-        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        if self.onednn:
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        return F.linear(x, self.weight, self.bias)
+
+    def add_to(self, h, x):
+        """h + self(x) [T, out], in one oneDNN call (a sum post-op: the same numbers)."""
+        if self.onednn:
+            return torch.ops.mkldnn._linear_pointwise.binary(x, h, self.weight, self.bias, "add")
+        return h + self(x)
 
 
 class PackedLinears:
@@ -90,18 +108,17 @@ class PackedLinears:
             return None
         return cls() if packing_available() else None
 
-    def wanted(self, modules) -> bool:
-        """Whether the group is large enough to gain from packing."""
-        return sum(m.weight.numel() for m in modules) >= MIN_PACKED_WEIGHTS
+    def kind(self, modules) -> str | None:
+        """How the group runs: "onednn" when it is large enough to gain from oneDNN's layout,
+        "cat" for a smaller group of several layers (one product instead of several), None for
+        a small layer alone (F.linear on its own weight)."""
+        if sum(m.weight.numel() for m in modules) >= MIN_PACKED_WEIGHTS:
+            return "onednn"
+        return "cat" if len(modules) > 1 else None
 
-    def ensure(self, key: tuple[int, str], modules) -> _Packed:
+    def ensure(self, key: tuple[int, str], modules, onednn: bool = True) -> _Packed:
         """The group's pack, (re)built when missing or when one of its weights changed."""
         pack = self._packs.get(key)
         if pack is None or not pack.current(modules):
-            pack = self._packs[key] = _Packed(modules)
+            pack = self._packs[key] = _Packed(modules, onednn)
         return pack
-
-    def apply(self, key: tuple[int, str], modules, x):
-        """The outputs of `modules` (linear layers reading the same input) on x, side by side in
-        one [T, sum of outputs] tensor."""
-        return self.ensure(key, modules)(x)

@@ -24,6 +24,7 @@ class Row:
     request: GenerationRequest
     handle: Any = None
     generator: Any = None
+    uniforms: list[float] = field(default_factory=list)  # drawn ahead, next one last
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "length"
@@ -72,7 +73,8 @@ def sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
     then inverse-CDF sampling: each row draws one uniform u from its own seeded generator (so a
     request's tokens do not depend on its batch mates) and takes the first token whose cumulative
     probability exceeds u times the total. One random number per row and token, where an
-    exponential race needs one per vocabulary entry. Greedy rows take the argmax."""
+    exponential race needs one per vocabulary entry; a row draws them `_UNIFORMS_AHEAD` at a time
+    (the same numbers, in the same order, as one draw per token). Greedy rows take the argmax."""
     import torch
 
     params: list[SamplingParams] = [r.request.sampling for r in rows]
@@ -88,14 +90,15 @@ def sample(logits, rows: list[Row]) -> tuple[list[int], list[float]]:
         index = None if every else torch.tensor(sampled, device=logits.device)
         filtered = _filter(scaled if every else scaled[index], [params[i] for i in sampled])
         cdf = torch.softmax(filtered, dim=-1).cumsum(dim=-1)  # [S, V]
-        u = torch.cat([_uniform(rows[i].generator, cdf) for i in sampled])  # [S]
+        u = torch.tensor([_next_uniform(rows[i], cdf) for i in sampled], dtype=cdf.dtype)
+        u = u.to(cdf.device)  # [S]
         drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
         drawn = drawn.clamp(max=cdf.shape[-1] - 1)
         if every:
             tokens = drawn
         else:
             tokens[index] = drawn
-    picked = logp[torch.arange(len(params), device=logits.device), tokens]
+    picked = logp.gather(-1, tokens[:, None])[:, 0]
     return tokens.tolist(), picked.tolist()
 
 
@@ -127,8 +130,18 @@ def _filter(scaled, params: list[SamplingParams]):
     return out
 
 
-def _uniform(generator, like):
-    """One U[0, 1) draw [1] from the row's generator (or torch's), in `like`'s dtype and device."""
-    import torch
+# Uniforms a row draws at once: one torch.rand call per row and step cost more than the rest of
+# the sampling (32 rows on CPU); torch.rand(n) gives the n numbers n calls would, in order.
+_UNIFORMS_AHEAD = 64
 
-    return torch.rand(1, generator=generator, dtype=like.dtype, device=like.device)
+
+def _next_uniform(row: Row, like) -> float:
+    """The row's next U[0, 1) number from its generator (or torch's), in `like`'s dtype."""
+    if not row.uniforms:
+        import torch
+
+        left = row.request.sampling.max_new_tokens - len(row.token_ids)
+        count = max(1, min(_UNIFORMS_AHEAD, left))
+        drawn = torch.rand(count, generator=row.generator, dtype=like.dtype, device=like.device)
+        row.uniforms = drawn.tolist()[::-1]
+    return row.uniforms.pop()

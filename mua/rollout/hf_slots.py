@@ -72,6 +72,19 @@ class _Group:
     """Rows in slots [start, end) that feed `width` query tokens each (fewer padded): their
     packed-token index [n, width] and the mask [n, 1, width, columns] over their slots."""
 
+    @classmethod
+    def decoding(cls, cols: list[int], device) -> _Group:
+        """The live rows of slots 0..n-1, one token each (packed tokens 0..n-1) at columns
+        `cols`: the same group as the general constructor builds, in a few operations."""
+        g = cls.__new__(cls)
+        g.start, g.end, g.width, g.columns = 0, len(cols), 1, max(cols) + 1
+        g.index = g.valid = g.scatter = None  # read only when run_start is None
+        g.run_start = 0
+        seen = torch.arange(g.columns)[None, :] <= torch.tensor(cols)[:, None]  # [n, C]
+        g.mask = seen[:, None, None].to(device)  # [n, 1, 1, C]
+        g._grouped = {}
+        return g
+
     def __init__(self, start: int, token_index, query_cols, columns: int, device):
         self.start = start
         self.end = start + token_index.shape[0]
@@ -347,10 +360,7 @@ class SlotBatch:
         device = self.device
         groups = []
         if live:
-            index = torch.arange(live)[:, None]
-            groups.append(
-                _Group(0, index, torch.tensor(cols[:live])[:, None], max(cols[:live]) + 1, device)
-            )
+            groups.append(_Group.decoding(cols[:live], device))
         if fed:
             lengths = [len(row.request.prompt_ids) - start for row, start in fed]
             width = max(lengths)
@@ -373,7 +383,7 @@ class SlotBatch:
         input_ids = torch.tensor(tokens, device=device)
         position_ids = torch.tensor(cols, device=device)
         if self.lean is not None:
-            return self.lean(input_ids, position_ids, plan, keep)
+            return self.lean(input_ids, position_ids, plan, keep, max(cols))
         extra = {"logits_to_keep": keep} if self.keep_selected_logits else {}
         out = self.model(
             input_ids=input_ids[None],

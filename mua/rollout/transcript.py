@@ -6,6 +6,9 @@ so templates that rewrite earlier turns, like Qwen3 dropping old reasoning, stil
 delta), and an assistant message's ids for message-level policies. `TranscriptBuilder` appends
 sampled ids verbatim (never decoded and re-encoded) with their log-probs and loss mask 1, and
 everything else with mask 0. `check_drift` re-renders the finished conversation and compares.
+Whole conversations rendered to ids are remembered per tokenizer (`rendered_ids`): the n samples
+of a task share their prompt, and a one-turn rollout cut by the token budget is checked against
+that same prompt, so a GRPO step renders each distinct prompt once instead of 2n times.
 
 What this module does not do: generate, parse tool calls, call envs or decide budgets (the runner
 does), or compute advantages (the trainer does).
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,6 +42,9 @@ _PROBE_USER = {"role": "user", "content": "Hi"}
 SOURCES = ("prompt", "assistant", "user", "tool", "env")
 # What probing a template found, per (tokenizer, template, tools): probing renders several times.
 _PROBES: dict[tuple, tuple] = {}
+# Per tokenizer (held weakly), the ids of recently rendered conversations, most recent last.
+_RENDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_RENDERED_KEEP = 512
 
 
 def template_messages(messages: list[dict]) -> list[dict]:
@@ -117,7 +125,29 @@ class ChatRenderer:
         return sorted(ids)
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
-        return self.encode(self.render(messages, add_generation_prompt=True))
+        return self.rendered_ids(messages, add_generation_prompt=True)
+
+    def rendered_ids(self, messages: list[dict], add_generation_prompt: bool) -> list[int]:
+        """encode(render(messages, add_generation_prompt)), remembered for the last
+        `_RENDERED_KEEP` conversations of this tokenizer (a new list each call)."""
+        try:
+            seen = _RENDERED.setdefault(self.tokenizer, OrderedDict())
+        except TypeError:  # a tokenizer that cannot be referenced weakly: no memory
+            return self.encode(self.render(messages, add_generation_prompt))
+        key = (
+            getattr(self.tokenizer, "chat_template", None),
+            json.dumps(self.tools, sort_keys=True, default=str),
+            json.dumps(messages, sort_keys=True, default=str),
+            add_generation_prompt,
+        )
+        ids = seen.get(key)
+        if ids is None:
+            ids = seen[key] = self.encode(self.render(messages, add_generation_prompt))
+            if len(seen) > _RENDERED_KEEP:
+                seen.popitem(last=False)
+        else:
+            seen.move_to_end(key)
+        return list(ids)
 
     def followup_text(self, new_messages: list[dict], add_generation_prompt: bool = True) -> str:
         """Text that follows an assistant turn's stop token when `new_messages` come next."""
@@ -242,7 +272,7 @@ def reference_ids(
     with other tokens; its context is still the template's text).
     """
     if sampled_turns is None and not renderer.rewrites_history:
-        return renderer.encode(renderer.render(messages, add_generation_prompt)), 0
+        return renderer.rendered_ids(messages, add_generation_prompt), 0
     msgs = template_messages(messages)
     first = next((i for i, m in enumerate(msgs) if m["role"] == "assistant"), len(msgs))
     if first == len(msgs):

@@ -35,6 +35,13 @@ class RecordingEngine:
         self.calls.append(("push", len(tensors)))
         await self.inner.update_weights(tensors)
 
+    def load_weights(self, bucket) -> None:  # the hf flow's push, on the calling thread
+        self.calls.append(("push", len(bucket)))
+        self.inner.load_weights(bucket)
+
+    def serve_while(self, fn, first=None):
+        return self.inner.serve_while(fn, first)
+
     async def wake(self, tags=None) -> None:
         self.calls.append(("wake", tuple(tags or ())))
 
@@ -103,9 +110,11 @@ def test_hf_flow_pushes_only_stale_weights(model):
     engine = RecordingEngine(copy.deepcopy(model))
     sync = _sync(trainer_model, engine, kind="hf")
 
+    async def job():
+        return None
+
     def cycle():
-        asyncio.run(sync.wake())
-        asyncio.run(sync.sleep())
+        sync.run(job)
         pushes = [c for c in engine.calls if c[0] == "push"]
         engine.calls.clear()
         return len(pushes)

@@ -474,3 +474,30 @@ def test_a_keyless_next_turn_reuses_kv_by_content_and_stays_exact(model, slot_ba
     for r, res in zip(turn2, second, strict=True):
         ref = recompute_logprobs(model, r.prompt_ids, res.token_ids, 1.0)
         assert max(abs(a - b) for a, b in zip(ref, res.logprobs, strict=True)) < 1e-5
+
+
+def test_the_decoding_group_is_the_general_group_of_one_token_per_live_row():
+    """`_Group.decoding` (every step's live rows) builds what the general constructor builds for
+    live rows 0..n-1 feeding packed tokens 0..n-1, one each, at their columns."""
+    from mua.rollout.hf_slots import _Group
+
+    cols = [5, 9, 2, 7]
+    fast = _Group.decoding(cols, torch.device("cpu"))
+    general = _Group(
+        0, torch.arange(4)[:, None], torch.tensor(cols)[:, None], max(cols) + 1, torch.device("cpu")
+    )
+    assert (
+        (fast.start, fast.end, fast.width, fast.columns, fast.run_start)
+        == (
+            general.start,
+            general.end,
+            general.width,
+            general.columns,
+            general.run_start,
+        )
+        == (0, 4, 1, 10, 0)
+    )
+    assert torch.equal(fast.mask, general.mask)
+    assert torch.equal(
+        fast.flat_mask_for(2, 2, torch.float32), general.flat_mask_for(2, 2, torch.float32)
+    )

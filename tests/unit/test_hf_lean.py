@@ -66,6 +66,37 @@ def test_lean_forward_equals_the_models_forward(preset):
         assert torch.equal(a, b)
 
 
+def test_positions_past_the_rotary_table_regrow_it_and_stay_exact():
+    """The lean forward reads cos/sin from a table of positions; a prompt longer than the table
+    (256 positions at first) regrows it, and the logits stay the model's own bit for bit."""
+    model = load_model("tiny:qwen3-1m", dtype="float32", seed=0).eval()
+    gen = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(3, 1999, (n,), generator=gen).tolist() for n in (40, 300)]
+    seen = {}
+    for mode in ("exact", "own"):
+        batch = SlotBatch(model, torch.device("cpu"))
+        batch.lean = lean_forward(model, packed=False) if mode == "exact" else None
+        logits = seen[mode] = []
+
+        def recording(*args, forward=batch._forward, logits=logits):
+            logits.append(forward(*args))
+            return logits[-1]
+
+        batch._forward = recording
+        rows = [
+            Row(GenerationRequest(prompt_ids=p, sampling=SamplingParams(max_new_tokens=3, seed=i)))
+            for i, p in enumerate(prompts)
+        ]
+        with torch.inference_mode():
+            batch.step(rows[:1])  # the table covers 256 positions
+            batch.step(rows[1:])  # position 299 regrows it
+            while len(batch):
+                batch.step()
+    assert batch.lean is None and len(seen["exact"]) == len(seen["own"]) >= 4
+    for a, b in zip(seen["exact"], seen["own"], strict=True):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("preset", ["tiny:qwen2-1m", "tiny:qwen3-1m", "tiny:llama-1m"])
 def test_packed_linears_give_the_models_logits_to_rounding(preset):
     model = load_model(preset, dtype="float32", seed=0).eval()
@@ -103,8 +134,8 @@ def test_prepack_lays_out_every_packed_group_before_the_first_step(monkeypatch):
     built = []  # the modules of every group packed
 
     class Counting(hf_packed._Packed):
-        def __init__(self, modules):
-            super().__init__(modules)
+        def __init__(self, modules, onednn=True):
+            super().__init__(modules, onednn)
             built.append(tuple(modules))
 
     monkeypatch.setattr(hf_packed, "_Packed", Counting)

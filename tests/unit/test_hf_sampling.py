@@ -67,3 +67,23 @@ def test_a_draw_is_the_token_whose_cumulative_probability_first_exceeds_the_rows
         u = float(torch.rand(1, generator=row_generator(100 + i, "cpu")))
         assert float(cdf[token]) > u * float(cdf[-1])
         assert token == 0 or float(cdf[token - 1]) <= u * float(cdf[-1])
+
+
+def test_a_rows_kth_token_uses_the_kth_uniform_of_its_generator():
+    """Uniforms are drawn ahead in chunks; token k still uses the k-th number of the row's seeded
+    stream, across chunk boundaries too."""
+    steps = 150  # more than two chunks
+    cdf = torch.softmax(LOGITS, dim=-1).cumsum(-1)
+    rows = _rows(3, 7, temperature=1.0, top_p=1.0, top_k=0)
+    for row in rows:
+        row.request.sampling.max_new_tokens = steps
+    drawn = [[] for _ in rows]
+    for _ in range(steps):
+        tokens, logprobs = sample(LOGITS.repeat(3, 1), rows)
+        for row, token, lp, seen in zip(rows, tokens, logprobs, drawn, strict=True):
+            row.record(token, lp)
+            seen.append(token)
+    for i, seen in enumerate(drawn):
+        stream = torch.rand(steps, generator=row_generator(7 + i, "cpu"))
+        expected = torch.searchsorted(cdf, stream[:, None] * cdf[-1], right=True)[:, 0]
+        assert seen == expected.tolist()

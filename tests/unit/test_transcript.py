@@ -296,3 +296,30 @@ def test_trajectory_json_round_trip():
     text = traj.to_json()
     assert json.loads(text)["termination"] == "done"
     assert Trajectory.from_json(text) == traj
+
+
+def test_a_conversation_renders_once_per_tokenizer_and_its_ids_stay_its_own(tokenizer, monkeypatch):
+    """`rendered_ids` remembers whole renderings: the same conversation (with the same tools and
+    generation prompt) renders once across renderers of one tokenizer; anything else differing
+    renders again; a caller editing the ids it got changes nobody else's."""
+    renders = []
+    real_render = ChatRenderer.render
+
+    def counting(self, messages, add_generation_prompt=False):
+        renders.append(json.dumps(messages))
+        return real_render(self, messages, add_generation_prompt)
+
+    first, with_tools = ChatRenderer(tokenizer), ChatRenderer(tokenizer, TOOLS)  # probes render
+    monkeypatch.setattr(ChatRenderer, "render", counting)
+    msgs = [{"role": "user", "content": "render me once " + random_text(random.Random(5))}]
+    ids = first.prompt_ids(msgs)
+    assert ids == first.encode(real_render(first, msgs, add_generation_prompt=True))
+    ids.append(-1)
+    assert ChatRenderer(tokenizer).prompt_ids([dict(m) for m in msgs]) == ids[:-1]
+    assert len(renders) == 1
+    first.rendered_ids(msgs, add_generation_prompt=False)
+    with_tools.prompt_ids(msgs)
+    first.prompt_ids(
+        msgs + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
+    )
+    assert len(renders) == 4
