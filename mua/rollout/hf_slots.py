@@ -297,10 +297,11 @@ class SlotBatch:
             slots += [live + j] * len(suffix)
             last.append(len(tokens) - 1)
         logits = self._forward(tokens, slots, cols, live, fed, last)
-        for source, target in copies:  # identical prompts: the fed row's KV, then its logits
-            self.kv.move([source], [target], self.lengths[source])
-        if copies:
-            logits = torch.cat([logits, logits[[source for source, _ in copies]]])
+        if copies:  # identical prompts: the fed rows' KV (one copy per layer), then their logits
+            sources = [source for source, _ in copies]
+            columns = max(self.lengths[source] for source in sources)
+            self.kv.move(sources, [target for _, target in copies], columns)
+            logits = torch.cat([logits, logits[sources]])
         rows = self.rows
         sampled, lps = sample(logits.float(), rows)
         for i in range(live):

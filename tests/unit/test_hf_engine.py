@@ -294,13 +294,14 @@ def test_a_turn_with_a_stored_prefix_joins_a_running_batch_exactly(model):
 
 
 def test_identical_prompts_are_prefilled_once_and_sampled_independently(model):
-    """The n samples of a task share one prefill row; each keeps its own seed and exact log-probs."""
+    """The n samples of a task share one prefill row; each keeps its own seed and exact log-probs
+    (two groups of different prompt lengths: their KV is copied to the other samples at once)."""
     engine = HFEngine(model)
     shared, other = list(range(20, 45)), list(range(50, 60))
     reqs = [request(shared, temperature=1.0, max_new_tokens=10, seed=i) for i in range(4)]
-    reqs.append(request(other, temperature=1.0, max_new_tokens=10, seed=9))
+    reqs += [request(other, temperature=1.0, max_new_tokens=10, seed=9 + i) for i in range(2)]
     results = run_all(engine, reqs)
-    assert engine.stats["shared_prompts"] == 3
+    assert engine.stats["shared_prompts"] == 4
     assert len({tuple(r.token_ids) for r in results[:4]}) > 1  # not copies of one sample
     for r, res in zip(reqs, results, strict=True):
         alone = run_all(HFEngine(model), [r])[0]
