@@ -23,7 +23,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     from torch.distributed.tensor import distribute_tensor
 
-    from mua.dist import destroy, init_distributed
+    from mua.dist import barrier, destroy, init_distributed
     from mua.dist.fsdp import clip_grad_norm, shard_model
     from mua.models import load_model
 
@@ -36,6 +36,8 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     clipped = {n: p.grad.full_tensor() for n, p in model.named_parameters()}
     if rank == 0:
         torch.save({"norm_only": norm_only, "norm": norm, "grads": clipped}, out)
+    # leave together: a rank tearing gloo down while the other still uses it can abort (SIGABRT)
+    barrier()
     destroy()
 
 
