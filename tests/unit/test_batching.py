@@ -247,11 +247,22 @@ def _reference_attention(q, k, v, lengths, prefix_of):
         ([24, 5, 9, 1, 11, 18, 7, 4], [-1, 0, 0, 0, -1, -1, 5, 5]),  # shared prefixes
     ],
 )
-def test_varlen_attention_batches_segments_exactly(lengths, prefix_of):
+@pytest.mark.parametrize("matmul", [True, False], ids=["matmul", "sdpa"])
+def test_varlen_attention_batches_segments_exactly(lengths, prefix_of, matmul, monkeypatch):
     """Segments batched (padded, masked) give what each segment attended alone gives, with the
-    same gradients."""
+    same gradients, through both attention paths: batched matmuls (small batches on CPU) and
+    scaled_dot_product_attention."""
     from mua.train import varlen
 
+    if not matmul:
+        monkeypatch.setattr(varlen, "_MATMUL_SCORES_MAX", 0)
+    real, calls = varlen._attend_matmul, []
+
+    def counting(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(varlen, "_attend_matmul", counting)
     gen = torch.Generator().manual_seed(3)
     total = sum(lengths)
     q = torch.randn(1, 4, total, 8, generator=gen, requires_grad=True)
@@ -273,3 +284,4 @@ def test_varlen_attention_batches_segments_exactly(lengths, prefix_of):
         assert len(plan.batches) == 1 and plan.batches[0].mask is None
     if max(lengths) > 10 * min(lengths):
         assert len(plan.batches) > 1  # padded to the longest, the short ones would waste > 1.5x
+    assert len(calls) == (len(plan.batches) if matmul else 0)
