@@ -14,15 +14,15 @@ samples of a prompt feed the prompt once (`mua.train.prefix_packing`).
 
 Segments of similar shape share one attention call: their tokens are gathered into a padded batch
 (padding at most `_PAD_SLACK` times the unpadded query x key area) with a [n, 1, Q, K] mask, and
-the outputs gathered back into row order. On CPU a batch whose score matrix is small (below
-`_MATMUL_SCORES_MAX` elements) is attended with two batched matmuls (`_attend_matmul`), larger
-ones and every batch on GPUs through `scaled_dot_product_attention` (B1's 10M update: 10-29 ms
-less, median of 10 paired steps in three runs). One call per shape group instead
-of one per segment (plus a concatenation of keys per prefix-sharing segment): on 2 CPU cores a B1
-update (40 segments per layer) took about 40 ms less for the 10M model (median of 15 alternating
-updates; 0.65 -> 0.61 s) and the same for the 1.5M model. The plan is
-built once per forward, for the row's boundaries, and reused by every layer. Cost: about Σ len²,
-the same numbers as attending each segment alone (tested, gradients too).
+the outputs gathered back into row order. One call per shape group instead of one per segment
+(plus a concatenation of keys per prefix-sharing segment): on 2 CPU cores a B1 update (40
+segments per layer) took about 40 ms less for the 10M model (median of 15 alternating updates;
+0.65 -> 0.61 s) and the same for the 1.5M model. The plan is built once per forward, for the
+row's boundaries, and reused by every layer. Cost: about Σ len², the same numbers as attending
+each segment alone (tested, gradients too). On CPU a batch whose score matrix is small (below
+`_MATMUL_SCORES_MAX` elements) is attended with two batched matmuls (`_attend_matmul`: B1's 10M
+update 10-29 ms less, median of 10 paired steps in three runs); larger ones, and every batch on
+GPUs, go through `scaled_dot_product_attention`.
 
 A call without `cu_seq_lens_q` treats each batch row as one causal sequence (a single unpadded
 prompt, as the weight probe sends). Padded batches must not be sent through this implementation
@@ -132,12 +132,14 @@ class _Batch:
         self.q_index = torch.tensor(q_index, dtype=torch.long, device=device)
         self.k_index = torch.tensor(k_index, dtype=torch.long, device=device)
         plain = all(p == 0 and q == self.q_width for _, q, _, p in segments)
-        self.mask = None
         self.limits = torch.tensor(limits, device=device)  # [n, Qw]
-        if not plain:
-            keys = torch.arange(self.k_width, device=device)
-            self.mask = (keys[None, None, :] <= self.limits[:, :, None])[:, None]
+        self.mask = None if plain else self._visible(device)[:, None]
         self._additive: dict[tuple, torch.Tensor] = {}
+
+    def _visible(self, device):
+        """[n, Qw, Kw]: which keys each (padded) query sees."""
+        keys = torch.arange(self.k_width, device=device)
+        return keys[None, None, :] <= self.limits.to(device)[:, :, None]
 
     def additive_mask(self, kv_heads: int, groups: int, dtype, device) -> torch.Tensor:
         """The mask as 0/-inf for `_attend_matmul`, repeated for the `groups` query heads of each
@@ -145,8 +147,7 @@ class _Batch:
         layer)."""
         key = (kv_heads, groups, dtype, device)
         if key not in self._additive:
-            keys = torch.arange(self.k_width, device=device)
-            seen = keys[None, None, :] <= self.limits.to(device)[:, :, None]  # [n, Qw, Kw]
+            seen = self._visible(device)
             additive = torch.zeros(seen.shape, dtype=dtype, device=device)
             additive.masked_fill_(~seen, float("-inf"))
             shape = (self.size, kv_heads, groups, self.q_width, self.k_width)
