@@ -103,7 +103,7 @@ class _Linears:
         (module,) = self.modules
         if packed is None:
             return h + F.linear(x, module.weight, module.bias)
-        if self.packable:
+        if self.kind == "onednn":
             return self.pack(packed).add_to(h, x)
         if module.bias is None:
             return torch.addmm(h, x, module.weight.t())

@@ -89,10 +89,9 @@ class _Packed:
         return F.linear(x, self.weight, self.bias)
 
     def add_to(self, h, x):
-        """h + self(x) [T, out], in one oneDNN call (a sum post-op: the same numbers)."""
-        if self.onednn:
-            return torch.ops.mkldnn._linear_pointwise.binary(x, h, self.weight, self.bias, "add")
-        return h + self(x)
+        """h + self(x) [T, out] in one oneDNN call (a sum post-op: the same numbers); for oneDNN
+        packs, which single layers large enough to pack always are."""
+        return torch.ops.mkldnn._linear_pointwise.binary(x, h, self.weight, self.bias, "add")
 
 
 class PackedLinears:

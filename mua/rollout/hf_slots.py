@@ -271,8 +271,8 @@ class SlotBatch:
 
     def prepare(self) -> None:
         """Pack the lean forward's linear weights now if they changed (else the first step does)."""
-        if self.lean is not None and self.device.type == "cpu":
-            self.lean.prepack()
+        if self.lean is not None:
+            self.lean.prepack()  # nothing to pack off CPU or outside float32
 
     def clear(self) -> list[Row]:
         rows = self.rows

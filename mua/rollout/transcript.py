@@ -276,7 +276,7 @@ def reference_ids(
     msgs = template_messages(messages)
     first = next((i for i, m in enumerate(msgs) if m["role"] == "assistant"), len(msgs))
     if first == len(msgs):
-        return renderer.encode(renderer.render(msgs, add_generation_prompt)), 0
+        return renderer.rendered_ids(msgs, add_generation_prompt), 0
     ids, kept, turn = renderer.prompt_ids(msgs[:first]), 0, 0
     decode = renderer.tokenizer.decode
     i = first

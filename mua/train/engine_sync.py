@@ -117,10 +117,8 @@ class EngineSync:
         self.stale = True  # SGLang frees released weights
 
     async def push(self) -> None:
-        """Gather the full parameters (every rank, collective) and send them from the leader."""
-        if self.kind == "hf":
-            self._push_hf()
-            return
+        """Gather the full parameters (every rank, collective) and send them to the sglang engine
+        from the leader (the hf engine's push is `_push_hf`, run by `run`)."""
         t0 = time.perf_counter()
         params = iter_full_params(self.model)
         if not self.is_leader:
