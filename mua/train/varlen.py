@@ -19,10 +19,11 @@ the outputs gathered back into row order. One call per shape group instead of on
 segments per layer) took about 40 ms less for the 10M model (median of 15 alternating updates;
 0.65 -> 0.61 s) and the same for the 1.5M model. The plan is built once per forward, for the
 row's boundaries, and reused by every layer. Cost: about Σ len², the same numbers as attending
-each segment alone (tested, gradients too). On CPU a batch whose score matrix is small (below
-`_MATMUL_SCORES_MAX` elements) is attended with two batched matmuls (`_attend_matmul`: B1's 10M
-update 10-29 ms less, median of 10 paired steps in three runs); larger ones, and every batch on
-GPUs, go through `scaled_dot_product_attention`.
+each segment alone (tested, gradients too). On CPU, when every batch's score matrix is small
+(at most `_MATMUL_SCORES_MAX` elements), the whole plan is attended with batched matmuls and a
+hand-written backward (`mua.train.varlen_matmul`; B1's 10M update 42 ms less than through
+`scaled_dot_product_attention`, median of 8 paired steps); other plans, and every plan on GPUs
+or with dropout, go through `scaled_dot_product_attention`, one call per batch.
 
 A call without `cu_seq_lens_q` treats each batch row as one causal sequence (a single unpadded
 prompt, as the weight probe sends). Padded batches must not be sent through this implementation
@@ -35,6 +36,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from mua.train.varlen_matmul import matmul_attention
 
 NAME = "mua_varlen"
 _registered = False
@@ -54,6 +57,8 @@ def varlen_attention(
         )
         return out.transpose(1, 2).contiguous(), None
     plan = _plan_for(cu, kwargs.get("mua_segment_prefix"), query.device)
+    if _use_matmul(plan, query, dropout):
+        return matmul_attention(query, key, value, plan, scaling), None
     # [1, H, T, D] -> [H, T, D]: each batch gathers its tokens along T (backward: index_add)
     q_all, k_all, v_all = query[0], key[0], value[0]
     parts = []
@@ -61,50 +66,32 @@ def varlen_attention(
         q = q_all.index_select(1, b.q_index).unflatten(1, (b.size, b.q_width)).transpose(0, 1)
         k = k_all.index_select(1, b.k_index).unflatten(1, (b.size, b.k_width)).transpose(0, 1)
         v = v_all.index_select(1, b.k_index).unflatten(1, (b.size, b.k_width)).transpose(0, 1)
-        if _use_matmul(q, k, dropout):
-            kv_heads = k.shape[1]
-            additive = b.additive_mask(kv_heads, q.shape[1] // kv_heads, q.dtype, q.device)
-            out = _attend_matmul(q, k, v, additive, scaling)
-        else:
-            out = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=b.mask,
-                is_causal=b.mask is None,
-                scale=scaling,
-                dropout_p=dropout,
-                enable_gqa=gqa,
-            )  # [n, H, Qw, D]
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=b.mask,
+            is_causal=b.mask is None,
+            scale=scaling,
+            dropout_p=dropout,
+            enable_gqa=gqa,
+        )  # [n, H, Qw, D]
         parts.append(out.transpose(1, 2).flatten(0, 1))  # [n * Qw, H, D]
     out = parts[0] if len(parts) == 1 else torch.cat(parts)
     return out.index_select(0, plan.rows)[None], None  # [1, T, H, D], in row order
 
 
-# Largest score matrix (elements) of a batch attended with two batched matmuls on CPU; larger
-# ones, and every batch on GPUs, go through scaled_dot_product_attention.
+# Largest score matrix (elements) of a batch attended with batched matmuls on CPU
+# (`mua.train.varlen_matmul`); a plan with a larger one, and every plan on GPUs, goes through
+# scaled_dot_product_attention.
 _MATMUL_SCORES_MAX = 1 << 22
 
 
-def _use_matmul(q, k, dropout: float) -> bool:
-    n, heads, width, _ = q.shape
-    small = n * heads * width * k.shape[2] <= _MATMUL_SCORES_MAX
-    return q.device.type == "cpu" and not dropout and small
-
-
-def _attend_matmul(q, k, v, additive, scaling):
-    """Attention as two batched matmuls, each kv head's query heads stacked as rows (no copy of
-    keys or values per query head): q [n, H, Qw, D], k/v [n, Hkv, Kw, D], `additive` [n * Hkv,
-    H / Hkv * Qw, Kw] (0 or -inf) -> [n, H, Qw, D]. On 2 CPU cores, for B1's batches of 32
-    completions, forward and backward took ~30% less than scaled_dot_product_attention's."""
-    n, heads, width, dim = q.shape
-    kv_heads, keys = k.shape[1], k.shape[2]
-    scale = dim**-0.5 if scaling is None else scaling
-    rows = q.reshape(n * kv_heads, heads // kv_heads * width, dim)
-    k = k.reshape(n * kv_heads, keys, dim)
-    scores = torch.baddbmm(additive, rows, k.transpose(1, 2), alpha=scale)
-    out = torch.bmm(scores.softmax(-1), v.reshape(n * kv_heads, keys, dim))
-    return out.view(n, heads, width, dim)
+def _use_matmul(plan, query, dropout: float) -> bool:
+    if query.device.type != "cpu" or dropout:
+        return False
+    heads = query.shape[1]
+    return all(b.size * heads * b.q_width * b.k_width <= _MATMUL_SCORES_MAX for b in plan.batches)
 
 
 # A batch of segments is padded to its longest query and key range; it takes one more segment
@@ -133,8 +120,10 @@ class _Batch:
         self.k_index = torch.tensor(k_index, dtype=torch.long, device=device)
         plain = all(p == 0 and q == self.q_width for _, q, _, p in segments)
         self.limits = torch.tensor(limits, device=device)  # [n, Qw]
+        self.q_lengths = torch.tensor([q for _, q, _, _ in segments], device=device)
         self.mask = None if plain else self._visible(device)[:, None]
         self._additive: dict[tuple, torch.Tensor] = {}
+        self._flat: dict[tuple, FlatIndex] = {}
 
     def _visible(self, device):
         """[n, Qw, Kw]: which keys each (padded) query sees."""
@@ -142,7 +131,7 @@ class _Batch:
         return keys[None, None, :] <= self.limits.to(device)[:, :, None]
 
     def additive_mask(self, kv_heads: int, groups: int, dtype, device) -> torch.Tensor:
-        """The mask as 0/-inf for `_attend_matmul`, repeated for the `groups` query heads of each
+        """The mask as 0/-inf for `matmul_attention`, repeated for the `groups` query heads of each
         of the `kv_heads`: [n * kv_heads, groups * Qw, Kw] (built once per forward, for every
         layer)."""
         key = (kv_heads, groups, dtype, device)
@@ -154,6 +143,32 @@ class _Batch:
             additive = additive[:, None, None].expand(shape)
             self._additive[key] = additive.reshape(-1, groups * self.q_width, self.k_width)
         return self._additive[key]
+
+    def flat_index(self, heads: int, kv_heads: int, tokens: int, device) -> FlatIndex:
+        """Where `matmul_attention` gathers this batch from a row of `tokens` tokens whose
+        query heads are rows t * heads + h (keys and values: t * kv_heads + h); built once per
+        forward, for every layer."""
+        key = (heads, kv_heads, tokens, device)
+        if key not in self._flat:
+            n, width, groups = self.size, self.q_width, heads // kv_heads
+            q_tokens = self.q_index.to(device).view(n, 1, 1, width)
+            head = torch.arange(heads, device=device).view(1, kv_heads, groups, 1)
+            queries = q_tokens * heads + head  # [n, Hkv, groups, Qw]
+            padded = torch.arange(width, device=device) >= self.q_lengths.to(device)[:, None]
+            grad_queries = queries.masked_fill(padded[:, None, None], tokens * heads)
+            k_tokens = self.k_index.to(device).view(n, 1, self.k_width)
+            keys = k_tokens * kv_heads + torch.arange(kv_heads, device=device).view(1, -1, 1)
+            self._flat[key] = FlatIndex(queries.flatten(), keys.flatten(), grad_queries.flatten())
+        return self._flat[key]
+
+
+class FlatIndex:
+    """A batch's gathers for `matmul_attention`: `queries` [n * Hkv * groups * Qw] and `keys`
+    [n * Hkv * Kw] (rows of the flattened query and key/value heads), and `grad_queries`: the
+    query rows with padded positions pointing one past the last row (a zero gradient)."""
+
+    def __init__(self, queries, keys, grad_queries):
+        self.queries, self.keys, self.grad_queries = queries, keys, grad_queries
 
 
 class _Plan:
@@ -184,13 +199,31 @@ class _Plan:
             area, q_width, k_width = q * k, q, k
         self.batches = [_Batch(g, device) for g in groups]
         position = [0] * starts[-1]  # row position -> index in the concatenated outputs
+        column = [0] * starts[-1]  # row position -> its query's index j in its segment
+        width = [0] * starts[-1]  # row position -> its batch's query width
         offset = 0
         for batch, group in zip(self.batches, groups, strict=True):
             for i, (start, q, _, _) in enumerate(group):
                 for j in range(q):
                     position[start + j] = offset + i * batch.q_width + j
+                    column[start + j], width[start + j] = j, batch.q_width
             offset += batch.size * batch.q_width
         self.rows = torch.tensor(position, dtype=torch.long, device=device)
+        self.padded_queries = offset  # query positions of all batches, padding included
+        self._column, self._width = torch.tensor(column), torch.tensor(width)
+        self._output_rows: dict[tuple, torch.Tensor] = {}
+
+    def output_rows(self, heads: int, device) -> torch.Tensor:
+        """[T * heads]: where token t's head h is among `matmul_attention`'s outputs, which lay
+        each batch out as [n, heads, Qw] query rows (segment i's query j of head h at
+        (i * heads + h) * Qw + j, after the earlier batches)."""
+        key = (heads, device)
+        if key not in self._output_rows:
+            column, width = self._column, self._width
+            first = heads * (self.rows.cpu() - column) + column  # head 0 of each token
+            rows = first[:, None] + torch.arange(heads)[None, :] * width[:, None]
+            self._output_rows[key] = rows.flatten().to(device)
+        return self._output_rows[key]
 
 
 _last_plan: tuple = (None, None, None)  # (cu, prefix list, plan): every layer of a forward

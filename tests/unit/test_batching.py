@@ -248,26 +248,34 @@ def _reference_attention(q, k, v, lengths, prefix_of):
     ],
 )
 @pytest.mark.parametrize("matmul", [True, False], ids=["matmul", "sdpa"])
-def test_varlen_attention_batches_segments_exactly(lengths, prefix_of, matmul, monkeypatch):
+@pytest.mark.parametrize("layout", ["heads-major", "transformers"])
+def test_varlen_attention_batches_segments_exactly(lengths, prefix_of, matmul, layout, monkeypatch):
     """Segments batched (padded, masked) give what each segment attended alone gives, with the
-    same gradients, through both attention paths: batched matmuls (small batches on CPU) and
-    scaled_dot_product_attention."""
+    same gradients, through both attention paths: batched matmuls with their own backward (small
+    batches on CPU) and scaled_dot_product_attention; for contiguous [1, H, T, D] inputs and for
+    transformers' layout (heads as a transposed view of [1, T, H, D])."""
     from mua.train import varlen
 
     if not matmul:
         monkeypatch.setattr(varlen, "_MATMUL_SCORES_MAX", 0)
-    real, calls = varlen._attend_matmul, []
+    real, calls = varlen.matmul_attention, []
 
     def counting(*args):
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(varlen, "_attend_matmul", counting)
+    monkeypatch.setattr(varlen, "matmul_attention", counting)
     gen = torch.Generator().manual_seed(3)
     total = sum(lengths)
-    q = torch.randn(1, 4, total, 8, generator=gen, requires_grad=True)
-    k = torch.randn(1, 2, total, 8, generator=gen, requires_grad=True)
-    v = torch.randn(1, 2, total, 8, generator=gen, requires_grad=True)
+
+    def heads(count):
+        if layout == "transformers":
+            x = torch.randn(1, total, count, 8, generator=gen).transpose(1, 2)
+        else:
+            x = torch.randn(1, count, total, 8, generator=gen)
+        return x.requires_grad_(True)
+
+    q, k, v = heads(4), heads(2), heads(2)
     bounds = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
     out, _ = varlen.varlen_attention(
         None, q, k, v, None, cu_seq_lens_q=bounds, mua_segment_prefix=prefix_of
@@ -284,4 +292,4 @@ def test_varlen_attention_batches_segments_exactly(lengths, prefix_of, matmul, m
         assert len(plan.batches) == 1 and plan.batches[0].mask is None
     if max(lengths) > 10 * min(lengths):
         assert len(plan.batches) > 1  # padded to the longest, the short ones would waste > 1.5x
-    assert len(calls) == (len(plan.batches) if matmul else 0)
+    assert len(calls) == (1 if matmul else 0)
