@@ -139,12 +139,14 @@ def build_critic(trainer) -> Critic:
             f"algo.critic={r.algo.critic} is not available yet; use algo.critic=value_head"
         )
     from mua.train.modeling import trainer_attention
+    from mua.train.rms_norm import use_fast_rms_norm
     from mua.train.varlen import enable_varlen
 
     lm = load_model(
         r.model.path, dtype="float32", seed=r.model.seed, attn_implementation=trainer_attention(r)
     )
     enable_varlen(lm)
+    use_fast_rms_norm(lm)
     p = r.parallel
     model = shard_model(
         ValueModel(lm),

@@ -2,7 +2,8 @@
 
 Weights come from `mua.models.load_model` (full fp32 master weights on every rank, built with
 the recipe's seed, so every rank starts identical), then `mua.dist.fsdp.shard_model` shards them.
-Attention switches to `mua.train.varlen` for packed rows unless flash-attn is configured.
+Attention switches to `mua.train.varlen` for packed rows unless flash-attn is configured, and
+the norms to `mua.train.rms_norm` (same forward, shorter backward).
 The RL reference model is another `load_policy(..., trainable=False)`; the PPO critic lives in `mua.train.critic`.
 Also writes the HF side files of a checkpoint and the Hugging Face exports of a run (periodic
 `hf/global_step_N` and `hf/final`, through `mua merge`'s writer).
@@ -20,6 +21,7 @@ from mua.dist.fsdp import full_state_dict, shard_model
 
 def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
     from mua.models import load_model
+    from mua.train.rms_norm import use_fast_rms_norm
     from mua.train.varlen import enable_varlen
 
     model = load_model(
@@ -29,6 +31,7 @@ def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
         attn_implementation=trainer_attention(recipe),
     )
     enable_varlen(model)  # packed rows without a [T, T] mask (flash-attn, when chosen, stays)
+    use_fast_rms_norm(model)  # the same forward, a shorter backward
     p = recipe.parallel
     return shard_model(
         model,
