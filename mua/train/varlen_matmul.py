@@ -48,7 +48,7 @@ class _MatmulAttention(torch.autograd.Function):
         groups = heads // kv_heads
         q_rows, k_rows, v_rows = _rows(query), _rows(key), _rows(value)
         outputs = q_rows.new_empty(plan.padded_queries * heads, dim)
-        saved, offset = [], 0
+        indices, saved, offset = [], [], 0
         for batch in plan.batches:
             index = batch.flat_index(heads, kv_heads, tokens, query.device)
             n, width = batch.size, batch.q_width
@@ -60,8 +60,10 @@ class _MatmulAttention(torch.autograd.Function):
             size = n * heads * width
             torch.bmm(probs, v, out=outputs[offset : offset + size].view(q.shape))
             offset += size
-            saved.append((index, q, k, v, probs))
-        ctx.saved, ctx.scale = saved, scale
+            indices.append(index)
+            saved += [q, k, v, probs]
+        ctx.save_for_backward(*saved)  # through saved-tensor hooks (activation checkpointing)
+        ctx.indices, ctx.scale = indices, scale
         ctx.shapes = (heads, kv_heads, tokens, dim)
         out = outputs.index_select(0, plan.output_rows(heads, query.device))
         return out.view(1, tokens, heads, dim)
@@ -75,7 +77,9 @@ class _MatmulAttention(torch.autograd.Function):
         dq = grad.new_zeros(tokens * heads, dim)
         dk = grad.new_zeros(tokens * kv_heads, dim)
         dv = grad.new_zeros(tokens * kv_heads, dim)
-        for index, q, k, v, probs in ctx.saved:
+        saved = ctx.saved_tensors
+        for i, index in enumerate(ctx.indices):
+            q, k, v, probs = saved[4 * i : 4 * i + 4]
             d_out = grad_rows.index_select(0, index.grad_queries).view(q.shape)
             dv.index_add_(0, index.keys, torch.bmm(probs.transpose(1, 2), d_out).view(-1, dim))
             d_probs = torch.bmm(d_out, v.transpose(1, 2))
@@ -83,7 +87,6 @@ class _MatmulAttention(torch.autograd.Function):
             d_scores.mul_(ctx.scale)
             dq.index_add_(0, index.queries, torch.bmm(d_scores, k).view(-1, dim))
             dk.index_add_(0, index.keys, torch.bmm(d_scores.transpose(1, 2), q).view(-1, dim))
-        ctx.saved = None
 
         def as_input(rows, count):  # [T * count, D] -> [1, count, T, D]
             return rows.view(tokens, count, dim).transpose(0, 1)[None]

@@ -293,3 +293,31 @@ def test_varlen_attention_batches_segments_exactly(lengths, prefix_of, matmul, l
     if max(lengths) > 10 * min(lengths):
         assert len(plan.batches) > 1  # padded to the longest, the short ones would waste > 1.5x
     assert len(calls) == (1 if matmul else 0)
+
+
+def test_varlen_matmul_attention_under_activation_checkpointing():
+    """The CPU matmul path keeps its intermediates through saved-tensor hooks: recomputed under
+    non-reentrant activation checkpointing, its gradients are the plain run's."""
+    from torch.utils.checkpoint import checkpoint
+
+    from mua.train import varlen
+
+    lengths, prefix_of = [6, 3, 4, 5], [-1, 0, 0, -1]
+    bounds = torch.tensor([0, 6, 9, 13, 18], dtype=torch.int32)
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, h, 18, 8, generator=gen, requires_grad=True) for h in (4, 2, 2))
+
+    def attend(q, k, v):
+        out, _ = varlen.varlen_attention(
+            None, q, k, v, None, cu_seq_lens_q=bounds, mua_segment_prefix=prefix_of
+        )
+        return out
+
+    weights = torch.randn(1, 18, 4, 8, generator=gen)
+    plain = torch.autograd.grad((attend(q, k, v) * weights).sum(), (q, k, v))
+    checked = checkpoint(attend, q, k, v, use_reentrant=False)
+    again = torch.autograd.grad((checked * weights).sum(), (q, k, v))
+    for a, b in zip(plain, again, strict=True):
+        assert torch.equal(a, b)
+    ref = _reference_attention(q, k, v, lengths, prefix_of)
+    assert torch.allclose(checked, ref, atol=1e-5)
