@@ -11,8 +11,9 @@ The backward is written out (softmax backward, four batched matmuls per batch, a
 `index_add_` per input into a single zeroed gradient) instead of being left to autograd, which
 recorded about thirty operations per layer for the gathers, views and copies around the matmuls,
 each with its own zero-filled buffer. For B1's update batch (40 segments, 1,147 tokens, 4/2 heads
-of 64) forward plus backward took 3.2 ms per layer instead of 6.2-8.5 ms on 2 CPU cores, with the
-same outputs and gradients to float32 rounding (tested against each segment attended alone).
+of 64) forward plus backward took 2.8-4.0 ms per layer instead of 4.7-5.5 ms through autograd on 2
+CPU cores (B1's whole 10M update: 6.5 and 12.9 ms less, medians of 8 and 12 paired steps), with
+the same outputs and gradients to float32 rounding (tested against each segment attended alone).
 
 Padded query positions read a zero gradient (a sentinel row past the last token), so they add
 exact zeros to the gradients of the token they point at; masked keys get zero probability, so
