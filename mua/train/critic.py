@@ -130,7 +130,6 @@ class Critic:
 
 
 def build_critic(trainer) -> Critic:
-    from mua.models import load_model
     from mua.train.optim import build_optimizer, build_scheduler
 
     r = trainer.recipe
@@ -138,18 +137,11 @@ def build_critic(trainer) -> Critic:
         raise UsageError(
             f"algo.critic={r.algo.critic} is not available yet; use algo.critic=value_head"
         )
-    from mua.train.modeling import trainer_attention
-    from mua.train.rms_norm import use_fast_rms_norm
-    from mua.train.varlen import enable_varlen
+    from mua.train.modeling import load_trained_lm
 
-    lm = load_model(
-        r.model.path, dtype="float32", seed=r.model.seed, attn_implementation=trainer_attention(r)
-    )
-    enable_varlen(lm)
-    use_fast_rms_norm(lm)
     p = r.parallel
     model = shard_model(
-        ValueModel(lm),
+        ValueModel(load_trained_lm(r)),
         trainer.dist.mesh,
         mixed_precision=p.mixed_precision,
         activation_checkpointing=False,

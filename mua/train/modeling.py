@@ -20,6 +20,21 @@ from mua.dist.fsdp import full_state_dict, shard_model
 
 
 def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
+    p = recipe.parallel
+    return shard_model(
+        load_trained_lm(recipe),
+        mesh,
+        mixed_precision=p.mixed_precision,
+        activation_checkpointing=p.activation_checkpointing and trainable,
+        cpu_offload=p.cpu_offload,
+        trainable=trainable,
+    )
+
+
+def load_trained_lm(recipe) -> nn.Module:
+    """The recipe's model as the trainer runs it (policy, reference, the critic's LM), unsharded:
+    fp32 master weights, packed-row attention (`mua.train.varlen`; flash-attn, when chosen, stays)
+    and `mua.train.rms_norm`'s norms (the same forward, a shorter backward)."""
     from mua.models import load_model
     from mua.train.rms_norm import use_fast_rms_norm
     from mua.train.varlen import enable_varlen
@@ -30,17 +45,9 @@ def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
         seed=recipe.model.seed,
         attn_implementation=trainer_attention(recipe),
     )
-    enable_varlen(model)  # packed rows without a [T, T] mask (flash-attn, when chosen, stays)
-    use_fast_rms_norm(model)  # the same forward, a shorter backward
-    p = recipe.parallel
-    return shard_model(
-        model,
-        mesh,
-        mixed_precision=p.mixed_precision,
-        activation_checkpointing=p.activation_checkpointing and trainable,
-        cpu_offload=p.cpu_offload,
-        trainable=trainable,
-    )
+    enable_varlen(model)
+    use_fast_rms_norm(model)
+    return model
 
 
 def trainer_attention(recipe) -> str:

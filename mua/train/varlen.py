@@ -34,6 +34,8 @@ Not here: packing (see `mua.train.packing`), flash-attn itself (used as is when 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 
@@ -162,13 +164,14 @@ class _Batch:
         return self._flat[key]
 
 
-class FlatIndex:
+class FlatIndex(NamedTuple):
     """A batch's gathers for `matmul_attention`: `queries` [n * Hkv * groups * Qw] and `keys`
     [n * Hkv * Kw] (rows of the flattened query and key/value heads), and `grad_queries`: the
     query rows with padded positions pointing one past the last row (a zero gradient)."""
 
-    def __init__(self, queries, keys, grad_queries):
-        self.queries, self.keys, self.grad_queries = queries, keys, grad_queries
+    queries: torch.Tensor
+    keys: torch.Tensor
+    grad_queries: torch.Tensor
 
 
 class _Plan:
