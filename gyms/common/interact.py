@@ -2,7 +2,10 @@
 
 `InteractEnv` is a `ToolEnv` with one tool. `choice` is one of `action` (talk to the user or
 environment), `search` (query a tool or database), `answer` (submit) and `finish` (end the
-episode; always reachable). A turn without a tool call counts as `action` with the turn's text.
+episode; always reachable). `gym.options.rules` (see `rules.py`) decides two things here: under
+`upstream` a turn without a tool call ends the episode with reward 0 and every observation of
+the tool ends with `"\nReward: <r>"` (r: what that call earned, weighted); under `mua` a turn
+without a tool call counts as `action` with the turn's text and observations carry no reward.
 Subclasses implement `on_action`, `on_search`, `on_answer` (only for the choices they list in
 `choices`) and return an `Outcome`; this class weights the named reward components, ends the
 episode, counts mistakes in `info["errors"]`, and lets a `UserFailure` from a judge escape the
@@ -16,6 +19,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gyms.common.rules import NO_TOOL_CALL_MESSAGE, rule_set, with_reward
 from mua.errors import UsageError
 from mua.gym import (
     AgentAction,
@@ -54,6 +58,7 @@ class InteractEnv(ToolEnv):
     def __init__(self, ctx: GymContext):
         self.ctx = ctx
         self.options = dict(ctx.options or {})
+        self.rules = rule_set(self.options, self.gym_name)
         self.task: Task | None = None
         self.done = False
         self._turn_components: dict[str, float] = {}
@@ -109,6 +114,16 @@ class InteractEnv(ToolEnv):
                 database, `answer` to submit an answer, `finish` to end the episode.
             content: The question, query or answer; empty for `finish`.
         """
+        before = dict(self._turn_components)
+        observation = await self._interact(choice, content)
+        if self.rules != "upstream":
+            return observation
+        earned = self._weighted(
+            {n: v - before.get(n, 0.0) for n, v in self._turn_components.items()}
+        )
+        return with_reward(observation, sum(earned.values()))
+
+    async def _interact(self, choice: str, content: str) -> str:
         if self.done or self._turn_done:
             self._count_error("after_done")
             return "The episode has already ended; no further actions are accepted."
@@ -140,6 +155,16 @@ class InteractEnv(ToolEnv):
                 info={"errors": {"after_done": 1}},
             )
         self._turn_components, self._turn_errors, self._turn_done = {}, {}, False
+        if not action.tool_calls and self.rules == "upstream":
+            self.done = True
+            errors = {"no_tool_call": 1}
+            if action.parse_errors:
+                errors["parse_error"] = len(action.parse_errors)
+            return StepResult(
+                messages=[{"role": "user", "content": NO_TOOL_CALL_MESSAGE}],
+                done=True,
+                info={"errors": errors},
+            )
         if action.tool_calls or action.parse_errors:
             messages, errors = await self.call_tools(action)
         else:

@@ -62,3 +62,17 @@ def by_split(tasks: list[Task]) -> dict[str, list[Task]]:
     for t in tasks:
         out.setdefault(t.split, []).append(t)
     return out
+
+
+def public_splits(
+    source, gym: str, rows: list[dict], key: str, test_fraction: float, hash_key: str = "id"
+) -> list[tuple[dict, str]]:
+    """(row, split) pairs: UserRL's published splits (joined on `key`) when its parquets are at
+    or under `source` (rows they do not name are left out), else a stable hash of `hash_key`
+    puts `test_fraction` of the rows in test."""
+    from data_prep.userrl_splits import apply_published, published_splits
+
+    published = published_splits(source, gym)
+    if published is None:
+        return [(r, hash_split(str(r[hash_key]), test_fraction)) for r in rows]
+    return apply_published(rows, published, key, str(source))

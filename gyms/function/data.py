@@ -3,14 +3,15 @@
 Built-in rules are random expression trees over a, b, c, d with + - * / and squaring, drawn
 from a seeded RNG; a rule is kept only when its test case (four integers 1..9) gives a finite
 value of moderate size. The split is fixed by index: the first 48 train, the last 24 test.
-Public rules keep their own test case and expected value; 15% go to test by a stable hash.
+Public rules keep their own test case and expected value; with UserRL's parquets at or under
+the source, its published split (460 train / 78 test), else 15% go to test by a stable hash.
 """
 
 from __future__ import annotations
 
 import random
 
-from gyms.common.tasks import by_split, hash_split, make_task, system_prompt
+from gyms.common.tasks import by_split, make_task, public_splits, system_prompt
 from gyms.function.rule import RuleError, evaluate
 
 GYM_NAME = "function"
@@ -78,5 +79,5 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
         return by_split(tasks)
     from data_prep.userrl import read_function_rules
 
-    rows = read_function_rules(source)
-    return by_split([task_from_rule(r, hash_split(r["id"], 0.15), "userrl") for r in rows])
+    pairs = public_splits(source, GYM_NAME, read_function_rules(source), "id", 0.15)
+    return by_split([task_from_rule(r, split, "userrl") for r, split in pairs])

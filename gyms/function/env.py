@@ -1,7 +1,8 @@
 """Function gym environment: probe a hidden rule f(a, b, c, d), fetch the test case, answer.
 
-`action` takes four integers and returns f at them (or says why it is undefined there);
-`search` with content `test` returns the test case; `answer` pays 1 and ends when within 1e-6
+`action` takes four integers and returns f at them (or says why it is undefined there); the
+test case itself is refused with reward 0, as UserRL does, so the answer cannot be read off a
+probe; `search` with content `test` returns the test case; `answer` pays 1 and ends when within 1e-6
 of the truth, else 0 and the agent may retry. No user and no LLM: fully deterministic.
 """
 
@@ -14,6 +15,9 @@ from gyms.function.reward import answer_correct, parse_answer
 from gyms.function.rule import RuleError, evaluate, parse_rule
 
 MAX_ABS_INPUT = 10_000
+TEST_CASE_REFUSAL = (
+    "This is the test case and I cannot provide you with the calculation feedback."
+)
 _INTEGER = re.compile(r"^[-+]?\d+$")
 
 
@@ -39,6 +43,8 @@ class FunctionEnv(InteractEnv):
         values = [int(p) for p in parts]
         if any(abs(v) > MAX_ABS_INPUT for v in values):
             return Outcome(f"Error: inputs must lie between -{MAX_ABS_INPUT} and {MAX_ABS_INPUT}.")
+        if [float(v) for v in values] == self.test_case:
+            return Outcome(TEST_CASE_REFUSAL)
         try:
             result = evaluate(self.rule, values)
         except RuleError as e:

@@ -3,12 +3,13 @@
 Every missing detail gets the user's answer fixed in the payload (one of its options, chosen by
 a stable hash), so the scripted and LLM users answer consistently. Public details get keywords
 derived from their description (content words not already in the request or its category).
-Built-in split: the last 4 requests are test. Public split: UserRL's own train/test files.
+Built-in split: the last 4 requests are test. Public split: UserRL's published subsets (380 train / 40 test) when its parquets are at or
+under the source, else all of its train and test files (1012 / 95).
 """
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, make_task, stable_fraction, system_prompt
+from gyms.common.tasks import by_split, make_task, public_splits, stable_fraction, system_prompt
 from gyms.common.text import content_words, stem
 from gyms.intention.requests import REQUESTS
 
@@ -88,10 +89,11 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
         )
     from data_prep.userrl import read_intentions
 
-    tasks = []
-    for split in ("train", "test"):
-        tasks += [
-            _task(f"intention-{r['id']}", split, r, "userrl")
-            for r in read_intentions(source, split)
-        ]
-    return by_split(tasks)
+    from data_prep.userrl_splits import published_splits
+
+    if published_splits(source, GYM_NAME) is None:
+        pairs = [(r, s) for s in ("train", "test") for r in read_intentions(source, s)]
+    else:  # UserRL trained and tested on subsets of its two files (380 / 40)
+        rows = read_intentions(source, "train") + read_intentions(source, "test")
+        pairs = public_splits(source, GYM_NAME, rows, "id", 0.0)
+    return by_split([_task(f"intention-{r['id']}", s, r, "userrl") for r, s in pairs])

@@ -1,14 +1,15 @@
-"""Persuasion gym tasks: the built-in claims (`claims.py`); the last 3 are test.
+"""Persuasion gym tasks: the built-in claims (`claims.py`; the last 3 are test) and UserRL's claims.
 
-UserRL's claims are not in the public snapshot mua uses, so there is no public loader:
-`build_tasks(source=...)` is a UsageError that says so.
+UserRL's claims (id, claim, and the persuadee's own initial argument for it) are public only
+inside its `persuasion_multiturn/{train,test}.parquet`; `build_tasks(source=...)` reads them
+with their published split (378 train / 42 test). Public claims carry no scripted
+counter-arguments (`points` is empty), so only the LLM persuadee can be moved on them.
 """
 
 from __future__ import annotations
 
 from gyms.common.tasks import by_split, make_task, system_prompt
 from gyms.persuade.claims import CLAIMS
-from mua.errors import UsageError
 
 GYM_NAME = "persuade"
 CHOICES = ("action", "answer")
@@ -29,23 +30,32 @@ def first_user(claim: str) -> str:
     )
 
 
+def _task(task_id: str, split: str, payload: dict, source: str):
+    system = system_prompt(DESCRIPTION, CHOICES, RULES)
+    return make_task(
+        GYM_NAME, task_id, split, system, first_user(payload["claim"]), payload, source
+    )
+
+
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is not None:
-        raise UsageError(
-            f"{source}: the persuade gym has no public data loader; omit the source to use the built-in claims"
+        from data_prep.userrl_splits import read_persuasion
+
+        return by_split(
+            [
+                _task(
+                    f"persuade-{row['id']}",
+                    split,
+                    {"claim": row["claim"], "argument": row["argument"], "points": []},
+                    "userrl",
+                )
+                for row, split in read_persuasion(source)
+            ]
         )
     n = len(CLAIMS)
-    system = system_prompt(DESCRIPTION, CHOICES, RULES)
     return by_split(
         [
-            make_task(
-                GYM_NAME,
-                f"persuade-{i:03d}",
-                "test" if i >= n - NUM_TEST_BUILTIN else "train",
-                system,
-                first_user(c["claim"]),
-                c,
-            )
+            _task(f"persuade-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", c, "builtin")
             for i, c in enumerate(CLAIMS)
         ]
     )

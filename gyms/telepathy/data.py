@@ -2,13 +2,14 @@
 
 Built-in entities carry a set of true attributes from `ATTRIBUTES` (every other attribute is
 false), which lets the scripted oracle answer yes/no questions by keyword matching. The split
-is fixed: every third entity is a test task. Public entities have only a title and a free-text
+is fixed: every third entity is a test task. Public entities keep UserRL's published split
+(360 / 41) when its parquets are at or under the source, else 10% go to test by a stable hash. Public entities have only a title and a free-text
 description, so the scripted oracle is much weaker on them (see README.md).
 """
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, hash_split, make_task, system_prompt
+from gyms.common.tasks import by_split, make_task, public_splits, system_prompt
 
 GYM_NAME = "telepathy"
 CHOICES = ("action", "answer")
@@ -154,7 +155,8 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
     from data_prep.userrl import read_telepathy_entities
 
     tasks = []
-    for row in read_telepathy_entities(source):
+    rows = read_telepathy_entities(source)
+    for row, split in public_splits(source, GYM_NAME, rows, "title", 0.1):
         title = row["title"]
         aliases = [title[4:]] if title.lower().startswith("the ") else []
         payload = {
@@ -164,5 +166,5 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
             "attributes": None,
             "description": row["target"],
         }
-        tasks.append(_task(f"telepathy-{row['id']}", hash_split(row["id"], 0.1), payload, "userrl"))
+        tasks.append(_task(f"telepathy-{row['id']}", split, payload, "userrl"))
     return by_split(tasks)

@@ -2,12 +2,14 @@
 
 Built-in split: the last three stories are test, the rest train. Public stories keep their
 weighted criteria (normalised to sum to 1) and get keyword groups derived from each statement's
-content words, which is all the scripted judge can use for them; 10% test by a stable hash.
+content words, which is all the scripted judge can use for them. Their split is UserRL's
+published one (423 / 48) when its parquets are at or under the source, else 10% test by a
+stable hash.
 """
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, hash_split, make_task, system_prompt
+from gyms.common.tasks import by_split, make_task, public_splits, system_prompt
 from gyms.common.text import STOPWORDS, content_words
 from gyms.turtle.stories import STORIES
 
@@ -91,12 +93,13 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
     from data_prep.userrl import read_turtle_stories
 
     tasks = []
-    for row in read_turtle_stories(source):
+    rows = read_turtle_stories(source)
+    for row, split in public_splits(source, GYM_NAME, rows, "title", 0.1):
         criteria = [dict(c, keywords=derived_keywords(c["statement"])) for c in row["criteria"]]
         tasks.append(
             _task(
                 f"turtle-{row['id']}",
-                hash_split(row["id"], 0.1),
+                split,
                 row | {"criteria": criteria},
                 "userrl",
             )
