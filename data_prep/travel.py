@@ -22,14 +22,14 @@ DEFAULTS = {
     "prefs_per_aspect": 2,
     "num_options": 8,
 }
-VERSION = "1"
+VERSION = "2"
 
 SYSTEM_PROMPT = """You are a travel agent helping a traveller plan a trip. The traveller's wishes are incomplete at first: ask about them, search the options, and recommend the best option for each travel aspect.
 
 Use the tool `interact_with_env(choice, content)`:
 - `search`: `content` names one aspect (flight, hotel, apartment, restaurant or rental car); returns its options with ids, attributes and prices.
 - `action`: `content` is your message to the traveller (questions about their preferences).
-- `answer`: `content` is one option id (e.g. H3) recommended for the current aspect. You get one recommendation per aspect; aspects are handled in the order the traveller gives them.
+- `answer`: `content` is the option id (e.g. H3) you recommend for an aspect. You get one recommendation per aspect.
 - `finish`: end the conversation.
 Without tool calling, write `[search] hotel`, `[action] your message`, `[answer] H3` or `[finish]`.
 

@@ -3,7 +3,8 @@
 Scripted: each counter-argument of the claim that the agent raises for the first time moves the
 stance two levels toward Strongly Disagree; repeating a point, or saying nothing relevant,
 leaves it where it is. It cannot weigh the quality of an argument, only whether a listed point
-is mentioned. LLM: the persuadee sees the claim and the conversation so far and replies
+is mentioned. LLM: the persuadee sees the claim, its own initial argument for it (public
+claims carry one), its previous stance and the conversation so far, and replies
 `{"reply": ..., "stance": one of the seven labels}`.
 """
 
@@ -47,12 +48,16 @@ def _validate(value: Any) -> tuple[str, int]:
 
 
 async def llm_turn(
-    ctx: GymContext, message: str, payload: dict, history: list[tuple[str, str]]
+    ctx: GymContext, message: str, payload: dict, history: list[tuple[str, str]], level: int = 0
 ) -> tuple[str, int]:
     past = "\n".join(f"Persuader: {a}\nYou: {b}" for a, b in history) or "(nothing yet)"
+    argument = payload.get("argument") or ""
+    reasoning = f"Your initial argument for it:\n{argument}\n" if argument else ""
     system = (
         f'You firmly believe this claim: "{payload["claim"]}". Someone is trying to change your mind. Stay in '
         "character, concede only to arguments that are actually convincing, and report your stance honestly.\n"
+        f"{reasoning}"
+        f"Your previous stance: {STANCES[level]}.\n"
         f"Conversation so far:\n{past}\n"
         f"Stances: {', '.join(STANCES)}.\n"
         'Reply with JSON only: {"reply": "your answer", "stance": "one of the stances"}.'

@@ -4,7 +4,8 @@ Both kinds share one rule set, tracked by the env: a preference is revealed (at 
 message) when the agent asks about its aspect, and volunteered by the env after 3 turns without a
 preference question. The scripted traveller finds the aspect by keywords (a question that names
 no aspect is about the current one) and answers with the preference's stored implicit phrasing.
-The LLM traveller gets the trip, the still-hidden preferences and the agent's message, and returns
+The LLM traveller gets the trip, the still-hidden preferences, the conversation so far (the
+agent's messages and its own replies) and the agent's message, and returns
 JSON `{"reply": str, "revealed": [id]}`; a reply that is not valid JSON or reveals an unknown,
 already revealed or off-topic id is rejected by the validator (the client retries, then raises
 `UserFailure`). Neither kind judges answers: scoring is rule-based in the env.
@@ -34,6 +35,11 @@ class Preferences:
     def __init__(self, trip: dict):
         self.trip = trip
         self.revealed: set[str] = set()
+        self.closed: set[int] = set()  # aspects already answered, under UserRL's rules
+
+    def drop_aspect(self, aspect_index: int) -> None:
+        """Hide the aspect's unrevealed preferences for good (its recommendation is made)."""
+        self.closed.add(aspect_index)
 
     def ids(self, aspect_index: int) -> list[str]:
         return [
@@ -46,6 +52,8 @@ class Preferences:
         return self.trip["aspects"][a]["preferences"][j]["text"]
 
     def hidden(self, aspect_index: int) -> list[str]:
+        if aspect_index in self.closed:
+            return []
         return [p for p in self.ids(aspect_index) if p not in self.revealed]
 
     def total(self) -> int:
@@ -56,7 +64,7 @@ class ScriptedTraveller:
     """Keyword-driven traveller: deterministic, offline."""
 
     async def respond(
-        self, message: str, prefs: Preferences, current: int
+        self, message: str, prefs: Preferences, current: int, history: list | None = None
     ) -> tuple[str, list[str]]:
         names = [a["name"] for a in prefs.trip["aspects"]]
         mentioned = find_aspects(message, names)
@@ -80,6 +88,8 @@ _LLM_SYSTEM = """You play a traveller talking to a travel agent. Stay in charact
 Trip: {trip}
 Your hidden preferences (id: preference):
 {hidden}
+Conversation so far:
+{history}
 Rules: if the agent asks about an aspect of the trip, reveal at most ONE hidden preference of that aspect, phrased implicitly in your own words (never name attribute values outright). If the agent asks nothing relevant, reveal nothing. Never mention ids.
 Reply with JSON only: {{"reply": "<what you say>", "revealed": [<id of the preference you revealed, or nothing>]}}"""
 
@@ -91,7 +101,7 @@ class LLMTraveller:
         self.llm = llm
 
     async def respond(
-        self, message: str, prefs: Preferences, current: int
+        self, message: str, prefs: Preferences, current: int, history: list | None = None
     ) -> tuple[str, list[str]]:
         trip = prefs.trip
         aspects = ", ".join(ASPECT_NAMES[a["name"]] for a in trip["aspects"])
@@ -103,7 +113,10 @@ class LLMTraveller:
             )
             or "(none left)"
         )
-        system = _LLM_SYSTEM.format(trip=f"{trip['destination']}, needs: {aspects}", hidden=hidden)
+        past = "\n".join(f"Agent: {a}\nYou: {b}" for a, b in history or []) or "(nothing yet)"
+        system = _LLM_SYSTEM.format(
+            trip=f"{trip['destination']}, needs: {aspects}", hidden=hidden, history=past
+        )
         messages = [{"role": "system", "content": system}, {"role": "user", "content": message}]
 
         def validate(value):

@@ -14,6 +14,8 @@ from gyms.travel.scenarios import CATALOGUE, make_scenario, satisfies
 from mua.gym.api import AgentAction, GymContext, Task, ToolCall
 from mua.rollout.toolcalls import parse_action
 
+MUA = {"rules": "mua"}  # these tests pin the mua rule set; upstream rules: test_travel_upstream.py
+
 
 def run(coro):
     return asyncio.run(coro)
@@ -31,7 +33,7 @@ def splits():
 
 
 async def _episode(task: Task, policy, ctx=None, max_turns=30):
-    env = GYM.make_env(ctx or GymContext())
+    env = GYM.make_env(ctx or GymContext(options=MUA))
     reset = await env.reset(task)
     messages, total, comps = list(reset.messages), 0.0, {}
     for _ in range(max_turns):
@@ -99,7 +101,7 @@ def test_answer_scores_best_acceptable_and_wrong(splits):
     n = len(aspects)
 
     async def score(picks):
-        env = GYM.make_env(GymContext())
+        env = GYM.make_env(GymContext(options=MUA))
         await env.reset(task)
         rewards = []
         for pick in picks:
@@ -121,7 +123,7 @@ def test_bad_answers_are_observations_and_do_not_use_up_the_aspect(splits):
     aspects = task.payload["aspects"]
 
     async def go():
-        env = GYM.make_env(GymContext())
+        env = GYM.make_env(GymContext(options=MUA))
         await env.reset(task)
         other_prefix = next(
             s["prefix"] for a, s in CATALOGUE.items() if a not in [x["name"] for x in aspects]
@@ -155,7 +157,7 @@ def test_search_lists_options_and_scripted_traveller_reveals_on_relevant_questio
     prefs = [p["text"] for p in first["preferences"]]
 
     async def go():
-        env = GYM.make_env(GymContext(reward_weights={"search": 0.1, "preference": 0.2}))
+        env = GYM.make_env(GymContext(options=MUA, reward_weights={"search": 0.1, "preference": 0.2}))
         await env.reset(task)
         search = await env.step(call("search", f"{name} please"))
         q1 = await env.step(call("action", f"What do you want in a {name}?"))
@@ -181,7 +183,7 @@ def test_traveller_volunteers_a_preference_after_three_turns_without_a_question(
     first_pref = task.payload["aspects"][0]["preferences"][0]["text"]
 
     async def go():
-        env = GYM.make_env(GymContext())
+        env = GYM.make_env(GymContext(options=MUA))
         await env.reset(task)
         return [await env.step(call("search", "nothing useful")) for _ in range(3)]
 
@@ -199,7 +201,7 @@ def test_bracket_text_and_finish(splits):
     best = task.payload["aspects"][0]["best"]
 
     async def go():
-        env = GYM.make_env(GymContext())
+        env = GYM.make_env(GymContext(options=MUA))
         await env.reset(task)
         a = await env.step(AgentAction(text=f"<think>[answer] X9</think>I pick [answer] {best}"))
         b = await env.step(AgentAction(text="[finish]"))
@@ -215,7 +217,7 @@ def test_bracket_text_and_finish(splits):
 
 
 def test_expert_scores_high_and_random_low(splits):
-    expert = GYM.expert(GymContext())
+    expert = GYM.expert(GymContext(options=MUA))
     expert_rewards = [run(_episode(t, expert))[0] for t in splits["test"]]
 
     async def random_policy_factory(seed):
@@ -241,7 +243,7 @@ def test_expert_scores_high_and_random_low(splits):
 
 
 def test_expert_earns_search_and_preference_components_when_weighted(splits):
-    ctx = GymContext(reward_weights={"search": 0.1, "preference": 0.1})
+    ctx = GymContext(options=MUA, reward_weights={"search": 0.1, "preference": 0.1})
     total, comps, _ = run(_episode(splits["test"][5], GYM.expert(ctx), ctx=ctx))
     assert comps["answer"] == pytest.approx(1.0)
     assert comps["search"] == pytest.approx(0.1) and comps["preference"] == pytest.approx(0.1)
@@ -265,7 +267,7 @@ def test_500_malformed_or_adversarial_actions_raise_nothing(splits):
     ]
 
     async def go():
-        env = GYM.make_env(GymContext())
+        env = GYM.make_env(GymContext(options=MUA))
         await env.reset(splits["test"][6])
         for i in range(500):
             if i % 3 == 0:

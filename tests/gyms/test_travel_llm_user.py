@@ -14,6 +14,8 @@ from mua.gym.api import AgentAction, GymContext, ToolCall, UserFailure
 from mua.rollout.users import LLMClient
 from mua.testing.fake_openai import FakeOpenAIServer
 
+MUA = {"rules": "mua"}  # these tests pin the mua rule set; upstream rules: test_travel_upstream.py
+
 
 def _hidden_ids(request: dict) -> list[str]:
     system = request["messages"][0]["content"]
@@ -30,7 +32,7 @@ def _ask(server, task, n_steps=1, question="What do you want in the {aspect}?"):
         )
         client = LLMClient(cfg)
         env = GYM.make_env(
-            GymContext(user_kind="llm", llm=client, reward_weights={"preference": 1.0})
+            GymContext(options=MUA, user_kind="llm", llm=client, reward_weights={"preference": 1.0})
         )
         await env.reset(task)
         try:
