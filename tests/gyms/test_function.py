@@ -79,7 +79,7 @@ def test_tolerance_weights_and_finish(tasks):
 
 
 def test_malformed_inputs_are_observations(tasks):
-    env = GYM.make_env(GymContext())
+    env = GYM.make_env(GymContext(options={"rules": "mua"}))
     run(env.reset(tasks["test"][0]))
     for text, needle in [
         ("[action] 1 2 3", "four integers"),
@@ -90,10 +90,51 @@ def test_malformed_inputs_are_observations(tasks):
     ]:
         result = step_text(env, text)
         assert needle in result.messages[0]["content"] and result.reward == 0.0 and not result.done
-    plain = run(env.step(AgentAction(text="2 2 2 2")))  # plain text is an `action`
+    plain = run(env.step(AgentAction(text="2 2 2 2")))  # mua rules: plain text is an `action`
     assert plain.messages[0]["role"] == "user" and plain.messages[0]["content"].startswith(
         "f(2, 2, 2, 2)"
     )
+
+
+def test_test_case_is_refused(tasks):
+    """Probing f at the test case would leak the answer: refused with UserRL's message, reward 0."""
+    task = tasks["test"][2]
+    case = " ".join(str(int(x)) for x in task.payload["test_case"])
+    for rules in ("upstream", "mua"):
+        env = GYM.make_env(GymContext(options={"rules": rules}))
+        run(env.reset(task))
+        refused = step_text(env, f"[action] {case}")
+        text = refused.messages[0]["content"]
+        assert text.startswith(
+            "This is the test case and I cannot provide you with the calculation feedback."
+        )
+        assert f"{task.payload['expected']:g}" not in text.split("\n")[0]
+        assert refused.reward == 0.0 and not refused.done
+
+
+def test_upstream_rules_reward_line_and_plain_text_ends(tasks):
+    task = tasks["test"][3]
+    env = GYM.make_env(GymContext())  # upstream is the default
+    run(env.reset(task))
+    probe = step_text(env, "[action] 1 1 1 1")
+    assert probe.messages[0]["content"].endswith("\nReward: 0.0")
+    right = step_text(env, f"[answer] {task.payload['expected']!r}")
+    assert right.messages[0]["content"] == (
+        "Correct! That is the value of the function on the test case.\nReward: 1.0"
+    )
+    env = GYM.make_env(GymContext(reward_weights={"answer": 0.5}))
+    run(env.reset(task))
+    weighted = step_text(env, f"[answer] {task.payload['expected']!r}")
+    assert weighted.messages[0]["content"].endswith("\nReward: 0.5")
+    env = GYM.make_env(GymContext())
+    run(env.reset(task))
+    plain = run(env.step(AgentAction(text="Let me think about 2 2 2 2.")))
+    assert plain.done and plain.reward == 0.0 and plain.info["errors"] == {"no_tool_call": 1}
+    assert "no tool call" in plain.messages[0]["content"]
+    broken = GYM.make_env(GymContext())
+    run(broken.reset(task))
+    unreadable = run(broken.step(AgentAction(text="", parse_errors=["unterminated <tool_call>"])))
+    assert unreadable.done and unreadable.info["errors"]["no_tool_call"] == 1
 
 
 def test_rule_evaluator_rejects_code_and_undefined_points():
