@@ -78,8 +78,14 @@ class _RLCommon(Section):
 
 class GRPOConfig(_RLCommon):
     kind: Literal["grpo"] = "grpo"
+    gamma: float = Field(
+        0.8,
+        ge=0.0,
+        le=1.0,
+        description="Discount γ for r2g scores/credits (UserRL's default, 0.8).",
+    )
     score: Literal["sum", "mean", "r2g", "outcome"] = Field(
-        "sum", description="Trajectory score (UserRL's 'Sum' is `mean`)."
+        "mean", description="Trajectory score (default `mean`: UserRL's default 'Sum' is a mean)."
     )
     advantage: Literal["grpo", "drgrpo", "rloo", "reinforce++"] = Field(
         "grpo", description="Group baseline."

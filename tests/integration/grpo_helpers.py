@@ -129,7 +129,8 @@ def write_rl_recipe(
             "tasks_per_step": 4,
         },
         "rollout": {"n": 4, "max_new_tokens_per_turn": 8, "max_total_tokens": 160, "max_turns": 2},
-        "algo": {"kind": "grpo"},
+        # the pre-UserRL-default score and γ, so these runs (and the golden numbers) stay put
+        "algo": {"kind": "grpo", "score": "sum", "gamma": 1.0},
         "optim": {"lr": 1e-3},
         "checkpoint": {"save_freq": 1, "keep_last": 2},
         "track": {"transcripts_per_step": 1},
