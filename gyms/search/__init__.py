@@ -1,7 +1,7 @@
 """Search gym: answer multi-hop questions with a search tool (offline BM25 over a local corpus).
 
-Seeded by UserRL's SearchGym; the web search backend is replaced by a local index so that
-training and tests run offline. See README.md.
+Seeded by UserRL's SearchGym; its web search is replaced by an offline BM25 index over a passage
+file or an HTTP retriever endpoint (`gym.options`). See README.md.
 """
 
 from __future__ import annotations
