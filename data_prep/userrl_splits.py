@@ -21,7 +21,13 @@ FOLDERS = {
     "intention": "intention_multiturn",
     "persuade": "persuasion_multiturn",
 }
-KEYS = {"function": "id", "telepathy": "title", "turtle": "title", "intention": "id", "persuade": "id"}
+KEYS = {
+    "function": "id",
+    "telepathy": "title",
+    "turtle": "title",
+    "intention": "id",
+    "persuade": "id",
+}
 SPLITS = ("train", "test")
 
 
@@ -73,7 +79,9 @@ def published_splits(source: str | Path, gym: str) -> dict[str, str] | None:
     return out
 
 
-def apply_published(rows: list[dict], splits: dict[str, str], key: str, where: str) -> list[tuple[dict, str]]:
+def apply_published(
+    rows: list[dict], splits: dict[str, str], key: str, where: str
+) -> list[tuple[dict, str]]:
     """(row, split) for every row the published splits name; every named row must exist."""
     by_key = {str(r[key]): r for r in rows}
     missing = [k for k in splits if k not in by_key]
@@ -99,8 +107,6 @@ def read_persuasion(source: str | Path) -> list[tuple[dict, str]]:
             fields = {k: row.get(k) for k in ("id", "claim", "argument")}
             bad = [k for k, v in fields.items() if not isinstance(v, str) or not v.strip()]
             if bad:
-                raise UsageError(
-                    f"{folder}/{split}.parquet: row {i} lacks reward_model.{bad[0]}"
-                )
+                raise UsageError(f"{folder}/{split}.parquet: row {i} lacks reward_model.{bad[0]}")
             out.append((fields, split))
     return out

@@ -15,9 +15,7 @@ from gyms.function.reward import answer_correct, parse_answer
 from gyms.function.rule import RuleError, evaluate, parse_rule
 
 MAX_ABS_INPUT = 10_000
-TEST_CASE_REFUSAL = (
-    "This is the test case and I cannot provide you with the calculation feedback."
-)
+TEST_CASE_REFUSAL = "This is the test case and I cannot provide you with the calculation feedback."
 _INTEGER = re.compile(r"^[-+]?\d+$")
 
 

@@ -88,7 +88,6 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
             ]
         )
     from data_prep.userrl import read_intentions
-
     from data_prep.userrl_splits import published_splits
 
     if published_splits(source, GYM_NAME) is None:

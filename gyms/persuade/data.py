@@ -55,7 +55,9 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
     n = len(CLAIMS)
     return by_split(
         [
-            _task(f"persuade-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", c, "builtin")
+            _task(
+                f"persuade-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", c, "builtin"
+            )
             for i, c in enumerate(CLAIMS)
         ]
     )

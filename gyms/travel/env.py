@@ -46,7 +46,9 @@ DEFAULT_WEIGHTS = {"answer": 1.0, "search": 0.0, "preference": 0.8}
 MUA_WEIGHTS = {"answer": 1.0, "search": 0.0, "preference": 0.0}
 PROACTIVE_AFTER_TURNS = 3
 SEARCH_FAILURE_INTERVAL = 5
-SEARCH_FAILURE = "Currently the searching backend is experiencing some issues. Please try again later."
+SEARCH_FAILURE = (
+    "Currently the searching backend is experiencing some issues. Please try again later."
+)
 _BRACKET = re.compile(r"\[(action|search|answer|finish)\]\s*(.*)", re.I | re.S)
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 _OPTION_ID = re.compile(r"\b([A-Z]\d{1,3})\b")
@@ -234,7 +236,9 @@ class TravelEnv(ToolEnv):
             verdict = (
                 "the best option"
                 if score == 1.0
-                else "acceptable, but not the best" if score else "not a good match"
+                else "acceptable, but not the best"
+                if score
+                else "not a good match"
             )
             lines.append(f"{choice} for the {ASPECT_NAMES[spec['name']]}: {verdict}.")
             self._add("answer", score)

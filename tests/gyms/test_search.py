@@ -114,7 +114,9 @@ def test_custom_corpus_and_bad_corpus(tmp_path, tasks):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"contents": ["Quoll is a marsupial of Tasmania.", "Unrelated."]}), table)
+    pq.write_table(
+        pa.table({"contents": ["Quoll is a marsupial of Tasmania.", "Unrelated."]}), table
+    )
     env = GYM.make_env(GymContext(options={"corpus_path": str(table), "rules": "mua"}))
     run(env.reset(tasks["test"][0]))
     hits = step(env, "[search] Tasmanian marsupial quoll").messages[0]["content"]

@@ -157,7 +157,9 @@ def test_search_lists_options_and_scripted_traveller_reveals_on_relevant_questio
     prefs = [p["text"] for p in first["preferences"]]
 
     async def go():
-        env = GYM.make_env(GymContext(options=MUA, reward_weights={"search": 0.1, "preference": 0.2}))
+        env = GYM.make_env(
+            GymContext(options=MUA, reward_weights={"search": 0.1, "preference": 0.2})
+        )
         await env.reset(task)
         search = await env.step(call("search", f"{name} please"))
         q1 = await env.step(call("action", f"What do you want in a {name}?"))

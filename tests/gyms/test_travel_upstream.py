@@ -76,7 +76,9 @@ def test_episode_ends_when_every_best_option_is_picked(tasks):
     task = tasks[1]
     a = task.payload["aspects"]
     first, rest = run(
-        _steps(task, [call("answer", a[1]["best"]), call("answer", f"{a[0]['best']}, {a[2]['best']}")])
+        _steps(
+            task, [call("answer", a[1]["best"]), call("answer", f"{a[0]['best']}, {a[2]['best']}")]
+        )
     )
     assert first.reward == 1.0 and not first.done
     assert rest.reward == 2.0 and rest.done

@@ -100,7 +100,9 @@ def test_llm_oracle_and_judge_over_http(tasks):
     with FakeOpenAIServer(_host, faults=["malformed"]) as server:
         env = GYM.make_env(llm_context(server.base_url))
         run(env.reset(by_title(tasks, "The Quiet Concert")))
-        assert step(env, "[action] Is music involved?").messages[0]["content"] == "Yes.\nReward: 0.0"
+        assert (
+            step(env, "[action] Is music involved?").messages[0]["content"] == "Yes.\nReward: 0.0"
+        )
         result = step(env, "[answer] They were deaf.")
         assert result.reward == pytest.approx(0.5 + 0.15)
         judged = server.requests[-1]["json"]

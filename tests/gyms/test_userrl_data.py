@@ -81,9 +81,19 @@ def test_parquets_that_name_missing_tasks_are_one_line(shared_data, tmp_path):
 
     root = tmp_path / "userrl"
     (root / "data").mkdir(parents=True)
-    shutil.copytree(shared_data / "userrl" / "data" / "function_multiturn", root / "data" / "function_multiturn")
+    shutil.copytree(
+        shared_data / "userrl" / "data" / "function_multiturn", root / "data" / "function_multiturn"
+    )
     rules = json.loads(
-        (shared_data / "userrl" / "gyms" / "FunctionGym" / "functiongym" / "data" / "functions.json").read_text()
+        (
+            shared_data
+            / "userrl"
+            / "gyms"
+            / "FunctionGym"
+            / "functiongym"
+            / "data"
+            / "functions.json"
+        ).read_text()
     )
     (root / "functions.json").write_text(json.dumps(rules[:100]))
     with pytest.raises(UsageError, match="task\\(s\\) of the published splits are not in the data"):
