@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.integration.train_helpers import (
@@ -94,12 +92,20 @@ def test_mlflow_store_has_params_metrics_artifacts_and_no_secret(tmp_path):
 
 
 def test_bad_recipe_fails_fast_with_one_line(tmp_path):
+    """A bad recipe is refused before torch is imported or any rank starts.
+
+    "Fast" is checked by what runs, not by a clock: a `torch` that refuses to import sits first on
+    the path, so the test fails if validation ever comes after the heavy imports.
+    """
     recipe = write_sft_recipe(tmp_path, write_sft_data(tmp_path), optim={"lrr": 1.0})
-    start = time.perf_counter()
-    res = run_train(recipe)
-    elapsed = time.perf_counter() - start
-    assert res.returncode == 2
-    assert elapsed < 1.5  # includes the Python interpreter start
+    poisoned = tmp_path / "poisoned"
+    (poisoned / "torch").mkdir(parents=True)
+    (poisoned / "torch" / "__init__.py").write_text(
+        "raise ImportError('torch was imported before the recipe was validated')\n"
+    )
+    res = run_train(recipe, env_extra={"PYTHONPATH": str(poisoned)})
+    assert res.returncode == 2, res.stderr
+    assert "torch was imported" not in res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "optim.lrr" in lines[0] and "did you mean" in lines[0]
 
