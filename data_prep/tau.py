@@ -97,7 +97,7 @@ def read_policy(folder: Path) -> str:
     return text
 
 
-def _check_task(path: Path, i: int, row: Any) -> dict:
+def _check_task(path: Path, i: int, row: Any, user_ids: set[str] | None) -> dict:
     if not isinstance(row, dict):
         raise UsageError(f"{path}: task {i} is {type(row).__name__}, expected an object")
     for name, kind in (("user_id", str), ("instruction", str), ("actions", list)):
@@ -115,6 +115,10 @@ def _check_task(path: Path, i: int, row: Any) -> dict:
             raise UsageError(
                 f"{path}: task {i}: action {j} must be an object with 'name' and 'kwargs'"
             )
+    if user_ids is not None and row["user_id"] not in user_ids:
+        raise UsageError(
+            f"{path}: task {i}: user id {row['user_id']!r} is not in users.json; fix the task or the database"
+        )
     actions = [{"name": a["name"], "kwargs": a.get("kwargs", {})} for a in row["actions"]]
     return {
         "user_id": row["user_id"],
@@ -124,8 +128,13 @@ def _check_task(path: Path, i: int, row: Any) -> dict:
     }
 
 
-def read_tasks(folder: Path, domain: str) -> dict[str, list[dict]]:
-    """split -> checked task dicts (user_id, instruction, actions, outputs); absent split files are skipped."""
+def read_tasks(
+    folder: Path, domain: str, user_ids: set[str] | None = None
+) -> dict[str, list[dict]]:
+    """split -> checked task dicts (user_id, instruction, actions, outputs); absent split files are skipped.
+
+    With `user_ids` (the database's users), a task naming any other user is an error.
+    """
     out = {}
     for split, name in SPLIT_FILES[domain].items():
         path = folder / name
@@ -134,7 +143,7 @@ def read_tasks(folder: Path, domain: str) -> dict[str, list[dict]]:
         data = _load_json(path)
         if not isinstance(data, list):
             raise UsageError(f"{path}: expected a JSON list of tasks, got {type(data).__name__}")
-        out[split] = [_check_task(path, i, row) for i, row in enumerate(data)]
+        out[split] = [_check_task(path, i, row, user_ids) for i, row in enumerate(data)]
     if not out:
         expected = ", ".join(SPLIT_FILES[domain].values())
         raise UsageError(f"{folder}: no task files found; expected one of {expected}")

@@ -4,8 +4,11 @@
 `build_tasks(source=PATH, options={"domain": "retail"|"airline"|"all"})` reads the public files
 (retail: train 500, dev 20, test 115; airline: test 50) through `data_prep.tau`. The splits are
 the public files' own, so `seed` changes nothing. Each task's prompt is the domain policy and the
-scripted customer's opening; the payload holds domain, database location, user id, instruction,
-gold actions and required outputs.
+scripted customer's opening; the payload holds domain, database name, user id, instruction,
+gold actions and required outputs (public tasks also record whether the gold actions change
+the database, for the do-nothing baseline). A public task names its database "tau-bench", never a
+path: the recipe's `gym.options.data_dir` says where the data is (see domains.py). A task whose
+user id is not in the database stops prep with one line naming the file and the task.
 
 Deliberately not here: reading/validating the files (data_prep.tau), the database itself (db.py).
 """
@@ -13,8 +16,9 @@ Deliberately not here: reading/validating the files (data_prep.tau), the databas
 from __future__ import annotations
 
 from data_prep import tau as tau_files
-from gyms.tau import builtin
+from gyms.tau import builtin, domains, reward
 from gyms.tau.builtin_tasks import make_task_dicts
+from gyms.tau.domains import PUBLIC_DB
 from gyms.tau.users import ScriptedCustomer
 from mua.errors import UsageError
 from mua.gym.api import Task
@@ -42,10 +46,14 @@ def builtin_tasks() -> dict[str, list[Task]]:
 def public_tasks(source, domain: str) -> dict[str, list[Task]]:
     folder = tau_files.domain_dir(source, domain)
     policy = tau_files.read_policy(folder)
+    base = domains.load_base({"domain": domain, "db": PUBLIC_DB}, {"data_dir": str(folder)})
+    toolset = domains.toolset_class({"domain": domain})
     out: dict[str, list[Task]] = {}
-    for split, rows in tau_files.read_tasks(folder, domain).items():
+    for split, rows in tau_files.read_tasks(folder, domain, set(base.tables["users"])).items():
         for i, row in enumerate(rows):
-            payload = {"domain": domain, "db": str(folder), "split": split, "index": i, **row}
+            payload = {"domain": domain, "db": PUBLIC_DB, "split": split, "index": i, **row}
+            # Recorded at prep so the do-nothing baseline needs no database at evaluation time.
+            payload["changes_db"] = reward.changes_database(base, toolset, row["actions"])
             task = _task(
                 f"tau-{domain}-{split}-{i:03d}", split, policy, payload, f"tau-bench:{domain}"
             )

@@ -7,6 +7,11 @@ to the customer, who answers. The episode ends when the customer's reply contain
 or a `transfer_to_human_agents` call succeeds; that last step carries the reward and its
 components `db_match` and `outputs` (reward.py). Steps after the end change nothing.
 
+Rules (`gym.options.rules`, options.py): under `upstream` (tau-bench, MUA-RL) only the first tool
+call of a turn runs (the others are counted under `errors.ignored_tool_calls`), and an episode
+the runner cuts short (`on_truncate`: turn or token budget) is scored on the database it left.
+Under `mua` every call of a turn runs, in order, and a cut-short episode earns nothing.
+
 Deliberately not here: turn and token limits (the runner's), parsing model text into tool calls.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 from gyms.tau import domains, reward
 from gyms.tau.common_tools import TRANSFER_OK, TRANSFER_TOOL, tool_methods
+from gyms.tau.options import check_options
 from gyms.tau.users import STOP, LLMCustomer, ScriptedCustomer
 from mua.errors import UsageError
 from mua.gym.api import AgentAction, GymContext, ResetResult, StepResult, Task
@@ -29,6 +35,7 @@ class TauEnv(ToolEnv):
                 "tau: user.kind is llm but no LLM client was given; set user.base_url/model or use user.kind: scripted"
             )
         self.ctx = ctx
+        self.options = check_options(ctx.options)
         self.task: Task | None = None
         self.toolset = None
         self.customer = None
@@ -51,7 +58,9 @@ class TauEnv(ToolEnv):
         self.toolset = toolset_cls(base.view())
         self.said, self.done, self.tool_calls_made = [], False, 0
         if self.ctx.user_kind == "llm":
-            self.customer = LLMCustomer(self.ctx.llm, payload.get("instruction", ""))
+            self.customer = LLMCustomer(
+                self.ctx.llm, payload.get("instruction", ""), rules=self.options.rules
+            )
         else:
             self.customer = ScriptedCustomer(
                 payload, base.tables["users"].get(payload.get("user_id", ""))
@@ -82,7 +91,14 @@ class TauEnv(ToolEnv):
 
     async def _run_tools(self, action: AgentAction) -> StepResult:
         messages, errors = [], {}
-        for err in action.parse_errors:
+        calls, parse_errors = action.tool_calls, action.parse_errors
+        if self.options.upstream:
+            # One call per turn, as tau-bench and MUA-RL execute; a readable call goes first.
+            ignored = len(calls) + len(parse_errors) - 1
+            calls, parse_errors = (calls[:1], []) if calls else ([], parse_errors[:1])
+            if ignored > 0:
+                errors["ignored_tool_calls"] = ignored
+        for err in parse_errors:
             messages.append(
                 {
                     "role": "tool",
@@ -91,7 +107,7 @@ class TauEnv(ToolEnv):
                 }
             )
             errors["parse_error"] = errors.get("parse_error", 0) + 1
-        for call in action.tool_calls:
+        for call in calls:
             msg, kind = await self.call_tool(call)
             messages.append(msg)
             self.tool_calls_made += 1
@@ -101,6 +117,13 @@ class TauEnv(ToolEnv):
                 info = {"errors": errors} if errors else {}
                 return self._finish(messages, "transfer", info)
         return StepResult(messages=messages, info={"errors": errors} if errors else {})
+
+    async def on_truncate(self, reason: str) -> StepResult | None:
+        """Called by the runner when it ends an episode this env had not ended (`max_turns`,
+        `length`). Upstream rules score the database as it stands; mua rules give nothing."""
+        if self.task is None or self.done or not self.options.upstream:
+            return None
+        return self._finish([], reason)
 
     def _finish(
         self, messages: list[dict], termination: str, info: dict | None = None

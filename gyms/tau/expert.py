@@ -76,9 +76,12 @@ def do_nothing_score(tasks: list[Task]) -> float:
         payload = task.payload
         if payload.get("outputs"):
             continue
-        base = domains.load_base(payload)
-        if not reward.changes_database(
-            base, domains.toolset_class(payload), payload.get("actions", [])
-        ):
+        changes = payload.get("changes_db")
+        if changes is None:  # built-in tasks, and rows prepared before the flag existed
+            base = domains.load_base(payload)
+            changes = reward.changes_database(
+                base, domains.toolset_class(payload), payload.get("actions", [])
+            )
+        if not changes:
             wins += 1
     return wins / len(tasks)

@@ -147,13 +147,46 @@ class RetailTools(Toolset):
             diff += variants[new_item_id]["price"] - item["price"]
         return diff
 
-    def _check_swap(self, order: dict, item_ids: list[str], new_item_ids: list[str]) -> str | None:
+    def _checked_swap(
+        self,
+        order_id: str,
+        item_ids: list[str],
+        new_item_ids: list[str],
+        payment_method_id: str,
+        *,
+        status: str,
+        wrong_status: str,
+        short_balance: str,
+        round_difference: bool,
+    ) -> tuple[dict, float, dict] | str:
+        """The checks an exchange and an item modification share, in the public tools' order.
+
+        (order, price difference, payment method) when the swap may go ahead, else the
+        "Error: ..." text to return. The two tools differ only in the order status they need,
+        their wording, and whether the difference is rounded before the gift-card check.
+        """
+        order = self.db.get("orders", order_id)
+        if order is None:
+            return "Error: order not found"
+        if order["status"] != status:
+            return f"Error: {wrong_status}"
         missing = _missing_items(order, item_ids)
         if missing is not None:
             return f"Error: {missing} not found"
         if len(item_ids) != len(new_item_ids):
             return "Error: the number of items to be exchanged should match"
-        return None
+        diff = self._price_difference(order, item_ids, new_item_ids)
+        if isinstance(diff, str):
+            return diff
+        if round_difference:
+            diff = round(diff, 2)
+        methods = self._user_of(order)["payment_methods"]
+        if payment_method_id not in methods:
+            return "Error: payment method not found"
+        method = methods[payment_method_id]
+        if method["source"] == "gift_card" and method["balance"] < diff:
+            return f"Error: insufficient gift card balance to pay for {short_balance}"
+        return order, diff, method
 
     @tool
     def exchange_delivered_order_items(
@@ -167,24 +200,19 @@ class RetailTools(Toolset):
             new_item_ids: The item ids to be exchanged for, each such as '1008292230'. Each new item id should match the item id in the same position and be of the same product.
             payment_method_id: The payment method id to pay or receive refund for the item price difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
-        order = self.db.get("orders", order_id)
-        if order is None:
-            return "Error: order not found"
-        if order["status"] != "delivered":
-            return "Error: non-delivered order cannot be exchanged"
-        problem = self._check_swap(order, item_ids, new_item_ids)
-        if problem:
-            return problem
-        diff = self._price_difference(order, item_ids, new_item_ids)
-        if isinstance(diff, str):
-            return diff
-        diff = round(diff, 2)
-        methods = self._user_of(order)["payment_methods"]
-        if payment_method_id not in methods:
-            return "Error: payment method not found"
-        method = methods[payment_method_id]
-        if method["source"] == "gift_card" and method["balance"] < diff:
-            return "Error: insufficient gift card balance to pay for the price difference"
+        checked = self._checked_swap(
+            order_id,
+            item_ids,
+            new_item_ids,
+            payment_method_id,
+            status="delivered",
+            wrong_status="non-delivered order cannot be exchanged",
+            short_balance="the price difference",
+            round_difference=True,
+        )
+        if isinstance(checked, str):
+            return checked
+        _, diff, _ = checked
         order = self.db.mut("orders", order_id)
         order["status"] = "exchange requested"
         order["exchange_items"] = sorted(item_ids)
@@ -205,25 +233,19 @@ class RetailTools(Toolset):
             new_item_ids: The item ids to be modified for, each such as '1008292230'. Each new item id should match the item id in the same position and be of the same product.
             payment_method_id: The payment method id to pay or receive refund for the item price difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
-        order = self.db.get("orders", order_id)
-        if order is None:
-            return "Error: order not found"
-        if order["status"] != "pending":
-            return "Error: non-pending order cannot be modified"
-        problem = self._check_swap(order, item_ids, new_item_ids)
-        if problem:
-            return problem
-        diff = self._price_difference(order, item_ids, new_item_ids)
-        if isinstance(diff, str):
-            return diff
-        methods = self._user_of(order)["payment_methods"]
-        if payment_method_id not in methods:
-            return "Error: payment method not found"
-        if (
-            methods[payment_method_id]["source"] == "gift_card"
-            and methods[payment_method_id]["balance"] < diff
-        ):
-            return "Error: insufficient gift card balance to pay for the new item"
+        checked = self._checked_swap(
+            order_id,
+            item_ids,
+            new_item_ids,
+            payment_method_id,
+            status="pending",
+            wrong_status="non-pending order cannot be modified",
+            short_balance="the new item",
+            round_difference=False,
+        )
+        if isinstance(checked, str):
+            return checked
+        _, diff, method = checked
         order = self.db.mut("orders", order_id)
         order["payment_history"].append(
             {
@@ -232,9 +254,9 @@ class RetailTools(Toolset):
                 "payment_method_id": payment_method_id,
             }
         )
-        if methods[payment_method_id]["source"] == "gift_card":
-            method = self.db.mut("users", order["user_id"])["payment_methods"][payment_method_id]
-            method["balance"] = round(method["balance"] - diff, 2)
+        if method["source"] == "gift_card":
+            card = self.db.mut("users", order["user_id"])["payment_methods"][payment_method_id]
+            card["balance"] = round(card["balance"] - diff, 2)
         for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
             item = next(i for i in order["items"] if i["item_id"] == item_id)
             variant = self.db.get("products", item["product_id"])["variants"][new_item_id]

@@ -67,5 +67,16 @@ def score(
 
 
 def changes_database(base: BaseDB, toolset_cls: type[Toolset], actions: list[dict]) -> bool:
-    """Whether replaying `actions` leaves a database different from the untouched one."""
-    return gold_hash(base, toolset_cls, actions) != gold_hash(base, toolset_cls, [])
+    """Whether replaying `actions` leaves a database different from the untouched one.
+
+    Compares only the records the replay touched, each in canonical JSON: the same verdict as
+    comparing the whole database's hashes, without serialising the whole database.
+    """
+    db = replay(base, toolset_cls, actions)
+    for table, keys in db.changed_keys().items():
+        pristine = base.record_json(table)
+        for key in keys:
+            record = db.get(table, key)
+            if record is None or canonical_json(record).encode("utf-8") != pristine.get(key):
+                return True
+    return False

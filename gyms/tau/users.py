@@ -11,9 +11,11 @@ get ids, a request for confirmation gets "yes", anything else gets the next unst
 a message announcing completion gets `###STOP###`. It cannot judge whether the agent's
 statements are true, follow free-form reasoning, or refuse things its instruction forbids.
 
-The LLM customer is prompted with the task instruction, in the manner of the public
-benchmark's user simulator, and talks through `GymContext.llm` (a `JudgeClient`); its failures
-(`UserFailure`) propagate to the runner.
+The LLM customer is prompted with the task instruction and talks through `GymContext.llm` (a
+`JudgeClient`); its failures (`UserFailure`) propagate to the runner. Its system prompt follows
+the rules: `upstream` gives tau-bench's simulator rules (the same six, in mua's words, and only a
+satisfied goal ends the conversation); `mua` gives mua's shorter variant, which also ends the
+conversation when the goal cannot be achieved.
 
 Deliberately not here: episode control and reward (env.py, reward.py).
 """
@@ -200,7 +202,7 @@ class ScriptedCustomer:
         return self._next_wish()
 
 
-def _system_prompt(instruction: str) -> str:
+def _mua_prompt(instruction: str) -> str:
     return (
         "You are playing a customer talking to a customer service agent.\n\n"
         f"Instruction: {instruction}\n\n"
@@ -214,13 +216,37 @@ def _system_prompt(instruction: str) -> str:
     )
 
 
+def _upstream_prompt(instruction: str) -> str:
+    # tau-bench's user-simulator instructions, rule for rule and in the same order, in mua's own
+    # words; the layout ("Instruction:" block, "Rules:" list) and the stop marker are the
+    # simulator's. Unlike the mua variant, only a satisfied goal ends the
+    # conversation.
+    return (
+        "You are a user in a conversation with an agent.\n\n"
+        f"Instruction: {instruction}\n\n"
+        "Rules:\n"
+        "- Write only one line per turn: the user's next message.\n"
+        "- Do not reveal the whole instruction at once; give only what the current step needs.\n"
+        "- Do not make up anything the instruction does not give you. If the agent asks for "
+        "something that is not in it (say, an order id), do not invent one: say you do not "
+        "remember it or do not have it.\n"
+        f"- Once the goal of the instruction is met, send '{STOP}' as a message of its own, with "
+        "nothing else, to end the conversation.\n"
+        "- Do not repeat the instruction word for word; say the same things in your own words.\n"
+        "- Keep the conversation natural and stay true to the personality the instruction describes."
+    )
+
+
+PROMPTS = {"upstream": _upstream_prompt, "mua": _mua_prompt}
+
+
 class LLMCustomer:
     """Customer played by an LLM from the task instruction (roles flipped: the agent is 'user')."""
 
-    def __init__(self, llm: JudgeClient, instruction: str):
+    def __init__(self, llm: JudgeClient, instruction: str, rules: str = "upstream"):
         self.llm = llm
         self.messages = [
-            {"role": "system", "content": _system_prompt(instruction)},
+            {"role": "system", "content": PROMPTS[rules](instruction)},
             {"role": "user", "content": "Hi! How can I help you today?"},
         ]
 

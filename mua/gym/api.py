@@ -105,7 +105,11 @@ class StepResult:
     `messages` are new user/tool/env messages, appended to the conversation (role `user`,
     `tool`, or `env` for injected interventions). `reward` is this turn's reward; `components`
     its named parts (already weighted). `info` may carry `error_kind` (e.g. "unknown_tool",
-    "bad_arguments", "tool_exception", "parse_error") for metrics.
+    "bad_arguments", "tool_exception", "parse_error") for metrics. `cut_at`, when set, says the
+    env read the assistant turn only up to that many characters of `AgentAction.raw`: the runner
+    drops what the policy wrote after it (neither trained on nor kept in the context). An env
+    message with `"style": "raw"` is appended as raw continuation text whatever
+    `rollout.intervention_style` says.
     """
 
     messages: list[dict] = field(default_factory=list)
@@ -113,11 +117,19 @@ class StepResult:
     components: dict[str, float] = field(default_factory=dict)
     done: bool = False
     info: dict = field(default_factory=dict)
+    cut_at: int | None = None
 
 
 @runtime_checkable
 class Env(Protocol):
-    """One episode of a gym. Async; one instance per trajectory; process-local."""
+    """One episode of a gym. Async; one instance per trajectory; process-local.
+
+    Optional: `async def on_truncate(reason) -> StepResult | None`, called once when the runner
+    ends an episode the env had not ended (`max_turns`, `length`); the reward and components of
+    a returned StepResult are added to the last turn's (tau's upstream rules score the database
+    an episode left, whatever ended it). A `mua.errors.UsageError` raised by an env is a
+    configuration problem (a missing data folder, a bad option) and stops the run.
+    """
 
     async def reset(self, task: Task) -> ResetResult: ...
 

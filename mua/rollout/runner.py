@@ -18,6 +18,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from mua.errors import UsageError
 from mua.gym.api import AgentAction, GymContext, GymSpec, StepResult, Task, UserFailure
 from mua.rollout.toolcalls import action_as_message, parse_action
 from mua.rollout.transcript import (
@@ -69,8 +70,8 @@ async def _env_call(awaitable, timeout_s: float, what: str):
         raise _Stop("timeout", f"{what} took longer than {timeout_s:g}s") from None
     except UserFailure as e:
         raise _Stop("user_failure", f"{what}: {e}") from None
-    except asyncio.CancelledError:
-        raise
+    except (asyncio.CancelledError, UsageError):
+        raise  # a configuration problem (missing data, bad option) stops the run, loudly
     except Exception as e:  # an env bug ends this trajectory only
         raise _Stop("env_error", f"{what} raised {type(e).__name__}: {e}") from None
 
@@ -113,6 +114,59 @@ async def _policy_turn(
     return action, stopped
 
 
+def _cut_turn(ep: _Episode, policy, action: AgentAction, chars: int, stopped: bool) -> bool:
+    """Drop what the policy wrote after the first `chars` characters of its turn (`raw` text).
+
+    The kept tokens are the shortest prefix of the sampled ones that decodes to at least those
+    characters (a token can straddle the cut); the turn then ends without its stop token.
+    Returns whether the turn still ends with a stop (False once sampled tokens were cut).
+    """
+    text = action.raw or action.text
+    if chars >= len(text):
+        return stopped
+    builder, index = ep.builder, ep.covered - 1
+    start = builder.turn_starts[-1]
+    if policy.kind == "tokens":
+        ids = builder.token_ids[start:]
+        decode = builder.renderer.tokenizer.decode
+        lo, hi = 1, len(ids)
+        while lo < hi:  # shortest prefix whose text reaches the cut
+            mid = (lo + hi) // 2
+            if len(decode(ids[:mid])) >= chars:
+                hi = mid
+            else:
+                lo = mid + 1
+        builder.truncate(start + lo)
+        kept = decode(ids[:lo])
+        ep.messages[index] = action_as_message(parse_action(kept, policy.tool_parser))
+        ep.last_turn_cut = True
+        return False
+    # A message-level policy's turn is re-rendered, shortened, through the template.
+    turn = builder.turn_index[start]
+    message = {k: v for k, v in ep.messages[index].items() if k != "tool_calls"}
+    message["content"] = text[: max(chars, 1)]
+    ep.messages[index] = message
+    builder.truncate(start)
+    builder.add_assistant_message(message, turn)
+    return stopped
+
+
+async def _score_truncated(ep: _Episode, env, cfg) -> None:
+    """Let an env that scores episodes the runner cut short (tau's upstream rules) do so."""
+    hook = getattr(env, "on_truncate", None)
+    if hook is None:
+        return
+    step = await _env_call(hook(ep.termination), cfg.call_timeout_s, "env.on_truncate")
+    if step is None:
+        return
+    if ep.turn_rewards:
+        ep.turn_rewards[-1] += float(step.reward)
+    else:
+        ep.turn_rewards.append(float(step.reward))
+    for name, value in (step.components or {}).items():
+        ep.components[name] = ep.components.get(name, 0.0) + float(value)
+
+
 def _record_step(ep: _Episode, step: StepResult, parse_errors_seen: int) -> None:
     ep.turn_rewards.append(float(step.reward))
     for name, value in (step.components or {}).items():
@@ -128,7 +182,11 @@ def _record_step(ep: _Episode, step: StepResult, parse_errors_seen: int) -> None
 
 def _append_replies(ep: _Episode, replies: list[dict], stopped: bool, style: str) -> None:
     builder = ep.builder
-    if style == "raw" and replies and all(m.get("role") == "env" for m in replies):
+    raw = style == "raw" or all(m.get("style") == "raw" for m in replies)
+    if raw and replies and all(m.get("role") == "env" for m in replies):
+        if stopped and builder.ended_with_stop():
+            # Raw text continues the model's own turn: its stop token goes, as if never sampled.
+            builder.truncate(len(builder.token_ids) - 1)
         for i, msg in enumerate(replies):
             ep.messages[len(ep.messages) - len(replies) + i]["style"] = "raw"
             builder.add_raw(msg.get("content") or "")
@@ -157,6 +215,8 @@ async def _drive(ep: _Episode, env, policy, tokenizer, cfg) -> None:
             return
         action, stopped = await _policy_turn(ep, policy, turn, cfg, stop_ids)
         step = await _env_call(env.step(action), cfg.call_timeout_s, "env.step")
+        if step.cut_at is not None:
+            stopped = _cut_turn(ep, policy, action, step.cut_at, stopped)
         _record_step(ep, step, len(action.parse_errors))
         if step.done:
             ep.termination = "done"
@@ -263,6 +323,8 @@ async def run_one(
         await asyncio.wait_for(
             _drive(ep, env, policy, tokenizer, rollout_cfg), rollout_cfg.trajectory_timeout_s
         )
+        if ep.termination in ("max_turns", "length"):
+            await _score_truncated(ep, env, rollout_cfg)
     except asyncio.TimeoutError:
         ep.termination, ep.detail = (
             "timeout",

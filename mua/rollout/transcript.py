@@ -249,6 +249,12 @@ class TranscriptBuilder:
         for source, text in self.renderer.followup_chunks(messages, add_generation_prompt):
             self._extend(self.renderer.encode(text), source, 0)
 
+    def truncate(self, length: int) -> None:
+        """Forget every token from position `length` on (an env cut the turn short there)."""
+        for name in ("token_ids", "sources", "loss_mask", "logprobs", "turn_index"):
+            del getattr(self, name)[length:]
+        self.turn_starts = [s for s in self.turn_starts if s < length]
+
     def add_raw(self, text: str) -> None:
         """Raw continuation text appended to the assistant's tokens (interventions, mask 0)."""
         self._extend(self.renderer.encode(text), "env", 0)

@@ -37,6 +37,12 @@ def public(tau_dir):
     return _load_public(str(tau_dir))
 
 
+@pytest.fixture
+def opts(tau_dir):
+    """gym.options of a recipe over the public data: task rows hold no path, the recipe does."""
+    return {"data_dir": str(tau_dir)}
+
+
 def _message_action(message: dict) -> AgentAction:
     calls = [
         ToolCall(c["function"]["name"], c["function"]["arguments"])
@@ -45,8 +51,8 @@ def _message_action(message: dict) -> AgentAction:
     return AgentAction(text=message.get("content") or "", tool_calls=calls)
 
 
-async def _expert_episode(task, expert, max_turns: int = 60):
-    env = GYM.make_env(GymContext())
+async def _expert_episode(task, expert, opts, max_turns: int = 60):
+    env = GYM.make_env(GymContext(options=opts))
     reset = await env.reset(task)
     messages = list(reset.messages)
     for _ in range(max_turns):
@@ -69,37 +75,38 @@ def test_splits_and_payloads(public, tau_dir):
     assert len(both["test"]) == 165
 
 
-def test_fresh_database_exports_the_public_layout(public, tau_dir):
+def test_fresh_database_exports_the_public_layout(public, tau_dir, opts):
     for domain, tables in (
         ("retail", ("orders", "products", "users")),
         ("airline", ("flights", "reservations", "users")),
     ):
         payload = public[domain]["test"][0].payload
-        view = domains.load_base(payload).view()
+        view = domains.load_base(payload, opts).view()
         exported = view.export()
         assert list(exported) == list(tables)
         for table in tables:
             assert exported[table] == json.loads((tau_dir / domain / f"{table}.json").read_text())
         assert view.sha256() == sha256_of(exported)
-        assert domains.load_base(payload) is domains.load_base(payload)  # parsed once per process
+        assert domains.load_base(payload, opts) is domains.load_base(payload, opts)  # parsed once
 
 
-def test_every_public_task_replayed_by_the_expert_scores_one(public):
+def test_every_public_task_replayed_by_the_expert_scores_one(public, opts):
     expert = GYM.expert(GymContext())
     bases_before = {
-        d: sha256_of(domains.load_base(public[d]["test"][0].payload).tables) for d in public
+        d: sha256_of(domains.load_base(public[d]["test"][0].payload, opts).tables) for d in public
     }
     failures, count = [], 0
     for splits in public.values():
         for tasks in splits.values():
             for task in tasks:
-                result = asyncio.run(_expert_episode(task, expert))
+                result = asyncio.run(_expert_episode(task, expert, opts))
                 count += 1
                 if result.reward != 1.0:
                     failures.append((task.task_id, result.components))
     assert count == 685 and failures == []
     for d in public:  # episodes never wrote into the shared base tables
-        assert sha256_of(domains.load_base(public[d]["test"][0].payload).tables) == bases_before[d]
+        base = domains.load_base(public[d]["test"][0].payload, opts)
+        assert sha256_of(base.tables) == bases_before[d]
 
 
 def _effective_changes(db) -> str:
@@ -113,13 +120,13 @@ def _effective_changes(db) -> str:
     )
 
 
-def test_dropping_the_last_database_changing_action_scores_zero(public):
+def test_dropping_the_last_database_changing_action_scores_zero(public, opts):
     checked, unchanged = 0, {}
     for splits in public.values():
         for split, tasks in splits.items():
             for task in tasks:
                 payload = task.payload
-                base, cls = domains.load_base(payload), domains.toolset_class(payload)
+                base, cls = domains.load_base(payload, opts), domains.toolset_class(payload)
                 actions = payload["actions"]
                 db, tools = base.view(), cls(base.view())
                 states = [_effective_changes(tools.db)]
@@ -198,9 +205,8 @@ def test_bad_public_files_give_one_clear_line(tau_dir, tmp_path, file, content, 
 def test_bad_database_file_and_paths(tau_dir, tmp_path):
     folder = _copy_domain(tau_dir, tmp_path)
     (folder / "products.json").write_text('{"p1": [1, 2]}')
-    task = GYM.build_tasks(str(tmp_path), 0, {"domain": "retail"})["dev"][0]
-    with pytest.raises(UsageError, match="products.json: record 'p1' is list"):
-        asyncio.run(GYM.make_env(GymContext()).reset(task))
+    with pytest.raises(UsageError, match="products.json: record 'p1' is list"):  # at prep
+        GYM.build_tasks(str(tmp_path), 0, {"domain": "retail"})
     with pytest.raises(UsageError, match="not found"):
         GYM.build_tasks(str(tmp_path / "nowhere"), 0, {"domain": "retail"})
     with pytest.raises(UsageError, match="no airline data here"):
@@ -216,5 +222,6 @@ def test_prep_round_trip_through_parquet(tau_dir, tmp_path):
     written = build_and_write("tau", tmp_path, source=str(tau_dir), options={"domain": "airline"})
     assert {split: rows for split, (_, rows) in written.items()} == {"test": 50}
     tasks = read_tasks(written["test"][0])
-    result = asyncio.run(_expert_episode(tasks[3], GYM.expert(GymContext())))
+    opts = {"data_dir": str(tau_dir)}
+    result = asyncio.run(_expert_episode(tasks[3], GYM.expert(GymContext()), opts))
     assert result.done and result.reward == 1.0
