@@ -1,9 +1,19 @@
 """Final-answer detection and answer equivalence for the math gym.
 
-`extract_final_answer(text)` finds the answer a response commits to: the last `\\boxed{...}`
-(balanced braces), else the last `<answer>...</answer>`, else what follows the last `Answer:` on
-its line; None when the response has no final answer (which triggers an intervention). It reads
-only the text it is given, i.e. the response, never the prompt.
+Two readings of a response, one per rule set (`gym.options.rules`):
+
+- upstream (MuTIS's generation loop): `upstream_cut(text)` is where MuTIS cuts a response: after
+  the first `</answer>`; else, after a case-sensitive `Answer:`/`Final Answer:`, at the first
+  blank line following it (no blank line: no cut); else after the first complete `\\boxed{...}`.
+  `upstream_answer(text)`, applied to the cut text, takes the first `<answer>...</answer>`, else
+  what follows the first `Answer:`/`Final Answer:` (any case) up to a blank line or the end,
+  else the first `\\boxed{...}` (balanced braces; MuTIS's pattern stops at the first `}`). An
+  empty answer still counts as an answer, as there.
+- mua: `extract_final_answer(text)` finds the answer a response commits to: the last
+  `\\boxed{...}` (balanced braces), else the last `<answer>...</answer>`, else what follows the
+  last `Answer:` on its line; None when there is none (which triggers an intervention).
+
+Both read only the text they are given, i.e. the response, never the prompt.
 
 `answers_match(gold, predicted)` asks Math-Verify (`verify(gold, pred)`, gold first). Only when
 Math-Verify raises does it fall back to a normalised string comparison, and it says so, so the
@@ -43,6 +53,48 @@ def extract_final_answer(text: str) -> str | None:
         if candidate is not None and candidate.strip():
             return candidate.strip().rstrip(".").strip()
     return None
+
+
+_CUT_ANSWER_LINE = re.compile(r"(?:Answer|Final Answer)\s*:")
+_UPSTREAM_ANSWER_LINE = re.compile(r"(?:Answer|Final Answer)\s*:(.*?)(?=$|\n\n)", re.S | re.I)
+_UPSTREAM_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def _first_boxed_end(text: str) -> tuple[int, int] | None:
+    """(content start, closing brace) of the first `\\boxed{` whose braces balance, else None."""
+    start = text.find("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 1, start + len("\\boxed{")
+    while i < len(text):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return start + len("\\boxed{"), i
+        i += 1
+    return None
+
+
+def upstream_cut(text: str) -> int | None:
+    """Characters of `text` MuTIS keeps (None: it keeps everything)."""
+    end = text.find("</answer>")
+    if end >= 0:
+        return end + len("</answer>")
+    line = _CUT_ANSWER_LINE.search(text)
+    if line:
+        blank = text.find("\n\n", line.start())
+        return blank if blank >= 0 else None
+    boxed = _first_boxed_end(text)
+    return boxed[1] + 1 if boxed else None
+
+
+def upstream_answer(text: str) -> str | None:
+    """The answer MuTIS's loop reads from (already cut) `text`; None: no answer, intervene."""
+    for pattern in (_UPSTREAM_TAG, _UPSTREAM_ANSWER_LINE):
+        found = pattern.search(text)
+        if found:
+            return found.group(1).strip()
+    boxed = _first_boxed_end(text)
+    return text[boxed[0] : boxed[1]].strip() if boxed else None
 
 
 def has_final_answer(text: str) -> bool:

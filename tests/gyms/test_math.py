@@ -10,10 +10,13 @@ import threading
 import pytest
 
 from gyms.math import GYM, INTERVENTION, random_action
-from gyms.math.answers import answers_match, extract_final_answer
+from gyms.math.answers import answers_match, extract_final_answer, upstream_answer, upstream_cut
+from gyms.math.env import UPSTREAM_INTERVENTION
 from gyms.math.problems import GENERATORS, solve
 from mua.errors import UsageError
 from mua.gym.api import AgentAction, GymContext, Task
+
+MUA_RULES = GymContext(options={"rules": "mua"})
 
 
 def run(coro):
@@ -36,7 +39,7 @@ async def _play(task, turns, ctx=None):
     await env.reset(task)
     results = []
     for text in turns:
-        results.append(await env.step(AgentAction(text=text)))
+        results.append(await env.step(AgentAction(text=text, raw=text)))
         if results[-1].done:
             break
     return results
@@ -96,8 +99,9 @@ def test_prompt_is_never_scored():
     assert all(r.reward == 0 for r in results)
 
 
-def test_interventions_then_one_final_round():
-    results = run(_play(_task("5"), ["step one", "step two", "step three", "still going", "never"]))
+def test_mua_rules_interventions_then_one_final_round():
+    turns = ["step one", "step two", "step three", "still going", "never"]
+    results = run(_play(_task("5"), turns, MUA_RULES))
     assert len(results) == 4  # 3 interventions + the final round
     for i, r in enumerate(results[:3], start=1):
         assert (
@@ -106,11 +110,55 @@ def test_interventions_then_one_final_round():
             and r.info["intervention"] == i
         )
     assert results[3].done and results[3].reward == 0 and results[3].messages == []
-    results = run(_play(_task("5"), ["hmm", "Fine: \\boxed{5}"]))
+    results = run(_play(_task("5"), ["hmm", "Fine: \\boxed{5}"], MUA_RULES))
     assert results[-1].done and results[-1].reward == 1.0 and results[-1].info["interventions"] == 1
+    assert all(r.cut_at is None for r in results)  # mua rules keep the whole turn
+
+
+def test_upstream_rules_intervene_with_mutis_sentence_as_raw_text():
+    turns = ["step one", "step two", "step three", "still going", "never"]
+    results = run(_play(_task("5"), turns))
+    assert len(results) == 4
+    for r in results[:3]:
+        assert not r.done and r.messages == [
+            {"role": "env", "content": UPSTREAM_INTERVENTION, "style": "raw"}
+        ]
+    assert "My previous action is invalid." in UPSTREAM_INTERVENTION
+    assert UPSTREAM_INTERVENTION.endswith("<answer> and </answer>. Let me try again:\n")
+    assert results[3].done and results[3].reward == 0
+
+
+def test_upstream_rules_read_answer_tag_then_answer_line_then_boxed():
+    for text, read in [
+        ("<answer>3</answer> though maybe \\boxed{4}", "3"),
+        ("Answer: 3\n\nOr is it \\boxed{4}?", "3"),
+        ("first \\boxed{3} then \\boxed{4}", "3"),
+        ("so \\boxed{\\frac{1}{2}} done", "\\frac{1}{2}"),
+    ]:
+        cut = upstream_cut(text)
+        assert upstream_answer(text[:cut] if cut is not None else text) == read, text
+        (r,) = run(_play(_task(read), [text]))
+        assert r.done and r.reward == 1.0 and r.info["final_answer"] == read, text
+    (r,) = run(_play(_task("4"), ["<answer>3</answer> though maybe \\boxed{4}"]))
+    assert r.reward == 0.0  # mua's rules would read the last \\boxed{} (4) and pay
+    assert upstream_answer("Answer:") == ""  # an empty answer is still an answer there
+
+
+def test_upstream_rules_cut_the_response_after_the_answer():
+    for text, kept in [
+        ("x <answer>5</answer> and then more", "x <answer>5</answer>"),
+        ("Answer: 5\n\nmore talk", "Answer: 5"),
+        ("so \\boxed{5}. More talk", "so \\boxed{5}"),
+        ("answer: 5\n\nmore talk", None),  # the cut looks for a capitalised Answer:
+    ]:
+        (r,) = run(_play(_task("5"), [text]))
+        assert r.done and r.reward == 1.0
+        assert (text[: r.cut_at] if r.cut_at is not None else None) == kept, text
 
 
 def test_max_turns_option_and_bad_options():
+    with pytest.raises(UsageError, match="gym.options.rules"):
+        GYM.make_env(GymContext(options={"rules": "mutis"}))
     results = run(_play(_task("5"), ["a", "b", "c"], GymContext(options={"max_turns": 1})))
     assert [r.done for r in results] == [False, True]
     with pytest.raises(UsageError, match="max_turns"):
@@ -219,3 +267,68 @@ def test_limo_jsonl_loader(tmp_path):
         good.write_text(text)
         with pytest.raises(UsageError, match=message):
             GYM.build_tasks(str(good), 0, {})
+
+
+class _TokenTurns:
+    """A token-level policy that says the given texts, one per turn, each closed by a stop token."""
+
+    kind = "tokens"
+    tool_parser = "auto"
+
+    def __init__(self, tok, texts: list[str]):
+        self.turns = [tok.encode(text, add_special_tokens=False) for text in texts]
+        self.calls = 0
+
+    async def generate(
+        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True
+    ):
+        from mua.rollout.engine import GenerationResult
+
+        ids = self.turns[min(self.calls, len(self.turns) - 1)] + [stop_token_ids[0]]
+        self.calls += 1
+        return GenerationResult(token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop")
+
+
+def _rollout(texts: list[str], answer: str, options: dict | None = None):
+    from mua.config.rollout import RolloutConfig
+    from mua.models import load_tokenizer
+    from mua.rollout.runner import run_rollouts_sync
+
+    tok = load_tokenizer("tiny:qwen3-1m")
+    cfg = RolloutConfig(max_turns=4, max_new_tokens_per_turn=64, max_total_tokens=2048)
+    (traj,) = run_rollouts_sync(
+        [_task(answer)],
+        n=1,
+        policy=_TokenTurns(tok, texts),
+        gym_spec=GYM,
+        gym_ctx=GymContext(options=options or {}),
+        tokenizer=tok,
+        rollout_cfg=cfg,
+    )
+    trained = tok.decode([i for i, m in zip(traj.token_ids, traj.loss_mask) if m])
+    return tok, traj, trained
+
+
+def test_upstream_rules_train_on_nothing_after_the_answer():
+    text = "so \\boxed{5}. Now some junk words follow the answer"
+    tok, traj, trained = _rollout([text], "5")
+    assert traj.termination == "done" and traj.reward == 1.0
+    assert trained.startswith("so \\boxed{5}") and "junk" not in trained
+    assert len(trained) <= len("so \\boxed{5}") + 2  # at most the token straddling the cut
+    assert "<|im_end|>" not in trained  # the turn's stop came after the cut
+    assert traj.messages[-1] == {"role": "assistant", "content": trained}
+    assert traj.metrics["drift"] == 0.0
+    _, whole, trained = _rollout([text], "5", {"rules": "mua"})
+    assert "junk" in trained and whole.reward == 1.0
+
+
+def test_upstream_intervention_continues_the_models_own_turn():
+    tok, traj, trained = _rollout(["let me think", "<answer>5</answer>"], "5")
+    assert traj.termination == "done" and traj.reward == 1.0
+    env = [i for i, s in enumerate(traj.sources) if s == "env"]
+    assert tok.decode([traj.token_ids[i] for i in env]) == UPSTREAM_INTERVENTION
+    assert all(traj.loss_mask[i] == 0 for i in env)
+    before = tok.decode(traj.token_ids[env[0] - 1 : env[0]])
+    assert traj.sources[env[0] - 1] == "assistant" and before != "<|im_end|>"
+    assert trained.startswith("let me think") and "<answer>5</answer>" in trained
+    assert traj.metrics["drift"] == 0.0
