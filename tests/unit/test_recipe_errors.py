@@ -116,6 +116,82 @@ def test_every_shipped_recipe_validates(path):
     load_recipe(path, [], verb=infer_verb(path, read_yaml(path)))
 
 
+SEEDS = {  # one recipe per published training setup (docs/seed_recipes.md traces every value)
+    "mua_rl_tau.yaml": "tau",
+    "mutis_math.yaml": "math",
+    "userrl_all.yaml": "function",
+    **{f"userrl_{g}.yaml": g for g in ("function", "telepathy", "turtle", "intention", "persuade")},
+    "userrl_travel.yaml": "travel",
+}
+
+
+def test_seed_recipes_are_all_there_and_validate(mua_cli):
+    seeds = REPO / "recipes" / "seeds"
+    assert sorted(p.name for p in seeds.glob("*.yaml")) == sorted(SEEDS)
+    assert all(str(seeds / name) in _shipped_recipes() for name in SEEDS)
+    code, out, err = mua_cli("recipe", "validate", "recipes/seeds/*.yaml")
+    assert code == 0, err
+    assert out.count("ok ") == len(SEEDS)
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_seed_recipe_gym_and_rules(name, tmp_path):
+    """Each seed runs its gym with the upstream rules, and the gym accepts its options."""
+    from mua.gym import GymContext, get_gym
+
+    recipe = load_recipe(str(REPO / "recipes" / "seeds" / name), [], verb="train")
+    assert recipe.gym.name == SEEDS[name]
+    assert recipe.gym.options.get("rules") == "upstream"
+    options = dict(recipe.gym.options)
+    if "data_dir" in options:  # a folder the user provides; any existing one passes the check
+        options["data_dir"] = str(tmp_path)
+    get_gym(recipe.gym.name).make_env(GymContext(options=options))
+
+
+def test_seed_recipes_carry_the_upstream_numbers():
+    def seed(name):
+        return load_recipe(str(REPO / "recipes" / "seeds" / name), [], verb="train")
+
+    mua_rl = seed("mua_rl_tau.yaml")
+    assert (mua_rl.algo.kl.coef, mua_rl.algo.kl.estimator, mua_rl.algo.kl.placement) == (
+        0.001,
+        "k3",
+        "loss",
+    )
+    assert (mua_rl.data.tasks_per_step, mua_rl.rollout.n, mua_rl.rollout.max_turns) == (32, 8, 30)
+    assert mua_rl.algo.mask_truncated is False  # cut-short episodes are scored and trained on
+    mutis = seed("mutis_math.yaml")
+    assert (mutis.algo.kind, mutis.algo.gamma, mutis.algo.lam, mutis.algo.critic_lr) == (
+        "ppo",
+        1.0,
+        1.0,
+        1e-5,
+    )
+    assert (mutis.algo.kl.coef, mutis.algo.kl.placement, mutis.algo.loss.entropy_coef) == (
+        0.001,
+        "reward",
+        0.001,
+    )
+    for name in ("userrl_all.yaml", "userrl_function.yaml", "userrl_travel.yaml"):
+        userrl = seed(name)
+        assert (userrl.algo.score, userrl.algo.credit, userrl.algo.gamma) == (
+            "mean",
+            "equalized",
+            0.8,
+        )
+        assert (userrl.data.tasks_per_step, userrl.rollout.n, userrl.rollout.max_turns) == (
+            128,
+            8,
+            16,
+        )
+        assert userrl.algo.kl.coef == 0.0
+
+
+def test_tau_grpo_uses_mua_rls_kl():
+    recipe = load_recipe(str(REPO / "recipes" / "tau_grpo.yaml"), [], verb="train")
+    assert recipe.algo.kl.coef == 0.001 and recipe.algo.kl.placement == "loss"
+
+
 def test_cli_broken_recipe_exit_2(tmp_path, mua_cli):
     path = tmp_path / "r.yaml"
     path.write_text("optim:\n  learning_rate: 3\n")
