@@ -6,7 +6,12 @@ no barrier between turns of different trajectories. Budgets: tokens per turn and
 turns, wall time per trajectory, and a timeout on every env call. Whatever happens inside one
 trajectory (an env bug, a user simulator giving up, a timeout) ends that trajectory with a recorded
 `termination` and never the batch. Errors of the policy or engine themselves do propagate: a
-broken engine must stop the run, not produce empty trajectories.
+broken engine must stop the run, not produce empty trajectories; so does a `UsageError` from an env
+(missing data, a bad option), which would otherwise end every trajectory the same way.
+
+Envs may shape the transcript: `StepResult.cut_at` drops what the policy wrote after the env's
+reading of a turn, env messages marked `style: raw` continue the model's turn (its stop token
+dropped), and an env's optional `on_truncate(reason)` scores an episode the runner cut short.
 
 Unreadable model output does not end a trajectory (there is no `parse_failure` reason): it comes
 back as an observation and is counted, and the turn budget bounds how long that can go on.
