@@ -5,7 +5,7 @@
   its final database, and the LLM customer gets tau-bench's simulator instructions. `mua` keeps
   mua's own variant: every tool call of a turn runs, only an episode that ended on its own
   (`###STOP###` or a transfer) is scored, and the customer prompt adds that a goal that cannot be
-  achieved also ends the conversation. docs/fidelity_tau_math.md compares the two.
+  achieved also ends the conversation. docs/fidelity.md compares the two.
 - `domain`: `retail`, `airline` or `all`; read by `mua prep` (`build_tasks`), ignored here.
 - `data_dir`: the public tau-bench data folder (the `--source` given to `mua prep`). Task rows
   name their database without a path, so public tasks need it at train/eval time; moving the
