@@ -1,8 +1,11 @@
 """Entry point of the `mua` console script: builds the Typer app and maps errors to exit codes.
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage or recipe error, 130 interrupted. A `MuaError`
-prints one line (no traceback unless MUA_DEBUG=1); anything else is a bug and shows its
-traceback only with MUA_DEBUG=1, otherwise one line asking for it.
+prints one line (no traceback unless MUA_DEBUG=1); a usage error of the command line itself (an
+unknown option or verb) prints one line with a did-you-mean and exits 2; anything else is a bug
+and shows its traceback only with MUA_DEBUG=1, otherwise one line asking for it.
+Global options: `--version`, `-v/--verbose` (library warnings, MLflow and download logs; see
+`mua.track.console.quiet_libraries`). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -26,6 +29,39 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from mua import __version__
+
+        typer.echo(f"mua {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global_options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_show_version,
+        is_eager=True,
+        help="Print mua's version and exit.",
+    ),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Also show library warnings, MLflow's log lines and download/save progress bars.",
+    ),
+) -> None:
+    from mua.track.console import quiet_libraries
+
+    if verbose:
+        os.environ["MUA_VERBOSE"] = "1"  # the ranks torchrun starts inherit it
+    quiet_libraries()
+
+
 verbs.register_all(app)
 
 
@@ -35,6 +71,27 @@ def _err(message: str) -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(
         f"[bold red]error:[/] {message}", markup=True
     )
+
+
+def _is_cli_exception(err: BaseException, name: str) -> bool:
+    """True for the command-line parser's own exception classes (click's, or typer's vendored
+    copy of them, depending on the installed typer)."""
+    return any(
+        cls.__name__ == name and cls.__module__.split(".")[0] in ("click", "typer")
+        for cls in type(err).__mro__
+    )
+
+
+def usage_line(err) -> str:
+    """One line for a command-line usage error: the problem, a did-you-mean, where help is."""
+    message = " ".join(err.format_message().split())
+    possibilities = sorted(getattr(err, "possibilities", None) or [])
+    option = getattr(err, "option_name", None)
+    if option and possibilities:  # the parser's own wording varies between versions
+        message = f"No such option: {option}; did you mean {' or '.join(possibilities[:3])}?"
+    ctx = getattr(err, "ctx", None)
+    path = ctx.command_path if ctx is not None else "mua"
+    return f"{message} (see `{path} --help`)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,17 +112,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as e:  # click's own usage errors come through here too
-        import click
-
-        if isinstance(e, click.exceptions.Abort):
+    except Exception as e:  # the command-line parser's own errors come through here too
+        if _is_cli_exception(e, "Abort"):
             _err("interrupted")
             sys.exit(130)
-        if isinstance(e, click.ClickException):
+        if _is_cli_exception(e, "ClickException"):
             if debug:
                 raise
-            e.show()
-            sys.exit(2 if isinstance(e, click.UsageError) else 1)
+            if _is_cli_exception(e, "UsageError"):
+                _err(_escape(usage_line(e)))
+                sys.exit(2)
+            _err(_escape(" ".join(e.format_message().split())))
+            sys.exit(getattr(e, "exit_code", 1) or 1)
         if debug:
             raise
         _err(_escape(f"{type(e).__name__}: {e} (set MUA_DEBUG=1 for the traceback)"))

@@ -13,11 +13,13 @@ from mua.cli.common import RECIPE_HELP
 
 HELP = """Roll out a policy on a gym's tasks and write trajectories (JSONL).
 
+The recipe is optional: key=value overrides alone describe a rollout (see `mua recipe schema rollout`).
+
 Examples:
 
-  mua rollout recipes/rollout_guess.yaml policy=expert --show 2
+  mua rollout policy=expert gym.name=guess max_tasks=4 --show 2
 
-  mua rollout my.yaml model.path=runs/quickstart/hf/global_step_50 --html runs/view.html
+  mua rollout recipes/quickstart_rollout.yaml model.path=tiny:qwen3-1m max_tasks=2 --html runs/rollout/view.html
 """
 
 
@@ -105,7 +107,7 @@ def _summary_line(trajectories, output) -> str:
     return f"{n} trajectories · mean reward {mean:.3f} · {reasons} · drift {drift} · wrote {output}"
 
 
-def run(args: list[str], show: int, html_path: str | None) -> None:
+def run(args: list[str], show: int, html_path: str | None, full: bool = False) -> None:
     import asyncio
     from pathlib import Path
 
@@ -157,7 +159,7 @@ def run(args: list[str], show: int, html_path: str | None) -> None:
     if show:
         from mua.rollout.render import print_conversations
 
-        print_conversations(trajectories, show, out)
+        print_conversations(trajectories, show, out, full=full)
     if html_path:
         from mua.rollout.render import write_html
 
@@ -176,5 +178,8 @@ def register(app: typer.Typer) -> None:
         html: str | None = typer.Option(
             None, "--html", help="Also write an HTML page of the trajectories here."
         ),
+        full: bool = typer.Option(
+            False, "--full", help="With --show: print system prompts whole, not their first lines."
+        ),
     ) -> None:
-        run(list(args), show, html)
+        run(list(args), show, html, full)

@@ -2,7 +2,9 @@
 
 `load_tokenizer` and `load_model` accept the same location strings as the recipe's
 `model.path`. Every problem a user can cause (unknown preset, missing folder, folder without a
-config, hub id while offline, unknown dtype) becomes one `UsageError` line naming the fix.
+config, a hub id that is not cached while offline, a hub out of reach, unknown dtype) becomes one
+`UsageError` (or `RunFailure`) line naming the fix. `resolve` makes those checks alone, quickly
+and without loading anything, so launchers can run them before any process starts.
 
 Devices, sharding and checkpoint formats other than Hugging Face folders are not handled here:
 callers move the model, and `mua merge` turns training checkpoints into HF folders first.
@@ -15,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from mua.errors import UsageError
+from mua.errors import RunFailure, UsageError
 from mua.models.tiny import EOS_TOKEN_ID, PAD_TOKEN_ID, TINY_PRESETS, TinyPreset, build_tiny_model
 
 TINY_PREFIX = "tiny:"
@@ -43,11 +45,39 @@ def tiny_preset(path: str) -> TinyPreset:
     raise UsageError(f"unknown tiny model {path!r}; {hint}known presets: {known}")
 
 
-def _resolve_location(path: str, what: str) -> str:
-    """A local folder (as a string) or a hub id allowed by the offline setting."""
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+HUB_PROBE_TIMEOUT_S = 2.0  # an unreachable hub fails in this time instead of minutes of retries
+
+
+def _offline() -> bool:
+    return any(
+        os.environ.get(var, "0").lower() in ("1", "true", "yes", "on")
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def resolve(path: str, what: str = "model") -> str:
+    """Check now that `path` can be loaded as a `what` ("model" or "tokenizer"); return it.
+
+    `tiny:<preset>` must name a preset; a local folder must hold a config.json (models) or
+    tokenizer files (tokenizers); a hub id must be in the local Hugging Face cache, or, when
+    downloads are allowed (no HF_HUB_OFFLINE), the hub must answer for it within
+    HUB_PROBE_TIMEOUT_S. Anything else is one UsageError (exit 2) or RunFailure (exit 1) line
+    naming the fix. Downloads nothing.
+    """
+    if path.startswith(TINY_PREFIX):
+        tiny_preset(path)
+        return path
     local = Path(path).expanduser()
     if local.is_dir():
-        return str(local)
+        if what == "model":
+            _check_hf_folder(local, path)
+        elif not any((local / name).is_file() for name in _TOKENIZER_FILES):
+            raise UsageError(
+                f"tokenizer folder {path!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES)}); "
+                "give a Hugging Face model or tokenizer folder"
+            )
+        return path
     if local.exists():
         raise UsageError(f"{what} path {path!r} is a file; give the folder that holds config.json")
     if not _HUB_ID.match(path) or path.startswith((".", "~")):
@@ -55,13 +85,86 @@ def _resolve_location(path: str, what: str) -> str:
             f"{what} folder {path!r} does not exist; give an existing Hugging Face folder, "
             f"or a tiny preset such as tiny:qwen3-1m"
         )
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+    if _in_hub_cache(path, what):
+        return path
+    if _offline():
         raise UsageError(
-            f"{what} {path!r} is not a local folder and HF_HUB_OFFLINE=1 forbids downloading it; "
-            "download it first (huggingface-cli download) and give the folder, or unset "
-            "HF_HUB_OFFLINE"
+            f"{what} {path!r} is a hub id that is not in the local Hugging Face cache and "
+            "HF_HUB_OFFLINE=1 forbids downloading it; download it first "
+            f"(`huggingface-cli download {path}`) or point model.path to a local folder"
         )
+    _probe_hub(path, what)
     return path
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, found as huggingface_hub finds it (without importing it)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "huggingface" / "hub"
+
+
+def _in_hub_cache(repo_id: str, what: str) -> bool:
+    """The cache's snapshot of the repo's main revision holds config.json (a model) or tokenizer
+    files (a tokenizer). Reads the cache layout directly: importing huggingface_hub takes seconds."""
+    repo = hub_cache_dir() / f"models--{repo_id.replace('/', '--')}"
+    try:
+        revision = (repo / "refs" / "main").read_text().strip()
+    except OSError:
+        return False
+    wanted = ("config.json",) if what == "model" else _TOKENIZER_FILES
+    return any((repo / "snapshots" / revision / name).is_file() for name in wanted)
+
+
+def _probe_hub(repo_id: str, what: str) -> None:
+    """Ask the hub about `repo_id` once, with a short timeout (plain urllib: proxies from the
+    environment, the token from $HF_TOKEN)."""
+    import urllib.error
+    import urllib.request
+
+    fix = f"download it first (`huggingface-cli download {repo_id}`) or point model.path to a local folder"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    request = urllib.request.Request(f"{endpoint}/api/models/{repo_id}", method="GET")
+    if os.environ.get("HF_TOKEN"):
+        request.add_header("Authorization", f"Bearer {os.environ['HF_TOKEN']}")
+    try:
+        with urllib.request.urlopen(request, timeout=HUB_PROBE_TIMEOUT_S):
+            return
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            raise UsageError(
+                f"{what} {repo_id!r}: no such model on the hub; check the id, or point "
+                "model.path to a local folder"
+            ) from err
+        if err.code in (401, 403):
+            raise RunFailure(
+                f"{what} {repo_id!r} is private or gated on the hub (HTTP {err.code}); accept its "
+                f"terms and set HF_TOKEN, or {fix}"
+            ) from err
+        reason = f"HTTP {err.code}"
+    except (OSError, ValueError) as err:  # refused, DNS, timeout, proxy, bad endpoint
+        reason = type(getattr(err, "reason", err)).__name__
+    raise RunFailure(
+        f"{what} {repo_id!r} is not in the local Hugging Face cache and the hub "
+        f"({endpoint}) did not answer ({reason}); {fix}"
+    )
+
+
+def resolve_model(path: str, tokenizer: str | None = None) -> None:
+    """`resolve` a recipe's model and its tokenizer (`model.tokenizer`, else the model's)."""
+    resolve(path, "model")
+    if tokenizer and tokenizer != path:
+        resolve(tokenizer, "tokenizer")
+
+
+def _resolve_location(path: str, what: str) -> str:
+    """A local folder (as a string) or a hub id that can be loaded now (see `resolve`)."""
+    resolve(path, what)
+    local = Path(path).expanduser()
+    return str(local) if local.is_dir() else path
 
 
 def load_tokenizer(path: str):
@@ -69,6 +172,7 @@ def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
     if path.startswith(TINY_PREFIX):
+        tiny_preset(path)
         return AutoTokenizer.from_pretrained(str(TINY_TOKENIZER_DIR))
     location = _resolve_location(path, "tokenizer")
     try:
@@ -109,8 +213,6 @@ def load_model(path: str, dtype: str = "float32", seed: int = 0, attn_implementa
     from transformers import AutoModelForCausalLM
 
     location = _resolve_location(path, "model")
-    if Path(location).is_dir():
-        _check_hf_folder(Path(location), path)
     try:
         return AutoModelForCausalLM.from_pretrained(
             location, dtype=torch_dtype, attn_implementation=attn

@@ -1,11 +1,24 @@
-"""Console output of per-step metrics: a Rich live table on a terminal, one line per step otherwise.
+"""What a run prints: per-step metrics, progress within a step, and how loud libraries may be.
 
-Shows a fixed, short list of headline metrics; everything else goes to MLflow only.
+`StepConsole` shows a fixed, short list of headline metrics (everything else goes to MLflow only):
+on a terminal a Rich live view (the last steps as a table, a bar over the run's steps with its
+ETA, and a bar over the current step's rollouts); otherwise one line per step with the ETA.
+The ETA is the mean time of the steps this process ran times the steps left, so a resumed run's
+estimate does not count the steps an earlier process did.
+
+`quiet_libraries()` keeps third-party noise off the console unless `mua -v` (MUA_VERBOSE=1):
+transformers' advisory warnings and progress bars (loading weights, writing shards), Hugging Face
+download bars, MLflow's INFO lines and Python's FutureWarnings. It works through environment
+variables, so the processes a verb starts (torchrun ranks, the demo's phases) inherit it.
+Nothing here computes metrics or logs to MLflow.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+import warnings
 
 HEADLINE = (
     "loss",
@@ -19,6 +32,39 @@ HEADLINE = (
     "tokens_per_s",
 )
 
+# What `quiet_libraries` sets (unless the variable is set already): the libraries read them when
+# they are imported, in this process and in every process it starts.
+QUIET_ENV = {
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "MLFLOW_LOGGING_LEVEL": "WARNING",
+    "PYTHONWARNINGS": "ignore::FutureWarning",
+}
+
+
+def verbose() -> bool:
+    return os.environ.get("MUA_VERBOSE") == "1"
+
+
+def quiet_libraries() -> None:
+    """Silence library warnings, log lines and bars unless MUA_VERBOSE=1 (see the module doc)."""
+    if verbose():
+        return
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+def format_duration(seconds: float) -> str:
+    """`42s`, `3m05s`, `2h07m`: short enough for a status line."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+
 
 def _fmt(v) -> str:
     if isinstance(v, float):
@@ -26,17 +72,44 @@ def _fmt(v) -> str:
     return str(v)
 
 
+class StepEta:
+    """Time left from the steps this process has run (`mark(step)` after each step)."""
+
+    def __init__(self, total_steps: int, clock=time.perf_counter):
+        self.total_steps = total_steps
+        self._clock = clock
+        self._start_s = clock()
+        self._first_step: int | None = None
+        self._last_step = 0
+
+    def mark(self, step: int) -> None:
+        if self._first_step is None:
+            self._first_step = step
+        self._last_step = step
+
+    def seconds_left(self) -> float | None:
+        if self._first_step is None:
+            return None
+        done = self._last_step - self._first_step + 1
+        per_step = (self._clock() - self._start_s) / max(done, 1)
+        return per_step * max(self.total_steps - self._last_step, 0)
+
+
 class StepConsole:
     def __init__(self, total_steps: int, live: bool | None = None):
         self.total_steps = total_steps
         self.live_mode = sys.stdout.isatty() if live is None else live
+        self.eta = StepEta(total_steps)
         self._live = None
+        self._progress = None
+        self._steps_task = None
         self._rows: list[tuple[int, dict]] = []
 
     def _table(self):
         from rich.table import Table
 
-        table = Table(title=f"mua train ({len(self._rows)}/{self.total_steps} steps)")
+        last = self._rows[-1][0] if self._rows else 0
+        table = Table(title=f"mua train (step {last}/{self.total_steps})")
         table.add_column("step", justify="right")
         cols = [k for k in HEADLINE if any(k in m for _, m in self._rows)]
         for k in cols:
@@ -45,19 +118,49 @@ class StepConsole:
             table.add_row(str(step), *[_fmt(m.get(k, "")) for k in cols])
         return table
 
+    def _view(self):
+        from rich.console import Group
+
+        return Group(self._table(), self._progress) if self._rows else self._progress
+
+    def _start_live(self, first_step: int) -> None:
+        from rich.live import Live
+        from rich.progress import Progress
+
+        from mua.rollout.progress import progress_columns
+
+        if self._live is not None:
+            return
+        self._progress = Progress(*progress_columns())
+        self._steps_task = self._progress.add_task(
+            "steps", total=self.total_steps, completed=first_step - 1, tokens_per_s=""
+        )
+        self._live = Live(self._view(), refresh_per_second=4)
+        self._live.start()
+
+    def rollouts(self, step: int, total: int):
+        """Progress of this step's rollouts: an object with `advance(trajectory)` on a terminal,
+        None otherwise (the step's line is the progress then)."""
+        if not self.live_mode or total <= 0:
+            return None
+        from mua.rollout.progress import RolloutProgress
+
+        self._start_live(step)
+        task_id = self._progress.add_task(f"step {step} rollouts", total=total, tokens_per_s="")
+        return RolloutProgress(self._progress, task_id, remove_at=total)
+
     def step(self, step: int, metrics: dict) -> None:
+        self.eta.mark(step)
+        left = self.eta.seconds_left()
         if not self.live_mode:
             parts = [f"{k}={_fmt(metrics[k])}" for k in HEADLINE if k in metrics]
-            print(f"step {step}/{self.total_steps} " + " ".join(parts), flush=True)
+            eta = f" eta={format_duration(left)}" if left is not None else ""
+            print(f"step {step}/{self.total_steps} " + " ".join(parts) + eta, flush=True)
             return
-        from rich.live import Live
-
         self._rows.append((step, metrics))
-        if self._live is None:
-            self._live = Live(self._table(), refresh_per_second=4)
-            self._live.start()
-        else:
-            self._live.update(self._table())
+        self._start_live(step)
+        self._progress.update(self._steps_task, completed=step)
+        self._live.update(self._view())
 
     def close(self) -> None:
         if self._live is not None:

@@ -85,6 +85,10 @@ class Tracker:
         if self._console is not None:
             self._console.step(step, clean)
 
+    def rollout_progress(self, step: int, total: int):
+        """Progress of a step's rollouts on the console (None off a terminal or off rank 0)."""
+        return self._console.rollouts(step, total) if self._console is not None else None
+
     def log_transcripts(self, step: int, transcripts: list[str]) -> None:
         if not self.enabled or not transcripts:
             return

@@ -33,15 +33,11 @@ def check_inputs(recipe) -> None:
     if recipe.algo.kind != "sft":
         _check_gym_name(recipe.gym.name)
         _check_rl_inputs(recipe)
-    path = recipe.model.path
-    if (
-        not path.startswith("tiny:")
-        and not Path(path).exists()
-        and os.environ.get("HF_HUB_OFFLINE") == "1"
-    ):
-        raise UsageError(
-            f"model.path {path}: no such folder and HF_HUB_OFFLINE=1 forbids downloads"
-        )
+    from mua.models.loading import resolve_model
+
+    resolve_model(
+        recipe.model.path, recipe.model.tokenizer
+    )  # before any rank: one line, no retries
 
 
 def _check_rl_inputs(recipe) -> None:

@@ -154,7 +154,10 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     tasks = rank_slice(
         trainer.sampler.next_tasks(r.data.tasks_per_step), dist.rank, dist.world_size
     )
-    trajectories = collect(parts, tasks, step, trainer.tokenizer, r.rollout, r.rollout.n)
+    progress = trainer.tracker.rollout_progress(step, len(tasks) * r.rollout.n)
+    trajectories = collect(
+        parts, tasks, step, trainer.tokenizer, r.rollout, r.rollout.n, progress=progress
+    )
     sync_metrics = parts.sync.take_metrics()  # the push before the rollouts, the probe
     timings["time/weight_push_s"] = sync_metrics.pop("time/weight_push_s")
     timings["time/rollout_s"] = time.perf_counter() - t0 - timings["time/weight_push_s"]
@@ -209,7 +212,9 @@ def rl_step(trainer, step: int) -> dict[str, float]:
 # ---- phases --------------------------------------------------------------------------------
 
 
-def collect(parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, policy=None) -> list:
+def collect(
+    parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, policy=None, progress=None
+) -> list:
     """Wake the engine (pushing stale weights), roll out n samples of each task, put it to sleep."""
     from mua.rollout.runner import run_rollouts
 
@@ -227,6 +232,7 @@ def collect(parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, n: int, po
             gym_ctx=parts.gym_ctx,
             tokenizer=tokenizer,
             rollout_cfg=rollout_cfg,
+            progress=progress,
         )
 
     return parts.sync.run(go)
