@@ -78,4 +78,5 @@ GYM = GymSpec(
     reward_components={"correct": 1.0},
     tool_format="bracket",
     random_action=random_action,
+    budgets={"max_turns": 8, "max_total_tokens": 1024},
 )

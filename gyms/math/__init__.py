@@ -64,6 +64,7 @@ GYM = GymSpec(
     reward_components={"correct": 1.0},
     random_action=random_action,
     tool_format="hermes",  # no tools; the parser only separates text from stray markup
+    budgets={"max_turns": 4, "max_total_tokens": 4096, "max_new_tokens_per_turn": 1024},
 )
 
 __all__ = ["GYM", "INTERVENTION", "MathEnv", "expert_answer", "random_action"]

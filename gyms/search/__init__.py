@@ -54,4 +54,5 @@ GYM = GymSpec(
     expert=expert,
     reward_components={"answer": 1.0},
     random_action=random_action,
+    budgets={"max_turns": 12, "max_total_tokens": 8192, "max_new_tokens_per_turn": 256},
 )

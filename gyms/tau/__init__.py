@@ -94,4 +94,5 @@ GYM = GymSpec(
     reward_components={"db_match": 1.0, "outputs": 1.0},
     trivial_baseline=do_nothing_score,
     random_action=random_action,
+    budgets={"max_turns": 30, "max_total_tokens": 16384, "max_new_tokens_per_turn": 512},
 )

@@ -26,6 +26,7 @@ GYM = GymSpec(
     reward_components=dict(DEFAULT_WEIGHTS),
     random_action=random_action,
     tool_format="hermes",
+    budgets={"max_turns": 16, "max_total_tokens": 8192, "max_new_tokens_per_turn": 512},
 )
 
 __all__ = ["GYM", "TravelEnv", "bracket_calls", "random_action"]

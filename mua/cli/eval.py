@@ -32,12 +32,30 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_")[-80:] or "model"
 
 
+def require_model(path: str | None, overrides: list[str]) -> None:
+    """Refuse to evaluate the schema's default model: nobody asked for a score of it."""
+    from mua.config.loading import read_yaml
+    from mua.errors import UsageError
+
+    if any(o.split("=", 1)[0] == "model.path" for o in overrides):
+        return
+    raw = read_yaml(path) if path else {}
+    if isinstance(raw.get("model"), dict) and raw["model"].get("path"):
+        return
+    raise UsageError(
+        "say what to evaluate: --model tiny:qwen3-1m, a Hugging Face folder, a training run, "
+        "openai:<name> or expert (or a recipe that sets model.path)"
+    )
+
+
 def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperature):
     """The EvalRecipe from an optional recipe file, its key=value overrides, then the flags."""
     from mua.cli.common import split_recipe_args
     from mua.config import load_recipe
 
     path, overrides = split_recipe_args(args)
+    if model is None:
+        require_model(path, overrides)
     flags = {
         "model.path": model,
         "eval.n": n,
@@ -105,6 +123,11 @@ def register(app: typer.Typer) -> None:
             temperature=temperature,
         )
         out_dir = out or (recipe.run_dir if path else f"runs/eval/{_slug(recipe.model.path)}")
+        console().print(
+            f"evaluating {recipe.model.path} on {', '.join(recipe.gyms)} "
+            f"(n={recipe.eval.n}, T={recipe.eval.temperature:g})",
+            soft_wrap=True,
+        )
         summaries, meta = run_evaluation(
             recipe,
             model=recipe.model.path,

@@ -114,6 +114,7 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.cli.common import console, load
     from mua.config import write_resolved
     from mua.gym import GymContext, get_gym
+    from mua.gym.budgets import with_gym_budgets
     from mua.models import load_tokenizer
     from mua.rollout.progress import rollout_progress
     from mua.rollout.runner import run_rollouts
@@ -121,6 +122,7 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
 
     recipe = load(args, "rollout")
     gym = get_gym(recipe.gym.name)
+    recipe.rollout = with_gym_budgets(recipe.rollout, gym)
     tasks = _load_tasks(recipe, gym)
     user = recipe.user
     ctx = GymContext(

@@ -12,8 +12,8 @@ def register(app: typer.Typer) -> None:
         "train",
         help="Train a policy (GRPO, PPO or SFT) under torchrun.\n\n"
         "  mua train recipes/quickstart.yaml total_steps=20\n\n"
-        "  mua train r.yaml --nproc-per-node 2\n\n"
-        "  mua train r.yaml --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29500\n\n"
+        "  mua train recipes/quickstart.yaml --nproc-per-node 2\n\n"
+        "  mua train recipes/quickstart.yaml --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29500\n\n"
         "Resumes from the latest checkpoint in the run dir unless --no-resume.",
     )
     def train(
@@ -34,6 +34,11 @@ def register(app: typer.Typer) -> None:
         from mua.train.launcher import launch
 
         recipe = load(args, "train")
+        if recipe.algo.kind != "sft":  # the gym's budgets where the recipe sets none
+            from mua.gym import get_gym
+            from mua.gym.budgets import with_gym_budgets
+
+            recipe.rollout = with_gym_budgets(recipe.rollout, get_gym(recipe.gym.name))
         launch(
             recipe,
             nproc_per_node=nproc_per_node,

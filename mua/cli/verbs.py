@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-VERB_MODULES = ["prep", "train", "rollout", "eval", "merge", "recipe", "serve", "doctor"]
+VERB_MODULES = ["prep", "train", "rollout", "eval", "merge", "recipe", "serve", "doctor", "view"]
 
 
 def register_all(app) -> None:

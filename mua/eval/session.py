@@ -43,6 +43,7 @@ def _fingerprint(recipe, model: str) -> dict:
 async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) -> dict:
     from mua.eval.runner import evaluate
     from mua.gym import GymContext, get_gym
+    from mua.gym.budgets import with_gym_budgets
     from mua.rollout.users import make_llm_client
 
     user = recipe.user
@@ -65,7 +66,7 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
                 gym_spec=spec,
                 gym_ctx=ctx,
                 tokenizer=agent.tokenizer,
-                rollout_cfg=recipe.rollout,
+                rollout_cfg=with_gym_budgets(recipe.rollout, spec),
                 n=recipe.eval.n,
                 k_values=recipe.eval.k,
                 success_threshold=recipe.eval.success_threshold,

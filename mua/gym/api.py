@@ -182,6 +182,9 @@ class GymSpec:
     expert(ctx) -> ExpertPolicy: a scripted policy that solves most built-in tasks.
     random_action(rng) -> str: a random assistant output (for contract tests/baselines).
     trivial_baseline: name of a trivial policy's score worth reporting (e.g. tau's do-nothing).
+    budgets: the rollout budgets (`max_turns`, `max_total_tokens`, `max_new_tokens_per_turn`) its
+    tasks need, used wherever a recipe leaves them unset (`mua.gym.budgets`): set so the
+    scripted expert finishes every built-in task.
     """
 
     name: str
@@ -193,3 +196,4 @@ class GymSpec:
     tool_format: str = "hermes"
     trivial_baseline: Callable[[list[Task]], float] | None = None
     random_action: Callable[[Any], str] | None = None
+    budgets: dict[str, int] = field(default_factory=dict)

@@ -3,7 +3,8 @@
 Store: `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<run_dir>/mlflow.db`.
 Logged: the flattened resolved recipe as parameters (names of environment variables only, never
 their values), numeric metrics per step, the resolved recipe file and sampled transcripts as
-artifacts (`transcripts/step_N.txt`). A resumed run continues the same MLflow run (its id is
+artifacts (`transcripts/step_N.txt`). The same metrics and transcripts also go to the run dir
+(`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`) for `mua view`. A resumed run continues the same MLflow run (its id is
 kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute metrics.
 """
 
@@ -14,6 +15,7 @@ import os
 from pathlib import Path
 
 from mua.track.console import StepConsole
+from mua.track.run_files import append_metrics, write_transcripts
 
 _MAX_PARAM_LEN = 500
 _SECRET_HINTS = ("api_key", "secret", "password", "token")
@@ -51,6 +53,7 @@ class Tracker:
     def __init__(self, recipe, run_dir: str | Path, enabled: bool, console: bool = True):
         self.enabled = enabled
         self.run_dir = Path(run_dir)
+        self.gym = recipe.gym.name
         self._mlflow = None
         self._console = StepConsole(recipe.total_steps) if (enabled and console) else None
         if not enabled:
@@ -82,6 +85,7 @@ class Tracker:
             if isinstance(v, (int, float)) and math.isfinite(float(v))
         }
         self._mlflow.log_metrics(clean, step=step)
+        append_metrics(self.run_dir, step, metrics)
         if self._console is not None:
             self._console.step(step, clean)
 
@@ -89,10 +93,18 @@ class Tracker:
         """Progress of a step's rollouts on the console (None off a terminal or off rank 0)."""
         return self._console.rollouts(step, total) if self._console is not None else None
 
-    def log_transcripts(self, step: int, transcripts: list[str]) -> None:
-        if not self.enabled or not transcripts:
+    def log_transcripts(self, step: int, trajectories, tokenizer=None) -> None:
+        """The step's sampled trajectories: text to MLflow, records to the run dir."""
+        if not self.enabled or not trajectories:
             return
-        text = "\n\n".join(f"===== transcript {i} =====\n{t}" for i, t in enumerate(transcripts))
+        write_transcripts(self.run_dir, step, trajectories, self.gym, tokenizer)
+        texts = []
+        for t in trajectories:
+            body = "\n".join(f"[{m.get('role')}] {m.get('content') or ''}" for m in t.messages)
+            texts.append(
+                f"task {t.task_id} sample {t.sample_index} reward {t.reward:g} ({t.termination})\n{body}"
+            )
+        text = "\n\n".join(f"===== transcript {i} =====\n{t}" for i, t in enumerate(texts))
         self._mlflow.log_text(text, f"transcripts/step_{step:06d}.txt")
 
     def close(self, status: str = "FINISHED") -> None:

@@ -478,13 +478,7 @@ def log_transcripts(trainer, step: int, trajectories) -> None:
     count = trainer.recipe.track.transcripts_per_step
     if not count or not trainer.dist.is_main:
         return
-    texts = []
-    for t in trajectories[:count]:
-        body = "\n".join(f"[{m.get('role')}] {m.get('content') or ''}" for m in t.messages)
-        texts.append(
-            f"task {t.task_id} sample {t.sample_index} reward {t.reward:g} ({t.termination})\n{body}"
-        )
-    trainer.tracker.log_transcripts(step, texts)
+    trainer.tracker.log_transcripts(step, trajectories[:count], trainer.tokenizer)
 
 
 def validate(trainer) -> dict[str, float]:

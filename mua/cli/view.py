@@ -1,0 +1,45 @@
+"""`mua view`: write one self-contained HTML page over the transcripts of runs and evaluations.
+
+The work is in `mua.view`; this module parses arguments and says where the page is.
+"""
+
+from __future__ import annotations
+
+import typer
+
+HELP = """Write one HTML page (no server needed) over a run's sampled transcripts.
+
+Give a training run dir, an evaluation folder, or a folder holding several (two levels deep):
+steps and evaluations, filters by reward, termination reason and gym, trained tokens marked,
+two checkpoints side by side, and the run's reward curves. Open the page in a browser.
+
+  mua view runs/demo
+
+  mua view runs/quickstart runs/eval/final --out runs/quickstart/view.html
+"""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("view", help=HELP)
+    def view(
+        runs: list[str] = typer.Argument(
+            ..., help="Run dirs, evaluation folders, or folders of them."
+        ),
+        out: str | None = typer.Option(
+            None, "--out", "-o", help="Where to write the page (default: <first folder>/view.html)."
+        ),
+    ) -> None:
+        from pathlib import Path
+
+        from mua.cli.common import console
+        from mua.view.page import write_page
+        from mua.view.sources import load_view_data
+
+        data = load_view_data(list(runs))
+        path = Path(out) if out else Path(runs[0]) / "view.html"
+        write_page(data, path, title=f"mua view · {', '.join(runs)}")
+        console().print(
+            f"wrote {path} ({len(data.records)} transcripts, {len(data.checkpoints)} checkpoints, "
+            f"{len(data.curves)} run(s) with curves); open it in a browser",
+            soft_wrap=True,
+        )

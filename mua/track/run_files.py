@@ -1,0 +1,83 @@
+"""What a training run keeps in its run dir for people to read back: `metrics.jsonl` (one line
+per logged step) and `transcripts/step_NNNNNN.jsonl` (the step's sampled trajectories).
+
+Rank 0 writes them next to MLflow (which holds the same metrics) so a run can be browsed from
+its folder alone (`mua view RUN`), whatever tracking store it logged to. A transcript line is a
+`Trajectory` as JSON plus `step`, `gym` and `token_runs` (the token stream cut into runs of one
+kind, trained tokens marked, decoded with the run's tokenizer), so reading needs no tokenizer.
+A step logged twice (steps redone after a resume) reads back as its last record.
+Nothing here decides what to sample or computes metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+METRICS_FILE = "metrics.jsonl"
+TRANSCRIPTS_DIR = "transcripts"
+
+
+def append_metrics(run_dir: str | Path, step: int, metrics: dict) -> None:
+    clean = {
+        k: float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and math.isfinite(float(v))
+    }
+    with open(Path(run_dir) / METRICS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": int(step), **clean}) + "\n")
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """Per-step metric dicts in step order (a torn last line is skipped)."""
+    path = Path(run_dir) / METRICS_FILE
+    by_step: dict[int, dict] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+                by_step[int(row["step"])] = row
+            except (ValueError, KeyError, TypeError):
+                continue
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def transcript_record(traj, step: int, gym: str, tokenizer=None) -> dict:
+    from dataclasses import asdict
+
+    record = {"step": int(step), "gym": gym, **asdict(traj)}
+    if tokenizer is not None:
+        from mua.rollout.render import token_runs
+
+        record["token_runs"] = token_runs(traj, tokenizer)
+    return record
+
+
+def write_transcripts(
+    run_dir: str | Path, step: int, trajectories, gym: str, tokenizer=None
+) -> Path:
+    """`transcripts/step_NNNNNN.jsonl`, written whole under a temporary name, then renamed."""
+    folder = Path(run_dir) / TRANSCRIPTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step_{int(step):06d}.jsonl"
+    tmp = folder / f".{path.name}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for traj in trajectories:
+            record = transcript_record(traj, step, gym, tokenizer)
+            f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_transcripts(run_dir: str | Path) -> list[dict]:
+    """Every step's transcript records, in step order."""
+    records = []
+    for path in sorted((Path(run_dir) / TRANSCRIPTS_DIR).glob("step_*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return records

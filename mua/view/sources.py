@@ -1,0 +1,152 @@
+"""What `mua view` reads: training runs and evaluations found under the folders it is given.
+
+A training run is a folder with `recipe.resolved.yaml`; its sampled transcripts are
+`transcripts/step_N.jsonl` and its curves `metrics.jsonl` (`mua.track.run_files`). An evaluation
+is a folder with `results.jsonl` (`mua eval`), whose rows carry the messages but no tokens. Each
+training step and each evaluation becomes a *checkpoint* of the page; every transcript becomes a
+flat record with the fields the page filters and pairs on (gym, task, sample, reward,
+termination). Folders are searched two levels deep, so the demo's folder shows its RL run and
+both evaluations. Nothing here writes or renders.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mua.errors import UsageError
+from mua.track.run_files import read_metrics, read_transcripts
+
+CURVES = ("reward/mean", "reward/success_rate", "val/reward_mean", "val/success_rate")
+
+
+@dataclass
+class Checkpoint:
+    key: str  # unique on the page
+    label: str
+    source: str  # the run or evaluation folder's name
+    step: int | None = None  # training steps only
+
+
+@dataclass
+class ViewData:
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+    curves: dict[str, dict[str, list[tuple[int, float]]]] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / "recipe.resolved.yaml").is_file() and (
+        (folder / "transcripts").is_dir() or (folder / "metrics.jsonl").is_file()
+    )
+
+
+def _is_eval(folder: Path) -> bool:
+    return (folder / "results.jsonl").is_file()
+
+
+def find_sources(paths: list[str | Path], depth: int = 2) -> list[Path]:
+    """Training runs and evaluations at or under `paths` (at most `depth` levels down)."""
+    found: list[Path] = []
+    for given in paths:
+        root = Path(given)
+        if not root.is_dir():
+            raise UsageError(f"{given}: no such folder; give a run dir (or a folder of runs)")
+        level = [root]
+        for _ in range(depth + 1):
+            nxt = []
+            for folder in level:
+                if _is_run(folder) or _is_eval(folder):
+                    found.append(folder)
+                else:
+                    nxt.extend(sorted(p for p in folder.iterdir() if p.is_dir()))
+            level = nxt
+    if not found:
+        raise UsageError(
+            f"no training run or evaluation under {', '.join(map(str, paths))}: a run dir has "
+            "recipe.resolved.yaml and transcripts/ (written while training), an evaluation results.jsonl"
+        )
+    return list(dict.fromkeys(found))
+
+
+def _record(raw: dict, checkpoint: Checkpoint, index: int) -> dict:
+    turn_rewards = raw.get("turn_rewards") or []
+    return {
+        "id": f"{checkpoint.key}#{index}",
+        "checkpoint": checkpoint.key,
+        "gym": str(raw.get("gym", "")),
+        "task_id": str(raw.get("task_id", "")),
+        "sample_index": int(raw.get("sample_index", 0)),
+        "reward": float(raw.get("reward", 0.0)),
+        "turn_rewards": [float(r) for r in turn_rewards],
+        "termination": str(raw.get("termination", "")),
+        "detail": str(raw.get("detail") or ""),
+        "num_turns": int(raw.get("num_turns", 0)),
+        "messages": list(raw.get("messages") or []),
+        "token_runs": raw.get("token_runs"),
+    }
+
+
+def _label(folder: Path, roots: list[Path]) -> str:
+    for root in roots:
+        try:
+            rel = folder.resolve().relative_to(root.resolve())
+        except ValueError:
+            continue
+        return str(rel) if str(rel) != "." else folder.name
+    return folder.name
+
+
+def _read_run(folder: Path, name: str, data: ViewData) -> None:
+    by_step: dict[int, list[dict]] = {}
+    for raw in read_transcripts(folder):
+        by_step.setdefault(int(raw.get("step", 0)), []).append(raw)
+    for step in sorted(by_step):
+        ckpt = Checkpoint(
+            key=f"{name}@{step}", label=f"{name} · step {step}", source=name, step=step
+        )
+        data.checkpoints.append(ckpt)
+        data.records += [_record(raw, ckpt, i) for i, raw in enumerate(by_step[step])]
+    metrics = read_metrics(folder)
+    series = {key: [(int(m["step"]), float(m[key])) for m in metrics if key in m] for key in CURVES}
+    series = {k: v for k, v in series.items() if v}
+    if series:
+        data.curves[name] = series
+    data.runs.append(name)
+
+
+def _read_eval(folder: Path, name: str, data: ViewData) -> None:
+    model = ""
+    config = folder / "eval_config.json"
+    if config.exists():
+        try:
+            model = str(json.loads(config.read_text()).get("model", ""))
+        except ValueError:
+            model = ""
+    label = f"{name} · eval of {model}" if model else f"{name} · eval"
+    ckpt = Checkpoint(key=name, label=label, source=name)
+    data.checkpoints.append(ckpt)
+    for i, line in enumerate((folder / "results.jsonl").read_text(encoding="utf-8").splitlines()):
+        try:
+            data.records.append(_record(json.loads(line), ckpt, i))
+        except (ValueError, TypeError):
+            continue
+
+
+def load_view_data(paths: list[str | Path]) -> ViewData:
+    roots = [Path(p) for p in paths]
+    data = ViewData()
+    for folder in find_sources(paths):
+        name = _label(folder, roots)
+        if _is_run(folder):
+            _read_run(folder, name, data)
+        else:
+            _read_eval(folder, name, data)
+    if not data.records:
+        raise UsageError(
+            f"no transcripts under {', '.join(map(str, paths))} yet: training writes them every "
+            "step (track.transcripts_per_step > 0), `mua eval` into results.jsonl"
+        )
+    return data
