@@ -4,7 +4,7 @@ Phases, each a real `mua` command in a subprocess (its output in `<out>/logs/<ph
 each reported on one line:
 
   1. prep        mua prep --gym guess                         built-in tasks (numbers 1..8), train/test split
-  2. expert      mua rollout policy=expert                    SFT data from the careless scripted expert
+  2. expert      mua rollout recipes/quickstart_rollout.yaml  SFT data from the careless scripted expert
   3. sft         mua train recipes/quickstart_sft.yaml        imitate it (a weak warm start)
   4. eval sft    mua eval recipes/quickstart_eval.yaml        held-out reward before RL
   5. rl          mua train recipes/quickstart.yaml            GRPO from the SFT model
@@ -18,11 +18,13 @@ gives a near-deterministic policy with little to improve in a few minutes. Both 
 like training (temperature 1, 8 games per held-out task): greedy decoding of a tiny model repeats
 one guess and moves in steps of 1/64.
 
-Then a before/after table and where to look in MLflow (one store for every phase:
-`<out>/mlflow.db`). `python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the
+Then a before/after table, where to look in MLflow (one store for every phase:
+`<out>/mlflow.db`) and a `mua view` page over the RL run's transcripts and both evaluations
+(`<out>/view.html`). On a terminal the running phase's latest training step (with its ETA) stays
+in view; library warnings and bars are kept out of the phases' logs (`mua -v` shows them). `python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the
 numbers (the B8 benchmark calls it). The demo always starts fresh in its folder.
 Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting except the two
-gym settings of the data phases below (`MAX_NUMBER`, `EXPERT_NOISE`).
+gym setting of the prep phase below (`MAX_NUMBER`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = Path("recipes")  # relative to REPO, the phases' working directory
 MAX_NUMBER = 8  # the game's range 1..N (a small range a 1M-parameter model learns in minutes)
-EXPERT_NOISE = 0.5  # share of the expert's guesses that are careless (see gyms/guess/README.md)
 # `--quick`: the same phases, cut to a smoke test (a couple of steps, a few tasks)
 QUICK = {
     "expert": ["max_tasks=32"],
@@ -57,6 +58,7 @@ class DemoResult:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     before: dict = field(default_factory=dict)  # summary of the SFT model on held-out tasks
     after: dict = field(default_factory=dict)  # summary of the RL model
+    view_page: Path | None = None  # `mua view` over the RL run and both evaluations
 
     @property
     def minutes(self) -> float:
@@ -71,6 +73,31 @@ def _mua(*args: str) -> list[str]:
     return [sys.executable, "-m", "mua.cli.main", *args]
 
 
+def _last_step_line(log: Path) -> str | None:
+    """The phase's latest `step N/M ...` line (training logs one per step off a terminal)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((line for line in reversed(lines) if line.startswith("step ")), None)
+
+
+def _wait_showing_steps(proc: subprocess.Popen, log: Path) -> int:
+    """Wait for a phase; on a terminal, keep its latest step line (with its ETA) in view."""
+    live = sys.stdout.isatty()
+    shown = ""
+    while proc.poll() is None:
+        time.sleep(0.5)
+        line = _last_step_line(log) if live else None
+        if line:
+            width = shutil.get_terminal_size().columns - 1
+            shown = f"      {'':<9} {line}"[:width]
+            print(f"\r{shown:<{width}}", end="", flush=True)
+    if shown:
+        print("\r" + " " * len(shown) + "\r", end="", flush=True)
+    return proc.returncode
+
+
 def _run_phase(
     index: int, total: int, name: str, cmd: list[str], out_dir: Path, env: dict, result: DemoResult
 ) -> None:
@@ -81,7 +108,8 @@ def _run_phase(
     print(f"[{index}/{total}] {name:<9} {shown}", flush=True)
     t0 = time.perf_counter()
     with open(log, "w") as f:
-        code = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+        code = _wait_showing_steps(proc, log)
     seconds = time.perf_counter() - t0
     result.phase_seconds[name] = seconds
     if code != 0:
@@ -111,13 +139,8 @@ def _phases(out: Path, seed: int, quick: bool = False) -> list[tuple[str, list[s
             "expert",
             _mua(
                 "rollout",
-                "policy=expert",
-                "gym.name=guess",
+                str(RECIPES / "quickstart_rollout.yaml"),
                 f"data.train_files=[{data / 'train.parquet'}]",
-                "rollout.n=1",
-                f"gym.options.expert_noise={EXPERT_NOISE}",
-                "rollout.max_turns=4",
-                "rollout.max_total_tokens=256",
                 f"run_dir={out / 'expert'}",
                 *cut.get("expert", []),
             ),
@@ -201,7 +224,15 @@ def run_demo(out_dir: str | Path = "runs/demo", seed: int = 0, quick: bool = Fal
         _run_phase(i, len(phases), name, cmd, out, env, result)
     result.before = _guess_summary(out / "eval_sft")
     result.after = _guess_summary(out / "eval_rl")
+    result.view_page = _write_view(out)
     return result
+
+
+def _write_view(out: Path) -> Path:
+    from mua.view.page import write_page
+    from mua.view.sources import load_view_data
+
+    return write_page(load_view_data([out]), out / "view.html", title=f"mua demo · {out}")
 
 
 def _decoding(result: DemoResult) -> str:
@@ -214,6 +245,8 @@ def _decoding(result: DemoResult) -> str:
 def print_report(result: DemoResult) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from mua.track.console import mlflow_ui_command
 
     title = f"held-out guess tasks ({result.before['num_tasks']}), {_decoding(result)}"
     table = Table(title=title)
@@ -233,11 +266,15 @@ def print_report(result: DemoResult) -> None:
     console.print(
         f"reward gain from RL: {gain:+.3f} · total {result.minutes:.1f} min · outputs in {result.out_dir}"
     )
-    console.print(
-        f"MLflow (SFT, GRPO and both evaluations): mlflow ui --backend-store-uri sqlite:///{result.out_dir / 'mlflow.db'}",
-        soft_wrap=True,
-    )
+    ui = mlflow_ui_command(f"sqlite:///{result.out_dir / 'mlflow.db'}")
+    console.print(f"MLflow (SFT, GRPO and both evaluations): {ui}", soft_wrap=True)
     console.print(f"merged model: {_latest_merged(result.out_dir)}", soft_wrap=True)
+    if result.view_page is not None:
+        console.print(
+            f"transcripts (RL steps, both evaluations side by side): open {result.view_page} "
+            f"(`mua view {result.out_dir}` rebuilds it)",
+            soft_wrap=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="A smoke test: every phase, a couple of steps each."
     )
     args = parser.parse_args(argv)
+    from mua.track.console import quiet_libraries
+
+    quiet_libraries()  # the phases inherit it: no library warnings, log lines or bars
     try:
         result = run_demo(args.out, args.seed, args.quick)
     except PhaseFailed as err:

@@ -166,3 +166,25 @@ class StepConsole:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def mlflow_ui_command(uri: str) -> str:
+    """The command that opens MLflow's UI on `uri` for this install.
+
+    mlflow-skinny (a core dependency) has no UI server; the `ui` extra installs full mlflow.
+    The executable is named by path when this environment's bin folder is not on PATH.
+    """
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    here = Path(sys.executable).parent / "mlflow"
+    exe = "mlflow" if shutil.which("mlflow") == str(here) or not here.exists() else str(here)
+    command = f"{exe} ui --backend-store-uri {uri}"
+    spec = importlib.util.find_spec("mlflow")
+    has_ui = spec is not None and spec.origin is not None and (
+        Path(spec.origin).parent / "server" / "js" / "build" / "index.html"
+    ).is_file()
+    if has_ui and importlib.util.find_spec("flask") is not None:
+        return command
+    return f"pip install -e '.[ui]' (full mlflow, for its UI), then {command}"
