@@ -21,9 +21,10 @@ one guess and moves in steps of 1/64.
 Then a before/after table, where to look in MLflow (one store for every phase:
 `<out>/mlflow.db`) and a `mua view` page over the RL run's transcripts and both evaluations
 (`<out>/view.html`). On a terminal the running phase's latest training step (with its ETA) stays
-in view; library warnings and bars are kept out of the phases' logs (`mua -v` shows them). `python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the
-numbers (the B8 benchmark calls it). The demo always starts fresh in its folder.
-Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting except the two
+in view; library warnings and bars are kept out of the phases' logs (`mua -v` shows them).
+`python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the numbers (the
+B8 benchmark calls it). The demo always starts fresh in its folder.
+Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting except the
 gym setting of the prep phase below (`MAX_NUMBER`).
 """
 
