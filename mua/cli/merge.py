@@ -20,9 +20,9 @@ steps already merged (same dtype) are skipped unless --force.
 
   mua merge runs/quickstart
 
-  mua merge runs/quickstart/checkpoints/global_step_20 --dtype bfloat16 --verify
+  mua merge runs/quickstart/checkpoints --dtype bfloat16 --verify --out runs/quickstart/hf_bf16
 
-  mua merge recipes/merge.yaml checkpoint_dir=runs/x/checkpoints
+  mua merge recipes/merge.yaml checkpoint_dir=runs/quickstart/checkpoints
 """
 
 

@@ -22,9 +22,9 @@ Examples:
 
   mua prep --gym math --source limo.jsonl --out data/limo
 
-  mua prep mix --out data/mix data/travel:3 data/math:1   (weights = relative share of rows)
+  mua prep mix --out data/mix data/travel:3 data/guess:1   (weights = relative share of rows)
 
-  mua prep recipes/prep_travel.yaml seed=3
+  mua prep --list
 """
 
 

@@ -19,7 +19,7 @@ Examples:
 
   mua rollout policy=expert gym.name=guess max_tasks=4 --show 2
 
-  mua rollout recipes/quickstart_rollout.yaml model.path=tiny:qwen3-1m max_tasks=2 --html runs/rollout/view.html
+  mua rollout recipes/quickstart_rollout.yaml policy=model model.path=tiny:qwen3-1m max_tasks=2 --html runs/rollout.html
 """
 
 

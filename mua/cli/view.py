@@ -13,9 +13,9 @@ Give a training run dir, an evaluation folder, or a folder holding several (two 
 steps and evaluations, filters by reward, termination reason and gym, trained tokens marked,
 two checkpoints side by side, and the run's reward curves. Open the page in a browser.
 
-  mua view runs/demo
+  mua view runs/quickstart
 
-  mua view runs/quickstart runs/eval/final --out runs/quickstart/view.html
+  mua view runs/quickstart runs/quickstart_eval --out runs/quickstart/view.html
 """
 
 

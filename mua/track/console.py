@@ -182,9 +182,11 @@ def mlflow_ui_command(uri: str) -> str:
     exe = "mlflow" if shutil.which("mlflow") == str(here) or not here.exists() else str(here)
     command = f"{exe} ui --backend-store-uri {uri}"
     spec = importlib.util.find_spec("mlflow")
-    has_ui = spec is not None and spec.origin is not None and (
-        Path(spec.origin).parent / "server" / "js" / "build" / "index.html"
-    ).is_file()
+    has_ui = (
+        spec is not None
+        and spec.origin is not None
+        and (Path(spec.origin).parent / "server" / "js" / "build" / "index.html").is_file()
+    )
     if has_ui and importlib.util.find_spec("flask") is not None:
         return command
     return f"pip install -e '.[ui]' (full mlflow, for its UI), then {command}"

@@ -1,0 +1,132 @@
+"""Every command the README shows and every example in `mua ... --help` runs as written.
+
+The README's command blocks (```bash lines, and `$ ` lines of ```text blocks) run first, in the
+README's order, in one scratch folder (with `recipes/` linked in), so each command finds what the
+ones before it wrote, as a reader's would; then every help example. Sizes are cut by overrides
+appended to the command (a couple of training steps, a few tasks), never by editing it. Commands
+that need what a test machine lacks (a GPU, an endpoint, public data, a second machine, an install)
+are skipped with the reason shown. A doc naming a missing recipe, option or file fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+
+SKIPS = (  # (pattern in the command, why it does not run here)
+    (
+        r"^make (test|bench|lint|fmt)|make lint",
+        "a make target: `make test` is this suite; bench/lint are not tests",
+    ),
+    (r"^make demo", "runs as tests/integration/test_demo.py (its --quick form)"),
+    (r"^MUA_B2_ENGINE=|make bench", "a benchmark"),
+    (r"^(pip|python -m venv)|pip install", "installs packages"),
+    (r"^source ", "shell activation; this test runs .venv's python directly"),
+    (r"^mlflow ui", "starts a server; tests/unit/test_first_hour.py checks the printed command"),
+    (r"openai:|--user llm", "needs an OpenAI-compatible endpoint"),
+    (r"path/to/|--source", "needs public data"),
+    (r"Qwen/|\./Qwen|\./my_model|--device cuda", "needs a real model on a GPU host"),
+    (r"--nnodes 2", "needs a second machine"),
+    (r"^mua serve", "starts a server (tests/unit/test_serve.py)"),
+)
+RL_CUT = ["total_steps=2", "checkpoint.save_freq=1", "data.tasks_per_step=2", "rollout.n=2"]
+
+
+def _cut(argv: list[str]) -> list[str]:
+    """Overrides that shrink a command to a smoke test."""
+    verb = argv[1] if len(argv) > 1 else ""
+    if verb == "train":
+        return ["total_steps=2"] if any("sft" in a for a in argv) else RL_CUT
+    if verb == "eval":
+        return [
+            "--max-tasks",
+            "1",
+            "-n",
+            "2",
+            "rollout.max_turns=2",
+            "rollout.max_new_tokens_per_turn=16",
+        ]
+    if verb == "rollout" and not any(a.startswith("max_tasks=") for a in argv):
+        return ["max_tasks=16"]
+    return []
+
+
+def _readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    out = []
+    for lang, body in re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S):
+        for line in body.splitlines():
+            if lang == "text" and line.startswith("$ "):
+                out.append(line[2:])
+            elif lang == "bash" and line.strip() and not line.lstrip().startswith("#"):
+                out.append(line)
+    return [re.sub(r"\s+#.*$", "", c).strip() for c in out]
+
+
+def _help_examples() -> list[str]:
+    import typer
+
+    from mua.cli.main import app
+
+    examples = []
+
+    def walk(cmd):
+        for line in (cmd.help or "").splitlines():
+            line = re.sub(r"^\s*(Example:\s*)?", "", line)
+            line = re.sub(r"\s+\(.*\)$", "", line)  # a trailing remark in parentheses
+            if (
+                line.startswith("mua ")
+                and "[" not in line
+                and not re.search(r"\b[A-Z][A-Z_]{2,}\b", line)
+            ):
+                examples.append(line.strip())
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+
+    walk(typer.main.get_command(app))
+    return examples
+
+
+def _unique(pairs):
+    seen: set[str] = set()
+    return [(w, c) for w, c in pairs if not (c in seen or seen.add(c))]
+
+
+COMMANDS = _unique(
+    [("readme", c) for c in _readme_commands()] + [("help", c) for c in _help_examples()]
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("docs")
+    (folder / "recipes").symlink_to(REPO / "recipes")
+    return folder
+
+
+@pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[f"{w}:{c}" for w, c in COMMANDS])
+def test_documented_command_runs(where, command, sandbox):
+    for pattern, reason in SKIPS:
+        if re.search(pattern, command):
+            pytest.skip(f"{reason}: {command}")
+    argv = shlex.split(command)
+    if argv[0] == "mua":
+        argv = [sys.executable, "-m", "mua.cli.main", *argv[1:], *_cut(argv)]
+    elif argv[0] == "python":
+        argv = [sys.executable, *argv[1:]]
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    res = subprocess.run(argv, cwd=sandbox, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, (
+        f"{where}: `{command}` exited {res.returncode}\n{res.stdout[-1500:]}\n{res.stderr[-2500:]}"
+    )
+    assert "Traceback" not in res.stderr
