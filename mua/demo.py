@@ -268,13 +268,14 @@ def print_report(result: DemoResult) -> None:
         f"reward gain from RL: {gain:+.3f} · total {result.minutes:.1f} min · outputs in {result.out_dir}"
     )
     ui = mlflow_ui_command(f"sqlite:///{result.out_dir / 'mlflow.db'}")
-    console.print(f"MLflow (SFT, GRPO and both evaluations): {ui}", soft_wrap=True)
-    console.print(f"merged model: {_latest_merged(result.out_dir)}", soft_wrap=True)
+    console.print(f"MLflow (SFT, GRPO and both evaluations): {ui}", soft_wrap=True, markup=False)
+    console.print(f"merged model: {_latest_merged(result.out_dir)}", soft_wrap=True, markup=False)
     if result.view_page is not None:
         console.print(
             f"transcripts (RL steps, both evaluations side by side): open {result.view_page} "
             f"(`mua view {result.out_dir}` rebuilds it)",
             soft_wrap=True,
+            markup=False,
         )
 
 

@@ -150,4 +150,7 @@ def register(app: typer.Typer) -> None:
             f"results: {out_dir}/results.jsonl, {out_dir}/summary.json{resumed}", soft_wrap=True
         )
         if meta.get("mlflow_uri"):
-            con.print(f"mlflow: mlflow ui --backend-store-uri {meta['mlflow_uri']}", soft_wrap=True)
+            from mua.track.console import mlflow_ui_command
+
+            ui = mlflow_ui_command(meta["mlflow_uri"])
+            con.print(f"mlflow: {ui}", soft_wrap=True, markup=False)

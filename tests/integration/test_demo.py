@@ -38,6 +38,14 @@ def test_quick_demo_runs_every_phase_and_reports(tmp_path):
         and "after GRPO" in res.stdout
         and "mlflow ui" in res.stdout
     )
+    # quiet: no library warnings, MLflow log lines or progress bars, on screen or in the logs
+    for text in [res.stdout, res.stderr, *(p.read_text() for p in (out / "logs").iterdir())]:
+        for noise in ("Warning", " INFO ", "it/s]", "Loading weights", "Writing model shards"):
+            assert noise not in text, noise
+    # `mua view` over the demo: the RL steps' transcripts and both evaluations
+    page = (out / "view.html").read_text()
+    assert "data-ckpt='rl@1'" in page and "data-ckpt='eval_sft'" in page
+    assert "data-ckpt='eval_rl'" in page and "k-trained" in page
     merged = out / "rl" / "hf" / "global_step_2"
     assert json.loads((merged / "merge_info.json").read_text())["verify_max_logit_diff"] <= 1e-5
     before = json.loads((out / "eval_sft" / "summary.json").read_text())
