@@ -182,10 +182,9 @@ SAMPLE_CONVERSATIONS = [
 
 def check_template(model: str) -> Check:
     from mua.errors import MuaError
-    from mua.models import check_prefix_stability, load_tokenizer, resolve
+    from mua.models import check_prefix_stability, load_tokenizer
 
     try:
-        resolve(model, "model")  # the weights too, not only the tokenizer the template needs
         tokenizer = load_tokenizer(model)
         problems = check_prefix_stability(tokenizer, SAMPLE_CONVERSATIONS)
     except MuaError as err:
