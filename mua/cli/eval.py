@@ -24,7 +24,7 @@ Re-running the same command resumes an interrupted evaluation (--fresh starts ov
 
   mua eval --gym tau --model openai:gpt-4o --user llm user.model=gpt-4o-mini
 
-  mua eval recipes/quickstart_eval.yaml model.path=runs/quickstart_sft/hf/final
+  mua eval recipes/quickstart_eval.yaml model.path=runs/quickstart_sft/hf/final --out runs/quickstart_sft_eval
 """
 
 
