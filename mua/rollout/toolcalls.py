@@ -4,7 +4,11 @@ Llama-3.x bare JSON calls (`{"name": ..., "parameters": {...}}`, optionally afte
 (`[action] ...`, `[search] ...`, `[answer] ...`, `[finish]`).
 
 `parse_action(text, parser)` returns a `mua.gym.AgentAction` and never raises: markup that cannot
-be read lands in `AgentAction.parse_errors` with a sentence the model can act on. Bracket actions
+be read lands in `AgentAction.parse_errors` with a sentence the model can act on. That includes
+JSON the standard library refuses past its limits (nesting deep enough to exhaust the recursion
+limit, integers of more than 4,300 digits) and arguments nested deeper than `MAX_ARGUMENT_DEPTH`
+(templates and tools walk arguments recursively); a reader that fails in any other way gives one
+parse error naming the failure instead of raising. Bracket actions
 become calls of the one tool UserRL-style gyms expose, `interact_with_env(choice, content)`.
 This module does not check tool names or argument types; the gym's `ToolEnv` does that.
 Reasoning inside `<think>...</think>` is never parsed for actions. `auto` never picks the Llama-3
@@ -19,6 +23,7 @@ import re
 from typing import Any, Literal
 
 from mua.gym.api import AgentAction, ToolCall
+from mua.text import clean_text, clean_value
 
 ParserName = Literal["hermes", "bracket", "llama3_json", "auto"]
 BRACKET_TOOL = "interact_with_env"
@@ -34,6 +39,7 @@ _LLAMA_CALL_START = re.compile(
     r'<\|python_tag\|>|(?:^|(?<=;))[ \t]*(?=\{\s*"(?:name|parameters|arguments)"\s*:)', re.M
 )
 _LLAMA_RESUME = re.compile(r"[\n;][ \t]*\{")
+MAX_ARGUMENT_DEPTH = 32  # containers inside tool arguments; real tools need a handful
 
 
 def _snippet(text: str) -> str:
@@ -70,9 +76,37 @@ def _decode_call(body: str, index: int) -> tuple[ToolCall | None, str | None]:
         obj, end = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as e:
         return None, f"tool call is not valid JSON ({e.msg} at char {e.pos}): {_snippet(body)}"
+    except (ValueError, RecursionError) as e:
+        return None, f"tool call is not usable JSON ({_json_limit(e)}): {_snippet(body)}"
     if body[end:].strip():
         return None, f"unexpected text after the JSON object in <tool_call>: {_snippet(body[end:])}"
     return _call_from_object(obj, index)
+
+
+def _json_limit(err: BaseException) -> str:
+    """What a JSON reader's limit error means, in words the model can act on."""
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    if "digits" in str(err):
+        return "a number with too many digits"
+    return _snippet(str(err))
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """True when dicts/lists nest more than `limit` levels (a scalar is 0), without recursion."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _call_from_object(obj: object, index: int) -> tuple[ToolCall | None, str | None]:
@@ -82,6 +116,10 @@ def _call_from_object(obj: object, index: int) -> tuple[ToolCall | None, str | N
             None,
             f"tool call must be a JSON object with name and arguments, got {type(obj).__name__}",
         )
+    too_deep = f"nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+    if _deeper_than(obj, MAX_ARGUMENT_DEPTH + 1):
+        return None, f"tool call is {too_deep}"
+    obj = clean_value(obj)  # JSON escapes such as "\\ud800" decode to unencodable text
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
         return None, 'tool call has no "name" string'
@@ -91,11 +129,15 @@ def _call_from_object(obj: object, index: int) -> tuple[ToolCall | None, str | N
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError:
             return None, f"arguments of {name!r} are a string that is not JSON: {_snippet(args)}"
+        except (ValueError, RecursionError) as e:
+            return None, f"arguments of {name!r} are not usable JSON ({_json_limit(e)})"
     if args is None:
         args = {}
     if not isinstance(args, dict):
         return None, f"arguments of {name!r} must be a JSON object, got {type(args).__name__}"
-    return ToolCall(name=name.strip(), arguments=args, id=f"call_{index}"), None
+    if _deeper_than(args, MAX_ARGUMENT_DEPTH):
+        return None, f"arguments of {name!r} are {too_deep}"
+    return ToolCall(name=name.strip(), arguments=clean_value(args), id=f"call_{index}"), None
 
 
 def parse_hermes(text: str) -> AgentAction:
@@ -160,11 +202,12 @@ def _read_json_calls(
             return calls, errors, start
         try:
             obj, pos = decoder.raw_decode(visible, start)
-        except json.JSONDecodeError as e:
-            errors.append(
-                f"tool call is not valid JSON ({e.msg} at char {e.pos - start}): "
-                f"{_snippet(visible[start:])}"
-            )
+        except (ValueError, RecursionError) as e:
+            if isinstance(e, json.JSONDecodeError):
+                what = f"not valid JSON ({e.msg} at char {e.pos - start})"
+            else:
+                what = f"not usable JSON ({_json_limit(e)})"
+            errors.append(f"tool call is {what}: {_snippet(visible[start:])}")
             resume = _LLAMA_RESUME.search(visible, start + 1)
             pos = resume.start() + 1 if resume else len(visible)
             continue
@@ -220,9 +263,12 @@ def read_native_calls(raw_calls: list[Any]) -> tuple[list[dict], list[str]]:
     calls: list[dict] = []
     errors: list[str] = []
     for i, raw in enumerate(raw_calls):
-        fn = _field(raw, "function") or raw
-        obj = {"name": _field(fn, "name"), "arguments": _field(fn, "arguments")}
-        call, err = _call_from_object(obj, i)
+        try:
+            fn = _field(raw, "function") or raw
+            obj = {"name": _field(fn, "name"), "arguments": _field(fn, "arguments")}
+            call, err = _call_from_object(obj, i)
+        except Exception as e:  # a reader bug must cost one call, not the run
+            call, err = None, f"tool call {i + 1} could not be read ({type(e).__name__})"
         if call is None:
             errors.append(err)
             continue
@@ -237,17 +283,31 @@ def read_native_calls(raw_calls: list[Any]) -> tuple[list[dict], list[str]]:
 
 
 def parse_action(text: str, parser: ParserName = "auto") -> AgentAction:
-    """Parse one assistant turn. `auto`: Hermes blocks when present, else bracket actions, else text."""
+    """Parse one assistant turn. `auto`: Hermes blocks when present, else bracket actions, else text.
+
+    Never raises for any text (an unknown parser name is a programming error and does)."""
+    if parser not in ("hermes", "bracket", "llama3_json", "auto"):
+        raise ValueError(
+            f"unknown tool parser {parser!r}; use hermes, bracket, llama3_json or auto"
+        )
+    text = clean_text(text)
+    try:
+        return _parse_with(text, parser)
+    except Exception as e:  # a reader bug must cost one turn, not the run
+        error = (
+            f"your reply could not be read ({type(e).__name__}); write plain text or one "
+            "valid tool call"
+        )
+        return AgentAction(text=text.strip(), parse_errors=[error], raw=text)
+
+
+def _parse_with(text: str, parser: ParserName) -> AgentAction:
     if parser == "hermes":
         return parse_hermes(text)
     if parser == "bracket":
         return parse_bracket(text)
     if parser == "llama3_json":
         return parse_llama3_json(text)
-    if parser != "auto":
-        raise ValueError(
-            f"unknown tool parser {parser!r}; use hermes, bracket, llama3_json or auto"
-        )
     visible = _strip_think(text)
     if "<tool_call>" in visible or "</tool_call>" in visible:
         return parse_hermes(text)

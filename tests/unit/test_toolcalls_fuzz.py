@@ -1,16 +1,19 @@
-"""Fuzz: thousands of random and adversarial assistant outputs through the parser and every gym
-present; no exception may escape (a UserFailure from an LLM judge is the only allowed raise)."""
+"""Fuzz: thousands of random and adversarial assistant outputs through the parsers and every gym
+present; no exception may escape (a UserFailure from an LLM judge is the only allowed raise).
+The adversarial set (seeded) aims at the JSON reader's limits: nesting past the recursion limit,
+integers past 4,300 digits, escaped and raw surrogates."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import pytest
 
 from mua.errors import MuaError
 from mua.gym import GymContext, UserFailure, get_gym, list_gyms
-from mua.rollout.toolcalls import parse_action
+from mua.rollout.toolcalls import parse_action, read_native_calls
 
 PIECES = [
     "<tool_call>",
@@ -133,3 +136,100 @@ def test_gyms_never_raise_on_adversarial_outputs(count_guess, count_other):
 
     for name, spec, tasks in gyms:
         asyncio.run(fuzz(spec, tasks, count_guess if name == "guess" else count_other))
+
+
+# -- adversarial outputs: the standard library's JSON limits, nesting, huge numbers, surrogates --
+
+NUM_ADVERSARIAL = 10_000
+CALL_OPENERS = (
+    "<tool_call>",
+    '<tool_call>{"name": "f", "arguments": ',
+    '{"name": "f", "parameters": ',
+    '<|python_tag|>{"name": "f", "arguments": ',
+    '<tool_call>{"name": "f", "arguments": "',
+    "[answer] ",
+    "",
+)
+
+
+def _bomb(rng: random.Random) -> str:
+    """Something a JSON reader chokes on: deep nesting, an endless number, escapes, junk."""
+    depth = rng.choice((33, 999, 1_000, 1_050, 2_000))
+    kind = rng.randrange(9)
+    if kind == 0:
+        return "[" * depth
+    if kind == 1:
+        return '{"a": ' * depth
+    if kind == 2:
+        return "[" * depth + "]" * depth
+    if kind == 3:
+        return '{"a": ' * depth + "1" + "}" * depth
+    if kind == 4:
+        return rng.choice(("-", "")) + "9" * rng.choice((4_300, 4_301, 4_400))
+    if kind == 5:
+        return '"' + rng.choice(("\\ud800", "\\udfff", "\\ud83d\\ude00", "\\u0000")) * 3 + '"'
+    if kind == 6:
+        return rng.choice(("\ud800", "\udc00", "\ud83d\ude00", "\x00")) * rng.randint(1, 5)
+    if kind == 7:
+        return '\\"[' * depth
+    return "1e" + "9" * rng.randint(1, 400)
+
+
+def adversarial_output(rng: random.Random) -> str:
+    parts = [rng.choice(CALL_OPENERS), _bomb(rng)]
+    for _ in range(rng.randint(0, 3)):
+        parts.append(rng.choice(PIECES) if rng.random() < 0.75 else _bomb(rng))
+    if rng.random() < 0.5:
+        parts.append(rng.choice(("}", "}}", '"}', "</tool_call>", "<|eom_id|>")))
+    return "".join(parts)
+
+
+def _assert_usable(action) -> None:
+    assert isinstance(action.parse_errors, list)
+    for call in action.tool_calls:
+        assert isinstance(call.arguments, dict)
+        # what the transcript, caches and results files do with a call must work
+        json.dumps({"name": call.name, "arguments": call.arguments}).encode("utf-8")
+    action.text.encode("utf-8")
+
+
+@pytest.mark.parametrize("parser", ["hermes", "bracket", "llama3_json", "auto"])
+def test_text_parsers_turn_10000_adversarial_outputs_into_parse_errors(parser):
+    rng = random.Random(f"adversarial/{parser}")
+    read_errors = 0
+    for _ in range(NUM_ADVERSARIAL):
+        action = parse_action(adversarial_output(rng), parser)
+        _assert_usable(action)
+        read_errors += bool(action.parse_errors)
+    if parser != "bracket":  # bracket actions carry free text: nothing to refuse
+        assert read_errors > NUM_ADVERSARIAL // 4  # the bombs were reported, not dropped
+
+
+def test_native_call_reader_turns_10000_adversarial_arguments_into_parse_errors():
+    rng = random.Random("adversarial/native")
+    refused = 0
+    for _ in range(NUM_ADVERSARIAL):
+        arguments = _bomb(rng) if rng.random() < 0.8 else adversarial_output(rng)
+        raw = {
+            "id": "c",
+            "function": {"name": rng.choice(("f", "\ud800", "", None)), "arguments": arguments},
+        }
+        calls, errors = read_native_calls([raw, None, 3])
+        assert len(calls) + len(errors) == 3
+        for call in calls:
+            json.dumps(call).encode("utf-8")
+        refused += len(errors) - 2
+    assert refused > NUM_ADVERSARIAL // 2
+
+
+def test_the_reported_crashes_are_parse_errors():
+    deep = parse_action("<tool_call>" + "[" * 1000, "hermes")
+    assert deep.tool_calls == [] and "nested too deeply" in deep.parse_errors[0]
+    digits = parse_action('<tool_call>{"name": "f", "arguments": {"n": ' + "9" * 4301 + "}}")
+    assert digits.tool_calls == [] and "too many digits" in digits.parse_errors[0]
+    llama = parse_action('{"name": "f", "parameters": ' + "[" * 5000, "llama3_json")
+    assert llama.tool_calls == [] and "nested too deeply" in llama.parse_errors[0]
+    nested = parse_action('<tool_call>{"name": "f", "arguments": ' + '{"a": ' * 40 + "1" + "}" * 41)
+    assert nested.tool_calls == [] and "levels deep" in nested.parse_errors[0]
+    escaped = parse_action('<tool_call>{"name": "f", "arguments": {"s": "\\ud800"}}</tool_call>')
+    assert escaped.tool_calls[0].arguments == {"s": "\ufffd"}
