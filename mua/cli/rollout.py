@@ -118,13 +118,14 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.models import load_tokenizer
     from mua.rollout.progress import rollout_progress
     from mua.rollout.runner import run_rollouts
-    from mua.rollout.users import make_llm_client
+    from mua.rollout.users import make_llm_client, preflight_user
 
     recipe = load(args, "rollout")
     gym = get_gym(recipe.gym.name)
     recipe.rollout = with_gym_budgets(recipe.rollout, gym)
     tasks = _load_tasks(recipe, gym)
     user = recipe.user
+    preflight_user(user)
     ctx = GymContext(
         options=dict(recipe.gym.options),
         reward_weights=dict(recipe.gym.reward_weights),

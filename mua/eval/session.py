@@ -96,9 +96,11 @@ def run_evaluation(
     from mua.eval.agents import load_agent
     from mua.eval.tasks import load_eval_tasks
     from mua.rollout.progress import rollout_progress
+    from mua.rollout.users import preflight_user
 
     out_dir = Path(out_dir)
     tasks_by_gym = load_eval_tasks(recipe, gyms)
+    preflight_user(recipe.user)  # a wrong key or model stops here, before anything is written
     store = ResultStore(out_dir, _fingerprint(recipe, model), fresh=fresh)
     resumed = len(store.rows)
     agent = load_agent(model, recipe)

@@ -16,6 +16,7 @@ import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
+from mua.errors import RunFailure
 from mua.gym.api import AgentAction, StepResult, ToolCall, UserFailure
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object"}
@@ -218,8 +219,10 @@ class ToolEnv:
             result = fn(**kwargs)
             if inspect.isawaitable(result):
                 result = await result
-        except UserFailure:
-            raise  # the user or judge could not answer: the runner ends the trajectory, masked
+        except (UserFailure, RunFailure):
+            # the user or judge could not answer (the runner ends the trajectory, masked) or
+            # refused the run's key or model (the run stops)
+            raise
         except Exception as e:  # a tool bug or a rejected action must not end the rollout
             return self._tool_msg(
                 call, f"Error: {call.name} failed: {type(e).__name__}: {e}"

@@ -2,8 +2,9 @@
 
 `EnginePolicy` samples token ids from an engine; the runner keeps them verbatim with their
 log-probs and parses tool calls from their text. `MessagePolicy` returns whole assistant messages
-(a gym's scripted expert, or an agent behind an OpenAI-compatible API); the runner renders them
-through the chat template with loss mask 1 on the assistant tokens, which is how SFT data is made.
+(a gym's scripted expert, or an agent behind an OpenAI-compatible API), cleaned of unencodable
+text (`mua.text`); the runner renders them through the chat template with loss mask 1 on the
+assistant tokens, which is how SFT data is made.
 Neither class knows about envs, budgets or transcripts: the runner does.
 """
 
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from mua.gym.api import AgentAction, GymContext, GymSpec, Task, ToolCall
 from mua.rollout.engine import GenerationRequest, GenerationResult, RolloutEngine, SamplingParams
 from mua.rollout.toolcalls import ParserName, parse_action, read_native_calls
+from mua.text import clean_message
 
 PolicyKind = Literal["tokens", "messages"]
 
@@ -112,6 +114,7 @@ class MessagePolicy:
             raise TypeError(
                 f"{self.name} policy returned {type(msg).__name__}, expected a message dict"
             )
+        msg = clean_message(msg)  # unencodable text never reaches the tokenizer
         out: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
         # markup the policy's own reader could not use, then native calls we cannot read
         errors = list(msg.get("parse_errors") or [])

@@ -3,11 +3,19 @@
 `run_rollouts(tasks, n=..., policy=..., ...)` makes n samples per task (one GRPO group per task),
 each with a fresh env from `gym_spec.make_env(ctx)`, at most `rollout.max_concurrency` at once and
 no barrier between turns of different trajectories. Budgets: tokens per turn and per trajectory,
-turns, wall time per trajectory, and a timeout on every env call. Whatever happens inside one
-trajectory (an env bug, a user simulator giving up, a timeout) ends that trajectory with a recorded
-`termination` and never the batch. Errors of the policy or engine themselves do propagate: a
-broken engine must stop the run, not produce empty trajectories; so does a `UsageError` from an env
-(missing data, a bad option), which would otherwise end every trajectory the same way.
+turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
+time spent waiting on LLM endpoints (queued or in a request), which bound their own time per
+attempt and retry (`mua.rollout.wait_clock`). Whatever happens inside one trajectory (an env bug,
+an env returning nonsense, a user simulator giving up after its retries, a timeout) ends that
+trajectory with a recorded `termination` and never the batch. Errors of the policy or engine
+themselves do propagate: a broken engine must stop the run, not produce empty trajectories; so
+does any `MuaError` from an env: a `UsageError` (missing data, a bad option) or a `RunFailure`
+(a user endpoint refusing the key or not knowing the model, HTTP 401/403/404), which would
+otherwise end every trajectory the same way. The other trajectories in flight are cancelled then.
+
+Every message an env hands over (reset prompt, user replies, tool outputs) and a trajectory's
+detail go through `mua.text`, so unencodable text (lone surrogates) never reaches the tokenizer
+or a results file.
 
 Envs may shape the transcript: `StepResult.cut_at` drops what the policy wrote after the env's
 reading of a turn, env messages marked `style: raw` continue the model's turn (its stop token
@@ -23,7 +31,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from mua.errors import UsageError
+from mua.errors import MuaError
 from mua.gym.api import AgentAction, GymContext, GymSpec, StepResult, Task, UserFailure
 from mua.rollout.toolcalls import action_as_message, parse_action
 from mua.rollout.transcript import (
@@ -33,6 +41,8 @@ from mua.rollout.transcript import (
     check_drift,
     per_turn_samples,
 )
+from mua.rollout.wait_clock import WaitClock, wait_within
+from mua.text import clean_messages, clean_text, clean_value
 
 log = logging.getLogger("mua.rollout")
 
@@ -70,15 +80,26 @@ class _Episode:
 async def _env_call(awaitable, timeout_s: float, what: str):
     """Await an env call; map its failures to the trajectory's termination reason."""
     try:
-        return await asyncio.wait_for(awaitable, timeout_s)
+        return await wait_within(awaitable, WaitClock(), timeout_s)
     except asyncio.TimeoutError:
-        raise _Stop("timeout", f"{what} took longer than {timeout_s:g}s") from None
+        raise _Stop(
+            "timeout", f"{what} took longer than {timeout_s:g}s (time waiting on the user excluded)"
+        ) from None
     except UserFailure as e:
         raise _Stop("user_failure", f"{what}: {e}") from None
-    except (asyncio.CancelledError, UsageError):
-        raise  # a configuration problem (missing data, bad option) stops the run, loudly
+    except (asyncio.CancelledError, MuaError):
+        # a configuration problem (missing data, bad option, a refused key) stops the run, loudly
+        raise
     except Exception as e:  # an env bug ends this trajectory only
         raise _Stop("env_error", f"{what} raised {type(e).__name__}: {e}") from None
+
+
+def _env_messages(result, what: str) -> list[dict]:
+    """The messages of a ResetResult/StepResult, cleaned; env_error when they are not messages."""
+    messages = getattr(result, "messages", None)
+    if not isinstance(messages, (list, tuple)) or not all(isinstance(m, dict) for m in messages):
+        raise _Stop("env_error", f"{what} returned {type(result).__name__} without a message list")
+    return clean_messages([dict(m) for m in messages])
 
 
 def _strip_stop_text(text: str, stop_text: str) -> str:
@@ -164,25 +185,39 @@ async def _score_truncated(ep: _Episode, env, cfg) -> None:
     step = await _env_call(hook(ep.termination), cfg.call_timeout_s, "env.on_truncate")
     if step is None:
         return
+    try:
+        reward = float(step.reward)
+        components = {str(k): float(v) for k, v in (step.components or {}).items()}
+    except (AttributeError, TypeError, ValueError) as e:
+        raise _Stop("env_error", f"env.on_truncate returned an unreadable result: {e}") from None
     if ep.turn_rewards:
-        ep.turn_rewards[-1] += float(step.reward)
+        ep.turn_rewards[-1] += reward
     else:
-        ep.turn_rewards.append(float(step.reward))
-    for name, value in (step.components or {}).items():
-        ep.components[name] = ep.components.get(name, 0.0) + float(value)
+        ep.turn_rewards.append(reward)
+    for name, value in components.items():
+        ep.components[name] = ep.components.get(name, 0.0) + value
 
 
-def _record_step(ep: _Episode, step: StepResult, parse_errors_seen: int) -> None:
-    ep.turn_rewards.append(float(step.reward))
-    for name, value in (step.components or {}).items():
-        ep.components[name] = ep.components.get(name, 0.0) + float(value)
-    errors = (step.info or {}).get("errors") or {}
+def _record_step(ep: _Episode, step: StepResult, parse_errors_seen: int) -> list[dict]:
+    """Take in one StepResult and return its (cleaned) messages; a malformed one ends the
+    trajectory with env_error."""
+    messages = _env_messages(step, "env.step")
+    try:
+        reward = float(step.reward)
+        components = {str(k): float(v) for k, v in (step.components or {}).items()}
+        errors = {str(k): int(v) for k, v in ((step.info or {}).get("errors") or {}).items()}
+    except (AttributeError, TypeError, ValueError) as e:
+        raise _Stop("env_error", f"env.step returned an unreadable StepResult: {e}") from None
+    ep.turn_rewards.append(reward)
+    for name, value in components.items():
+        ep.components[name] = ep.components.get(name, 0.0) + value
     for kind, count in errors.items():
-        ep.errors[kind] = ep.errors.get(kind, 0) + int(count)
+        ep.errors[kind] = ep.errors.get(kind, 0) + count
     # An env that reports the parse errors it was handed must not double the runner's count;
     # one that parses text itself may report more.
-    ep.parse_errors += max(0, int(errors.get("parse_error", 0)) - parse_errors_seen)
-    ep.messages.extend(dict(m) for m in step.messages)
+    ep.parse_errors += max(0, errors.get("parse_error", 0) - parse_errors_seen)
+    ep.messages.extend(messages)
+    return messages
 
 
 def _append_replies(ep: _Episode, replies: list[dict], stopped: bool, style: str) -> None:
@@ -208,10 +243,10 @@ def _append_replies(ep: _Episode, replies: list[dict], stopped: bool, style: str
 async def _drive(ep: _Episode, env, policy, tokenizer, cfg) -> None:
     """The turn loop of one trajectory; sets `ep.termination` or raises `_Stop`."""
     reset = await _env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
-    ep.messages = [dict(m) for m in reset.messages]
-    ep.tools = list(reset.tools or [])
+    ep.messages = _env_messages(reset, "env.reset")
+    ep.tools = clean_value(list(getattr(reset, "tools", None) or []))
     ep.builder = TranscriptBuilder(ChatRenderer(tokenizer, ep.tools))
-    ep.builder.add_prompt(ep.messages)
+    _env_side(ep.builder.add_prompt, ep.messages)
     ep.covered = len(ep.messages)
     stop_ids = ep.builder.renderer.stop_token_ids()
     for turn in range(cfg.max_turns):
@@ -220,9 +255,9 @@ async def _drive(ep: _Episode, env, policy, tokenizer, cfg) -> None:
             return
         action, stopped = await _policy_turn(ep, policy, turn, cfg, stop_ids)
         step = await _env_call(env.step(action), cfg.call_timeout_s, "env.step")
-        if step.cut_at is not None:
-            stopped = _cut_turn(ep, policy, action, step.cut_at, stopped)
-        _record_step(ep, step, len(action.parse_errors))
+        if getattr(step, "cut_at", None) is not None:
+            stopped = _env_side(_cut_turn, ep, policy, action, step.cut_at, stopped)
+        replies = _record_step(ep, step, len(action.parse_errors))
         if step.done:
             ep.termination = "done"
             return
@@ -232,8 +267,22 @@ async def _drive(ep: _Episode, env, policy, tokenizer, cfg) -> None:
         if len(ep.builder.token_ids) >= cfg.max_total_tokens:
             ep.termination = "length"
             return
-        _append_replies(ep, list(step.messages), stopped, cfg.intervention_style)
+        _env_side(_append_replies, ep, replies, stopped, cfg.intervention_style)
     ep.termination = "max_turns"
+
+
+def _env_side(fn, *args):
+    """Apply what an env said to the transcript; an env bug that breaks it (messages no template
+    can render, a nonsense cut) ends this trajectory with env_error. A MuaError (a broken chat
+    template) stops the run."""
+    try:
+        return fn(*args)
+    except MuaError:
+        raise
+    except Exception as e:
+        raise _Stop(
+            "env_error", f"env output could not be applied: {type(e).__name__}: {e}"
+        ) from None
 
 
 def _metrics(ep: _Episode) -> dict[str, float]:
@@ -309,6 +358,17 @@ def _to_trajectory(ep: _Episode, drift_mode: str) -> Trajectory:
     return traj
 
 
+def _make_env(gym_spec: GymSpec, gym_ctx: GymContext):
+    """A fresh env; a MuaError (the recipe does not suit the gym) stops the run, since every
+    trajectory would hit it, and any other failure ends this trajectory with env_error."""
+    try:
+        return gym_spec.make_env(gym_ctx)
+    except MuaError:
+        raise
+    except Exception as e:
+        raise _Stop("env_error", f"make_env raised {type(e).__name__}: {e}") from None
+
+
 async def run_one(
     task: Task,
     group_id: str,
@@ -324,25 +384,28 @@ async def run_one(
     ep = _Episode(task=task, group_id=group_id, sample_index=sample_index)
     env = None
     try:
-        env = gym_spec.make_env(gym_ctx)
-        await asyncio.wait_for(
-            _drive(ep, env, policy, tokenizer, rollout_cfg), rollout_cfg.trajectory_timeout_s
+        env = _make_env(gym_spec, gym_ctx)
+        await wait_within(
+            _drive(ep, env, policy, tokenizer, rollout_cfg),
+            WaitClock(),
+            rollout_cfg.trajectory_timeout_s,
         )
         if ep.termination in ("max_turns", "length"):
             await _score_truncated(ep, env, rollout_cfg)
     except asyncio.TimeoutError:
         ep.termination, ep.detail = (
             "timeout",
-            f"trajectory took longer than {rollout_cfg.trajectory_timeout_s:g}s",
+            f"trajectory took longer than {rollout_cfg.trajectory_timeout_s:g}s "
+            "(time waiting on LLM endpoints excluded)",
         )
     except _Stop as stop:
-        ep.termination, ep.detail = stop.reason, stop.detail
+        ep.termination, ep.detail = stop.reason, clean_text(stop.detail)
     finally:
         if env is not None:
             try:
                 await asyncio.wait_for(env.close(), rollout_cfg.call_timeout_s)
             except Exception as e:  # closing is best effort; the trajectory is already recorded
-                log.warning("env.close failed for task %s: %s", task.task_id, e)
+                log.warning("env.close failed for task %s: %s", task.task_id, clean_text(str(e)))
     if ep.termination in ("timeout", "user_failure", "env_error"):
         log.info("trajectory of task %s ended with %s: %s", task.task_id, ep.termination, ep.detail)
     return _to_trajectory(ep, rollout_cfg.drift)
@@ -381,8 +444,18 @@ async def run_rollouts(
             progress.advance(traj)
         return traj
 
-    jobs = [one(pos, task, k) for pos, task in enumerate(tasks) for k in range(n)]
-    return list(await asyncio.gather(*jobs))
+    jobs = [
+        asyncio.ensure_future(one(pos, task, k)) for pos, task in enumerate(tasks) for k in range(n)
+    ]
+    try:
+        return list(await asyncio.gather(*jobs))
+    except BaseException:
+        # One failure that stops the run (RunFailure, a broken engine, an interrupt): the other
+        # trajectories would only keep the endpoints busy.
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+        raise
 
 
 def run_rollouts_sync(tasks: list[Task], **kwargs) -> list[Trajectory]:

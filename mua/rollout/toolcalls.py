@@ -274,7 +274,7 @@ def read_native_calls(raw_calls: list[Any]) -> tuple[list[dict], list[str]]:
             continue
         calls.append(
             {
-                "id": _field(raw, "id") or call.id,
+                "id": clean_text(str(_field(raw, "id") or call.id)),
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments},
             }

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mua.errors import RunFailure
+from mua.text import clean_text
 
 log = logging.getLogger("mua.rollout")
 
@@ -114,7 +115,9 @@ class ChatRenderer:
         )
 
     def encode(self, text: str) -> list[int]:
-        return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)]
+        # Text is cleaned where it enters (runner, policies, endpoints); this catches what
+        # reached the template another way (a tool schema, a system prompt built by a gym).
+        return [int(i) for i in self.tokenizer.encode(clean_text(text), add_special_tokens=False)]
 
     def stop_token_ids(self) -> list[int]:
         """Ids that end an assistant turn: the template's end-of-turn token and the eos token."""

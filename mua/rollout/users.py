@@ -4,10 +4,15 @@
 `ChatEndpoint`, which owns the transport policy shared with the OpenAI agent policy:
 
 - the async `openai` client with its own retries switched off (mua retries, so it can count);
-- a total timeout per request (`timeout_s`), enforced on top of the client's socket timeouts;
+- a total timeout per attempt (`timeout_s`), enforced on top of the client's socket timeouts
+  and counted from when the request leaves the concurrency queue;
 - retries with exponential backoff and jitter on timeouts, connection errors, unreadable
   bodies, HTTP 429 (honouring Retry-After) and 5xx; other 4xx fail at once with the server's
-  message (401/403/404 as `RunFailure`: a wrong key, URL or model breaks every request);
+  message (401/403/404 as `RunFailure`: a wrong key, URL or model breaks every request, so the
+  run stops; `preflight()` sends one small request before a run starts to find out early);
+- the whole of a `chat` call (queue, attempts, backoff) is left out of the rollout runner's time
+  budgets (`mua.rollout.wait_clock.outside_budgets`): the endpoint bounds its own time;
+- reply text cleaned of unencodable characters (`mua.text.clean_text`) as it arrives;
 - JSON replies: fences stripped, parsed, validated, and re-asked on failure (counts as a retry;
   the re-ask shows the model its bad reply and the error);
 - at most `max_concurrency` requests in flight per client (one semaphore per event loop);
@@ -18,6 +23,7 @@
 - an optional on-disk cache of validated replies (`llm_cache.ReplyCache`).
 
 When retries are spent it raises `mua.gym.UserFailure` naming the endpoint and the last error.
+Errors name the endpoint by `public_url` (credentials in the URL left out).
 
 The API key is read from the environment variable named by `api_key_env` at each request and
 sent as a header; it is never stored on these objects, logged, or put in an error message (a
@@ -36,6 +42,7 @@ import contextlib
 import functools
 import importlib
 import json
+import logging
 import os
 import random
 import re
@@ -48,6 +55,8 @@ from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
 from mua.rollout.llm_cache import ReplyCache, request_key
+from mua.rollout.wait_clock import outside_budgets
+from mua.text import clean_text
 
 OPENAI_API_URL = "https://api.openai.com/v1"
 LOCAL_PLACEHOLDER_KEY = "EMPTY"
@@ -71,6 +80,22 @@ REASK_TEMPLATE = (
     "Your previous reply could not be used ({error}). Answer again with only the requested "
     "JSON, no prose and no code fences."
 )
+
+
+def public_url(url: str) -> str:
+    """`url` without user:password and without a query string (where keys sometimes travel)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class _Retryable(Exception):
@@ -203,6 +228,16 @@ class ChatEndpoint:
         `parse` raising ValueError/TypeError/KeyError marks the reply malformed: it is retried,
         with a re-ask message appended when `reask` is true.
         """
+        with outside_budgets():
+            return await self._chat(messages, parse, reask, create_kwargs)
+
+    async def _chat(
+        self,
+        messages: list[dict],
+        parse: Callable[[Any], Any] | None,
+        reask: bool,
+        create_kwargs: dict,
+    ) -> tuple[Any, Any]:
         attempts = 1 + self.max_retries
         asked = list(messages)
         last_reason, retry_after_s = "no attempt made", None
@@ -229,9 +264,21 @@ class ChatEndpoint:
                     asked = [*messages, bad, note]
         self.counts["failures"] += 1
         raise UserFailure(
-            f"{self.label} at {self.base_url} (model {self.model}) gave no usable reply after "
-            f"{attempts} attempt(s): {self._redact(last_reason)}"
+            f"{self.where} gave no usable reply after {attempts} attempt(s): "
+            f"{self._redact(last_reason)}"
         )
+
+    @property
+    def where(self) -> str:
+        """How errors name this endpoint: label, URL without credentials, model."""
+        return f"{self.label} at {public_url(self.base_url)} (model {self.model})"
+
+    async def preflight(self, **create_kwargs: Any) -> None:
+        """One small request, retried like any other; returns when it was answered.
+
+        A wrong key, URL or model (401/403/404) raises `RunFailure` at the first attempt; an
+        endpoint that is down or keeps failing raises `UserFailure` after the retries."""
+        await self.chat([{"role": "user", "content": "Reply with OK."}], **create_kwargs)
 
     async def _request_once(self, messages: list[dict], create_kwargs: dict) -> Any:
         import openai
@@ -260,7 +307,7 @@ class ChatEndpoint:
         if not getattr(response, "choices", None):
             self.counts["malformed"] += 1
             raise _Retryable("response without choices")
-        return response.choices[0].message
+        return _cleaned(response.choices[0].message)
 
     async def _send(self, client: Any, messages: list[dict], headers: dict, create_kwargs: dict):
         """One request; a typed ChatCompletion, or with `typed_replies=False` an object whose
@@ -287,7 +334,7 @@ class ChatEndpoint:
             self.counts["server_errors"] += 1
             return _Retryable(f"HTTP {status}: {message}")
         self.counts["failures"] += 1
-        where = f"{self.label} at {self.base_url} (model {self.model})"
+        where = self.where
         if status in (401, 403):
             return RunFailure(
                 f"{where} refused the credentials (HTTP {status}: {message}); check the key in "
@@ -336,6 +383,20 @@ class _Pools:
             yield self.clients[i]
         finally:
             self.in_flight[i] -= 1
+
+
+def _cleaned(message: Any) -> Any:
+    """The reply message with its text and tool-call arguments cleaned (`mua.text`)."""
+    content = getattr(message, "content", None)
+    if isinstance(content, str):
+        message.content = clean_text(content)
+    for call in getattr(message, "tool_calls", None) or []:
+        fn = getattr(call, "function", None)
+        for name in ("name", "arguments"):
+            value = getattr(fn, name, None)
+            if isinstance(value, str):
+                setattr(fn, name, clean_text(value))
+    return message
 
 
 def _plain_reply(body: Any) -> Any:
@@ -426,8 +487,43 @@ class LLMClient:
 
         return await self._ask(messages, parse)
 
+    async def preflight(self) -> None:
+        """`ChatEndpoint.preflight` with this client's sampling settings (a parameter the
+        server rejects fails here as it would on every request); the cache is not consulted."""
+        await self.endpoint.preflight(
+            temperature=self.cfg.temperature, max_tokens=min(self.cfg.max_tokens, 16)
+        )
+
     async def aclose(self) -> None:
         await self.endpoint.aclose()
+
+
+def preflight_user(user_cfg: LLMUserConfig | ScriptedUserConfig) -> None:
+    """Before a run starts: one request to the LLM user's endpoint (nothing for a scripted one).
+
+    Raises `RunFailure` naming the endpoint (credentials left out) and the HTTP status when the
+    key, URL or model is wrong, or when the endpoint cannot answer after its retries. With
+    `user.cache_dir` set an unreachable endpoint is only a warning (every reply may be cached);
+    a refusal still stops the run. Uses its own client, so the run's counters start at zero."""
+    client = make_llm_client(user_cfg)
+    if client is None:
+        return
+
+    async def probe() -> None:
+        try:
+            await client.preflight()
+        finally:
+            await client.aclose()
+
+    try:
+        asyncio.run(probe())
+    except UserFailure as err:
+        if user_cfg.cache_dir:
+            logging.getLogger("mua.rollout").warning(
+                "%s; going on with the reply cache in %s", err, user_cfg.cache_dir
+            )
+            return
+        raise RunFailure(f"{err}; nothing was run") from None
 
 
 def make_llm_client(user_cfg: LLMUserConfig | ScriptedUserConfig) -> LLMClient | None:

@@ -9,7 +9,8 @@ requests, TCP connections (HTTP/1.1 keep-alive, as real servers) and the most re
 flight at once.
 
 It runs in a background thread (stdlib `ThreadingHTTPServer`, one thread per connection) and is
-bounded: a hung request ends at `hang_cap_s` or when the server stops, whichever comes first.
+bounded: a hung request ends at `hang_cap_s` or when the server stops, whichever comes first
+(`hang_cap_s=None`: only when the server stops, for a user that never answers).
 It does not implement streaming, embeddings, or any model: token counts in `usage` are word
 counts, good enough for shape checks.
 
@@ -84,7 +85,7 @@ class FakeOpenAIServer:
         latency_dist: str = "fixed",
         latency_sigma: float = LATENCY_SIGMA,
         seed: int = 0,
-        hang_cap_s: float = 10.0,
+        hang_cap_s: float | None = 10.0,
         model: str = "fake-model",
         host: str = "127.0.0.1",
         port: int = 0,
@@ -97,7 +98,7 @@ class FakeOpenAIServer:
         self.latency_ms = float(latency_ms)
         self.latency_dist = latency_dist
         self.latency_sigma = float(latency_sigma)
-        self.hang_cap_s = float(hang_cap_s)
+        self.hang_cap_s = None if hang_cap_s is None else float(hang_cap_s)
         self.model = model
         self._host, self._port = host, port
         self._rng = random.Random(seed)
@@ -193,8 +194,8 @@ class FakeOpenAIServer:
             fault = Fault(fault)
         return fault
 
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True when the server is stopping."""
+    def wait(self, seconds: float | None) -> bool:
+        """Sleep up to `seconds` (None: until the server stops); True when it is stopping."""
         return self._stop.wait(seconds)
 
 

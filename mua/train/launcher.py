@@ -122,6 +122,10 @@ def launch(
     if nproc_per_node < 1 or nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
     check_inputs(recipe)
+    if recipe.algo.kind != "sft":
+        from mua.rollout.users import preflight_user
+
+        preflight_user(recipe.user)  # a wrong key or model stops here, before any rank starts
     run_dir = Path(recipe.run_dir)
     cmd = torchrun_command(
         run_dir,

@@ -45,7 +45,8 @@ def request_gaps_s(server: FakeOpenAIServer) -> list[float]:
 
 @pytest.mark.parametrize("kind", ["hang", "http500", "http429", "malformed", "garbage", "drop"])
 def test_each_fault_is_retried_with_backoff_then_succeeds(kind):
-    with FakeOpenAIServer(json_reply, faults=[kind, kind, None], hang_cap_s=5) as server:
+    # a hung request hangs until the server stops: only the client's timeout can end it
+    with FakeOpenAIServer(json_reply, faults=[kind, kind, None], hang_cap_s=None) as server:
         client = client_for(server)
         started = time.monotonic()
         value = asyncio.run(client.complete_json(ASK))
@@ -58,10 +59,7 @@ def test_each_fault_is_retried_with_backoff_then_succeeds(kind):
     assert min(request_gaps_s(server)) >= 0.025
     if kind == "hang":
         assert counts["timeouts"] == 2
-        assert (
-            elapsed_s >= 2 * 0.5
-        )  # each hung attempt waited out its timeout, not the server's cap
-        assert elapsed_s < 4.0
+        assert elapsed_s >= 2 * 0.5  # each hung attempt waited out its timeout
 
 
 def test_backoff_doubles_per_retry():
