@@ -43,8 +43,17 @@ class LLMUserConfig(Section):
     )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature of the user.")
     max_tokens: PositiveInt = Field(512, description="Most tokens per user reply.")
-    timeout_s: PositiveFloat = Field(60.0, description="Timeout of one request.")
-    max_retries: int = Field(4, ge=0, description="Retries after a failed or malformed reply.")
+    timeout_s: PositiveFloat = Field(
+        60.0,
+        description="Timeout of one request attempt, counted from when it leaves the "
+        "max_concurrency queue; a timed-out attempt is retried.",
+    )
+    max_retries: int = Field(
+        4,
+        ge=0,
+        description="Retries after a failed, timed-out, rate-limited or malformed reply; when "
+        "they are spent the trajectory ends `user_failure` (masked from the loss, not scored).",
+    )
     backoff_s: PositiveFloat = Field(
         0.5, description="First backoff; doubles per retry, with jitter."
     )
@@ -128,8 +137,17 @@ class RolloutConfig(Section):
     )
     max_total_tokens: PositiveInt = Field(1024, description="Most tokens in one trajectory.")
     max_turns: PositiveInt = Field(8, description="Most assistant turns per trajectory.")
-    trajectory_timeout_s: PositiveFloat = Field(600.0, description="Wall time per trajectory.")
-    call_timeout_s: PositiveFloat = Field(60.0, description="Timeout of one tool or user call.")
+    trajectory_timeout_s: PositiveFloat = Field(
+        600.0,
+        description="Wall time per trajectory, not counting time waiting on LLM endpoints (the "
+        "user, a judge, an API agent), which are bounded by their own timeout and retries.",
+    )
+    call_timeout_s: PositiveFloat = Field(
+        60.0,
+        description="Timeout of one env call (reset, step: tools, scripted users), not counting "
+        "time waiting on the LLM user or judge; for engine=openai also the agent's per-attempt "
+        "timeout.",
+    )
     max_concurrency: PositiveInt = Field(64, description="Most trajectories in flight at once.")
     drift: Literal["drop", "per_turn"] = Field(
         "drop",

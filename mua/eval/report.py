@@ -24,7 +24,8 @@ def _num(value, digits: int = 3) -> str:
 
 
 def summary_table(summaries: dict[str, dict], title: str):
-    """One row per gym; termination reasons go in the last column."""
+    """One row per gym; termination reasons go in the last column, the LLM user's retries,
+    429 answers and timed-out attempts before it (when a gym had an LLM user)."""
     from rich.table import Table
 
     pass_keys = sorted(
@@ -32,6 +33,7 @@ def summary_table(summaries: dict[str, dict], title: str):
         key=lambda k: (k[4], int(k[5:])),
     )
     table = Table(title=title)
+    user_calls = any("user_requests" in s for s in summaries.values())
     for col in (
         "gym",
         "traj",
@@ -44,6 +46,7 @@ def summary_table(summaries: dict[str, dict], title: str):
         "tool err",
         "excl",
         "baseline",
+        *(["user retry/429/timeout"] if user_calls else []),
         "ended",
     ):
         table.add_column(col, justify="left" if col in ("gym", "ended") else "right")
@@ -61,9 +64,16 @@ def summary_table(summaries: dict[str, dict], title: str):
             str(s.get("tool_errors", 0)),
             str(s["excluded"]),
             _num(s["trivial_baseline"]),
+            *([_user_calls(s)] if user_calls else []),
             ends,
         )
     return table
+
+
+def _user_calls(summary: dict) -> str:
+    if "user_requests" not in summary:
+        return "–"
+    return "/".join(str(summary[k]) for k in ("user_retries", "user_rate_limited", "user_timeouts"))
 
 
 def _json_safe(value):

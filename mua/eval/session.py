@@ -44,7 +44,7 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
     from mua.eval.runner import evaluate
     from mua.gym import GymContext, get_gym
     from mua.gym.budgets import with_gym_budgets
-    from mua.rollout.users import make_llm_client
+    from mua.rollout.users import make_llm_client, user_call_report
 
     user = recipe.user
     summaries = {}
@@ -74,7 +74,8 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
                 progress=progress,
                 on_row=on_row,
             )
-            summaries[gym_name] = result.summary
+            # retries, 429s and timeouts of the LLM user (this session's requests)
+            summaries[gym_name] = {**result.summary, **user_call_report(ctx.llm)}
     finally:
         if agent.close is not None:
             await agent.close()

@@ -76,6 +76,14 @@ COUNTER_NAMES = (
     "server_errors",
     "malformed",
 )
+# Counters a run reports for its LLM user (eval summary and table, MLflow), by report name.
+REPORTED_COUNTERS = {
+    "user_requests": "requests",
+    "user_retries": "retries",
+    "user_rate_limited": "rate_limited",
+    "user_timeouts": "timeouts",
+    "user_failures": "failures",
+}
 REASK_TEMPLATE = (
     "Your previous reply could not be used ({error}). Answer again with only the requested "
     "JSON, no prose and no code fences."
@@ -435,11 +443,19 @@ class LLMClient:
             typed_replies=False,
         )
         self.cache = ReplyCache(cfg.cache_dir) if cfg.cache_dir else None
+        self._reported: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
 
     @property
     def counters(self) -> dict[str, int]:
         """Counts for metrics: requests, retries, failures, cache_hits and error kinds."""
         return dict(self.endpoint.counts)
+
+    def take_report(self) -> dict[str, int]:
+        """`REPORTED_COUNTERS` since the previous call (all of them at the first)."""
+        now = self.counters
+        delta = {name: now[key] - self._reported[key] for name, key in REPORTED_COUNTERS.items()}
+        self._reported = now
+        return delta
 
     def _key(self, messages: list[dict]) -> str:
         return request_key(
@@ -496,6 +512,11 @@ class LLMClient:
 
     async def aclose(self) -> None:
         await self.endpoint.aclose()
+
+
+def user_call_report(client: Any) -> dict[str, int]:
+    """`LLMClient.take_report()`, or {} for a scripted user (no client)."""
+    return client.take_report() if isinstance(client, LLMClient) else {}
 
 
 def preflight_user(user_cfg: LLMUserConfig | ScriptedUserConfig) -> None:

@@ -37,6 +37,7 @@ from mua.algo import aggregate, kl_penalty, policy_loss
 from mua.dist import all_gather_objects, all_reduce_sum
 from mua.dist.fsdp import clip_grad_norm
 from mua.rollout.policies import EnginePolicy
+from mua.rollout.users import user_call_report
 from mua.train.data import rank_slice
 from mua.train.micro import accumulate, forward_only
 from mua.train.packing import concat_per_token, first_token_mask, scored_logprobs
@@ -196,6 +197,10 @@ def rl_step(trainer, step: int) -> dict[str, float]:
 
     metrics = {**rollout_metrics(trajectories, samples, report), **update_stats, **timings}
     metrics.update(sync_metrics)
+    user_calls = user_call_report(parts.gym_ctx.llm)  # this rank's LLM user since the last step
+    if user_calls:  # retries, 429s, timed-out attempts, failures: summed over ranks
+        totals = all_reduce_sum(list(user_calls.values())).tolist()
+        metrics.update({f"user/{k[5:]}": v for k, v in zip(user_calls, totals, strict=True)})
     metrics["tokens_per_s"] = metrics["tokens/total"] / max(sum(timings.values()), 1e-9)
     log_transcripts(trainer, step, trajectories)
     if r.eval.test_freq and step % r.eval.test_freq == 0 and parts.test_tasks:
