@@ -117,7 +117,7 @@ def test_gyms_never_raise_on_adversarial_outputs(count_guess, count_other):
                 env = spec.make_env(GymContext())
                 await env.reset(tasks[i % len(tasks)])
                 steps = 0
-            text = random_output(rng)
+            text = adversarial_output(rng) if i % 5 == 0 else random_output(rng)
             parser = "llama3_json" if i % 2 else "auto"
             try:
                 result = await env.step(parse_action(text, parser))
