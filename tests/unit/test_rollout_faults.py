@@ -370,3 +370,24 @@ def test_public_url_leaves_credentials_out():
     assert public_url("https://api.example.com/v1") == "https://api.example.com/v1"
     assert public_url("http://[::1]:9/v1") == "http://[::1]:9/v1"
     assert "sk" not in public_url("http://sk-123@host:notaport/v1")
+
+
+def test_user_call_report_gives_the_counts_since_the_last_report():
+    from mua.rollout.users import user_call_report
+
+    faults = ["http429", None, None]
+    with FakeOpenAIServer(faults=faults) as server:
+        llm = LLMClient(user_cfg(server, backoff_s=0.01))
+        asyncio.run(llm.complete([{"role": "user", "content": "a"}]))
+        first = user_call_report(llm)
+        asyncio.run(llm.complete([{"role": "user", "content": "b"}]))
+        second = user_call_report(llm)
+    assert first == {
+        "user_requests": 2,
+        "user_retries": 1,
+        "user_rate_limited": 1,
+        "user_timeouts": 0,
+        "user_failures": 0,
+    }
+    assert second["user_requests"] == 1 and second["user_retries"] == 0
+    assert user_call_report(None) == {}
