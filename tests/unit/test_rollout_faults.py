@@ -391,3 +391,28 @@ def test_user_call_report_gives_the_counts_since_the_last_report():
     }
     assert second["user_requests"] == 1 and second["user_retries"] == 0
     assert user_call_report(None) == {}
+
+
+def test_an_env_that_cannot_be_made_ends_its_trajectory_unless_the_recipe_is_wrong(tok):
+    from mua.errors import UsageError
+
+    made = []
+
+    def flaky(ctx):
+        made.append(1)
+        if len(made) == 2:
+            raise OSError("no file descriptors left")
+        return OddEnv(ctx)
+
+    tasks = [
+        Task(f"t{i}", "odd", "test", [{"role": "user", "content": "hi"}], {"kind": "ok"})
+        for i in range(3)
+    ]
+    ends = [t.termination for t in rollout(tok, tasks, flaky, llm=None, max_concurrency=1)]
+    assert ends == ["done", "env_error", "done"]
+
+    def misconfigured(ctx):
+        raise UsageError("gym x: user.kind is llm but no LLM client was given")
+
+    with pytest.raises(UsageError):
+        rollout(tok, tasks, misconfigured, llm=None)
