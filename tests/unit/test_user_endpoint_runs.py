@@ -104,10 +104,10 @@ def test_a_user_that_never_answers_is_excluded_and_counted(tmp_path):
             [
                 "user.kind=llm",
                 f"user.base_url={server.base_url}",
-                "user.timeout_s=0.5",
+                "user.timeout_s=3",
                 "user.max_retries=1",
                 "user.backoff_s=0.01",
-                "rollout.call_timeout_s=0.2",  # far below what the user may take: not a timeout
+                "rollout.call_timeout_s=2",  # below what the user may take (6 s): not a timeout
                 "eval.max_tasks=2",
                 *SMALL,
             ],
