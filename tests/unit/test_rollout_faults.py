@@ -417,3 +417,30 @@ def test_an_env_that_cannot_be_made_ends_its_trajectory_unless_the_recipe_is_wro
 
     with pytest.raises(UsageError):
         rollout(tok, tasks, misconfigured, llm=None)
+
+
+def test_wait_clock_stops_only_inside_outside_budgets():
+    from mua.rollout.wait_clock import WaitClock, outside_budgets, wait_within
+
+    async def waits_on_endpoint(release: asyncio.Event) -> str:
+        with outside_budgets():  # as ChatEndpoint.chat does
+            await release.wait()
+        return "answered"
+
+    async def main():
+        release = asyncio.Event()
+        asyncio.get_running_loop().call_later(1.0, release.set)  # 20 times the budget
+        answered = await wait_within(waits_on_endpoint(release), WaitClock(), 0.05)
+        with pytest.raises(asyncio.TimeoutError):
+            await wait_within(asyncio.sleep(3600), WaitClock(), 0.05)
+        outer = WaitClock()  # a trajectory's clock stops too while its env call waits
+        inner_release = asyncio.Event()
+        asyncio.get_running_loop().call_later(1.0, inner_release.set)
+
+        async def env_call():
+            return await wait_within(waits_on_endpoint(inner_release), WaitClock(), 0.05)
+
+        nested = await wait_within(env_call(), outer, 0.2)  # the 1 s wait is not counted
+        return answered, nested
+
+    assert asyncio.run(main()) == ("answered", "answered")
