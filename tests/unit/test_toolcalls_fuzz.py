@@ -233,3 +233,17 @@ def test_the_reported_crashes_are_parse_errors():
     assert nested.tool_calls == [] and "levels deep" in nested.parse_errors[0]
     escaped = parse_action('<tool_call>{"name": "f", "arguments": {"s": "\\ud800"}}</tool_call>')
     assert escaped.tool_calls[0].arguments == {"s": "\ufffd"}
+
+
+def test_a_reader_that_raises_costs_one_parse_error_not_the_run(monkeypatch):
+    import mua.rollout.toolcalls as toolcalls
+
+    def broken(text):
+        raise KeyError("reader bug")
+
+    monkeypatch.setattr(toolcalls, "parse_hermes", broken)
+    action = parse_action("<tool_call>{}</tool_call> and text", "auto")
+    assert action.tool_calls == [] and "KeyError" in action.parse_errors[0]
+    assert action.raw == "<tool_call>{}</tool_call> and text"
+    with pytest.raises(ValueError, match="unknown tool parser"):
+        parse_action("x", "yaml")  # a wrong parser name is a programming error
