@@ -7,14 +7,15 @@ the packed micro-batch helpers of `mua.train.micro` run it unchanged. Values are
 log-probs: token i's value comes from the hidden state at i − 1 (the state before the token was
 sampled); position 0 of every sequence has none.
 
-`ppo_advantages` fills each sample's values, GAE advantages (policy tokens only, whitened over the
-whole step across ranks) and returns; `Critic.train_mini_batch` takes one clipped value-loss
-optimizer step. Not here: a separate critic architecture (`algo.critic: separate` is refused).
+`gae_advantages` returns each sample's values, GAE advantages (policy tokens only, whitened over
+the whole step across ranks) and returns; `Critic.train_mini_batch` takes one clipped value-loss
+optimizer step and returns its loss. Not here: a separate critic architecture (`algo.critic:
+separate` is refused), choosing between GRPO and GAE (`mua.train.advantages`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
@@ -65,41 +66,26 @@ class Critic:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: object
-    pass_losses: list[float] = field(
-        default_factory=list
-    )  # value loss of each mini-batch pass of a step
 
-    def epoch_losses(self, mini_batches: int) -> dict[str, float]:
-        """Mean value loss of the step's first and last epoch (same data: the drop shows learning)."""
-        losses, self.pass_losses = self.pass_losses, []
-        if not losses:
-            return {}
-        first, last = losses[:mini_batches], losses[-mini_batches:]
-        return {
-            "critic/vf_loss_first_epoch": sum(first) / len(first),
-            "critic/vf_loss_last_epoch": sum(last) / len(last),
-        }
+    def values(self, samples, micro_batch_tokens: int, device) -> list[list[float]]:
+        """Each sample's value of every token (aligned like log-probs), without gradients."""
 
-    def values(self, trainer, samples) -> list[list[float]]:
         def per_mb(mb, out):
             return [
                 v.tolist() for v in torch.split(aligned_values(out, mb.lengths).cpu(), mb.lengths)
             ]
 
-        r = trainer.recipe
         return forward_only(
-            self.model,
-            [s.token_ids for s in samples],
-            r.parallel.micro_batch_tokens,
-            trainer.dist.device,
-            per_mb,
+            self.model, [s.token_ids for s in samples], micro_batch_tokens, device, per_mb
         )
 
-    def train_mini_batch(self, trainer, mini) -> dict[str, float]:
-        r, device, world = trainer.recipe, trainer.dist.device, trainer.dist.world_size
+    def train_mini_batch(
+        self, mini, algo, *, micro_batch_tokens: int, grad_clip: float, device, world_size: int
+    ) -> tuple[dict[str, float], float]:
+        """One clipped value-loss optimizer step; returns (stats, this pass's value loss)."""
         masks = [s.loss_mask for s in mini]
         tokens = float(all_reduce_sum([sum(sum(m[1:]) for m in masks)])[0])
-        passes = r.algo.epochs * r.algo.mini_batches
+        passes = algo.epochs * algo.mini_batches
 
         def loss_fn(mb, out):
             mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
@@ -108,53 +94,60 @@ class Critic:
             new = aligned_values(out.float(), mb.lengths)
             old = concat_per_token([s.values for s in mini], mb.indices, device=device)
             ret = concat_per_token([s.returns for s in mini], mb.indices, device=device)
-            losses, _ = value_loss(new, old, ret, mask, r.algo.value_clip)
+            losses, _ = value_loss(new, old, ret, mask, algo.value_clip)
             loss = aggregate(losses, mask, "token-mean", global_token_count=tokens)
-            return loss * world, {"critic/vf_loss": float(loss.detach()) / passes}
+            return loss * world_size, {"critic/vf_loss": float(loss.detach()) / passes}
 
         self.optimizer.zero_grad(set_to_none=True)
         stats = accumulate(
-            self.model, [s.token_ids for s in mini], r.parallel.micro_batch_tokens, device, loss_fn
+            self.model, [s.token_ids for s in mini], micro_batch_tokens, device, loss_fn
         )
-        self.pass_losses.append(
-            float(all_reduce_sum([sum(st["critic/vf_loss"] for st in stats) * passes])[0])
-        )
-        grad_norm = clip_grad_norm(self.model, r.optim.grad_clip)
+        pass_loss = float(all_reduce_sum([sum(st["critic/vf_loss"] for st in stats) * passes])[0])
+        grad_norm = clip_grad_norm(self.model, grad_clip)
         self.optimizer.step()
         self.scheduler.step()
-        out = {"critic/grad_norm": grad_norm / passes / max(world, 1)}
+        out = {"critic/grad_norm": grad_norm / passes / max(world_size, 1)}
         for st in stats:
             for k, v in st.items():
                 out[k] = out.get(k, 0.0) + v
-        return out
+        return out, pass_loss
 
 
-def build_critic(trainer) -> Critic:
+def epoch_losses(pass_losses: list[float], mini_batches: int) -> dict[str, float]:
+    """Mean value loss of the step's first and last epoch (same data: the drop shows learning)."""
+    if not pass_losses:
+        return {}
+    first, last = pass_losses[:mini_batches], pass_losses[-mini_batches:]
+    return {
+        "critic/vf_loss_first_epoch": sum(first) / len(first),
+        "critic/vf_loss_last_epoch": sum(last) / len(last),
+    }
+
+
+def build_critic(lm: nn.Module, *, algo, optim, parallel, mesh, optimizer_steps: int) -> Critic:
+    """The critic of `algo.critic` on `lm` (the trainer's copy of the policy's LM), with its own
+    optimizer at `algo.critic_lr` and the optim section's schedule."""
     from mua.train.optim import build_optimizer, build_scheduler
 
-    r = trainer.recipe
-    if r.algo.critic != "value_head":
+    if algo.critic != "value_head":
         raise UsageError(
-            f"algo.critic={r.algo.critic} is not available yet; use algo.critic=value_head"
+            f"algo.critic={algo.critic} is not available yet; use algo.critic=value_head"
         )
-    from mua.train.modeling import load_trained_lm
-
-    p = r.parallel
     model = shard_model(
-        ValueModel(load_trained_lm(r)),
-        trainer.dist.mesh,
-        mixed_precision=p.mixed_precision,
+        ValueModel(lm),
+        mesh,
+        mixed_precision=parallel.mixed_precision,
         activation_checkpointing=False,
-        cpu_offload=p.cpu_offload,
+        cpu_offload=parallel.cpu_offload,
     )
-    optimizer = build_optimizer(model.parameters(), r.optim, lr=r.algo.critic_lr)
-    scheduler = build_scheduler(
-        optimizer, r.optim, r.total_steps * r.algo.epochs * r.algo.mini_batches
-    )
+    optimizer = build_optimizer(model.parameters(), optim, lr=algo.critic_lr)
+    scheduler = build_scheduler(optimizer, optim, optimizer_steps)
     return Critic(model, optimizer, scheduler)
 
 
-def _global_whiten(rows: list[torch.Tensor], masks: list[torch.Tensor]) -> list[torch.Tensor]:
+def _global_whiten(
+    rows: list[torch.Tensor], masks: list[torch.Tensor], eps: float
+) -> list[torch.Tensor]:
     """Whiten advantages over every policy token of the step on every rank (mean 0, unbiased std 1)."""
     picked = [a[m.bool()].double() for a, m in zip(rows, masks, strict=False)]
     total, sq, count = all_reduce_sum(
@@ -168,32 +161,37 @@ def _global_whiten(rows: list[torch.Tensor], masks: list[torch.Tensor]) -> list[
         return rows
     mean = total / count
     var = (sq - count * mean * mean) / (count - 1)
-    scale = (var + 1e-8) ** -0.5
+    scale = (var + eps) ** -0.5
     return [
         torch.where(m.bool(), (a - mean) * scale, torch.zeros_like(a))
         for a, m in zip(rows, masks, strict=False)
     ]
 
 
-def ppo_advantages(trainer, samples) -> None:
-    """Values, token rewards (+ KL in the reward), GAE over policy tokens, global whitening."""
-    r, critic = trainer.recipe, trainer.rl.critic
-    values = critic.values(trainer, samples)
-    kl_reward = trainer.rl.ref_model is not None and r.algo.kl.placement == "reward"
-    advs, masks = [], []
-    for s, v in zip(samples, values, strict=False):
+@dataclass(frozen=True)
+class GAEResult:
+    advantages: list[list[float]]  # whitened, per token of each sample
+    values: list[list[float]]
+    returns: list[list[float]]
+
+
+def gae_advantages(
+    samples, values: list[list[float]], algo, old_logprobs=None, ref_logprobs=None
+) -> GAEResult:
+    """Token rewards (+ KL in the reward when both log-prob lists are given), GAE over policy
+    tokens, whitening over the whole step (collective)."""
+    advs, masks, returns = [], [], []
+    for i, (s, v) in enumerate(zip(samples, values, strict=True)):
         mask = torch.tensor([s.loss_mask], dtype=torch.float32)  # [1, L]
         rewards = place_turn_rewards([s.turn_rewards], torch.tensor([s.turn_index]), mask)
-        if kl_reward:
+        if ref_logprobs is not None:
             kl = kl_penalty(
-                torch.tensor([s.old_logprobs]), torch.tensor([s.ref_logprobs]), r.algo.kl.estimator
+                torch.tensor([old_logprobs[i]]), torch.tensor([ref_logprobs[i]]), algo.kl.estimator
             )
-            rewards = kl_in_reward(rewards, kl, r.algo.kl.coef, mask)
-        adv, ret = gae_over_policy_tokens(
-            rewards, torch.tensor([v]), mask, r.algo.gamma, r.algo.lam
-        )
-        s.values, s.returns = v, ret[0].tolist()
+            rewards = kl_in_reward(rewards, kl, algo.kl.coef, mask)
+        adv, ret = gae_over_policy_tokens(rewards, torch.tensor([v]), mask, algo.gamma, algo.lam)
+        returns.append(ret[0].tolist())
         advs.append(adv[0])
         masks.append(mask[0])
-    for s, a in zip(samples, _global_whiten(advs, masks), strict=False):
-        s.advantages = a.tolist()
+    whitened = [a.tolist() for a in _global_whiten(advs, masks, 1e-8)]
+    return GAEResult(advantages=whitened, values=values, returns=returns)

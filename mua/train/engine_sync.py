@@ -1,13 +1,14 @@
 """How the trainer co-operates with its rollout engine: building it, pushing weights, sleep/wake.
 
 The RL step runs its rollouts (and in-training validation) through `EngineSync.run(job)`, which
-wakes the engine before the job and puts it to sleep after it; `mark_stale()` is called after
-every optimizer update and after a resume.
-Weights are pushed lazily: only when stale, right before the engine is next used.
+wakes the engine before the job and puts it to sleep after it, and ends with `push_weights()`
+after its update. Weights are pushed only when stale (the trainer's weights changed, or SGLang
+released them): the hf engine gets them at once, SGLang at its next wake, because its sleep
+releases weight memory and a push before it would be thrown away.
 
 Two engines:
 - `hf`: every rank owns a private transformers engine. wake: (move to GPU), push if stale;
-  sleep: (move to CPU). Both are no-ops on CPU. No probe: the push is an in-process copy.
+  sleep: (move to CPU). Both moves are no-ops on CPU. No probe: the push is an in-process copy.
 - `sglang`: a server speaking SGLang's protocol (a real SGLang server, or `mua serve` on CPU),
   shared by several ranks. One rank, the leader, drives it: with `rollout.sglang.base_urls` the
   servers serve the whole job and global rank 0 leads; otherwise each node's local rank 0
@@ -70,14 +71,14 @@ class EngineSync:
 
         With the `hf` engine the calling thread serves the engine's batches while the job's event
         loop runs in a helper thread (`HFEngine.serve_while`), so the trainer's thread is the only
-        one in the process doing parallel torch work (on CPU, a second thread doing it made
-        OpenMP's workers sleep between operations and decoding ~1.5x slower). The weight push
-        runs on the calling thread too, while the helper prepares the first requests (environment
-        resets, chat templates), and before any of them is served; sleep runs after."""
+        one in the process doing parallel torch work: on CPU a second thread doing it makes
+        OpenMP's workers sleep between operations and decoding slower. Stale weights (the first
+        use, a resume) are pushed on the calling thread before the job starts."""
         if self.kind == "hf":
             asyncio.run(self.engine.wake())
             try:
-                return self.engine.serve_while(lambda: asyncio.run(job()), first=self._push_hf)
+                self._push_hf()
+                return self.engine.serve_while(lambda: asyncio.run(job()))
             finally:
                 asyncio.run(self.sleep())
 
@@ -90,13 +91,20 @@ class EngineSync:
 
         return asyncio.run(whole())
 
+    def push_weights(self) -> None:
+        """The trainer's weights changed (an update): the hf engine copies them now; an sglang
+        server gets them in its next `wake`, between resuming weight memory and the KV cache."""
+        self.stale = True
+        if self.kind == "hf":
+            self._push_hf()
+
     def mark_stale(self) -> None:
-        """The trainer's weights changed (optimizer update, resume): push before the next use."""
+        """The trainer's weights changed outside a step (a resume): push before the next use."""
         self.stale = True
 
     async def wake(self) -> None:
         """Make the sglang engine ready to generate with the trainer's current weights (`run`
-        wakes the hf engine itself, to overlap its push with the job)."""
+        wakes the hf engine itself)."""
         if self.is_leader:
             await self.engine.wake(tags=["weights"])
         if self.stale:
@@ -131,8 +139,7 @@ class EngineSync:
 
     def _push_hf(self) -> None:
         """The hf engine's push when stale, in buckets, copied on the calling thread: a worker
-        thread's copy starts an OpenMP pool of its own (B1's 1.5M model: 7.4 ms per push from a
-        worker thread, 1.2 ms from the trainer's)."""
+        thread's copy would start an OpenMP pool of its own."""
         if not self.stale:
             return
         t0 = time.perf_counter()
@@ -164,60 +171,53 @@ class EngineSync:
 # ---- building --------------------------------------------------------------------------------
 
 
-def build_engine_sync(trainer) -> EngineSync:
-    """The rollout engine a TrainRecipe asks for, wrapped for the trainer (collective for sglang)."""
-    r = trainer.recipe
-    if r.rollout.engine == "sglang":
-        return _build_sglang(trainer)
+def build_engine_sync(rollout, model_cfg, parallel, dist, policy, tokenizer) -> EngineSync:
+    """The rollout engine of a `rollout` section for `policy` (the trainer's sharded model),
+    wrapped for the trainer (collective for sglang)."""
+    if rollout.engine == "sglang":
+        return _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer)
     from mua.models import load_model
     from mua.rollout.hf_engine import HFEngine
 
-    dist = trainer.dist
-    dtype = r.model.dtype if dist.device.type == "cuda" else "float32"
+    dtype = model_cfg.dtype if dist.device.type == "cuda" else "float32"
     engine = HFEngine(
-        load_model(r.model.path, dtype=dtype, seed=r.model.seed),
+        load_model(model_cfg.path, dtype=dtype, seed=model_cfg.seed),
         device=str(dist.device),
         copy_model=False,
-        pad_token_id=trainer.tokenizer.pad_token_id or 0,
+        pad_token_id=tokenizer.pad_token_id or 0,
     )
-    return EngineSync(engine, "hf", trainer.model, r.parallel.weight_push_bucket_mb)
+    return EngineSync(engine, "hf", policy, parallel.weight_push_bucket_mb)
 
 
-def _build_sglang(trainer) -> EngineSync:
+def _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer) -> EngineSync:
     from mua.rollout.sglang_engine import engine_from_config
 
-    r, dist = trainer.recipe, trainer.dist
-    cfg = r.rollout.sglang
-    hf_config = getattr(trainer.model, "config", None)
-    if dist.device.type == "cuda":
-        import torch
-
-        gpu_bytes = torch.cuda.get_device_properties(dist.device).total_memory
-        memory_preflight(r, trainer.model, dist.world_size, gpu_bytes, show=dist.is_main)
+    cfg = rollout.sglang
+    hf_config = getattr(policy, "config", None)
     options = dict(
-        bucket_mb=r.parallel.weight_push_bucket_mb,
+        bucket_mb=parallel.weight_push_bucket_mb,
         hf_config=hf_config,
-        max_concurrency=r.rollout.max_concurrency,
+        max_concurrency=rollout.max_concurrency,
     )
     if cfg.base_urls:  # servers of the whole job: global rank 0 drives them
-        engine = engine_from_config(cfg, r.model.path, **options)
+        engine = engine_from_config(cfg, model_cfg.path, **options)
         is_leader = dist.rank == 0
     else:  # one launched server per node, driven by the node's local rank 0
         is_leader = dist.local_rank == 0
-        engine = engine_from_config(cfg, r.model.path, **options) if is_leader else None
+        engine = engine_from_config(cfg, model_cfg.path, **options) if is_leader else None
         node = _node_id()
         shared = all_gather_objects((node, engine.base_url if engine is not None else None))
         if engine is None:
             url = next(u for n, u in shared if n == node and u)
             engine = engine_from_config(
-                cfg.model_copy(update={"base_urls": [url]}), r.model.path, **options
+                cfg.model_copy(update={"base_urls": [url]}), model_cfg.path, **options
             )
-    vocab_size = int(getattr(hf_config, "vocab_size", 0) or len(trainer.tokenizer))
+    vocab_size = int(getattr(hf_config, "vocab_size", 0) or len(tokenizer))
     return EngineSync(
         engine,
         "sglang",
-        trainer.model,
-        r.parallel.weight_push_bucket_mb,
+        policy,
+        parallel.weight_push_bucket_mb,
         is_leader=is_leader,
         probe_ids=default_probe_ids(vocab_size),
         probe_tolerance=cfg.probe_tolerance,

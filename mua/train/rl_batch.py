@@ -1,21 +1,20 @@
-"""Turn one step's Trajectories into training samples: token ids, loss mask and token advantages.
+"""Turn one step's Trajectories into training samples, and GRPO's group-relative advantages.
 
 What happens to a rank's trajectories (every GRPO group lives on one rank, so all of this is local):
-1. Exclusion: `filters.termination_mask` (env/user/engine failures always, truncation with
-   `algo.mask_truncated`) and, with `algo.dynamic_sampling`, groups whose scores all agree. Drifted
-   trajectories already have an all-zero loss mask (the runner zeroes it) and carry no tokens.
-2. Advantages on the kept trajectories only (excluded ones do not enter the group baseline):
-   `algo.pipeline.grpo_token_advantages` with the recipe's score/advantage/credit.
-3. Samples: one `RLSample` per kept trajectory with at least one policy token, in the order the
-   rollouts came back, each with its position in the step's global batch (`global_index`, which
-   decides its mini-batch independently of the number of ranks).
-Old and reference log-probs are filled in later by the trainer (a forward pass); PPO's values and
-GAE advantages too. Nothing here runs a model or talks to other ranks.
+1. Exclusion (`score`): `filters.termination_mask` (env/user/engine failures always, truncation
+   with `algo.mask_truncated`) and, with `algo.dynamic_sampling`, groups whose scores all agree.
+   Drifted trajectories already have an all-zero loss mask (the runner zeroes it).
+2. Samples (`score`): one `RLSample` per kept trajectory with at least one policy token, in the
+   order the rollouts came back, each with its position in the step's global batch
+   (`global_index`, which decides its mini-batch independently of the number of ranks).
+3. Group-relative advantages (`group_relative_advantages`) over the kept trajectories only.
+Samples are frozen: log-probs, advantages and PPO's values are attached by `with_inputs`, which
+returns new samples. Nothing here runs a model or talks to other ranks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -27,7 +26,7 @@ from mua.algo import (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class RLSample:
     token_ids: list[int]
     loss_mask: list[int]
@@ -50,8 +49,6 @@ class BatchReport:
     dropped_zero_variance_groups: int = 0
     dropped_zero_variance_trajectories: int = 0
     no_policy_tokens: int = 0
-    scores: list[float] = field(default_factory=list)
-    trajectory_advantages: list[float] = field(default_factory=list)
 
 
 def global_index(group_id: str, sample_index: int, rank: int, world_size: int, n: int) -> int:
@@ -94,36 +91,33 @@ def keep_mask(trajectories, algo, report: BatchReport) -> list[bool]:
     return keep
 
 
-def build_samples(
-    trajectories, algo, *, rank: int, world_size: int, n: int, with_advantages: bool = True
-) -> tuple[list[RLSample], BatchReport]:
-    """Kept trajectories as samples, with GRPO token advantages when `with_advantages`."""
+@dataclass(frozen=True)
+class ScoredBatch:
+    """A rank's trajectories after exclusion: what the advantage strategies and the update read.
+
+    `kept` are the trajectories that enter the loss and the group baselines (GRPO's groups include
+    kept trajectories whose policy tokens were all masked); `samples` are the kept ones with at
+    least one policy token, `rows[i]` being the position of `samples[i]` in `kept`."""
+
+    kept: list
+    masks: list[list[int]]  # the cleaned loss mask of each kept trajectory
+    samples: list[RLSample]
+    rows: list[int]
+    report: BatchReport
+
+
+def score(trajectories, algo, *, rank: int, world_size: int, n: int) -> ScoredBatch:
+    """Exclusions, then one sample per kept trajectory that has policy tokens (no advantages yet)."""
     report = BatchReport()
     keep = keep_mask(trajectories, algo, report)
     kept = [t for t, k in zip(trajectories, keep, strict=False) if k]
     masks = [_clean_mask(t) for t in kept]
-    if with_advantages and kept:
-        out = grpo_token_advantages(
-            [t.turn_rewards for t in kept],
-            [t.group_id for t in kept],
-            [torch.tensor(t.turn_index) for t in kept],
-            [torch.tensor(m) for m in masks],
-            score=algo.score,
-            advantage=algo.advantage,
-            credit=algo.credit,
-            gamma=algo.gamma,
-            eps=algo.eps,
-        )
-        token_adv = [a.tolist() for a in out.token_advantages]
-        report.scores = out.scores.tolist()
-        report.trajectory_advantages = out.trajectory_advantages.tolist()
-    else:
-        token_adv = [[0.0] * len(m) for m in masks]
-    samples = []
-    for traj, mask, adv in zip(kept, masks, token_adv, strict=False):
+    samples, rows = [], []
+    for row, (traj, mask) in enumerate(zip(kept, masks, strict=True)):
         if sum(mask) == 0:
             report.no_policy_tokens += 1
             continue
+        rows.append(row)
         samples.append(
             RLSample(
                 token_ids=list(traj.token_ids),
@@ -132,10 +126,55 @@ def build_samples(
                 turn_rewards=list(traj.turn_rewards),
                 engine_logprobs=list(traj.logprobs),
                 global_index=global_index(traj.group_id, traj.sample_index, rank, world_size, n),
-                advantages=adv,
             )
         )
-    return samples, report
+    return ScoredBatch(kept=kept, masks=masks, samples=samples, rows=rows, report=report)
+
+
+def group_relative_advantages(batch: ScoredBatch, algo) -> tuple[list[list[float]], list[float]]:
+    """GRPO token advantages of each sample and the advantage of every kept trajectory.
+
+    Baselines are taken over all kept trajectories (`algo.pipeline.grpo_token_advantages` with the
+    recipe's score/advantage/credit); excluded trajectories do not enter them."""
+    if not batch.kept:
+        return [], []
+    out = grpo_token_advantages(
+        [t.turn_rewards for t in batch.kept],
+        [t.group_id for t in batch.kept],
+        [torch.tensor(t.turn_index) for t in batch.kept],
+        [torch.tensor(m) for m in batch.masks],
+        score=algo.score,
+        advantage=algo.advantage,
+        credit=algo.credit,
+        gamma=algo.gamma,
+        eps=algo.eps,
+    )
+    tokens = [out.token_advantages[row].tolist() for row in batch.rows]
+    return tokens, out.trajectory_advantages.tolist()
+
+
+def with_inputs(
+    samples: list[RLSample],
+    advantages: list[list[float]],
+    old_logprobs: list[list[float]] | None,
+    ref_logprobs: list[list[float]] | None,
+    values: list[list[float]] | None = None,
+    returns: list[list[float]] | None = None,
+) -> list[RLSample]:
+    """New samples carrying what the update reads (None: that field stays empty)."""
+    out = []
+    for i, s in enumerate(samples):
+        out.append(
+            replace(
+                s,
+                advantages=advantages[i],
+                old_logprobs=old_logprobs[i] if old_logprobs is not None else [],
+                ref_logprobs=ref_logprobs[i] if ref_logprobs is not None else [],
+                values=values[i] if values is not None else [],
+                returns=returns[i] if returns is not None else [],
+            )
+        )
+    return out
 
 
 def mini_batch_of(sample: RLSample, global_batch: int, num_mini_batches: int) -> int:

@@ -5,8 +5,8 @@ from the latest checkpoint -> tracker (rank 0). The loop calls the algorithm's s
 logs metrics, saves checkpoints every `checkpoint.save_freq` steps (and at the end), exports a
 Hugging Face folder `hf/global_step_N` after every `checkpoint.export_hf_every`-th scheduled
 checkpoint and `hf/final` at the end. SFT's step lives in `mua.train.sft`, the RL step (GRPO/PPO,
-rollouts, in-training validation) in `mua.train.rl`, the rollout engine's weights and memory in
-`mua.train.engine_sync`.
+rollouts, in-training validation) in `mua.train.rl` (`rl_step`), what it works with in
+`mua.train.rl_setup`, the rollout engine's weights and memory in `mua.train.engine_sync`.
 Does not launch processes (see `mua.train.launcher`).
 """
 
@@ -70,7 +70,7 @@ class Trainer:
         self.rl = None
 
     def _setup_rl(self) -> None:
-        from mua.train.rl import build_rl_parts
+        from mua.train.rl_setup import build_rl_parts
 
         r = self.recipe
         self.sampler = TaskSampler(
@@ -80,11 +80,8 @@ class Trainer:
             r.data.shuffle,
         )
         self.total_steps = r.total_steps
-        self.rl = build_rl_parts(self)
-        if r.algo.kind == "ppo":
-            from mua.train.critic import build_critic
-
-            self.rl.critic = build_critic(self)
+        optimizer_steps = r.total_steps * r.algo.epochs * r.algo.mini_batches
+        self.rl = build_rl_parts(r, self.dist, self.model, self.tokenizer, optimizer_steps)
 
     # ---- checkpoints -------------------------------------------------------------------
     def _maybe_resume(self) -> int:

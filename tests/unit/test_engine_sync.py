@@ -129,6 +129,27 @@ def test_hf_flow_pushes_only_stale_weights(model):
     assert torch.equal(first, next(trainer_model.parameters()))
 
 
+def test_push_weights_copies_to_hf_now_and_to_sglang_at_its_next_wake(model):
+    trainer_model = copy.deepcopy(model)
+    with torch.no_grad():
+        next(trainer_model.parameters()).add_(0.25)
+
+    hf_engine = RecordingEngine(copy.deepcopy(model))
+    hf = _sync(trainer_model, hf_engine, kind="hf")
+    hf.push_weights()  # the step's push: the hf engine holds the update before any rollout
+    assert [c[0] for c in hf_engine.calls] == ["push"] * len(hf_engine.calls) != []
+    assert torch.equal(next(hf_engine.inner.model.parameters()), next(trainer_model.parameters()))
+
+    sg_engine = RecordingEngine(copy.deepcopy(model))
+    sg = _sync(trainer_model, sg_engine, stale=False)
+    sg.push_weights()
+    assert sg_engine.calls == []  # its weight memory is released: nothing to push into yet
+    asyncio.run(sg.wake())
+    names = [c[0] for c in sg_engine.calls]
+    assert names.index("push") < names.index("generate")  # pushed before the probe generates
+    asyncio.run(sg.sleep())
+
+
 def test_probe_stops_a_stale_engine(model):
     from mua.models import load_model
 

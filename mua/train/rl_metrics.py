@@ -1,0 +1,117 @@
+"""The RL step's metrics: rollouts and filters (gathered over ranks), update sums, transcripts.
+
+Every number is summed or gathered over all ranks, so a run logs the same metrics on 1 or N ranks.
+Not here: computing anything the update uses.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from mua.dist import all_gather_objects, all_reduce_sum
+from mua.train.rl_batch import BatchReport, RLSample
+
+
+def _traj_summary(t) -> dict:
+    return {
+        "reward": t.reward,
+        "turns": t.num_turns,
+        "tokens": len(t.token_ids),
+        "assistant_tokens": int(t.metrics.get("assistant_tokens", 0)),
+        "termination": t.termination,
+        "parse_errors": t.metrics.get("parse_errors", 0.0),
+        "drift": t.metrics.get("drift", 0.0),
+        "success": float(t.reward > 0 and t.termination == "done"),
+    }
+
+
+def rollout_metrics(
+    trajectories,
+    samples: list[RLSample],
+    report: BatchReport,
+    trajectory_advantages: list[float],
+    old_logprobs: list[list[float]] | None,
+) -> dict[str, float]:
+    """Step metrics over every rank's trajectories (one small object gather). `old_logprobs`
+    (the trainer's, None when no policy update ran) are compared with the engine's."""
+    local_diff = [
+        (abs(e - o), m)
+        for s, old in zip(samples, old_logprobs or [[] for _ in samples], strict=True)
+        for e, o, m in zip(s.engine_logprobs, old, s.loss_mask, strict=False)
+        if m
+    ]
+    local = {
+        "trajs": [_traj_summary(t) for t in trajectories],
+        "adv": trajectory_advantages,
+        "diff": (
+            sum(d for d, _ in local_diff),
+            len(local_diff),
+            max((d for d, _ in local_diff), default=0.0),
+        ),
+        "excluded": report.excluded_by_termination,
+        "zv_groups": report.dropped_zero_variance_groups,
+        "zv_trajs": report.dropped_zero_variance_trajectories,
+        "samples": len(samples),
+        "trained_tokens": sum(sum(s.loss_mask) for s in samples),
+    }
+    parts = all_gather_objects(local)
+    trajs = [t for p in parts for t in p["trajs"]]
+    adv = torch.tensor([a for p in parts for a in p["adv"]] or [0.0], dtype=torch.float64)
+    num = max(len(trajs), 1)
+    out = {
+        "reward/mean": sum(t["reward"] for t in trajs) / num,
+        "reward/success_rate": sum(t["success"] for t in trajs) / num,
+        "rollout/turns_mean": sum(t["turns"] for t in trajs) / num,
+        "rollout/tokens_mean": sum(t["tokens"] for t in trajs) / num,
+        "rollout/parse_errors": float(sum(t["parse_errors"] for t in trajs)),
+        "rollout/drift": float(sum(t["drift"] for t in trajs)),
+        "tokens/total": float(sum(t["tokens"] for t in trajs)),
+        "tokens/trained": float(sum(p["trained_tokens"] for p in parts)),
+        "filter/excluded_by_termination": float(sum(p["excluded"] for p in parts)),
+        "filter/zero_variance_groups": float(sum(p["zv_groups"] for p in parts)),
+        "filter/zero_variance_trajectories": float(sum(p["zv_trajs"] for p in parts)),
+        "filter/samples_trained": float(sum(p["samples"] for p in parts)),
+        "advantage/mean": float(adv.mean()),
+        "advantage/std": float(adv.std()) if adv.numel() > 1 else 0.0,
+        "advantage/max": float(adv.max()),
+        "advantage/min": float(adv.min()),
+    }
+    for reason, count in Counter(t["termination"] for t in trajs).items():
+        out[f"termination/{reason}"] = float(count)
+    diff_sum, diff_n = sum(p["diff"][0] for p in parts), sum(p["diff"][1] for p in parts)
+    out["logp_diff_engine_vs_trainer"] = diff_sum / max(diff_n, 1)
+    out["logp_diff_engine_vs_trainer_max"] = max(p["diff"][2] for p in parts)
+    return out
+
+
+def update_metrics(totals: Counter, grad_norms: list[float], lrs: list[float]) -> dict[str, float]:
+    keys = [k for k in totals if k == "loss" or k.startswith(("sum/", "critic/", "mb_tokens"))]
+    summed = (
+        dict(zip(keys, all_reduce_sum([totals[k] for k in keys]).tolist(), strict=False))
+        if keys
+        else {}
+    )
+    out: dict[str, float] = {}
+    steps = max(len(grad_norms), 1)
+    if grad_norms:
+        out["loss"] = summed.get("loss", 0.0) / steps
+        out["grad_norm"] = sum(grad_norms) / steps
+        out["lr"] = lrs[-1]
+        tokens = max(summed.get("mb_tokens", 0.0), 1.0)
+        for k, v in summed.items():
+            if k.startswith("sum/"):
+                out[f"actor/{k[4:]}"] = v / tokens
+    out["optimizer_steps"] = float(len(grad_norms))
+    for k, v in summed.items():
+        if k.startswith("critic/"):
+            out[k] = v
+    return out
+
+
+def log_transcripts(tracker, step: int, trajectories, count: int, tokenizer) -> None:
+    """The first `count` trajectories of the step, to the tracker (rank 0 only)."""
+    if not count or tracker is None:
+        return
+    tracker.log_transcripts(step, trajectories[:count], tokenizer)
