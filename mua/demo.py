@@ -45,7 +45,7 @@ RECIPES = Path("recipes")  # relative to REPO, the phases' working directory
 MAX_NUMBER = 8  # the game's range 1..N (a small range a 1M-parameter model learns in minutes)
 # `--quick`: the same phases, cut to a smoke test (a couple of steps, a few tasks)
 QUICK = {
-    "expert": ["max_tasks=32"],
+    "expert": ["data.max_tasks=32"],
     "sft": ["total_steps=2"],
     "rl": ["total_steps=2", "checkpoint.save_freq=1", "data.tasks_per_step=2", "rollout.n=2"],
     "eval": ["--max-tasks", "4"],

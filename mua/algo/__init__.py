@@ -1,4 +1,4 @@
-"""RL math for mua: pure tensor functions (ALGORITHMS.md §1-§7, §10). No I/O, no models, no processes.
+"""RL math for mua: pure tensor functions (docs/algorithms.md §1-§7, §10). No I/O, no models, no processes.
 
 Every function takes tensors or Python lists and returns tensors (or floats); counts that must be
 global across micro-batches and ranks are passed in by the caller. Per-trajectory quantities

@@ -1,4 +1,4 @@
-"""Group-relative trajectory advantages Â_b (ALGORITHMS.md §2): GRPO, Dr. GRPO, RLOO, REINFORCE++.
+"""Group-relative trajectory advantages Â_b (docs/algorithms.md §2): GRPO, Dr. GRPO, RLOO, REINFORCE++.
 
 Takes one score per trajectory and a group id per trajectory (the task it was rolled out from);
 returns one advantage per trajectory. Spreading Â_b over tokens is `credit.token_advantages`;
@@ -21,8 +21,7 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from mua.algo._groups import check_choice, group_index
-
-ADVANTAGE_KINDS = ("grpo", "drgrpo", "rloo", "reinforce++")
+from mua.algo_names import ADVANTAGE_KINDS
 
 
 def group_stats(scores: torch.Tensor, index: torch.Tensor, num_groups: int):

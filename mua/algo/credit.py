@@ -1,4 +1,4 @@
-"""Turn-level credit and token advantages (ALGORITHMS.md §3, UserRL's multi-turn GRPO).
+"""Turn-level credit and token advantages (docs/algorithms.md §3, UserRL's multi-turn GRPO).
 
 `turn_credits` turns each trajectory's per-turn rewards into per-turn credits c_{b,t};
 `token_advantages` spreads a trajectory advantage Â_b over its policy tokens weighted by those
@@ -26,8 +26,7 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from mua.algo._groups import as_float_list, check_choice, group_index
-
-CREDIT_KINDS = ("equalized", "r2g", "em")
+from mua.algo_names import CREDIT_KINDS
 
 
 def _credits_one(rewards: torch.Tensor, kind: str, gamma: float, k: float) -> torch.Tensor:
@@ -88,7 +87,7 @@ def _token_advantages_one(adv: float, credits, turn_index, mask) -> torch.Tensor
 
 
 def token_advantages(traj_adv, turn_credits, token_turn_index, loss_mask):
-    """Token advantages A_i = Â_b · a_i · N_b / Σ_i a_i (ALGORITHMS.md §3).
+    """Token advantages A_i = Â_b · a_i · N_b / Σ_i a_i (docs/algorithms.md §3).
 
     a_i = c_t for a policy token of turn t and 0 elsewhere; N_b counts tokens with a_i ≠ 0.
     When Σ_i a_i = 0 the whole trajectory gets 0. `traj_adv` has shape [B]; `turn_credits` is a

@@ -1,4 +1,4 @@
-"""Trajectory filters (ALGORITHMS.md §7): DAPO dynamic sampling and termination-aware masking.
+"""Trajectory filters (docs/algorithms.md §7): DAPO dynamic sampling and termination-aware masking.
 
 Both return per-trajectory boolean/float tensors; dropping rows, re-sampling until the batch is
 full and counting what was dropped are the trainer's job.

@@ -1,4 +1,4 @@
-"""PPO advantages with a critic (ALGORITHMS.md §4): token rewards, GAE over policy tokens, whitening.
+"""PPO advantages with a critic (docs/algorithms.md §4): token rewards, GAE over policy tokens, whitening.
 
 All tensors are [B, L] with `loss_mask` 1 only on tokens the policy sampled. GAE walks the
 *policy* tokens only: injected user/tool/env tokens carry no value and do not advance time, so

@@ -1,4 +1,4 @@
-"""KL to a reference model (ALGORITHMS.md §6): per-token estimators and the reward placement.
+"""KL to a reference model (docs/algorithms.md §6): per-token estimators and the reward placement.
 
 Inputs are per-token log-probs of the sampled tokens under the policy and the reference model.
 The loss placement is just `coef * kl_penalty(...)` added to the token loss (see
@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 
 from mua.algo._groups import check_choice
+from mua.algo_names import KL_ESTIMATORS
 
-KL_ESTIMATORS = ("k1", "k2", "k3")
 K3_CLAMP = 10.0
 
 

@@ -1,4 +1,4 @@
-"""Losses (ALGORITHMS.md §4-§5): clipped policy loss, clipped value loss, entropy, aggregation.
+"""Losses (docs/algorithms.md §4-§5): clipped policy loss, clipped value loss, entropy, aggregation.
 
 `policy_loss` and `value_loss` return *per-token* losses (0 outside the loss mask) plus
 detached statistics; `aggregate` reduces per-token losses to the scalar to back-propagate.
@@ -28,13 +28,7 @@ from __future__ import annotations
 import torch
 
 from mua.algo._groups import check_choice
-
-AGGREGATIONS = (
-    "token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum-norm",
-)
+from mua.algo_names import AGGREGATIONS
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

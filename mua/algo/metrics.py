@@ -1,4 +1,4 @@
-"""Evaluation metrics (ALGORITHMS.md §10): pass@k, tau-bench pass^k, and their task averages.
+"""Evaluation metrics (docs/algorithms.md §10): pass@k, tau-bench pass^k, and their task averages.
 
 For a task with c successes out of n trials:
 - pass@k = 1 − C(n − c, k) / C(n, k): probability that at least one of k draws succeeds;

@@ -16,15 +16,13 @@ import torch
 from mua.algo._groups import check_choice
 from mua.algo.advantages import group_advantages
 from mua.algo.credit import (
-    CREDIT_KINDS,
     token_advantages,
     turn_credits,
     turn_group_advantages,
     turn_values_to_tokens,
 )
 from mua.algo.scores import trajectory_scores
-
-GRPO_CREDIT_KINDS = (*CREDIT_KINDS, "turn-group")
+from mua.algo_names import GRPO_CREDIT_KINDS
 
 
 @dataclass

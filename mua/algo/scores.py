@@ -1,4 +1,4 @@
-"""Trajectory scores S_b (ALGORITHMS.md §1): what the group baseline compares.
+"""Trajectory scores S_b (docs/algorithms.md §1): what the group baseline compares.
 
 Input is ragged: one sequence of per-turn rewards r_{b,1..T_b} per trajectory (0 for a turn that
 earned nothing). Output is a 1-D float tensor of length B. This module does not compute
@@ -21,8 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from mua.algo._groups import as_float_list, check_choice
-
-SCORE_KINDS = ("sum", "mean", "r2g", "outcome")
+from mua.algo_names import SCORE_KINDS
 
 
 def trajectory_score(rewards: torch.Tensor, kind: str, gamma: float = 1.0) -> float:

@@ -43,10 +43,10 @@ def _load_tasks(recipe, gym) -> list:
                 f"gym {gym.name!r} has no split {recipe.split!r}; choose one of {sorted(splits)}"
             )
         tasks = splits[recipe.split]
-    limit = recipe.max_tasks or recipe.data.max_tasks
+    limit = recipe.data.max_tasks
     tasks = tasks[:limit] if limit else tasks
     if not tasks:
-        raise UsageError("no tasks to roll out; check data.train_files, split and max_tasks")
+        raise UsageError("no tasks to roll out; check data.train_files, split and data.max_tasks")
     return tasks
 
 

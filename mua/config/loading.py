@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,24 @@ def apply_overrides(raw: dict, overrides: list[str], model: type[BaseModel]) -> 
                 node[key] = {}
             node = node[key]
         node[path[-1]] = _yaml_scalar(value_text)
+        if path[-1] == "kind":
+            _drop_other_arm_keys(raw, node, path[:-1], model)
     return raw
+
+
+def _drop_other_arm_keys(raw: dict, node: dict, section: list[str], model) -> None:
+    """After a `kind=` override, drop the section's keys that the new kind does not have (e.g.
+    `user.base_url` under `user.kind=scripted`), with a note on stderr saying which."""
+    valid = fields_at(model, raw, section)
+    if valid is None:
+        return
+    dropped = sorted(k for k in node if k not in valid)
+    for key in dropped:
+        del node[key]
+    if dropped:
+        where = ".".join(section)
+        names = ", ".join(f"{where}.{k}" for k in dropped)
+        print(f"note: {where}.kind={node['kind']} has no {names}; dropped", file=sys.stderr)
 
 
 def _find_inline_secrets(node: Any, path: str = "") -> list[str]:

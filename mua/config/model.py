@@ -20,7 +20,10 @@ class ModelConfig(Section):
         None, description="Tokenizer location when it differs from `path` (default: same as path)."
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="Parameter dtype for training master weights and the HF engine."
+        "float32",
+        description="Weights dtype of the hf rollout engine on GPU (on CPU it runs float32). The "
+        "trainer keeps float32 master weights and computes in `parallel.mixed_precision`; "
+        "`mua merge` and the trainer's HF exports write this dtype.",
     )
     tool_parser: Literal["hermes", "bracket", "llama3_json", "auto"] = Field(
         "auto",

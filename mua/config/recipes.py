@@ -79,7 +79,6 @@ class RolloutRecipe(_RecipeBase):
     split: str = Field(
         "train", description="Which split of the built-in data to use when no files are given."
     )
-    max_tasks: int | None = Field(None, ge=1, description="Roll out at most this many tasks.")
 
 
 class EvalRecipe(_RecipeBase):
@@ -94,6 +93,18 @@ class EvalRecipe(_RecipeBase):
     rollout: RolloutConfig = Field(default_factory=lambda: RolloutConfig(n=1, temperature=0.0))
     eval: EvalConfig = Field(default_factory=EvalConfig)
     track: TrackConfig = Field(default_factory=TrackConfig)
+
+    @model_validator(mode="after")
+    def _one_temperature(self):
+        if (
+            "temperature" in self.rollout.model_fields_set
+            and self.rollout.temperature != self.eval.temperature
+        ):
+            raise ValueError(
+                f"rollout.temperature={self.rollout.temperature:g} is not used by `mua eval`; "
+                "set eval.temperature (or --temperature) instead"
+            )
+        return self
 
 
 class MergeRecipe(_RecipeBase):

@@ -21,8 +21,12 @@ class EvalConfig(Section):
     test_freq: int = Field(0, ge=0, description="Validate every N training steps; 0 disables.")
     n: PositiveInt = Field(1, description="Samples per held-out task.")
     max_tasks: int | None = Field(None, ge=1, description="Evaluate at most this many tasks.")
-    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature for evaluation.")
-    best_metric: str = Field("reward_mean", description="Metric that picks the best step.")
+    temperature: float = Field(
+        0.0,
+        ge=0.0,
+        description="Sampling temperature of held-out evaluation (in-training validation and "
+        "`mua eval`); training rollouts use rollout.temperature.",
+    )
     k: list[int] = Field(
         default_factory=lambda: [1],
         description="k values for pass@k and pass^k (1 and n are always added).",

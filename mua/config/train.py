@@ -1,6 +1,6 @@
 """Sections for training: data, algorithm (grpo | ppo | sft), optimizer, parallelism, checkpoints.
 
-Field names follow ALGORITHMS.md; the math lives in `mua.algo`, not here.
+Field names follow docs/algorithms.md; the math lives in `mua.algo`, not here.
 """
 
 from __future__ import annotations
@@ -9,6 +9,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
+from mua.algo_names import (
+    ADVANTAGE_KINDS,
+    AGGREGATIONS,
+    GRPO_CREDIT_KINDS,
+    KL_ESTIMATORS,
+    SCORE_KINDS,
+)
 from mua.config.base import Section
 
 
@@ -26,7 +33,9 @@ class DataConfig(Section):
     )
     shuffle: bool = Field(True, description="Shuffle tasks every epoch (seeded).")
     seed: int = Field(0, description="Seed for shuffling, sampling and initialisation.")
-    max_tasks: int | None = Field(None, ge=1, description="Use at most this many train tasks.")
+    max_tasks: int | None = Field(
+        None, ge=1, description="Use at most this many tasks (training, or `mua rollout`)."
+    )
 
     @model_validator(mode="after")
     def _weights_match(self):
@@ -40,9 +49,7 @@ class DataConfig(Section):
 
 class KLConfig(Section):
     coef: NonNegativeFloat = Field(0.0, description="β; 0 loads no reference model.")
-    estimator: Literal["k1", "k2", "k3"] = Field(
-        "k3", description="KL estimator (ALGORITHMS.md §6)."
-    )
+    estimator: Literal[KL_ESTIMATORS] = Field("k3", description="KL estimator (docs/algorithms.md §6).")
     placement: Literal["loss", "reward"] = Field(
         "loss", description="KL in the loss or in the token reward."
     )
@@ -55,9 +62,9 @@ class PolicyLossConfig(Section):
         None, gt=1.0, description="Dual-clip constant c (e.g. 3) for negative advantages."
     )
     entropy_coef: NonNegativeFloat = Field(0.0, description="Entropy bonus coefficient.")
-    aggregation: Literal[
-        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-    ] = Field("token-mean", description="How token losses are reduced (ALGORITHMS.md §5).")
+    aggregation: Literal[AGGREGATIONS] = Field(
+        "token-mean", description="How token losses are reduced (docs/algorithms.md §5)."
+    )
     norm_length: PositiveInt = Field(1024, description="Fixed length for seq-mean-token-sum-norm.")
 
 
@@ -67,7 +74,10 @@ class _RLCommon(Section):
     gamma: float = Field(
         1.0, ge=0.0, le=1.0, description="Discount γ for r2g scores/credits and GAE."
     )
-    eps: PositiveFloat = Field(1e-6, description="ε in the advantage normalisation.")
+    eps: PositiveFloat = Field(
+        1e-6,
+        description="ε in the advantage normalisation (GRPO's group std, PPO's whitening variance).",
+    )
     loss: PolicyLossConfig = Field(default_factory=PolicyLossConfig)
     kl: KLConfig = Field(default_factory=KLConfig)
     mask_truncated: bool = Field(
@@ -84,13 +94,11 @@ class GRPOConfig(_RLCommon):
         le=1.0,
         description="Discount γ for r2g scores/credits (UserRL's default, 0.8).",
     )
-    score: Literal["sum", "mean", "r2g", "outcome"] = Field(
+    score: Literal[SCORE_KINDS] = Field(
         "mean", description="Trajectory score (default `mean`: UserRL's default 'Sum' is a mean)."
     )
-    advantage: Literal["grpo", "drgrpo", "rloo", "reinforce++"] = Field(
-        "grpo", description="Group baseline."
-    )
-    credit: Literal["equalized", "r2g", "em", "turn-group"] = Field(
+    advantage: Literal[ADVANTAGE_KINDS] = Field("grpo", description="Group baseline.")
+    credit: Literal[GRPO_CREDIT_KINDS] = Field(
         "equalized", description="Turn-level credit (`turn-group`: per-turn group normalisation)."
     )
 

@@ -193,5 +193,5 @@ def gae_advantages(
         returns.append(ret[0].tolist())
         advs.append(adv[0])
         masks.append(mask[0])
-    whitened = [a.tolist() for a in _global_whiten(advs, masks, 1e-8)]
+    whitened = [a.tolist() for a in _global_whiten(advs, masks, algo.eps)]
     return GAEResult(advantages=whitened, values=values, returns=returns)

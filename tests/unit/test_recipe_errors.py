@@ -218,3 +218,26 @@ def test_cli_schema_lists_documented_fields(mua_cli):
 def test_cli_no_args_prints_help(mua_cli):
     code, out, err = mua_cli()
     assert "Usage" in out + err
+
+
+def test_kind_override_drops_the_other_arms_keys_with_a_note(tmp_path, capsys):
+    from mua.config.loading import load_recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        "verb: train\nuser: {kind: llm, base_url: 'http://127.0.0.1:9/v1', max_tokens: 64}\n"
+    )
+    recipe = load_recipe(str(path), ["user.kind=scripted"])
+    assert recipe.user.kind == "scripted"
+    err = capsys.readouterr().err
+    assert "user.base_url" in err and "user.max_tokens" in err and "dropped" in err
+
+
+def test_eval_recipe_refuses_a_rollout_temperature_it_would_ignore(tmp_path):
+    from mua.config.loading import load_recipe
+    from mua.errors import UsageError
+
+    path = tmp_path / "e.yaml"
+    path.write_text("verb: eval\nrollout: {temperature: 0.7}\n")
+    with pytest.raises(UsageError, match="eval.temperature"):
+        load_recipe(str(path), [])

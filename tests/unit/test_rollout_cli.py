@@ -13,7 +13,7 @@ def write_recipe(tmp_path, **extra) -> str:
         "verb: rollout",
         "gym: {name: guess}",
         "rollout: {n: 2, max_turns: 6, max_new_tokens_per_turn: 8}",
-        "max_tasks: 3",
+        "data: {max_tasks: 3}",
         f"run_dir: {tmp_path / 'run'}",
     ]
     lines += [f"{k}: {v}" for k, v in extra.items()]
@@ -47,7 +47,7 @@ def test_model_rollout_with_overrides(tmp_path, mua_cli):
         "rollout",
         recipe,
         "model.path=tiny:qwen3-1m",
-        "max_tasks=2",
+        "data.max_tasks=2",
         f"output={tmp_path / 'out.jsonl'}",
     )
     assert code == 0, err
