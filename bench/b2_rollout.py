@@ -38,6 +38,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 from bench.common import interleaved
 
@@ -122,7 +123,7 @@ def _start_user_server() -> tuple[subprocess.Popen, str]:
     cmd = [
         sys.executable,
         "-m",
-        "mua.testing.fake_openai",
+        "tests.fakes.fake_openai",
         "--port",
         "0",
         "--latency-ms",
@@ -135,7 +136,11 @@ def _start_user_server() -> tuple[subprocess.Popen, str]:
         "900",
     ]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        cmd,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=Path(__file__).resolve().parents[1],  # `tests.fakes` lives in the repository
     )
     line = proc.stdout.readline()
     if not line.startswith("serving "):
@@ -146,7 +151,7 @@ def _start_user_server() -> tuple[subprocess.Popen, str]:
 
 def _user_client(base_url: str):
     from mua.config.rollout import LLMUserConfig
-    from mua.rollout.users import LLMClient
+    from mua.rollout.llm_client import LLMClient
 
     cfg = LLMUserConfig(
         kind="llm",
@@ -296,7 +301,7 @@ def _ideal_engine(step_s_one_row: float, step_s_full: float) -> dict[str, float]
     """The bars' reference point: scores of an ideal async engine (bench._b2_bound) whose step
     costs are this engine's, fitted through its measured seconds per step at 1 and 64 rows."""
     from bench._b2_bound import Workload, fit_step_cost, ideal_scores
-    from mua.testing.fake_openai import LATENCY_SIGMA
+    from tests.fakes.fake_openai import LATENCY_SIGMA
 
     fixed_s, per_row_s = fit_step_cost(step_s_one_row, step_s_full, NUM_CONVERSATIONS)
     work = Workload(

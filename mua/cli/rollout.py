@@ -116,9 +116,9 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.gym import GymContext, get_gym
     from mua.gym.budgets import with_gym_budgets
     from mua.models import load_tokenizer
+    from mua.rollout.llm_client import make_llm_client, preflight_user
     from mua.rollout.progress import rollout_progress
     from mua.rollout.runner import run_rollouts
-    from mua.rollout.users import make_llm_client, preflight_user
 
     recipe = load(args, "rollout")
     gym = get_gym(recipe.gym.name)

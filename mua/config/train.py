@@ -49,7 +49,9 @@ class DataConfig(Section):
 
 class KLConfig(Section):
     coef: NonNegativeFloat = Field(0.0, description="β; 0 loads no reference model.")
-    estimator: Literal[KL_ESTIMATORS] = Field("k3", description="KL estimator (docs/algorithms.md §6).")
+    estimator: Literal[KL_ESTIMATORS] = Field(
+        "k3", description="KL estimator (docs/algorithms.md §6)."
+    )
     placement: Literal["loss", "reward"] = Field(
         "loss", description="KL in the loss or in the token reward."
     )

@@ -44,7 +44,7 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
     from mua.eval.runner import evaluate
     from mua.gym import GymContext, get_gym
     from mua.gym.budgets import with_gym_budgets
-    from mua.rollout.users import make_llm_client, user_call_report
+    from mua.rollout.llm_client import make_llm_client, user_call_report
 
     user = recipe.user
     summaries = {}
@@ -96,8 +96,8 @@ def run_evaluation(
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
     from mua.eval.agents import load_agent
     from mua.eval.tasks import load_eval_tasks
+    from mua.rollout.llm_client import preflight_user
     from mua.rollout.progress import rollout_progress
-    from mua.rollout.users import preflight_user
 
     out_dir = Path(out_dir)
     tasks_by_gym = load_eval_tasks(recipe, gyms)

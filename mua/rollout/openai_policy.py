@@ -13,7 +13,7 @@ Native `tool_calls` are used when the server returns them; otherwise tool calls 
 `message_to_action` turns the dict into the gym's `AgentAction`.
 
 Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
-is `mua.rollout.users.ChatEndpoint`; when its retries are spent the run stops with a
+is `mua.rollout.llm_client.ChatEndpoint`; when its retries are spent the run stops with a
 `RunFailure` naming the endpoint, since an agent that cannot answer makes the evaluation
 meaningless. Mua's internal messages (tool-call arguments as dicts, tool results by name, `env`
 interventions) are converted to the wire format here and nowhere else.
@@ -27,8 +27,8 @@ from typing import Any
 
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import AgentAction, ToolCall, UserFailure
+from mua.rollout.llm_client import OPENAI_API_URL, ChatEndpoint
 from mua.rollout.toolcalls import ParserName, action_as_message, parse_action, read_native_calls
-from mua.rollout.users import OPENAI_API_URL, ChatEndpoint
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_BACKOFF_S = 0.5

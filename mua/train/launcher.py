@@ -123,7 +123,7 @@ def launch(
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
     check_inputs(recipe)
     if recipe.algo.kind != "sft":
-        from mua.rollout.users import preflight_user
+        from mua.rollout.llm_client import preflight_user
 
         preflight_user(recipe.user)  # a wrong key or model stops here, before any rank starts
     run_dir = Path(recipe.run_dir)

@@ -78,7 +78,7 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
     """Every RL component of a run on this rank (collective: engines and models are sharded or
     shared across ranks)."""
     from mua.gym import GymContext, get_gym
-    from mua.rollout.users import make_llm_client
+    from mua.rollout.llm_client import make_llm_client
     from mua.train.advantages import build_advantages
     from mua.train.data import load_task_files
     from mua.train.engine_sync import build_engine_sync, memory_preflight

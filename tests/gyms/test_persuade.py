@@ -15,7 +15,7 @@ from gyms.persuade import GYM, random_action
 from gyms.persuade.reward import stance_level
 from mua.errors import UsageError
 from mua.gym import GymContext, UserFailure
-from mua.testing.fake_openai import FakeOpenAIServer
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 
 def run(coro):

@@ -16,7 +16,7 @@ from gyms.search.index import BM25Index
 from gyms.search.reward import exact_match
 from mua.errors import UsageError
 from mua.gym import GymContext, UserFailure
-from mua.testing.fake_openai import FakeOpenAIServer
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 
 def run(coro):

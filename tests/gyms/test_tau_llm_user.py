@@ -10,8 +10,8 @@ import pytest
 from gyms.tau import GYM
 from mua.config.rollout import LLMUserConfig
 from mua.gym.api import AgentAction, GymContext, ToolCall, UserFailure
-from mua.rollout.users import LLMClient
-from mua.testing.fake_openai import FakeOpenAIServer
+from mua.rollout.llm_client import LLMClient
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 
 def _customer(request: dict) -> str:

@@ -11,8 +11,8 @@ import pytest
 from gyms.travel import GYM
 from mua.config.rollout import LLMUserConfig
 from mua.gym.api import AgentAction, GymContext, ToolCall, UserFailure
-from mua.rollout.users import LLMClient
-from mua.testing.fake_openai import FakeOpenAIServer
+from mua.rollout.llm_client import LLMClient
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 MUA = {"rules": "mua"}  # these tests pin the mua rule set; upstream rules: test_travel_upstream.py
 

@@ -13,9 +13,9 @@ from gyms.travel.env import SEARCH_FAILURE
 from gyms.travel.scenarios import ASPECT_NAMES
 from mua.config.rollout import LLMUserConfig
 from mua.gym.api import AgentAction, GymContext, ToolCall
+from mua.rollout.llm_client import LLMClient
 from mua.rollout.toolcalls import parse_action
-from mua.rollout.users import LLMClient
-from mua.testing.fake_openai import FakeOpenAIServer
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 
 def run(coro):

@@ -15,7 +15,7 @@ from gyms.turtle import GYM, random_action
 from gyms.turtle.users import scripted_answer
 from mua.errors import UsageError
 from mua.gym import GymContext, UserFailure
-from mua.testing.fake_openai import FakeOpenAIServer
+from tests.fakes.fake_openai import FakeOpenAIServer
 
 
 def run(coro):

@@ -164,7 +164,7 @@ def test_checkpoint_dir_as_model_is_merged_and_scores_like_the_model(tmp_path):
 
 def test_openai_agent_is_evaluated_through_the_endpoint(tmp_path):
     from mua.eval.session import run_evaluation
-    from mua.testing.fake_openai import FakeOpenAIServer
+    from tests.fakes.fake_openai import FakeOpenAIServer
 
     def reply(request):  # always guesses 8: right only on tasks whose target is 8
         return "[answer] 8"

@@ -11,8 +11,8 @@ import pytest
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
-from mua.rollout.users import LLMClient, make_llm_client, parse_json_text
-from mua.testing import FakeOpenAIServer, Fault
+from mua.rollout.llm_client import LLMClient, make_llm_client, parse_json_text
+from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,10 +11,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
-from mua.testing import FakeOpenAIServer, Fault
+from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -145,7 +146,7 @@ def test_command_line_serves_until_its_time_limit():
         [
             sys.executable,
             "-m",
-            "mua.testing.fake_openai",
+            "tests.fakes.fake_openai",
             "--port",
             "0",
             "--latency-ms",
@@ -158,6 +159,7 @@ def test_command_line_serves_until_its_time_limit():
         stdout=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=Path(__file__).resolve().parents[2],  # `tests.fakes` is importable from the repo root
     )
     try:
         line = proc.stdout.readline()

@@ -20,10 +20,10 @@ from mua.errors import RunFailure
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.tools import ToolEnv, tool
 from mua.models import load_tokenizer
+from mua.rollout.llm_client import LLMClient, preflight_user
 from mua.rollout.policies import MessagePolicy
 from mua.rollout.runner import run_rollouts_sync
-from mua.rollout.users import LLMClient, preflight_user
-from mua.testing import FakeOpenAIServer, Fault
+from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(120)
 SECRET = "sk-test-abcdef123456"
@@ -365,7 +365,7 @@ def test_engine_policy_turn_with_escaped_surrogates_in_a_tool_call(tok):
 
 
 def test_public_url_leaves_credentials_out():
-    from mua.rollout.users import public_url
+    from mua.rollout.llm_client import public_url
 
     assert public_url("http://u:sk-123@host:8000/v1?key=sk-123") == "http://host:8000/v1"
     assert public_url("https://api.example.com/v1") == "https://api.example.com/v1"
@@ -374,7 +374,7 @@ def test_public_url_leaves_credentials_out():
 
 
 def test_user_call_report_gives_the_counts_since_the_last_report():
-    from mua.rollout.users import user_call_report
+    from mua.rollout.llm_client import user_call_report
 
     faults = ["http429", None, None]
     with FakeOpenAIServer(faults=faults) as server:

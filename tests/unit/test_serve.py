@@ -15,7 +15,7 @@ import torch
 
 from mua.config.rollout import LLMUserConfig
 from mua.models import load_tokenizer
-from mua.rollout.users import make_llm_client
+from mua.rollout.llm_client import make_llm_client
 from mua.serve import serve_model
 
 MODEL = "tiny:qwen2-1m"

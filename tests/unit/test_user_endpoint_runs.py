@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from mua.testing import FakeOpenAIServer, Fault
+from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(300)
 SECRET = "sk-live-0123456789abcdef"

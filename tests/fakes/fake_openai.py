@@ -14,7 +14,9 @@ bounded: a hung request ends at `hang_cap_s` or when the server stops, whichever
 It does not implement streaming, embeddings, or any model: token counts in `usage` are word
 counts, good enough for shape checks.
 
-Run standalone for benchmarks: `python -m mua.testing.fake_openai --port 8000 --latency-ms 200`.
+Run standalone for benchmarks, from the repository root:
+`python -m tests.fakes.fake_openai --port 8000 --latency-ms 200`. A test double: not shipped in
+the `mua` package.
 """
 
 from __future__ import annotations
