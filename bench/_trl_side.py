@@ -8,7 +8,7 @@ callback from `on_step_begin` to `on_step_end`: generation, rewards, loss, backw
 clipping and the optimizer step of one `trainer.train()` step, nothing of the pauses. Each report
 also carries `generation_s`, the part spent generating and scoring completions.
 Everything TRL prints goes to stderr, so stdout carries only the protocol.
-The configuration is BENCHMARKS.md's; lr_scheduler_type="constant" matches mua's constant lr.
+The configuration is docs/benchmarks.md's; lr_scheduler_type="constant" matches mua's constant lr.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ unit is `Trainer.step`: rollouts through the multi-turn runner, advantages, the 
 weight push into the engine (with the engine's repacking on its first decode step). The recipe
 names the `math` gym only to pass validation; its GymSpec is then replaced by the one-turn gym of
 `bench._b1_task`.
-TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with BENCHMARKS.md's
+TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with docs/benchmarks.md's
 GRPOConfig (TRL's default gradient checkpointing left on), timed by a callback from step begin to
 step end and paused between steps.
 

@@ -2,7 +2,7 @@
 
 The agent follows the domain policy (system prompt), talks to a customer (scripted or LLM) and
 changes an in-memory database through typed tools. Reward 1 iff the final database equals the
-gold replay's and every required output was said (ALGORITHMS.md §9). See README.md.
+gold replay's and every required output was said (docs/algorithms.md §9). See README.md.
 """
 
 from __future__ import annotations

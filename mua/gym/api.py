@@ -23,7 +23,7 @@ class UserFailure(Exception):
 
 @dataclass
 class Task:
-    """One task row (see GYMS.md "Canonical task row"); `payload` is the parsed JSON."""
+    """One task row (see docs/gyms.md, "The canonical task row"); `payload` is the parsed JSON."""
 
     task_id: str
     gym: str

@@ -1,4 +1,4 @@
-"""Read and write canonical task parquet files (schema in GYMS.md, "Canonical task row").
+"""Read and write canonical task parquet files (schema in docs/gyms.md, "The canonical task row").
 
 Columns: task_id, gym, split, prompt (JSON string of chat messages), payload (JSON string),
 source, version. Writing is atomic (temp file, then rename). Reading checks the columns and
