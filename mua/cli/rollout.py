@@ -17,9 +17,9 @@ The recipe is optional: key=value overrides alone describe a rollout (see `mua r
 
 Examples:
 
-  mua rollout policy=expert gym.name=guess max_tasks=4 --show 2
+  mua rollout policy=expert gym.name=guess data.max_tasks=4 --show 2
 
-  mua rollout recipes/quickstart_rollout.yaml policy=model model.path=tiny:qwen3-1m max_tasks=2 --html runs/rollout.html
+  mua rollout recipes/quickstart_rollout.yaml policy=model model.path=tiny:qwen3-1m data.max_tasks=2 --html runs/rollout.html
 """
 
 

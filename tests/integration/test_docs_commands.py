@@ -55,8 +55,8 @@ def _cut(argv: list[str]) -> list[str]:
             "rollout.max_turns=2",
             "rollout.max_new_tokens_per_turn=16",
         ]
-    if verb == "rollout" and not any(a.startswith("max_tasks=") for a in argv):
-        return ["max_tasks=16"]
+    if verb == "rollout" and not any(a.startswith("data.max_tasks=") for a in argv):
+        return ["data.max_tasks=16"]
     return []
 
 
