@@ -138,7 +138,9 @@ def write_rl_recipe(
         "run_dir": str(folder / "run"),
     }
     for key, value in extra.items():
-        recipe[key] = {**recipe.get(key, {}), **value} if isinstance(value, dict) else value
+        other_algo = key == "algo" and value.get("kind", "grpo") != "grpo"  # no GRPO-only keys
+        merge = isinstance(value, dict) and not other_algo
+        recipe[key] = {**recipe.get(key, {}), **value} if merge else value
     path = folder / name
     path.write_text(yaml.safe_dump(recipe))
     return path
