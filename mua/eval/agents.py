@@ -122,13 +122,28 @@ def _expert_agent(recipe) -> Agent:
     return Agent(label=EXPERT, tokenizer=tokenizer, make_policy=expert_policy)
 
 
-def load_agent(model: str, recipe) -> Agent:
-    """The agent named by `model` (see the module docstring)."""
-    if model == EXPERT:
-        return _expert_agent(recipe)
-    if model.startswith(OPENAI_PREFIX) or recipe.rollout.engine == "openai":
-        return _openai_agent(model.removeprefix(OPENAI_PREFIX), recipe)
+def _is_message_agent(model: str, recipe) -> bool:
+    return model == EXPERT or model.startswith(OPENAI_PREFIX) or recipe.rollout.engine == "openai"
+
+
+def model_source(model: str, recipe) -> tuple[str, str]:
+    """(what the engine loads: an HF folder or a name, label); a checkpoint is merged first.
+
+    For message-level agents (expert, openai) both are `model` itself; nothing is loaded.
+    """
+    if _is_message_agent(model, recipe):
+        return model, model
     step_dir = checkpoint_step_dir(model)
     if step_dir is not None:
-        return _engine_agent(_merged_folder(step_dir), recipe, label=f"{model} ({step_dir.name})")
-    return _engine_agent(model, recipe, label=model)
+        return _merged_folder(step_dir), f"{model} ({step_dir.name})"
+    return model, model
+
+
+def load_agent(model: str, recipe, source: tuple[str, str] | None = None) -> Agent:
+    """The agent named by `model` (see the module docstring); `source` from `model_source`."""
+    if model == EXPERT:
+        return _expert_agent(recipe)
+    if _is_message_agent(model, recipe):
+        return _openai_agent(model.removeprefix(OPENAI_PREFIX), recipe)
+    path, label = source or model_source(model, recipe)
+    return _engine_agent(path, recipe, label=label)

@@ -2,7 +2,8 @@
 
 The MLflow store is `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else sqlite in the output
 folder; a resumed evaluation continues the same MLflow run (id kept in `mlflow_run_id`). Metrics
-are logged as `<gym>/<metric>`; summary.json and results.jsonl as artifacts. Does not compute.
+are logged as `<gym>/<metric>`; summary.json and results.jsonl as artifacts. URL credentials are
+redacted from everything written. Does not compute.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import os
 from pathlib import Path
 
+from mua.config.redact import redact_urls
 from mua.eval.metrics import flat_metrics
 
 SUMMARY_FILE = "summary.json"
@@ -90,7 +92,7 @@ def _json_safe(value):
 def write_summary(out_dir: Path, summaries: dict[str, dict], meta: dict) -> Path:
     path = Path(out_dir) / SUMMARY_FILE
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    clean = _json_safe({**meta, "gyms": summaries})
+    clean = redact_urls(_json_safe({**meta, "gyms": summaries}))
     tmp.write_text(json.dumps(clean, indent=2, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)
     return path
@@ -116,7 +118,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
                 **flatten_params(recipe.model_dump(mode="json")),
                 **{f"eval.{k}": str(v) for k, v in meta.items()},
             }
-            items = list(params.items())
+            items = list(redact_urls(params).items())
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i : i + 100]))
         metrics = {metric_name(k): v for k, v in flat_metrics(summaries).items()}

@@ -4,7 +4,8 @@ For one gym, n samples of every task through the rollout runner's `run_one` (at 
 `rollout_cfg.max_concurrency` at once), each reduced to a result row as soon as it finishes
 (appended to a `ResultStore` when given, so an interruption loses nothing finished). Samples
 already in the store are skipped, which is how an evaluation resumes. Returns the rows of the
-requested tasks (old and new) and their summary (`mua.eval.metrics.summarize`).
+requested tasks (old and new) and their summary (`mua.eval.metrics.summarize`). Each row
+carries its task's content digest (`task_sha`), so a resume can tell a changed task.
 
 `TrajectorySeededPolicy` seeds each request by (seed, task id, sample, turn), so sampled
 evaluations (temperature > 0) give the same trajectories whatever the order, concurrency or
@@ -20,6 +21,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from mua.eval.fingerprint import task_digest
 from mua.eval.metrics import ordered, result_row, summarize
 from mua.rollout.policies import EnginePolicy
 
@@ -101,6 +103,7 @@ async def evaluate(
                 rollout_cfg=rollout_cfg,
             )
         row = result_row(traj, gym, success_threshold)
+        row["task_sha"] = task_digest(task)
         fresh.append(row)
         if store is not None:
             store.append(row)

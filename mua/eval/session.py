@@ -2,8 +2,11 @@
 
 `run_evaluation(recipe, model=..., gyms=..., out_dir=...)` writes `<out_dir>/results.jsonl`
 (one line per trajectory), `summary.json` and `eval_config.json`, logs an MLflow run unless
-`track` is False, and returns the per-gym summaries. Re-running the same command after an
-interruption continues where it stopped. The CLI prints the table; nothing here parses arguments.
+`track` is False, and returns the per-gym summaries. The output folder must be one mua created
+or an empty one (`mua.run_dir.claim_dir`). Re-running the same command after an interruption
+continues where it stopped, provided the model, tokenizer and tasks have the same content
+(`mua.eval.fingerprint`; file digests are cached in `content_hashes.json`); otherwise it is
+refused with a hint to use --fresh. The CLI prints the table; nothing here parses arguments.
 """
 
 from __future__ import annotations
@@ -12,15 +15,27 @@ import asyncio
 import time
 from pathlib import Path
 
+from mua.config.resolved import RESOLVED_NAME
 from mua.eval.report import log_mlflow, write_summary
-from mua.eval.store import ResultStore
+from mua.eval.store import CONFIG_FILE, ResultStore
+
+HASH_CACHE_FILE = "content_hashes.json"
+# files showing that an older mua, before the folder marker existed, wrote an output folder
+LEGACY_PROOF = (CONFIG_FILE, RESOLVED_NAME)
 
 
-def _fingerprint(recipe, model: str) -> dict:
+def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
+    """Everything that determines results: settings, and the content of the model and tokenizer."""
+    from mua.config.redact import redact_urls
+    from mua.eval.fingerprint import source_fingerprint
+
     r = recipe.rollout
     user = recipe.user.model_dump(mode="json")
     return {
         "model": model,
+        "model_content": source_fingerprint(loaded, cache),
+        "tokenizer_content": source_fingerprint(recipe.model.tokenizer, cache),
+        "agent_endpoint": redact_urls(r.base_url) if model.startswith("openai:") else None,
         "n": recipe.eval.n,
         "temperature": recipe.eval.temperature,
         "top_p": r.top_p,
@@ -30,11 +45,13 @@ def _fingerprint(recipe, model: str) -> dict:
         "max_turns": r.max_turns,
         "seed": recipe.data.seed,
         "success_threshold": recipe.eval.success_threshold,
-        "user": {
-            k: v
-            for k, v in user.items()
-            if k not in ("max_concurrency", "timeout_s", "max_retries", "backoff_s")
-        },
+        "user": redact_urls(
+            {
+                k: v
+                for k, v in user.items()
+                if k not in ("max_concurrency", "timeout_s", "max_retries", "backoff_s")
+            }
+        ),
         "gym_options": dict(recipe.gym.options),
         "reward_weights": dict(recipe.gym.reward_weights),
     }
@@ -94,20 +111,27 @@ def run_evaluation(
     on_row=None,
 ) -> tuple[dict, dict]:
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
-    from mua.eval.agents import load_agent
+    from mua.eval.agents import load_agent, model_source
+    from mua.eval.fingerprint import HashCache, task_digest
     from mua.eval.tasks import load_eval_tasks
     from mua.rollout.llm_client import preflight_user
     from mua.rollout.progress import rollout_progress
+    from mua.run_dir import claim_dir
 
-    out_dir = Path(out_dir)
+    out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     tasks_by_gym = load_eval_tasks(recipe, gyms)
     preflight_user(recipe.user)  # a wrong key or model stops here, before anything is written
-    store = ResultStore(out_dir, _fingerprint(recipe, model), fresh=fresh)
+    source = model_source(model, recipe)
+    cache = HashCache(out_dir / HASH_CACHE_FILE)
+    fingerprint = _fingerprint(recipe, model, source[0], cache)
+    cache.save()
+    digests = {(g, str(t.task_id)): task_digest(t) for g, ts in tasks_by_gym.items() for t in ts}
+    store = ResultStore(out_dir, fingerprint, fresh=fresh, task_digests=digests)
     resumed = len(store.rows)
-    agent = load_agent(model, recipe)
     t0 = time.perf_counter()
     total = sum(len(t) for t in tasks_by_gym.values()) * recipe.eval.n
     try:
+        agent = load_agent(model, recipe, source)
         with rollout_progress(total, description="evaluating") as progress:
             summaries = asyncio.run(
                 _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row)

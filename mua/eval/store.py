@@ -2,11 +2,15 @@
 
 Every finished trajectory is appended (and flushed) at once, so an interrupted evaluation keeps
 everything it finished. On start, the existing file is read, a torn last line (a kill during a
-write) and duplicate keys are dropped, and the clean rows are written back atomically; the keys
+write) and duplicate keys are dropped (any other unreadable line is refused, not dropped), and
+the clean rows are written back atomically once the checks below pass; the keys
 (gym, task_id, sample_index) already present are not evaluated again. `eval_config.json` holds
-the settings that determine results (model, sampling, budgets, user); resuming into a folder
-evaluated with other settings is refused unless `fresh`, which starts over.
-Not here: what a row contains (`mua.eval.metrics`) or running anything.
+the settings and content that determine results (model and tokenizer content, sampling, budgets,
+user); resuming into a folder evaluated with other settings is refused unless `fresh`, which
+starts over. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows whose
+task has changed since (a re-prepared task file). Rows are written with URL credentials
+redacted. Not here: what a row contains (`mua.eval.metrics`), computing fingerprints
+(`mua.eval.fingerprint`) or running anything.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import os
 from pathlib import Path
 
+from mua.config.redact import redact_urls
 from mua.errors import UsageError
 from mua.eval.metrics import row_key
 
@@ -23,52 +28,92 @@ CONFIG_FILE = "eval_config.json"
 
 
 class ResultStore:
-    def __init__(self, out_dir: str | Path, fingerprint: dict, fresh: bool = False):
+    def __init__(
+        self,
+        out_dir: str | Path,
+        fingerprint: dict,
+        fresh: bool = False,
+        task_digests: dict[tuple[str, str], str] | None = None,
+    ):
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / RESULTS_FILE
         self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
         self.rows: dict[tuple, dict] = {}
         self.dropped_lines = 0
         self._file = None
-        self._open(fresh)
+        self._open(fresh, task_digests or {})
 
-    def _open(self, fresh: bool) -> None:
+    def _open(self, fresh: bool, task_digests: dict) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         config_path = self.out_dir / CONFIG_FILE
         if fresh:
             self.path.unlink(missing_ok=True)
-        elif self.path.exists() and config_path.exists():
-            previous = json.loads(config_path.read_text())
+        elif self.path.exists() and self.path.stat().st_size > 0:
+            previous = _read_config(config_path)
             if previous != self.fingerprint:
-                changed = sorted(
-                    k
-                    for k in set(previous) | set(self.fingerprint)
-                    if previous.get(k) != self.fingerprint.get(k)
+                changed = (
+                    sorted(
+                        k
+                        for k in set(previous) | set(self.fingerprint)
+                        if previous.get(k) != self.fingerprint.get(k)
+                    )
+                    if previous is not None
+                    else [f"{CONFIG_FILE} missing"]
                 )
                 raise UsageError(
                     f"{self.out_dir} holds results of a different evaluation (changed: {', '.join(changed)}); "
                     "use --fresh to start over or --out DIR for a new folder"
                 )
         self._load_existing()
+        self.check_tasks(task_digests)
+        self._rewrite_clean()
         config_path.write_text(json.dumps(self.fingerprint, indent=2, sort_keys=True) + "\n")
         self._file = open(self.path, "a", encoding="utf-8")
 
     def _load_existing(self) -> None:
+        """Read earlier rows; only a torn last line (a kill during a write) may be dropped."""
         if not self.path.exists():
             return
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        for number, line in enumerate(lines, 1):
             try:
                 row = json.loads(line)
                 key = row_key(row)
             except (ValueError, KeyError, TypeError):
-                self.dropped_lines += bool(line.strip())
+                if not line.strip():
+                    continue
+                if number < len(lines):
+                    raise UsageError(
+                        f"{self.path}: line {number} is not a result row written by mua eval; "
+                        "move the file away or use --fresh to start over"
+                    ) from None
+                self.dropped_lines += 1
                 continue
             self.rows.setdefault(key, row)
+
+    def _rewrite_clean(self) -> None:
+        if not self.path.exists():
+            return
         tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
         with open(tmp, "w", encoding="utf-8") as f:
             for row in self.rows.values():
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
         os.replace(tmp, self.path)
+
+    def check_tasks(self, digests: dict[tuple[str, str], str]) -> None:
+        """Refuse earlier rows of these (gym, task_id)s whose task content was different."""
+        stale = [
+            key
+            for key, row in self.rows.items()
+            if key[:2] in digests and row.get("task_sha") != digests[key[:2]]
+        ]
+        if stale:
+            tasks = sorted({key[:2] for key in stale})
+            raise UsageError(
+                f"{self.out_dir}: {len(stale)} earlier results are of {len(tasks)} task(s) that changed "
+                f"since (e.g. {tasks[0][0]}/{tasks[0][1]}: the task files were re-prepared); "
+                "use --fresh to start over or --out DIR for a new folder"
+            )
 
     def has(self, key: tuple) -> bool:
         return key in self.rows
@@ -80,6 +125,7 @@ class ResultStore:
         key = row_key(row)
         if key in self.rows:
             return
+        row = redact_urls(row)
         self.rows[key] = row
         self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
         self._file.flush()
@@ -88,3 +134,10 @@ class ResultStore:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _read_config(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
