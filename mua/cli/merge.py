@@ -16,7 +16,8 @@ import typer
 HELP = """Convert distributed checkpoints into Hugging Face folders (safetensors, config, tokenizer).
 
 Every global_step_N under the folder is merged into <run>/hf/global_step_N unless --step picks one;
-steps already merged (same dtype) are skipped unless --force.
+steps already merged (same dtype, same checkpoint files) are skipped unless --force. An existing
+output folder that mua did not write is never replaced (one line, exit 2).
 
   mua merge runs/quickstart
 

@@ -10,7 +10,10 @@ generation config beside them). Output, per step (default `<run>/hf/global_step_
     merge_info.json                         source checkpoint, step, dtype, verification result
 
 `merge_info.json` is written last, so its presence means the folder is complete; a step whose
-folder has it (with the same dtype) is skipped unless `force`. Tied embeddings: the checkpoint
+folder has it (with the same dtype, merged from the same checkpoint files: their stat
+signatures are recorded, so a checkpoint rewritten by a new training run is merged again) is
+skipped unless `force`. An existing output folder is replaced only when mua wrote it (its
+`.mua-dir` marker, or a `merge_info.json` from an older mua; `mua.run_dir.claim_dir`). Tied embeddings: the checkpoint
 stores `lm_head.weight` beside the embedding; for a tied config the two must be equal and the
 file keeps one copy, as Hugging Face expects. `verify` rebuilds the model from the checkpoint's
 tensors and compares its logits on a fixed probe batch with the merged folder's (loaded through
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mua.errors import RunFailure, UsageError
+from mua.run_dir import claim_dir, mark_dir
 
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 MERGE_INFO = "merge_info.json"
@@ -87,14 +91,41 @@ def default_out_dir(step_dir: Path, out_root: str | Path | None) -> Path:
     return run / "hf" / step_dir.name
 
 
-def already_merged(out_dir: Path, dtype: str) -> bool:
+def checkpoint_signature(step_dir: Path) -> list[list]:
+    """[name, size, mtime_ns, ctime_ns, inode] of every file of a checkpoint: a rewrite changes it."""
+    rows = []
+    for path in sorted(p for p in Path(step_dir).rglob("*") if p.is_file()):
+        stat = path.stat()
+        rows.append(
+            [
+                path.relative_to(step_dir).as_posix(),
+                stat.st_size,
+                stat.st_mtime_ns,
+                stat.st_ctime_ns,
+                stat.st_ino,
+            ]
+        )
+    return rows
+
+
+def already_merged(out_dir: Path, dtype: str, step_dir: Path | None = None) -> bool:
+    """A finished merge of `dtype`; with `step_dir`, also from that checkpoint's current files.
+
+    An export written by the trainer itself (`source: mua train`) records no signature: the run
+    that rewrites a checkpoint rewrites its export too.
+    """
     info_file = out_dir / MERGE_INFO
     if not info_file.is_file():
         return False
     try:
-        return json.loads(info_file.read_text()).get("dtype") == dtype
+        info = json.loads(info_file.read_text())
     except (OSError, ValueError):
         return False
+    if info.get("dtype") != dtype:
+        return False
+    if step_dir is None or info.get("source") == "mua train":
+        return True
+    return info.get("checkpoint_signature") == checkpoint_signature(step_dir)
 
 
 def _checked_state(state: dict, config, source: str) -> dict:
@@ -159,6 +190,7 @@ def export_full_state(
     if generation_config is not None:
         model.generation_config = generation_config
     out = save_hf(model, tokenizer, out_dir, dtype)
+    mark_dir(out, "merge")
     record = {"dtype": dtype, "merged_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **(info or {})}
     (out / MERGE_INFO).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return out
@@ -226,10 +258,13 @@ def merge_checkpoint(
     from mua.dist.dcp_offline import read_model_state
 
     result = MergeResult(step=step, checkpoint=step_dir, out_dir=out_dir)
-    if not force and already_merged(out_dir, dtype):
+    if out_dir.exists():  # never replace a folder mua did not write
+        claim_dir(out_dir, what="merge output folder", legacy_proof=(MERGE_INFO,))
+    if not force and already_merged(out_dir, dtype, step_dir):
         result.skipped = True
         return result
     t0 = time.perf_counter()
+    signature = checkpoint_signature(step_dir)
     config, generation, tokenizer = _side_files(step_dir)
     try:
         state = read_model_state(step_dir)
@@ -237,7 +272,7 @@ def merge_checkpoint(
         raise RunFailure(
             f"{step_dir}: cannot read the checkpoint tensors ({str(err).splitlines()[0]})"
         ) from None
-    info = {"checkpoint": str(step_dir.resolve()), "step": step}
+    info = {"checkpoint": str(step_dir.resolve()), "step": step, "checkpoint_signature": signature}
     export_full_state(
         state, config, out_dir, dtype, tokenizer=tokenizer, generation_config=generation, info=info
     )
