@@ -2,16 +2,22 @@
 
 Raise `UsageError` for a bad recipe, flag, path or name (exit 2) and `RunFailure` for a
 runtime failure the user can act on (exit 1). Their message is printed as one line, without a
-traceback unless MUA_DEBUG=1. Programming errors stay ordinary exceptions.
+traceback unless MUA_DEBUG=1; credentials in URLs are redacted from it. Programming errors stay
+ordinary exceptions.
 """
 
 from __future__ import annotations
 
 
 class MuaError(Exception):
-    """Base class of errors whose message is meant for the user."""
+    """Base class of errors whose message is meant for the user (URL credentials redacted)."""
 
     exit_code = 1
+
+    def __init__(self, *args):
+        from mua.config.redact import redact_urls
+
+        super().__init__(*redact_urls(args))
 
 
 class UsageError(MuaError):

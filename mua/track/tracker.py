@@ -2,9 +2,10 @@
 
 Store: `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<run_dir>/mlflow.db`.
 Logged: the flattened resolved recipe as parameters (names of environment variables only, never
-their values), numeric metrics per step, the resolved recipe file and sampled transcripts as
-artifacts (`transcripts/step_N.txt`). The same metrics and transcripts also go to the run dir
-(`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`) for `mua view`. A resumed run continues the same MLflow run (its id is
+their values; URL credentials redacted), numeric metrics per step, the resolved recipe file and
+sampled transcripts as artifacts (`transcripts/step_N.txt`). The same metrics and transcripts
+also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`) for
+`mua view`. A resumed run continues the same MLflow run (its id is
 kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute metrics.
 """
 
@@ -14,6 +15,7 @@ import math
 import os
 from pathlib import Path
 
+from mua.config.redact import redact_text
 from mua.track.console import StepConsole
 from mua.track.run_files import append_metrics, write_transcripts
 
@@ -45,7 +47,7 @@ def flatten_params(tree, prefix: str = "") -> dict[str, str]:
     leaf = key.rsplit(".", 1)[-1].lower()
     if any(h in leaf for h in _SECRET_HINTS) and not leaf.endswith("_env"):
         return out
-    out[key] = str(tree)[:_MAX_PARAM_LEN]
+    out[key] = redact_text(str(tree))[:_MAX_PARAM_LEN]
     return out
 
 

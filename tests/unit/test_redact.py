@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mua.config.redact import redact_text, redact_urls
@@ -35,3 +37,69 @@ def test_urls_inside_text_and_structures():
         "l": ["x", ("http://h/?key=***",)],
     }
     assert redact_text("no url: user:pass@host") == "no url: user:pass@host"
+
+
+SECRET_URL = "http://u:sk-user-secret@127.0.0.1:9/v1?api_key=sk-query-secret"
+
+
+def test_resolved_recipe_is_written_redacted_and_read_back_whole(tmp_path, monkeypatch):
+    from mua.config import load_recipe, read_resolved, write_resolved
+    from mua.config.resolved import URL_SECRETS_ENV
+
+    monkeypatch.delenv(URL_SECRETS_ENV, raising=False)
+    recipe = load_recipe(
+        None, ["user.kind=llm", f"user.base_url={SECRET_URL}", f"run_dir={tmp_path}"], verb="train"
+    )
+    path = write_resolved(recipe, tmp_path)
+    text = path.read_text()
+    assert "sk-user-secret" not in text and "sk-query-secret" not in text
+    assert "http://***@127.0.0.1:9/v1?api_key=***" in text
+    assert read_resolved(tmp_path).user.base_url == SECRET_URL  # a rank started by this launcher
+    monkeypatch.delenv(URL_SECRETS_ENV)
+    assert read_resolved(tmp_path).user.base_url == "http://***@127.0.0.1:9/v1?api_key=***"
+
+
+def test_error_lines_user_failures_and_mlflow_params_are_redacted():
+    from mua.errors import RunFailure, UsageError
+    from mua.gym.api import UserFailure
+    from mua.track.tracker import flatten_params
+
+    for err in (RunFailure, UsageError, UserFailure):
+        assert "sk-user-secret" not in str(err(f"user at {SECRET_URL} refused"))
+    params = flatten_params({"user": {"base_url": SECRET_URL, "kind": "llm"}})
+    assert params == {"user.base_url": "http://***@127.0.0.1:9/v1?api_key=***", "user.kind": "llm"}
+
+
+def test_eval_writes_no_url_credentials_anywhere(tmp_path):
+    from mua.config import load_recipe
+    from mua.eval.session import run_evaluation
+    from mua.testing.fake_openai import FakeOpenAIServer
+
+    with FakeOpenAIServer(lambda request: "[answer] 8") as server:
+        agent_url = server.base_url.replace("://", "://agent:sk-agent-secret@")
+        recipe = load_recipe(
+            None,
+            [
+                "user.kind=llm",
+                f"user.base_url={SECRET_URL}",
+                f"rollout.base_url={agent_url}",
+                "rollout.max_turns=1",
+                "eval.max_tasks=2",
+                f"track.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+            ],
+            verb="eval",
+        )
+        run_evaluation(recipe, model="openai:fake", gyms=["guess"], out_dir=tmp_path / "out")
+        assert server.total_requests == 2
+    written = [p for p in (tmp_path / "out").iterdir() if p.is_file() and p.suffix != ".db"]
+    assert {p.name for p in written} >= {"results.jsonl", "summary.json", "eval_config.json"}
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.get_run((tmp_path / "out" / "mlflow_run_id").read_text().strip())
+    texts = [p.read_text() for p in written] + [json.dumps(run.data.params)]
+    for secret in ("sk-user-secret", "sk-query-secret", "sk-agent-secret"):
+        assert not any(secret in t for t in texts), secret
+    assert run.data.params["user.base_url"] == "http://***@127.0.0.1:9/v1?api_key=***"
+    config = json.loads((tmp_path / "out" / "eval_config.json").read_text())
+    assert config["agent_endpoint"].startswith("http://***@127.0.0.1:")
