@@ -4,6 +4,7 @@ Task files may mix gyms (each row names its gym); `--gym all` then means every g
 Without files, `all` means every registered gym and each gym builds its built-in dataset with
 `data.seed` (the same seed `mua prep` uses by default, so the split equals data/<gym>/test.parquet).
 `gym.options` apply to the gym named in `gym.name`. `eval.max_tasks` keeps the first N per gym.
+A task id that appears twice among the files is refused (results are keyed by it).
 """
 
 from __future__ import annotations
@@ -47,8 +48,16 @@ def load_eval_tasks(recipe, requested: list[str]) -> dict[str, list]:
     if recipe.data.test_files:
         from mua.gym.taskfile import read_tasks
 
+        first_file: dict[tuple[str, str], str] = {}
         for path in recipe.data.test_files:
-            for task in read_tasks(path):
+            for row, task in enumerate(read_tasks(path)):  # read_tasks: unique ids per file
+                key = (task.gym, str(task.task_id))
+                if key in first_file:  # results are keyed by id: the second would be skipped
+                    raise UsageError(
+                        f"{path}: row {row}: task_id {task.task_id!r} is also in "
+                        f"{first_file[key]}; held-out task ids must be unique across data.test_files"
+                    )
+                first_file[key] = str(path)
                 by_gym.setdefault(task.gym, []).append(task)
     names = gym_names(requested, list(by_gym) if recipe.data.test_files else None)
     limit = recipe.eval.max_tasks

@@ -1,7 +1,8 @@
 """Prep machinery behind `mua prep`: build a gym's tasks, write split files, mix gyms by weight.
 
 `build_and_write` asks the registry for a gym, calls its `build_tasks(source, seed, options)` and
-writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`). `mix_task_dirs`
+writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`); every task is
+checked first (`task_problem`, unique ids per split), so bad source data fails here, naming it. `mix_task_dirs`
 combines several such folders into one by weight, deterministically. `check_options` validates a
 gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
 prints: the CLI renders the returned counts.
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from mua.errors import UsageError
 from mua.gym.api import Task
-from mua.gym.taskfile import read_tasks, write_tasks
+from mua.gym.taskfile import read_tasks, task_problem, write_tasks
 
 
 def parse_option_args(items: list[str]) -> dict:
@@ -62,23 +63,29 @@ def check_options(options: dict, defaults: dict, gym: str) -> dict:
     return merged
 
 
-def _check_splits(name: str, splits) -> dict[str, list[Task]]:
+def _check_splits(name: str, splits, source: str | None) -> dict[str, list[Task]]:
+    """Every task usable and every id unique; bad data from `source` is one line naming the row."""
     if not isinstance(splits, dict) or not splits:
         raise RuntimeError(
             f"gym {name!r}: build_tasks returned {type(splits).__name__}, expected dict[split, list[Task]]"
         )
+    origin = source or f"{name}'s built-in tasks"
     for split, tasks in splits.items():
-        ids = set()
-        for t in tasks:
+        first: dict[str, int] = {}
+        for i, t in enumerate(tasks):
             if not isinstance(t, Task) or t.gym != name or t.split != split:
                 raise RuntimeError(
                     f"gym {name!r}: build_tasks put a bad task in split {split!r}: {t!r:.200}"
                 )
-            if t.task_id in ids:
-                raise RuntimeError(
-                    f"gym {name!r}: duplicate task_id {t.task_id!r} in split {split!r}"
+            problem = task_problem(t)
+            if problem:
+                raise UsageError(f"{origin}: {split} task {i} ({t.task_id!r}): {problem}")
+            if t.task_id in first:
+                raise UsageError(
+                    f"{origin}: {split} task {i}: task_id {t.task_id!r} repeats task {first[t.task_id]}; "
+                    "task ids must be unique"
                 )
-            ids.add(t.task_id)
+            first[t.task_id] = i
     return splits
 
 
@@ -97,7 +104,7 @@ def build_and_write(
         raise UsageError(
             f"--source {source}: no such file or folder; give the path of {gym}'s public data"
         )
-    splits = _check_splits(spec.name, spec.build_tasks(source, seed, dict(options or {})))
+    splits = _check_splits(spec.name, spec.build_tasks(source, seed, dict(options or {})), source)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")

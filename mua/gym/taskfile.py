@@ -2,11 +2,17 @@
 
 Columns: task_id, gym, split, prompt (JSON string of chat messages), payload (JSON string),
 source, version. Writing is atomic (temp file, then rename). Reading checks the columns and
-says exactly what is wrong with a bad file.
+every row, and says in one line which file, row and problem: text that is not UTF-8, a prompt
+that is not a non-empty list of chat messages, a payload that is not an object, an empty
+task_id or gym, a task_id that repeats an earlier row's (tasks are keyed by id, so a repeat
+would silently take the place of the first). `task_problem` is the same row check for tasks
+built in memory (`mua prep`). An empty file reads as no tasks; whether that is an error is the
+reader's call (an empty train file is refused at launch).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -37,6 +43,52 @@ def write_tasks(tasks: list[Task], path: str | Path) -> Path:
     return path
 
 
+def task_problem(task: Task) -> str | None:
+    """What is wrong with a task row, or None when it is usable."""
+    if not task.task_id.strip():
+        return "empty task_id"
+    if not isinstance(task.gym, str) or not task.gym.strip():
+        return "empty gym"
+    if not isinstance(task.prompt, list) or not task.prompt:
+        return "prompt must be a non-empty list of chat messages, got " + repr(task.prompt)[:60]
+    for j, message in enumerate(task.prompt):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return f"prompt message {j} is not a chat message with a role: {message!r:.60}"
+    if not isinstance(task.payload, dict):
+        return f"payload must be a JSON object, got {type(task.payload).__name__}"
+    return None
+
+
+def utf8_rows(table, path: Path) -> list[dict]:
+    """Rows with text columns decoded strictly as UTF-8 (invalid bytes are named by row)."""
+    import pyarrow as pa
+
+    text_columns = [
+        f.name
+        for f in table.schema
+        if pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+        or pa.types.is_binary(f.type)
+        or pa.types.is_large_binary(f.type)
+    ]
+    raw = {c: table.column(c).cast(pa.large_binary()).to_pylist() for c in text_columns}
+    others = table.drop_columns(text_columns).to_pylist()
+    rows = []
+    for i in range(table.num_rows):
+        row = dict(others[i]) if others else {}
+        for column in text_columns:
+            value = raw[column][i]
+            try:
+                row[column] = None if value is None else value.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UsageError(
+                    f"{path}: row {i}: column {column!r} is not valid UTF-8 (byte {e.start}: "
+                    f"{value[e.start : e.start + 4]!r}); re-encode the file's text as UTF-8"
+                ) from None
+        rows.append(row)
+    return rows
+
+
 def read_tasks(path: str | Path) -> list[Task]:
     import pyarrow.parquet as pq
 
@@ -57,9 +109,28 @@ def read_tasks(path: str | Path) -> list[Task]:
             f"{path}: missing column(s) {missing}; a task file needs {list(COLUMNS)} (written by `mua prep`)"
         )
     tasks = []
-    for i, row in enumerate(table.to_pylist()):
+    first_row: dict[str, int] = {}
+    for i, row in enumerate(utf8_rows(table, path)):
+        for column in ("prompt", "payload"):
+            if isinstance(row.get(column), str):
+                try:
+                    row[column] = json.loads(row[column])
+                except ValueError as e:
+                    raise UsageError(
+                        f"{path}: row {i}: column {column!r} is not valid JSON ({e})"
+                    ) from None
         try:
-            tasks.append(Task.from_row(row))
-        except (ValueError, TypeError, KeyError) as e:
+            task = Task.from_row(row)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise UsageError(f"{path}: row {i}: {e}") from None
+        problem = task_problem(task)
+        if problem:
+            raise UsageError(f"{path}: row {i} (task {task.task_id!r}): {problem}")
+        if task.task_id in first_row:
+            raise UsageError(
+                f"{path}: row {i}: task_id {task.task_id!r} repeats row {first_row[task.task_id]}; "
+                "task ids must be unique (regenerate the file with `mua prep`)"
+            )
+        first_row[task.task_id] = i
+        tasks.append(task)
     return tasks

@@ -7,6 +7,9 @@ as many draws as there are rows, each draw picking a file by weight and then tha
 task in its own shuffled order (cycling when oversampled).
 SFT samples come from JSONL (what `mua rollout` writes: `token_ids` + `loss_mask`, or `messages`
 to render) or parquet with the same columns; the loss covers assistant tokens only.
+`check_data_files` reads every data file once in the launcher, before torchrun starts, so bad
+data (not UTF-8, not JSON, an empty file, an empty prompt, a repeated task id, a row without a
+conversation) is one line naming the file and row, exit 2, instead of a traceback in a rank.
 Does not roll anything out and does not touch torch.distributed.
 """
 
@@ -15,8 +18,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from mua.errors import UsageError
 from mua.gym.api import Task
@@ -38,12 +39,16 @@ class TaskSampler:
         self.consumed = 0
         self._cache: tuple[int, list[Task]] | None = None
 
-    def _perm(self, n: int, gen: torch.Generator) -> list[int]:
+    def _perm(self, n: int, gen) -> list[int]:
+        import torch
+
         return torch.randperm(n, generator=gen).tolist() if self.shuffle else list(range(n))
 
     def _epoch_order(self, epoch: int) -> list[Task]:
         if self._cache and self._cache[0] == epoch:
             return self._cache[1]
+        import torch  # here, so the launcher can check data files without importing torch
+
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
         if self.weights is None:
             flat = [t for f in self.files for t in f]
@@ -111,18 +116,87 @@ def _rows_of(path: Path) -> list[dict]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
+        from mua.gym.taskfile import utf8_rows
+
+        try:
+            table = pq.read_table(path)
+        except Exception as e:
+            raise UsageError(f"{path}: not a readable parquet file ({e})") from None
+        return utf8_rows(table, path)
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, raw in enumerate(path.read_bytes().splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UsageError(
+                f"{path}: line {n}: not valid UTF-8 (byte {e.start} of the line: "
+                f"{raw[e.start : e.start + 4]!r}); re-encode the file as UTF-8"
+            ) from None
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as e:
             raise UsageError(
                 f"{path}: line {n}: not JSON ({e.msg}); expected one conversation per line"
             ) from None
+        if not isinstance(row, dict):
+            raise UsageError(
+                f"{path}: line {n}: a JSON {type(row).__name__}, expected an object per line"
+            )
+        rows.append(row)
     return rows
+
+
+def _sft_row_problem(row: dict) -> str | None:
+    if row.get("token_ids") is not None and row.get("loss_mask") is not None:
+        if len(row["token_ids"]) != len(row["loss_mask"]):
+            return "token_ids and loss_mask differ in length"
+        return None
+    messages = row.get("messages")
+    if isinstance(messages, str):
+        try:
+            messages = json.loads(messages)
+        except ValueError as e:
+            return f"messages is not valid JSON ({e})"
+    if not messages:
+        return "needs `token_ids` + `loss_mask` or a non-empty `messages` (as written by `mua rollout`)"
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages
+    ):
+        return "messages must be a list of chat messages with a role"
+    return None
+
+
+def check_data_files(recipe) -> None:
+    """Read every train/test file of `recipe` and refuse bad data (see the module docstring)."""
+    from mua.gym.taskfile import read_tasks
+
+    if recipe.algo.kind == "sft":
+        for p in recipe.data.train_files:
+            rows = _rows_of(Path(p))
+            if not rows:
+                raise UsageError(f"{p}: holds no conversations; write SFT data with `mua rollout`")
+            for i, row in enumerate(rows):
+                problem = _sft_row_problem(row)
+                if problem:
+                    raise UsageError(f"{p}: row {i}: {problem}")
+        return
+    for p in recipe.data.train_files:
+        if not read_tasks(p):
+            raise UsageError(
+                f"{p}: holds no tasks; give a non-empty task file from `mua prep` in data.train_files"
+            )
+    seen: dict[tuple[str, str], str] = {}
+    for p in recipe.data.test_files:  # held-out tasks are keyed by id across files
+        for task in read_tasks(p):
+            key = (task.gym, task.task_id)
+            if key in seen:
+                raise UsageError(
+                    f"{p}: task_id {task.task_id!r} is also in {seen[key]}; held-out task ids "
+                    "must be unique across data.test_files"
+                )
+            seen[key] = str(p)
 
 
 def render_assistant_mask(tokenizer, messages: list[dict], tools: list | None = None) -> SFTSample:
@@ -150,18 +224,15 @@ def load_sft_samples(paths: list[str], tokenizer, max_tokens: int | None = None)
     for p in paths:
         path = Path(p)
         for i, row in enumerate(_rows_of(path)):
+            problem = _sft_row_problem(row)
+            if problem:
+                raise UsageError(f"{path}: row {i}: {problem}")
             if row.get("token_ids") is not None and row.get("loss_mask") is not None:
                 s = SFTSample(list(row["token_ids"]), [int(x) for x in row["loss_mask"]])
-                if len(s.token_ids) != len(s.loss_mask):
-                    raise UsageError(f"{path}: row {i}: token_ids and loss_mask differ in length")
-            elif row.get("messages"):
+            else:
                 msgs = row["messages"]
                 msgs = json.loads(msgs) if isinstance(msgs, str) else msgs
                 s = render_assistant_mask(tokenizer, msgs, row.get("tools"))
-            else:
-                raise UsageError(
-                    f"{path}: row {i}: needs `token_ids` + `loss_mask` or `messages` (as written by `mua rollout`)"
-                )
             if max_tokens:
                 s = SFTSample(s.token_ids[:max_tokens], s.loss_mask[:max_tokens])
             if sum(s.loss_mask):

@@ -33,6 +33,9 @@ def check_inputs(recipe) -> None:
     if recipe.algo.kind != "sft":
         _check_gym_name(recipe.gym.name)
         _check_rl_inputs(recipe)
+    from mua.train.data import check_data_files
+
+    check_data_files(recipe)  # bad rows: one line naming file and row, before any rank starts
     from mua.models.loading import resolve_model
 
     resolve_model(
