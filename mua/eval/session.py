@@ -35,7 +35,9 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
         "model": model,
         "model_content": source_fingerprint(loaded, cache),
         "tokenizer_content": source_fingerprint(recipe.model.tokenizer, cache),
-        "agent_endpoint": redact_urls(r.base_url) if model.startswith("openai:") else None,
+        "agent_endpoint": redact_urls(r.base_url)
+        if model.startswith("openai:") or r.engine == "openai"
+        else None,
         "n": recipe.eval.n,
         "temperature": recipe.eval.temperature,
         "top_p": r.top_p,
@@ -118,9 +120,9 @@ def run_evaluation(
     from mua.rollout.progress import rollout_progress
     from mua.run_dir import claim_dir
 
-    out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     tasks_by_gym = load_eval_tasks(recipe, gyms)
     preflight_user(recipe.user)  # a wrong key or model stops here, before anything is written
+    out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     source = model_source(model, recipe)
     cache = HashCache(out_dir / HASH_CACHE_FILE)
     fingerprint = _fingerprint(recipe, model, source[0], cache)
