@@ -46,7 +46,7 @@ def test_resolved_recipe_is_written_redacted_and_read_back_whole(tmp_path, monke
     from mua.config import load_recipe, read_resolved, write_resolved
     from mua.config.resolved import URL_SECRETS_ENV
 
-    monkeypatch.delenv(URL_SECRETS_ENV, raising=False)
+    monkeypatch.setenv(URL_SECRETS_ENV, "{}")  # restored (unset) after the test
     recipe = load_recipe(
         None, ["user.kind=llm", f"user.base_url={SECRET_URL}", f"run_dir={tmp_path}"], verb="train"
     )
@@ -55,7 +55,7 @@ def test_resolved_recipe_is_written_redacted_and_read_back_whole(tmp_path, monke
     assert "sk-user-secret" not in text and "sk-query-secret" not in text
     assert "http://***@127.0.0.1:9/v1?api_key=***" in text
     assert read_resolved(tmp_path).user.base_url == SECRET_URL  # a rank started by this launcher
-    monkeypatch.delenv(URL_SECRETS_ENV)
+    monkeypatch.setenv(URL_SECRETS_ENV, "")  # a rank started without the mapping
     assert read_resolved(tmp_path).user.base_url == "http://***@127.0.0.1:9/v1?api_key=***"
 
 
