@@ -70,8 +70,11 @@ def test_error_lines_user_failures_and_mlflow_params_are_redacted():
     assert params == {"user.base_url": "http://***@127.0.0.1:9/v1?api_key=***", "user.kind": "llm"}
 
 
-def test_eval_writes_no_url_credentials_anywhere(tmp_path):
+def test_eval_writes_no_url_credentials_anywhere(tmp_path, monkeypatch):
     from mua.config import load_recipe
+
+    # mlflow.set_tracking_uri exports the URI; restore the environment after the test
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     from mua.eval.session import run_evaluation
     from mua.testing.fake_openai import FakeOpenAIServer
 
@@ -85,7 +88,6 @@ def test_eval_writes_no_url_credentials_anywhere(tmp_path):
                 f"rollout.base_url={agent_url}",
                 "rollout.max_turns=1",
                 "eval.max_tasks=2",
-                f"track.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}",
             ],
             verb="eval",
         )
