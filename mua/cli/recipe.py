@@ -82,7 +82,7 @@ def show_cmd(
 def validate_cmd(paths: list[str] = typer.Argument(..., help="Recipe files or globs.")) -> None:
     """Validate recipe files; exit 2 on the first file with problems (all problems listed).
 
-    Example: mua recipe validate recipes/*.yaml recipes/tests/*.yaml
+    Example: mua recipe validate recipes/*.yaml recipes/seeds/*.yaml
     """
     from mua.cli.common import console
     from mua.config.loading import infer_verb, load_recipe, read_yaml
