@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 
 import pytest
 
 from gyms.common.actions import parse_bracket_text
-from gyms.common.checks import fuzz_env, last_user_text, llm_context, mean_reward, system_text
-from gyms.common.episode import random_policy
-from gyms.intention import GYM, random_action
+from gyms.common.checks import last_user_text, llm_context, system_text
+from gyms.intention import GYM
 from gyms.intention.reward import IMPORTANCE_REWARD, question_reward
 from mua.errors import UsageError
 from mua.gym import GymContext, UserFailure
@@ -70,27 +68,13 @@ def test_user_never_sees_missing_details(tasks):
         assert "Budget per night" not in m["content"]
 
 
-def test_expert_high_random_low(tasks):
-    ctx = GymContext()
+def test_test_split_ceiling_is_the_expert_score_in_test_contract(tasks):
+    """The ceiling (every missing detail asked) is the expert score `test_contract.py` expects."""
     best = sum(
         sum(IMPORTANCE_REWARD[d["importance"]] for d in t.payload["missing_details"])
         for t in tasks["test"]
     ) / len(tasks["test"])
-    expert = run(mean_reward(GYM.make_env, ctx, tasks["test"], lambda i: GYM.expert(ctx)))
-    rand = run(
-        mean_reward(
-            GYM.make_env,
-            ctx,
-            tasks["test"],
-            lambda i: random_policy(random_action, random.Random(i)),
-            max_turns=20,
-        )
-    )
-    assert expert == pytest.approx(best) and best == pytest.approx(2.8) and rand <= 0.3
-
-
-def test_500_adversarial_actions_raise_nothing(tasks):
-    assert run(fuzz_env(GYM.make_env, GymContext(), tasks["train"], 500)) > 5
+    assert best == pytest.approx(2.8)
 
 
 def _host(request: dict) -> str:
