@@ -64,6 +64,18 @@ def by_split(tasks: list[Task]) -> dict[str, list[Task]]:
     return out
 
 
+def builtin_tasks(gym: str, items: list, num_test: int, build) -> dict[str, list[Task]]:
+    """Tasks from a gym's built-in `items`, in order, with ids `<gym>-000`, `<gym>-001`, ...; the
+    last `num_test` go to test. `build(task_id, split, item, source)` makes one task."""
+    first_test = len(items) - num_test
+    return by_split(
+        [
+            build(f"{gym}-{i:03d}", "test" if i >= first_test else "train", item, "builtin")
+            for i, item in enumerate(items)
+        ]
+    )
+
+
 def public_splits(
     source, gym: str, rows: list[dict], key: str, test_fraction: float, hash_key: str = "id"
 ) -> list[tuple[dict, str]]:

@@ -9,7 +9,14 @@ under the source, else all of its train and test files (1012 / 95).
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, make_task, public_splits, stable_fraction, system_prompt
+from gyms.common.tasks import (
+    builtin_tasks,
+    by_split,
+    make_task,
+    public_splits,
+    stable_fraction,
+    system_prompt,
+)
 from gyms.common.text import content_words, stem
 from gyms.intention.requests import REQUESTS
 
@@ -75,18 +82,7 @@ def _task(task_id: str, split: str, row: dict, source: str):
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is None:
-        n = len(REQUESTS)
-        return by_split(
-            [
-                _task(
-                    f"intention-{i:03d}",
-                    "test" if i >= n - NUM_TEST_BUILTIN else "train",
-                    r,
-                    "builtin",
-                )
-                for i, r in enumerate(REQUESTS)
-            ]
-        )
+        return builtin_tasks(GYM_NAME, REQUESTS, NUM_TEST_BUILTIN, _task)
     from data_prep.userrl import read_intentions
     from data_prep.userrl_splits import published_splits
 

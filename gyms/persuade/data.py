@@ -8,7 +8,7 @@ counter-arguments (`points` is empty), so only the LLM persuadee can be moved on
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, make_task, system_prompt
+from gyms.common.tasks import builtin_tasks, by_split, make_task, system_prompt
 from gyms.persuade.claims import CLAIMS
 
 GYM_NAME = "persuade"
@@ -52,12 +52,4 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
                 for row, split in read_persuasion(source)
             ]
         )
-    n = len(CLAIMS)
-    return by_split(
-        [
-            _task(
-                f"persuade-{i:03d}", "test" if i >= n - NUM_TEST_BUILTIN else "train", c, "builtin"
-            )
-            for i, c in enumerate(CLAIMS)
-        ]
-    )
+    return builtin_tasks(GYM_NAME, CLAIMS, NUM_TEST_BUILTIN, _task)

@@ -5,7 +5,7 @@ Built-in split: the last 4 questions are test. Bamboogle is a test set (all 125 
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, make_task, system_prompt
+from gyms.common.tasks import builtin_tasks, by_split, make_task, system_prompt
 
 GYM_NAME = "search"
 CHOICES = ("search", "answer")
@@ -36,18 +36,7 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
     if source is None:
         from gyms.search.corpus import QUESTIONS
 
-        n = len(QUESTIONS)
-        return by_split(
-            [
-                _task(
-                    f"search-{i:03d}",
-                    "test" if i >= n - NUM_TEST_BUILTIN else "train",
-                    q,
-                    "builtin",
-                )
-                for i, q in enumerate(QUESTIONS)
-            ]
-        )
+        return builtin_tasks(GYM_NAME, QUESTIONS, NUM_TEST_BUILTIN, _task)
     from data_prep.userrl import read_search_questions
 
     rows = read_search_questions(source)

@@ -9,7 +9,7 @@ stable hash.
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, make_task, public_splits, system_prompt
+from gyms.common.tasks import builtin_tasks, by_split, make_task, public_splits, system_prompt
 from gyms.common.text import STOPWORDS, content_words
 from gyms.turtle.stories import STORIES
 
@@ -78,18 +78,7 @@ def _task(task_id: str, split: str, story: dict, source: str):
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:
     if source is None:
-        n = len(STORIES)
-        return by_split(
-            [
-                _task(
-                    f"turtle-{i:03d}",
-                    "test" if i >= n - NUM_TEST_BUILTIN else "train",
-                    s,
-                    "builtin",
-                )
-                for i, s in enumerate(STORIES)
-            ]
-        )
+        return builtin_tasks(GYM_NAME, STORIES, NUM_TEST_BUILTIN, _task)
     from data_prep.userrl import read_turtle_stories
 
     tasks = []
