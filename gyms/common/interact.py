@@ -19,7 +19,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gyms.common.rules import NO_TOOL_CALL_MESSAGE, rule_set, with_reward
+from gyms.common.rules import no_tool_call_ending, rule_set, with_reward
 from mua.errors import UsageError
 from mua.gym import (
     AgentAction,
@@ -157,14 +157,7 @@ class InteractEnv(ToolEnv):
         self._turn_components, self._turn_errors, self._turn_done = {}, {}, False
         if not action.tool_calls and self.rules == "upstream":
             self.done = True
-            errors = {"no_tool_call": 1}
-            if action.parse_errors:
-                errors["parse_error"] = len(action.parse_errors)
-            return StepResult(
-                messages=[{"role": "user", "content": NO_TOOL_CALL_MESSAGE}],
-                done=True,
-                info={"errors": errors},
-            )
+            return no_tool_call_ending(action)
         if action.tool_calls or action.parse_errors:
             messages, errors = await self.call_tools(action)
         else:

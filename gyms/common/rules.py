@@ -11,6 +11,7 @@ the rule set and applies its own rules.
 from __future__ import annotations
 
 from mua.errors import UsageError
+from mua.gym import AgentAction, StepResult
 
 RULE_SETS = ("upstream", "mua")
 DEFAULT_RULES = "upstream"
@@ -30,3 +31,16 @@ def rule_set(options: dict | None, gym: str) -> str:
 def with_reward(observation: str, reward: float) -> str:
     """The observation followed by the reward line UserRL's interact tool appends."""
     return f"{observation}\nReward: {float(reward)}"
+
+
+def no_tool_call_ending(action: AgentAction) -> StepResult:
+    """The upstream rule's last step: a turn without a tool call ends the episode unrewarded,
+    counted as `no_tool_call` (plus `parse_error` for each malformed call in the text)."""
+    errors = {"no_tool_call": 1}
+    if action.parse_errors:
+        errors["parse_error"] = len(action.parse_errors)
+    return StepResult(
+        messages=[{"role": "user", "content": NO_TOOL_CALL_MESSAGE}],
+        done=True,
+        info={"errors": errors},
+    )

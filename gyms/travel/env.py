@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from gyms.common.rules import NO_TOOL_CALL_MESSAGE, rule_set, with_reward
+from gyms.common.rules import no_tool_call_ending, rule_set, with_reward
 from gyms.travel.scenarios import ASPECT_NAMES, describe_option, find_aspects
 from gyms.travel.users import LLMTraveller, Preferences, ScriptedTraveller
 from mua.gym.api import (
@@ -258,14 +258,7 @@ class TravelEnv(ToolEnv):
             )
         if not action.tool_calls and self.rules == "upstream":
             self.done = True
-            errors = {"no_tool_call": 1}
-            if action.parse_errors:
-                errors["parse_error"] = len(action.parse_errors)
-            return StepResult(
-                messages=[{"role": "user", "content": NO_TOOL_CALL_MESSAGE}],
-                done=True,
-                info={"errors": errors},
-            )
+            return no_tool_call_ending(action)
         calls = list(action.tool_calls)
         from_text = not calls and not action.parse_errors
         if from_text:
