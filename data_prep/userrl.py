@@ -67,17 +67,20 @@ def _need(path: Path, i: Any, row: Any, fields: dict[str, type | tuple]) -> None
             )
 
 
+def _records(path: Path, fields: dict[str, type | tuple]):
+    """(index, record) for each record of the JSON list at `path`, each checked to have `fields`."""
+    for i, row in enumerate(_rows(path, _load_json(path))):
+        _need(path, i, row, fields)
+        yield i, row
+
+
 def read_function_rules(source: str | Path) -> list[dict]:
     """[{id, rule, test_case: [a,b,c,d], expected: float}] (538 in the public file)."""
     path = locate(source, "function")
     out = []
-    for i, row in enumerate(_rows(path, _load_json(path))):
-        _need(
-            path,
-            i,
-            row,
-            {"id": str, "rule": str, "test_case": list, "expected_result": (int, float)},
-        )
+    for i, row in _records(
+        path, {"id": str, "rule": str, "test_case": list, "expected_result": (int, float)}
+    ):
         case = row["test_case"]
         if len(case) != 4 or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in case
@@ -97,19 +100,12 @@ def read_function_rules(source: str | Path) -> list[dict]:
 def read_telepathy_entities(source: str | Path) -> list[dict]:
     """[{id, title, description, category, target}] (401 in the public file)."""
     path = locate(source, "telepathy")
-    out = []
-    for i, row in enumerate(_rows(path, _load_json(path))):
-        _need(
-            path,
-            i,
-            row,
-            {"id": str, "title": str, "description": str, "target_entity": str, "category": str},
-        )
-        out.append(
-            {k: row[k] for k in ("id", "title", "description", "category")}
-            | {"target": row["target_entity"]}
-        )
-    return out
+    fields = {"id": str, "title": str, "description": str, "target_entity": str, "category": str}
+    return [
+        {k: row[k] for k in ("id", "title", "description", "category")}
+        | {"target": row["target_entity"]}
+        for _, row in _records(path, fields)
+    ]
 
 
 def read_turtle_stories(source: str | Path) -> list[dict]:
@@ -157,8 +153,9 @@ def read_intentions(source: str | Path, split: str) -> list[dict]:
     """[{id, category, task, missing_details: [{description, importance: 1..3, inquiry, options}]}]."""
     path = locate(source, f"intention_{split}")
     out = []
-    for i, row in enumerate(_rows(path, _load_json(path))):
-        _need(path, i, row, {"id": str, "category": str, "task": str, "missing_details": list})
+    for i, row in _records(
+        path, {"id": str, "category": str, "task": str, "missing_details": list}
+    ):
         details = []
         for j, d in enumerate(row["missing_details"]):
             _need(
@@ -200,8 +197,8 @@ def read_intentions(source: str | Path, split: str) -> list[dict]:
 def read_search_questions(source: str | Path) -> list[dict]:
     """[{id, question, answer}] (125 Bamboogle questions in the public file)."""
     path = locate(source, "search")
-    out = []
-    for i, row in enumerate(_rows(path, _load_json(path))):
-        _need(path, i, row, {"id": str, "question": str, "answer": str})
-        out.append({"id": row["id"], "question": row["question"], "answer": row["answer"]})
-    return out
+    fields = {"id": str, "question": str, "answer": str}
+    return [
+        {"id": row["id"], "question": row["question"], "answer": row["answer"]}
+        for _, row in _records(path, fields)
+    ]
