@@ -55,11 +55,15 @@ def action_from_message(message: dict) -> AgentAction:
     return AgentAction(text=text, tool_calls=calls, parse_errors=errors, raw=text)
 
 
+def call_action(choice: str, content: str = "", raw: str = "") -> AgentAction:
+    """The `AgentAction` of one `interact_with_env(choice, content)` call."""
+    call = ToolCall(name=TOOL_NAME, arguments={"choice": choice, "content": content})
+    return AgentAction(text="", tool_calls=[call], raw=raw)
+
+
 def parse_bracket_text(text: str) -> AgentAction:
     """`[choice] content` -> a tool call; anything else stays plain text."""
     match = _BRACKET.match(text or "")
     if not match:
         return AgentAction(text=text or "", raw=text or "")
-    choice, content = match.group(1).lower(), match.group(2).strip()
-    call = ToolCall(name=TOOL_NAME, arguments={"choice": choice, "content": content})
-    return AgentAction(text="", tool_calls=[call], raw=text)
+    return call_action(match.group(1).lower(), match.group(2).strip(), raw=text)

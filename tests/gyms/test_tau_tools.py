@@ -310,32 +310,13 @@ def test_airline_booking_pricing_and_payments(airline):
 
 def test_airline_search(airline):
     tools, _ = airline
-    found = json.loads(
-        invoke(
-            tools,
-            "search_direct_flight",
-            {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"},
-        )
-    )
+
+    def search(tool, date):
+        args = {"origin": "JFK", "destination": "SEA", "date": date}
+        return json.loads(invoke(tools, tool, args))
+
+    found = search("search_direct_flight", "2024-05-20")
     assert len(found) == 1 and found[0]["prices"]["economy"] == 100 and "dates" not in found[0]
-    assert (
-        json.loads(
-            invoke(
-                tools,
-                "search_direct_flight",
-                {"origin": "JFK", "destination": "SEA", "date": "2024-05-21"},
-            )
-        )
-        == []
-    )
-    assert (
-        json.loads(
-            invoke(
-                tools,
-                "search_onestop_flight",
-                {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"},
-            )
-        )
-        == []
-    )
+    assert search("search_direct_flight", "2024-05-21") == []
+    assert search("search_onestop_flight", "2024-05-20") == []
     assert json.loads(invoke(tools, "list_all_airports", {}))["SEA"] == "Seattle"

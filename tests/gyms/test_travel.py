@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 
+from gyms.common.actions import call_action
 from gyms.travel import GYM, random_action
 from gyms.travel.scenarios import CATALOGUE, make_scenario, satisfies
 from mua.gym.api import AgentAction, GymContext, Task, ToolCall
@@ -19,12 +20,6 @@ MUA = {"rules": "mua"}  # these tests pin the mua rule set; upstream rules: test
 
 def run(coro):
     return asyncio.run(coro)
-
-
-def call(choice, content=""):
-    return AgentAction(
-        text="", tool_calls=[ToolCall("interact_with_env", {"choice": choice, "content": content})]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +100,7 @@ def test_answer_scores_best_acceptable_and_wrong(splits):
         await env.reset(task)
         rewards = []
         for pick in picks:
-            r = await env.step(call("answer", pick))
+            r = await env.step(call_action("answer", pick))
             rewards.append(r.reward)
         return rewards, r.done
 
@@ -129,13 +124,15 @@ def test_bad_answers_are_observations_and_do_not_use_up_the_aspect(splits):
             s["prefix"] for a, s in CATALOGUE.items() if a not in [x["name"] for x in aspects]
         )
         outs = [
-            await env.step(call("answer", f"{other_prefix}1")),
-            await env.step(call("answer", "")),
+            await env.step(call_action("answer", f"{other_prefix}1")),
+            await env.step(call_action("answer", "")),
             await env.step(
-                call("answer", f"{aspects[0]['options'][0]['id']} {aspects[0]['options'][1]['id']}")
+                call_action(
+                    "answer", f"{aspects[0]['options'][0]['id']} {aspects[0]['options'][1]['id']}"
+                )
             ),
-            await env.step(call("choose", "x")),
-            await env.step(call("answer", aspects[0]["best"])),
+            await env.step(call_action("choose", "x")),
+            await env.step(call_action("answer", aspects[0]["best"])),
         ]
         return outs
 
@@ -161,12 +158,12 @@ def test_search_lists_options_and_scripted_traveller_reveals_on_relevant_questio
             GymContext(options=MUA, reward_weights={"search": 0.1, "preference": 0.2})
         )
         await env.reset(task)
-        search = await env.step(call("search", f"{name} please"))
-        q1 = await env.step(call("action", f"What do you want in a {name}?"))
+        search = await env.step(call_action("search", f"{name} please"))
+        q1 = await env.step(call_action("action", f"What do you want in a {name}?"))
         q2 = await env.step(
             AgentAction(text=f"Anything else about the {name}?")
         )  # plain text goes to the user
-        q3 = await env.step(call("action", f"More about the {name}?"))
+        q3 = await env.step(call_action("action", f"More about the {name}?"))
         return search, q1, q2, q3
 
     search, q1, q2, q3 = run(go())
@@ -187,7 +184,7 @@ def test_traveller_volunteers_a_preference_after_three_turns_without_a_question(
     async def go():
         env = GYM.make_env(GymContext(options=MUA))
         await env.reset(task)
-        return [await env.step(call("search", "nothing useful")) for _ in range(3)]
+        return [await env.step(call_action("search", "nothing useful")) for _ in range(3)]
 
     outs = run(go())
     assert all(len(r.messages) == 1 for r in outs[:2])
@@ -207,7 +204,7 @@ def test_bracket_text_and_finish(splits):
         await env.reset(task)
         a = await env.step(AgentAction(text=f"<think>[answer] X9</think>I pick [answer] {best}"))
         b = await env.step(AgentAction(text="[finish]"))
-        c = await env.step(call("answer", best))
+        c = await env.step(call_action("answer", best))
         return a, b, c
 
     a, b, c = run(go())

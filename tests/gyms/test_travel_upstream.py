@@ -8,11 +8,12 @@ import random
 
 import pytest
 
+from gyms.common.actions import call_action
 from gyms.travel import GYM, random_action
 from gyms.travel.env import SEARCH_FAILURE
 from gyms.travel.scenarios import ASPECT_NAMES
 from mua.config.rollout import LLMUserConfig
-from mua.gym.api import AgentAction, GymContext, ToolCall
+from mua.gym.api import AgentAction, GymContext
 from mua.rollout.llm_client import LLMClient
 from mua.rollout.toolcalls import parse_action
 from tests.fakes.fake_openai import FakeOpenAIServer
@@ -20,12 +21,6 @@ from tests.fakes.fake_openai import FakeOpenAIServer
 
 def run(coro):
     return asyncio.run(coro)
-
-
-def call(choice, content=""):
-    return AgentAction(
-        text="", tool_calls=[ToolCall("interact_with_env", {"choice": choice, "content": content})]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +54,10 @@ def test_full_best_choice_reward_per_aspect_in_any_order(tasks):
         _steps(
             task,
             [
-                call("answer", a[2]["best"]),  # the last aspect first: not forced in order
-                call("answer", acceptable),
-                call("answer", a[0]["best"]),  # the aspect is used up: refused, 0
-                call("answer", _wrong(a[1])),
+                call_action("answer", a[2]["best"]),  # the last aspect first: not forced in order
+                call_action("answer", acceptable),
+                call_action("answer", a[0]["best"]),  # the aspect is used up: refused, 0
+                call_action("answer", _wrong(a[1])),
             ],
         )
     )
@@ -77,7 +72,11 @@ def test_episode_ends_when_every_best_option_is_picked(tasks):
     a = task.payload["aspects"]
     first, rest = run(
         _steps(
-            task, [call("answer", a[1]["best"]), call("answer", f"{a[0]['best']}, {a[2]['best']}")]
+            task,
+            [
+                call_action("answer", a[1]["best"]),
+                call_action("answer", f"{a[0]['best']}, {a[2]['best']}"),
+            ],
         )
     )
     assert first.reward == 1.0 and not first.done
@@ -87,7 +86,7 @@ def test_episode_ends_when_every_best_option_is_picked(tasks):
 def test_preference_weight_is_0_8_per_preference_asked_for(tasks):
     task = tasks[2]
     name = ASPECT_NAMES[task.payload["aspects"][0]["name"]]
-    (result,) = run(_steps(task, [call("action", f"What do you prefer for the {name}?")]))
+    (result,) = run(_steps(task, [call_action("action", f"What do you prefer for the {name}?")]))
     assert result.components == {"preference": pytest.approx(0.8)}
     assert result.messages[0]["content"].endswith("\nReward: 0.8")
 
@@ -96,7 +95,7 @@ def test_every_fifth_search_fails(tasks):
     task = tasks[3]
     names = [ASPECT_NAMES[a["name"]] for a in task.payload["aspects"]]
     queries = [names[0], names[0], names[1], "fishing boats", names[2], names[2]]
-    results = run(_steps(task, [call("search", q) for q in queries]))
+    results = run(_steps(task, [call_action("search", q) for q in queries]))
     texts = [r.messages[0]["content"] for r in results]
     assert texts[4] == f"{SEARCH_FAILURE}\nReward: 0.0"
     assert "options:" in texts[0] and "already have the search results" in texts[1]
@@ -106,12 +105,12 @@ def test_every_fifth_search_fails(tasks):
 
 def test_agent_sees_its_reward(tasks):
     task = tasks[4]
-    (result,) = run(_steps(task, [call("answer", task.payload["aspects"][0]["best"])]))
+    (result,) = run(_steps(task, [call_action("answer", task.payload["aspects"][0]["best"])]))
     assert result.messages[0]["content"].endswith("\nReward: 1.0")
     (mua,) = run(
         _steps(
             task,
-            [call("answer", task.payload["aspects"][0]["best"])],
+            [call_action("answer", task.payload["aspects"][0]["best"])],
             GymContext(options={"rules": "mua"}),
         )
     )
@@ -121,7 +120,9 @@ def test_agent_sees_its_reward(tasks):
 def test_a_turn_without_a_tool_call_ends_the_episode(tasks):
     task = tasks[5]
     plain, after = run(
-        _steps(task, [AgentAction(text="Which hotel would you like?"), call("search", "hotel")])
+        _steps(
+            task, [AgentAction(text="Which hotel would you like?"), call_action("search", "hotel")]
+        )
     )
     assert plain.done and plain.reward == 0.0 and plain.info["errors"]["no_tool_call"] == 1
     assert after.done and after.reward == 0.0
@@ -142,8 +143,8 @@ def test_llm_traveller_sees_the_conversation_history(tasks):
         try:
             env = GYM.make_env(GymContext(user_kind="llm", llm=client))
             await env.reset(task)
-            await env.step(call("action", f"Tell me about the {name} you want."))
-            await env.step(call("action", "Anything else I should know?"))
+            await env.step(call_action("action", f"Tell me about the {name} you want."))
+            await env.step(call_action("action", "Anything else I should know?"))
         finally:
             await client.aclose()
 
