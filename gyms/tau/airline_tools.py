@@ -72,8 +72,7 @@ class AirlineTools(Toolset):
         Args:
             user_id: The user id, such as 'sara_doe_496'.
         """
-        user = self.db.get("users", user_id)
-        return json.dumps(user) if user is not None else "Error: user not found"
+        return self._record_json("users", user_id, "user")
 
     @tool
     def get_reservation_details(self, reservation_id: str) -> str:
@@ -82,10 +81,7 @@ class AirlineTools(Toolset):
         Args:
             reservation_id: The reservation id, such as '8JX2WO'.
         """
-        reservation = self.db.get("reservations", reservation_id)
-        return (
-            json.dumps(reservation) if reservation is not None else "Error: reservation not found"
-        )
+        return self._record_json("reservations", reservation_id, "reservation")
 
     @tool
     def list_all_airports(self) -> str:

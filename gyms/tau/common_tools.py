@@ -12,6 +12,7 @@ episode on a transfer).
 from __future__ import annotations
 
 import ast
+import json
 import operator
 
 from gyms.tau.db import TauDB
@@ -53,6 +54,11 @@ class Toolset:
 
     def __init__(self, db: TauDB):
         self.db = db
+
+    def _record_json(self, table: str, key: str, what: str) -> str:
+        """The record `key` of `table` as JSON, or the tools' "Error: <what> not found"."""
+        record = self.db.get(table, key)
+        return json.dumps(record) if record is not None else f"Error: {what} not found"
 
     @tool
     def calculate(self, expression: str) -> str:

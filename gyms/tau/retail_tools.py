@@ -71,8 +71,7 @@ class RetailTools(Toolset):
         Args:
             user_id: The user id, such as 'sara_doe_496'.
         """
-        user = self.db.get("users", user_id)
-        return json.dumps(user) if user is not None else "Error: user not found"
+        return self._record_json("users", user_id, "user")
 
     @tool
     def get_order_details(self, order_id: str) -> str:
@@ -81,8 +80,7 @@ class RetailTools(Toolset):
         Args:
             order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
         """
-        order = self.db.get("orders", order_id)
-        return json.dumps(order) if order is not None else "Error: order not found"
+        return self._record_json("orders", order_id, "order")
 
     @tool
     def get_product_details(self, product_id: str) -> str:
@@ -91,8 +89,7 @@ class RetailTools(Toolset):
         Args:
             product_id: The product id, such as '6086499569'. The product id is different from the item id.
         """
-        product = self.db.get("products", product_id)
-        return json.dumps(product) if product is not None else "Error: product not found"
+        return self._record_json("products", product_id, "product")
 
     @tool
     def list_all_product_types(self) -> str:
