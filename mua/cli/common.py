@@ -1,4 +1,4 @@
-"""Shared CLI pieces: recipe argument parsing, console, progress helpers.
+"""Shared CLI pieces: recipe argument parsing, console, progress helpers, Ctrl-C.
 
 Kept light: imports typer and rich lazily where possible; never torch.
 """
@@ -6,6 +6,7 @@ Kept light: imports typer and rich lazily where possible; never torch.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -47,3 +48,35 @@ def console(stderr: bool = False):
 
 def is_tty() -> bool:
     return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+
+
+_interrupts = {"count": 0}
+
+
+def watch_interrupts() -> None:
+    """Make Ctrl-C raise KeyboardInterrupt wherever the main thread is, and remember it.
+
+    `asyncio.run` would otherwise turn Ctrl-C into a cancellation of its main task, which code
+    that waits on many tasks can absorb, and the verb then returned normally (exit 0). With a
+    handler of our own in place, asyncio leaves SIGINT alone."""
+
+    import threading
+
+    def on_sigint(signum, frame):
+        _interrupts["count"] += 1
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_sigint)
+
+
+def was_interrupted() -> bool:
+    return _interrupts["count"] > 0
+
+
+def interrupt_message(argv: list[str]) -> str:
+    """The line printed on Ctrl-C: how to resume where the verb can."""
+    verb = next((a for a in argv if not a.startswith("-")), "")
+    if verb in ("train", "eval"):
+        return "interrupted; run the same command again to resume"
+    return "interrupted"

@@ -95,11 +95,16 @@ def usage_line(err) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from mua.cli.common import interrupt_message, was_interrupted, watch_interrupts
     from mua.errors import MuaError
 
     debug = os.environ.get("MUA_DEBUG") == "1"
+    argv = sys.argv[1:] if argv is None else argv
+    watch_interrupts()
     try:
         app(args=argv, standalone_mode=False)
+        if was_interrupted():  # a Ctrl-C absorbed on the way out still ends with 130
+            raise KeyboardInterrupt
         return 0
     except MuaError as e:
         if debug:
@@ -108,13 +113,13 @@ def main(argv: list[str] | None = None) -> int:
             _err(_escape(line))
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        _err("interrupted")
+        _err(interrupt_message(argv))
         sys.exit(130)
     except SystemExit:
         raise
     except Exception as e:  # the command-line parser's own errors come through here too
         if _is_cli_exception(e, "Abort"):
-            _err("interrupted")
+            _err(interrupt_message(argv))
             sys.exit(130)
         if _is_cli_exception(e, "ClickException"):
             if debug:

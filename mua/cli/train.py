@@ -14,7 +14,10 @@ def register(app: typer.Typer) -> None:
         "  mua train recipes/quickstart.yaml total_steps=20\n\n"
         "  mua train recipes/quickstart.yaml --nproc-per-node 2\n\n"
         "  mua train recipes/quickstart.yaml --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29500\n\n"
-        "Resumes from the latest checkpoint in the run dir unless --no-resume.",
+        "Resumes from the latest checkpoint in the run dir unless --no-resume; "
+        "--resume-from global_step_N picks an earlier one (e.g. when the latest is damaged). "
+        "Resuming with a changed recipe needs --allow-recipe-change. Ctrl-C exits 130; the same "
+        "command resumes.",
     )
     def train(
         args: list[str] = typer.Argument(..., help=RECIPE_HELP),
@@ -28,6 +31,16 @@ def register(app: typer.Typer) -> None:
         ),
         resume: bool = typer.Option(
             True, "--resume/--no-resume", help="Resume from the latest checkpoint."
+        ),
+        resume_from: str | None = typer.Option(
+            None,
+            "--resume-from",
+            help="Resume from this checkpoint (global_step_N of the run dir, or its path).",
+        ),
+        allow_recipe_change: bool = typer.Option(
+            False,
+            "--allow-recipe-change",
+            help="Resume although the recipe differs from the run's (the changes are recorded).",
         ),
     ) -> None:
         from mua.cli.common import load
@@ -46,4 +59,6 @@ def register(app: typer.Typer) -> None:
             node_rank=node_rank,
             rdzv_endpoint=rdzv_endpoint,
             resume=resume,
+            resume_from=resume_from,
+            allow_recipe_change=allow_recipe_change,
         )

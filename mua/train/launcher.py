@@ -1,8 +1,12 @@
-"""`mua train` before any rank exists: validate, write the resolved recipe, start torchrun.
+"""`mua train` before any rank exists: validate, claim and lock the run dir, write the resolved
+recipe, start torchrun.
 
 Validation happens here, in a process that has not imported torch, so a bad recipe fails in
-well under a second with one line (exit 2). Then `python -m torch.distributed.run` starts the
-ranks, each running `mua.train.entry RUN_DIR` and reading only the resolved recipe.
+well under a second with one line (exit 2). The run dir must be mua's or empty, not in use by
+another `mua train`, and a resumed run must keep its recipe unless `--allow-recipe-change`
+(`mua.train.run_dir`). Then torchrun (`mua.train.torchrun`: without its own error dumps) starts
+the ranks, each running `mua.train.entry RUN_DIR` and reading only the resolved recipe.
+Ctrl-C stops the ranks and exits 130 with one line saying how to resume.
 One node: `--standalone`. Many nodes: the same command on every node with `--nnodes M
 --node-rank R --rdzv-endpoint HOST:PORT` (static rendezvous: HOST:PORT is node 0's address).
 Does not manage processes itself: torchrun does.
@@ -85,8 +89,9 @@ def torchrun_command(
     node_rank: int,
     rdzv_endpoint: str | None,
     resume: bool,
+    resume_from: str | None = None,
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
+    cmd = [sys.executable, "-m", "mua.train.torchrun", f"--nproc-per-node={nproc_per_node}"]
     if nnodes == 1 and rdzv_endpoint is None:
         cmd.append("--standalone")
     else:
@@ -108,6 +113,8 @@ def torchrun_command(
     cmd += ["-m", "mua.train.entry", str(run_dir)]
     if not resume:
         cmd.append("--no-resume")
+    if resume_from:
+        cmd += ["--resume-from", resume_from]
     return cmd
 
 
@@ -119,8 +126,12 @@ def launch(
     node_rank: int = 0,
     rdzv_endpoint: str | None = None,
     resume: bool = True,
+    resume_from: str | None = None,
+    allow_recipe_change: bool = False,
 ) -> None:
     from mua.config import write_resolved
+    from mua.determinism import child_env
+    from mua.train import run_dir as run_folder
 
     if nproc_per_node < 1 or nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
@@ -137,12 +148,76 @@ def launch(
         node_rank=node_rank,
         rdzv_endpoint=rdzv_endpoint,
         resume=resume,
+        resume_from=_checked_resume_from(resume_from, run_dir, resume),
     )
-    write_resolved(recipe, run_dir)
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    code = subprocess.run(cmd, env=env).returncode
+    run_folder.claim(run_dir)
+    lock = run_folder.RunLock(run_dir) if node_rank == 0 else None
+    try:
+        run_folder.check_resume_recipe(
+            run_dir, recipe, resume=resume, allow_change=allow_recipe_change
+        )
+        write_resolved(recipe, run_dir)
+        env = child_env()  # MUA_DETERMINISTIC=1: pinned threads and kernels (mua.determinism)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        # torchrun holds the lock too: a killed launcher leaves it locked until torchrun ends
+        code = _run_ranks(cmd, env, pass_fds=(lock.fd,) if lock else ())
+    finally:
+        if lock is not None:
+            lock.release()
+    if code == INTERRUPTED:
+        raise Interrupted(
+            f"interrupted; run the same command again to resume {run_dir} from its latest "
+            "checkpoint"
+        )
     if code != 0:
         raise RunFailure(
             f"training failed (exit {code}); see the messages above; the run dir is {run_dir}"
         )
+
+
+INTERRUPTED = 130
+
+
+class Interrupted(RunFailure):
+    """Ctrl-C: the ranks were stopped; the run can resume."""
+
+    exit_code = INTERRUPTED
+
+
+def _run_ranks(cmd: list[str], env: dict, pass_fds: tuple) -> int:
+    """Run torchrun; on Ctrl-C let it stop its ranks (it gets the terminal's SIGINT too, or this
+    process forwards it) and return 130."""
+    import signal
+
+    proc = subprocess.Popen(cmd, env=env, pass_fds=pass_fds)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        try:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+            pass
+        except subprocess.TimeoutExpired:
+            pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        return INTERRUPTED
+
+
+def _checked_resume_from(resume_from: str | None, run_dir: Path, resume: bool) -> str | None:
+    """`--resume-from`: a checkpoint folder (`global_step_N`, or its path) of this run dir."""
+    if resume_from is None:
+        return None
+    if not resume:
+        raise UsageError("--resume-from and --no-resume contradict each other; give one")
+    path = Path(resume_from)
+    if not path.is_dir():
+        path = run_dir / "checkpoints" / resume_from
+    if not (path / "trainer_state.pt").exists():
+        raise UsageError(
+            f"--resume-from {resume_from}: no checkpoint there; give a folder "
+            f"global_step_N of {run_dir / 'checkpoints'}"
+        )
+    return str(path.resolve())

@@ -84,7 +84,7 @@ def _rank_pids(run_dir: Path) -> list[int]:
             argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        rank = b"mua.train.entry" in argv and b"torch.distributed.run" not in argv
+        rank = b"mua.train.entry" in argv and b"mua.train.torchrun" not in argv
         if rank and str(run_dir).encode() in argv:
             pids.append(int(proc_dir.name))
     return pids

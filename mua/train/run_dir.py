@@ -1,0 +1,183 @@
+"""What `mua train` checks and holds in its run dir before any rank starts (no torch here).
+
+- Ownership: mua deletes and replaces files inside a run dir (old checkpoints, `hf/final`), so it
+  writes only into a folder it created (`mua.run_dir`'s marker) or an empty one, which it then
+  marks. A folder of older runs (no marker, but a `recipe.resolved.yaml`) is adopted. Anything
+  else is refused (exit 2) before a byte is written.
+- Lock: one `mua train` per run dir at a time. `RunLock` holds an exclusive `flock` on
+  `.mua-run.lock` for as long as the launcher (and the torchrun it started, which inherits the
+  descriptor) lives; the kernel drops it when they die, even by SIGKILL, so a lock left by a dead
+  process is simply taken over (with a line saying so). The file records who holds it.
+- Recipe changes on resume: a run resumed from a checkpoint with a recipe that differs from the
+  one it was started with is refused with the differences listed (exit 2), unless the caller
+  allows it; allowed changes are appended to `recipe_changes.yaml` with what took effect.
+  `total_steps` may change freely (extending a run is what resuming is for).
+
+Not here: what the ranks do with a checkpoint (`mua.train.checkpoint`), locking across nodes
+(only node 0 locks: nodes > 0 share node 0's run dir).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+import yaml
+
+from mua.errors import UsageError
+
+LOCK = ".mua-run.lock"
+CHANGES = "recipe_changes.yaml"
+FREE_KEYS = ("total_steps",)  # may change on resume without --allow-recipe-change
+# Restored from the checkpoint on resume, whatever the recipe says now.
+KEPT_FROM_CHECKPOINT = {
+    "model.path": "the weights come from the checkpoint",
+    "model.seed": "the weights come from the checkpoint",
+    "data.seed": "the sampler's position comes from the checkpoint",
+    "data.shuffle": "the sampler's position comes from the checkpoint",
+}
+_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+
+
+def claim(run_dir: Path) -> None:
+    """Make `run_dir` a folder mua may write into, or refuse (UsageError) before writing
+    (`mua.run_dir.claim_dir`; a folder holding a resolved recipe is an older mua's run)."""
+    from mua.config.resolved import RESOLVED_NAME
+    from mua.run_dir import claim_dir
+
+    claim_dir(run_dir, what="run_dir", legacy_proof=(RESOLVED_NAME,))
+
+
+class RunLock:
+    """An exclusive lock on a run dir for this process and the processes it starts with the
+    descriptor (`fd`, for `subprocess.run(pass_fds=...)`)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / LOCK
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(self.fd)
+            os.close(self.fd)
+            raise UsageError(
+                f"run_dir {run_dir} is in use by another `mua train` ({holder}); wait for it to "
+                "end or give another run_dir"
+            ) from None
+        previous = _read_holder(self.fd)
+        if previous != "unknown process":
+            print(f"run_dir {run_dir}: took over the lock of {previous}, which is gone", flush=True)
+        os.ftruncate(self.fd, 0)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        os.pwrite(self.fd, (json.dumps(record) + "\n").encode(), 0)
+
+    def release(self) -> None:
+        if self.fd < 0:
+            return
+        os.ftruncate(self.fd, 0)  # a clean end leaves no holder to report
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = -1
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode() or "null")
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data["started"]))
+        return f"pid {data['pid']} on {data['host']}, started {started}"
+    except (ValueError, TypeError, KeyError, OSError):
+        return "unknown process"
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    root = run_dir / "checkpoints"
+    return root.is_dir() and any(
+        _STEP_DIR.match(p.name) and (p / "trainer_state.pt").exists() for p in root.iterdir()
+    )
+
+
+def recipe_changes(old: dict, new: dict) -> dict[str, tuple]:
+    """{dotted key: (old value, new value)} of the recipe dumps, FREE_KEYS left out."""
+    a, b = _flatten(old), _flatten(new)
+    missing = object()
+    out = {}
+    for key in sorted(set(a) | set(b)):
+        if key in FREE_KEYS:
+            continue
+        va, vb = a.get(key, missing), b.get(key, missing)
+        if va != vb:
+            out[key] = (None if va is missing else va, None if vb is missing else vb)
+    return out
+
+
+def _flatten(tree, prefix: str = "") -> dict:
+    if isinstance(tree, dict) and tree:
+        out = {}
+        for k, v in tree.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: tree}
+
+
+def check_resume_recipe(run_dir: Path, recipe, *, resume: bool, allow_change: bool) -> None:
+    """Refuse (or, when allowed, record) a changed recipe for a run that will resume."""
+    from mua.config.resolved import RESOLVED_NAME
+
+    resolved = run_dir / RESOLVED_NAME
+    if not (resume and resolved.exists() and has_checkpoint(run_dir)):
+        return
+    try:
+        old = yaml.safe_load(resolved.read_text())["recipe"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return  # unreadable: nothing to compare with (the new one replaces it)
+    changes = recipe_changes(old, recipe.model_dump(mode="json"))
+    if not changes:
+        return
+    lines = [_describe(key, before, after) for key, (before, after) in changes.items()]
+    if not allow_change:
+        raise UsageError(
+            f"the recipe differs from the one run_dir {run_dir} was started with: "
+            + "; ".join(lines)
+            + ". Resume with the same recipe, add --allow-recipe-change to apply the "
+            "differences, or start a new run_dir"
+        )
+    for line in lines:
+        print(f"recipe change: {line}", flush=True)
+    _record(run_dir, changes)
+
+
+def _describe(key: str, before, after) -> str:
+    effect = KEPT_FROM_CHECKPOINT.get(key)
+    tail = f" (no effect: {effect})" if effect else ""
+    return f"{key}: {before!r} -> {after!r}{tail}"
+
+
+def _record(run_dir: Path, changes: dict[str, tuple]) -> None:
+    path = run_dir / CHANGES
+    history = []
+    if path.exists():
+        history = yaml.safe_load(path.read_text()) or []
+    history.append(
+        {
+            "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "changes": {
+                key: {
+                    "from": before,
+                    "to": after,
+                    "took_effect": key not in KEPT_FROM_CHECKPOINT,
+                    **(
+                        {"why_not": KEPT_FROM_CHECKPOINT[key]}
+                        if key in KEPT_FROM_CHECKPOINT
+                        else {}
+                    ),
+                }
+                for key, (before, after) in changes.items()
+            },
+        }
+    )
+    path.write_text(yaml.safe_dump(history, sort_keys=False))
