@@ -176,6 +176,7 @@ def build_engine_sync(rollout, model_cfg, parallel, dist, policy, tokenizer) -> 
     wrapped for the trainer (collective for sglang)."""
     if rollout.engine == "sglang":
         return _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer)
+    from mua.determinism import engine_batch_size
     from mua.models import load_model
     from mua.rollout.hf_engine import HFEngine
 
@@ -185,6 +186,7 @@ def build_engine_sync(rollout, model_cfg, parallel, dist, policy, tokenizer) -> 
         device=str(dist.device),
         copy_model=False,
         pad_token_id=tokenizer.pad_token_id or 0,
+        max_batch_size=engine_batch_size(64),
     )
     return EngineSync(engine, "hf", policy, parallel.weight_push_bucket_mb)
 
