@@ -21,6 +21,7 @@ from mua.config.train import (
     GRPOConfig,
     OptimConfig,
     ParallelConfig,
+    StopConfig,
 )
 
 
@@ -42,6 +43,7 @@ class TrainRecipe(_RecipeBase):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    stop: StopConfig = Field(default_factory=StopConfig)
     track: TrackConfig = Field(default_factory=TrackConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     total_steps: int = Field(

@@ -156,6 +156,22 @@ class ParallelConfig(Section):
     )
 
 
+class StopConfig(Section):
+    empty_steps: int = Field(
+        3,
+        ge=0,
+        description="Stop (exit 1) after this many consecutive steps that could not move the "
+        "policy (every sample excluded or with zero advantage); 0 never stops.",
+    )
+    env_error_rate: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="Stop (exit 1) when a step's share of trajectories ending in env_error is "
+        "above this; 1 never stops.",
+    )
+
+
 class CheckpointConfig(Section):
     save_freq: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end.")
     keep_last: PositiveInt = Field(2, description="How many checkpoints to keep.")

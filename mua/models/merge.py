@@ -18,7 +18,9 @@ stores `lm_head.weight` beside the embedding; for a tied config the two must be 
 file keeps one copy, as Hugging Face expects. `verify` rebuilds the model from the checkpoint's
 tensors and compares its logits on a fixed probe batch with the merged folder's (loaded through
 `AutoModelForCausalLM.from_pretrained`); both sides use the weights rounded to the chosen dtype,
-so any mismatch is a conversion bug, not rounding. `export_full_state` is the same writer for
+so any mismatch is a conversion bug, not rounding; it also refuses (before writing) a
+checkpoint holding NaN or infinite values, and a checkpoint whose files fail their checksums is
+never read. `export_full_state` is the same writer for
 a trainer that already holds full tensors (final and periodic exports).
 Does not read optimizer state, and does not print (the CLI shows progress).
 """
@@ -231,6 +233,16 @@ def _rounded(state: dict, dtype: str) -> dict:
     return {k: v.to(target).to(v.dtype) if v.is_floating_point() else v for k, v in state.items()}
 
 
+def non_finite_tensor(state: dict) -> str | None:
+    """The name of the first floating-point tensor holding NaN or an infinity, else None."""
+    import torch
+
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return name
+    return None
+
+
 def verify_merged(state: dict, config, out_dir: Path, dtype: str) -> float:
     """Max |logit difference| between the checkpoint's weights and the merged folder on the probe batch."""
     import torch
@@ -264,14 +276,25 @@ def merge_checkpoint(
         result.skipped = True
         return result
     t0 = time.perf_counter()
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from mua.train.checkpoint import checkpoint_problem
+
+    problem = checkpoint_problem(step_dir)
+    if problem is not None:
+        raise RunFailure(f"checkpoint {step_dir} is damaged: {problem}")
     signature = checkpoint_signature(step_dir)
     config, generation, tokenizer = _side_files(step_dir)
     try:
         state = read_model_state(step_dir)
-    except (ValueError, RuntimeError, OSError) as err:
+    except (Exception, CheckpointException) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise RunFailure(f"{step_dir}: cannot read the checkpoint tensors ({first})") from None
+    if verify and (bad := non_finite_tensor(state)) is not None:
         raise RunFailure(
-            f"{step_dir}: cannot read the checkpoint tensors ({str(err).splitlines()[0]})"
-        ) from None
+            f"{step_dir}: tensor {bad} holds NaN or infinite values; the checkpoint is unusable, "
+            "merge an earlier one"
+        )
     info = {"checkpoint": str(step_dir.resolve()), "step": step, "checkpoint_signature": signature}
     export_full_state(
         state, config, out_dir, dtype, tokenizer=tokenizer, generation_config=generation, info=info
@@ -286,7 +309,7 @@ def merge_checkpoint(
             )
             + "\n"
         )
-        if diff > VERIFY_TOLERANCE:
+        if not diff <= VERIFY_TOLERANCE:  # NaN too
             (out_dir / MERGE_INFO).unlink()  # not a finished merge: the next run redoes it
             raise RunFailure(
                 f"{out_dir}: merged logits differ from the checkpoint's by {diff:.3g} (> {VERIFY_TOLERANCE:g}); "

@@ -2,8 +2,9 @@
 
 Store: `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<run_dir>/mlflow.db`.
 Logged: the flattened resolved recipe as parameters (names of environment variables only, never
-their values; URL credentials redacted), numeric metrics per step, the resolved recipe file and
-sampled transcripts as artifacts (`transcripts/step_N.txt`). The same metrics and transcripts
+their values; URL credentials redacted), numeric metrics per step (NaN and infinities included),
+the resolved recipe file and sampled transcripts as artifacts (`transcripts/step_N.txt`). The
+same metrics and transcripts
 also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`) for
 `mua view`. A resumed run continues the same MLflow run (its id is
 kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute metrics.
@@ -11,7 +12,6 @@ kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute me
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -81,10 +81,12 @@ class Tracker:
     def log_step(self, step: int, metrics: dict) -> None:
         if not self.enabled:
             return
+        # Non-finite values are logged as they are (MLflow stores NaN and infinities): a NaN
+        # loss must show, not vanish from the step.
         clean = {
             metric_name(k): float(v)
             for k, v in metrics.items()
-            if isinstance(v, (int, float)) and math.isfinite(float(v))
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
         self._mlflow.log_metrics(clean, step=step)
         append_metrics(self.run_dir, step, metrics)

@@ -11,11 +11,17 @@ Layout of `run_dir/checkpoints/global_step_N/` (what `mua merge` reads):
     config.json, tokenizer*   the model's HF config and tokenizer files, so a merge needs
                               nothing else
     critic/                   (PPO only) DCP files of the critic {"model", "optim"}
+    checksums.json            {relative path: {"size", "sha256"}} of every file above, written
+                              last; verified before a resume loads anything
 
 A checkpoint is written under `checkpoints/.tmp-global_step_N` and renamed once every rank has
 finished, so a name `global_step_N` always means a complete checkpoint; leftovers of a killed
 write (and of a killed HF export under `run_dir/hf/`) are deleted when the run resumes.
 Only `keep_last` checkpoints are kept.
+A resume verifies the checkpoint's checksums first: a damaged one (overwritten or truncated
+file, missing `.metadata`) stops the run with one line naming it and the previous complete one
+(`mua train --resume-from global_step_M`). Checkpoints written before checksums existed load
+unverified; any load failure still names the checkpoint.
 
 Test-only: the environment variable `MUA_TEST_CHECKPOINT_DELAY_S` makes every rank wait that
 many seconds after writing the temporary folder and before the rename, so a test can SIGKILL a
@@ -26,6 +32,8 @@ Does not decide when to save (the trainer does) and does not export HF folders.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import re
@@ -41,6 +49,7 @@ from mua.dist.dcp import load_dcp, save_dcp
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 TMP_PREFIX = ".tmp-"
 TEST_DELAY_ENV = "MUA_TEST_CHECKPOINT_DELAY_S"  # test-only, see the module docstring
+CHECKSUMS = "checksums.json"
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
@@ -136,6 +145,7 @@ def save_checkpoint(
     _test_only_delay()
     barrier()
     if rank == 0:
+        write_checksums(tmp)
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
@@ -143,6 +153,62 @@ def save_checkpoint(
             shutil.rmtree(old, ignore_errors=True)
     barrier()
     return final
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def write_checksums(folder: Path) -> None:
+    """Record size and sha256 of every file under `folder` (after all ranks wrote theirs)."""
+    sums = {
+        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != CHECKSUMS
+    }
+    (folder / CHECKSUMS).write_text(json.dumps(sums, indent=1) + "\n")
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """What is wrong with checkpoint `path` (a missing, truncated or altered file), or None when
+    every file matches its checksum. A checkpoint without checksums is only checked for the
+    files every checkpoint has."""
+    path = Path(path)
+    manifest = path / CHECKSUMS
+    if not manifest.exists():
+        for name in (".metadata", "trainer_state.pt"):
+            if not (path / name).is_file():
+                return f"{name} is missing"
+        return None
+    try:
+        sums = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return f"{CHECKSUMS} is unreadable"
+    for name, want in sums.items():
+        file = path / name
+        if not file.is_file():
+            return f"{name} is missing"
+        size = file.stat().st_size
+        if size != want["size"]:
+            return f"{name} has {size} bytes, {want['size']} were written (truncated?)"
+        if _sha256(file) != want["sha256"]:
+            return f"{name} does not match its checksum (overwritten or corrupted)"
+    return None
+
+
+def damaged_message(run_dir: str | Path, path: Path, problem: str) -> str:
+    """One line: the damaged checkpoint, what is wrong, and how to resume from an earlier one."""
+    match = _STEP_DIR.match(path.name)
+    step = int(match.group(1)) if match else 0
+    earlier = [p for s, p in list_checkpoints(run_dir) if s < step]
+    good = next((p for p in reversed(earlier) if checkpoint_problem(p) is None), None)
+    hint = (
+        f"resume from the previous complete one with `mua train ... --resume-from {good.name}`"
+        if good is not None
+        else "no earlier complete checkpoint is left"
+    )
+    return f"checkpoint {path} is damaged: {problem}; {hint}, or start over with --no-resume"
 
 
 def load_checkpoint(

@@ -1,7 +1,10 @@
-"""What every torchrun process runs: `python -m mua.train.entry RUN_DIR [--no-resume]`.
+"""What every torchrun process runs: `python -m mua.train.entry RUN_DIR [--no-resume]
+[--resume-from CHECKPOINT]`.
 
 Reads only `RUN_DIR/recipe.resolved.yaml`, joins the process group, trains, and leaves the
-group. User-facing errors print one line (rank 0) and exit with their code.
+group. User-facing errors print one line and exit with their code: on rank 0, and on any other
+rank whose error is its own (an error all ranks raise alike after a collective is printed once).
+Ctrl-C exits 130 without a traceback.
 On Linux a rank started by torchrun dies with its torchrun agent (parent-death signal): torchrun
 puts every rank in a session of its own, so a SIGKILL of `mua train` and torchrun would
 otherwise leave orphaned ranks training on and writing checkpoints into the run dir.
@@ -15,6 +18,7 @@ import signal
 import sys
 
 _PR_SET_PDEATHSIG = 1  # prctl option, linux/prctl.h
+INTERRUPTED = 130
 
 
 def die_with_launcher() -> None:
@@ -35,28 +39,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mua.train.entry")
     parser.add_argument("run_dir")
     parser.add_argument("--no-resume", action="store_true")
+    parser.add_argument("--resume-from", default=None)
     args = parser.parse_args(argv)
     die_with_launcher()
 
     import torch
 
     from mua.config import read_resolved
+    from mua.determinism import apply_torch
     from mua.dist import destroy, init_distributed
     from mua.errors import MuaError
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    apply_torch()  # deterministic mode only
     recipe = read_resolved(args.run_dir)
     dist = init_distributed()
     try:
         from mua.train.trainer import Trainer
 
-        Trainer(recipe, args.run_dir, dist, resume=not args.no_resume).fit()
+        trainer = Trainer(
+            recipe, args.run_dir, dist, resume=not args.no_resume, resume_from=args.resume_from
+        )
+        trainer.fit()
     except MuaError as e:
         if os.environ.get("MUA_DEBUG") == "1":
             raise
-        if dist.is_main:
-            print(f"error: {e}", file=sys.stderr, flush=True)
+        # An error every rank raised alike (after a collective) is printed once; any other
+        # rank's own error is printed by that rank, so none is lost.
+        if dist.is_main or not getattr(e, "on_every_rank", False):
+            where = f"rank {dist.rank}: " if dist.world_size > 1 and not dist.is_main else ""
+            print(f"error: {where}{e}", file=sys.stderr, flush=True)
         return e.exit_code
+    except KeyboardInterrupt:  # Ctrl-C: `mua train` prints how to resume
+        return INTERRUPTED
     finally:
         destroy()
     return 0

@@ -42,6 +42,7 @@ from mua.rollout.llm_client import user_call_report
 from mua.train.advantages import LogProbs
 from mua.train.critic import epoch_losses
 from mua.train.data import rank_slice
+from mua.train.guards import check_finite
 from mua.train.micro import accumulate, forward_only
 from mua.train.packing import concat_per_token, first_token_mask, scored_logprobs
 from mua.train.rl_batch import RLSample, score, split_mini_batches, with_inputs
@@ -267,6 +268,7 @@ def update(
                 with_ref=with_ref,
                 old_from_forward=old_from_forward,
             )
+            check_finite(stats.get("loss", 0.0), grad_norm)
             forward_old = mini_old if old_from_forward else None  # one mini-batch: all samples
             totals.update(stats)
             grad_norms.append(grad_norm)

@@ -27,6 +27,11 @@ def _traj_summary(t) -> dict:
     }
 
 
+def _has_signal(sample: RLSample) -> bool:
+    """True when some policy token of the sample has a non-zero advantage (it moves the policy)."""
+    return any(a != 0 and m for a, m in zip(sample.advantages, sample.loss_mask, strict=False))
+
+
 def rollout_metrics(
     trajectories,
     samples: list[RLSample],
@@ -54,6 +59,7 @@ def rollout_metrics(
         "zv_groups": report.dropped_zero_variance_groups,
         "zv_trajs": report.dropped_zero_variance_trajectories,
         "samples": len(samples),
+        "with_signal": sum(1 for s in samples if _has_signal(s)),
         "trained_tokens": sum(sum(s.loss_mask) for s in samples),
     }
     parts = all_gather_objects(local)
@@ -73,6 +79,7 @@ def rollout_metrics(
         "filter/zero_variance_groups": float(sum(p["zv_groups"] for p in parts)),
         "filter/zero_variance_trajectories": float(sum(p["zv_trajs"] for p in parts)),
         "filter/samples_trained": float(sum(p["samples"] for p in parts)),
+        "filter/samples_with_signal": float(sum(p["with_signal"] for p in parts)),
         "advantage/mean": float(adv.mean()),
         "advantage/std": float(adv.std()) if adv.numel() > 1 else 0.0,
         "advantage/max": float(adv.max()),

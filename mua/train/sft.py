@@ -12,6 +12,7 @@ import time
 from mua.dist import all_reduce_sum
 from mua.dist.fsdp import clip_grad_norm
 from mua.train.data import SFTSample, rank_slice
+from mua.train.guards import check_finite
 from mua.train.micro import accumulate
 from mua.train.packing import concat_per_token, first_token_mask, scored_logprobs
 
@@ -46,6 +47,7 @@ def sft_step(
     optimizer.zero_grad(set_to_none=True)
     stats = accumulate(model, seqs, token_budget, device, loss_fn, masks=masks)
     grad_norm = clip_grad_norm(model, grad_clip)
+    check_finite(sum(s["nll_sum"] for s in stats), grad_norm)
     lr = optimizer.param_groups[0]["lr"]
     optimizer.step()
     scheduler.step()

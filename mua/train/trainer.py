@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import random
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from mua.dist import DistInfo, barrier
+from mua.dist import DistInfo, barrier, broadcast_object
+from mua.errors import RunFailure
 from mua.host_memory import keep_freed_memory
 from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples, load_task_files
@@ -33,11 +35,19 @@ def seed_everything(seed: int) -> None:
 
 
 class Trainer:
-    def __init__(self, recipe, run_dir: str | Path, dist: DistInfo, resume: bool = True):
+    def __init__(
+        self,
+        recipe,
+        run_dir: str | Path,
+        dist: DistInfo,
+        resume: bool = True,
+        resume_from: str | Path | None = None,
+    ):
         self.recipe = recipe
         self.run_dir = Path(run_dir)
         self.dist = dist
         self.resume = resume
+        self.resume_from = Path(resume_from) if resume_from else None
         keep_freed_memory()  # each step re-allocates the same tensors: no page faults for them
         seed_everything(recipe.data.seed)
         self.tokenizer = load_tokenizer_for(recipe)
@@ -88,25 +98,60 @@ class Trainer:
         if self.dist.is_main:
             ckpt.remove_partial(self.run_dir)
         barrier()
-        latest = ckpt.latest_checkpoint(self.run_dir) if self.resume else None
+        if not self.resume:
+            return 0
+        latest = self.resume_from or ckpt.latest_checkpoint(self.run_dir)
         if latest is None:
             return 0
+        self._verify(latest)
+        from torch.distributed.checkpoint.api import CheckpointException
+
         critic = self.rl.critic if self.rl is not None else None
-        state = ckpt.load_checkpoint(
-            latest,
-            model=self.model,
-            optimizer=self.optimizer,
-            rank=self.dist.rank,
-            critic=critic.model if critic else None,
-            critic_optimizer=critic.optimizer if critic else None,
-        )
+        try:
+            state = ckpt.load_checkpoint(
+                latest,
+                model=self.model,
+                optimizer=self.optimizer,
+                rank=self.dist.rank,
+                critic=critic.model if critic else None,
+                critic_optimizer=critic.optimizer if critic else None,
+            )
+        except (Exception, CheckpointException) as e:  # damage the checksums could not see
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            raise RunFailure(
+                ckpt.damaged_message(self.run_dir, latest, f"{type(e).__name__}: {first}")
+            ) from None
         if critic is not None and "critic_scheduler" in state:
             critic.scheduler.load_state_dict(state["critic_scheduler"])
         self.scheduler.load_state_dict(state["scheduler"])
+        self._apply_recipe_optim()
         self.sampler.load_state_dict(state["data"])
         if self.dist.is_main:
             print(f"resumed from {latest} (step {state['step']})", flush=True)
         return int(state["step"])
+
+    def _verify(self, path: Path) -> None:
+        """Rank 0 checks the checkpoint's checksums; every rank raises the same one-line error."""
+        from mua.train.guards import RunStopped
+
+        problem = ckpt.checkpoint_problem(path) if self.dist.is_main else None
+        problem = broadcast_object(problem)
+        if problem is not None:
+            raise RunStopped(ckpt.damaged_message(self.run_dir, path, problem))
+
+    def _apply_recipe_optim(self) -> None:
+        """The recipe's optim.lr, betas and weight_decay take effect on resume (the optimizer and
+        schedule states loaded from the checkpoint carry the values the run started with; a
+        changed recipe is only resumed with --allow-recipe-change)."""
+        cfg = self.recipe.optim
+        for group in self.optimizer.param_groups:
+            group["betas"] = tuple(cfg.betas)
+            group["weight_decay"] = cfg.weight_decay
+            group["initial_lr"] = cfg.lr
+        self.scheduler.base_lrs = [cfg.lr for _ in self.optimizer.param_groups]
+        factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = cfg.lr * factor
 
     def save(self, step: int) -> None:
         state = {
@@ -118,6 +163,10 @@ class Trainer:
         critic = self.rl.critic if self.rl is not None else None
         if critic is not None:
             state["critic_scheduler"] = critic.scheduler.state_dict()
+        with self._write_failure(f"checkpoint global_step_{step}"):
+            self._save(step, state, critic)
+
+    def _save(self, step: int, state: dict, critic) -> None:
         ckpt.save_checkpoint(
             self.run_dir,
             step,
@@ -137,14 +186,34 @@ class Trainer:
         latest = ckpt.latest_checkpoint(self.run_dir)
         if latest is not None and latest.name == f"global_step_{step}":
             info["checkpoint"] = str(latest.resolve())
-        export_hf(
-            self.model,
-            self.tokenizer,
-            self.run_dir / "hf" / name,
-            self.recipe.model.dtype,
-            self.dist.is_main,
-            info=info,
-        )
+        with self._write_failure(f"export hf/{name}"):
+            export_hf(
+                self.model,
+                self.tokenizer,
+                self.run_dir / "hf" / name,
+                self.recipe.model.dtype,
+                self.dist.is_main,
+                info=info,
+            )
+
+    @contextmanager
+    def _write_failure(self, what: str):
+        """A failed write (disk full, permissions) becomes one line naming what was being written
+        and what is still complete; the partial folder is removed when the run resumes."""
+        from torch.distributed.checkpoint.api import CheckpointException
+
+        try:
+            yield
+        except (OSError, CheckpointException) as e:
+            latest = ckpt.latest_checkpoint(self.run_dir)
+            kept = f"the latest complete checkpoint is {latest}" if latest else "no checkpoint yet"
+            failures = getattr(e, "failures", None)  # DCP: {rank: (exception, traceback)}
+            cause = next(iter(failures.values()))[0] if failures else e
+            first = f"{type(cause).__name__}: {cause}".splitlines()[0][:200]
+            raise RunFailure(
+                f"cannot write the {what} in {self.run_dir} ({first}); {kept}; free space and run "
+                "the same command to resume"
+            ) from None
 
     def _periodic_export_due(self, step: int) -> bool:
         """True after every `export_hf_every`-th scheduled checkpoint (counted by step, so a
@@ -172,16 +241,24 @@ class Trainer:
         return rl_step(self, step)
 
     def fit(self) -> None:
+        from mua.train.guards import RunStopped, StepWatch
+
         cfg = self.recipe.checkpoint
         saved_at = self.start_step
         status = "FAILED"
+        watch = StepWatch(self.recipe.stop, show=self.dist.is_main)
         try:
             for step in range(self.start_step + 1, self.total_steps + 1):
                 t0 = time.perf_counter()
-                metrics = self.step(step)
+                try:
+                    metrics = self.step(step)
+                except RunStopped as e:  # a stop inside the step names its step here
+                    raise RunStopped(f"step {step}: {e}") from None
                 metrics["time/step_s"] = time.perf_counter() - t0
                 metrics["epoch"] = float(self.sampler.epoch)
                 self.tracker.log_step(step, metrics)
+                if not self.is_sft:
+                    watch.after_step(step, metrics)
                 if cfg.save_freq and step % cfg.save_freq == 0:
                     self.save(step)
                     saved_at = step
@@ -195,6 +272,9 @@ class Trainer:
             # still writing the export can abort inside the gloo backend.
             barrier()
             status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            raise
         finally:
             if self.rl is not None:
                 import asyncio

@@ -44,3 +44,37 @@ def test_export_every_needs_periodic_checkpoints():
     assert CheckpointConfig(save_freq=5, export_hf_every=2).export_hf_every == 2
     with pytest.raises(ValidationError, match="save_freq"):
         CheckpointConfig(save_freq=0, export_hf_every=2)
+
+
+def _saved(run_dir, step):
+    import torch
+
+    from mua.train.checkpoint import save_checkpoint
+
+    torch.manual_seed(step)
+    model = torch.nn.Linear(64, 64)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 64)).sum().backward()
+    optimizer.step()
+    return save_checkpoint(
+        run_dir, step, model=model, optimizer=optimizer, trainer_state={}, rank=0, keep_last=5
+    )
+
+
+def test_checksums_catch_overwritten_truncated_and_missing_files(tmp_path):
+    from mua.train.checkpoint import CHECKSUMS, checkpoint_problem, damaged_message
+
+    first, second = _saved(tmp_path, 1), _saved(tmp_path, 2)
+    assert (second / CHECKSUMS).exists() and checkpoint_problem(second) is None
+    shard = next(second.glob("*.distcp"))
+    data = bytearray(shard.read_bytes())
+    data[100:108] = b"\x7f" * 8  # same size, other bytes
+    shard.write_bytes(bytes(data))
+    assert "does not match its checksum" in checkpoint_problem(second)
+    message = damaged_message(tmp_path, second, checkpoint_problem(second))
+    assert str(second) in message and "--resume-from global_step_1" in message
+    shard.write_bytes(bytes(data[:-10]))
+    assert "truncated" in checkpoint_problem(second)
+    (first / ".metadata").unlink()
+    assert checkpoint_problem(first) == ".metadata is missing"
+    assert "no earlier complete checkpoint" in damaged_message(tmp_path, second, "x")

@@ -18,3 +18,22 @@ def test_tracking_uri_precedence(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///x")
     assert tracking_uri(None, tmp_path) == "file:///x"
     assert tracking_uri("sqlite:///y.db", tmp_path) == "sqlite:///y.db"
+
+
+def test_log_step_keeps_non_finite_values(tmp_path):
+    import math
+
+    from mlflow.tracking import MlflowClient
+
+    from mua.config import load_recipe
+    from mua.track import Tracker
+
+    recipe = load_recipe(None, [f"run_dir={tmp_path}"], verb="train")
+    tracker = Tracker(recipe, tmp_path, enabled=True, console=False)
+    tracker.log_step(1, {"loss": float("nan"), "grad_norm": float("inf"), "reward/mean": 0.5})
+    tracker.close("FAILED")
+    client = MlflowClient(f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    run_id = (tmp_path / "mlflow_run_id").read_text().strip()
+    assert math.isnan(client.get_metric_history(run_id, "loss")[0].value)
+    assert client.get_metric_history(run_id, "grad_norm")[0].value > 1e300
+    assert client.get_run(run_id).info.status == "FAILED"

@@ -1,0 +1,180 @@
+"""`mua train` under faults, end to end under torchrun: a damaged checkpoint is named (and an
+earlier one can be chosen), NaN weights stop the run before anything is exported, `merge --verify`
+refuses them, Ctrl-C exits 130 with one line, and a run with nothing to learn says so and stops."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.train_helpers import (
+    REPO,
+    run_train,
+    write_sft_data,
+    write_sft_recipe,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(tmp_path_factory):
+    """An SFT run dir with checkpoints global_step_1 and global_step_2 (kept as a pristine copy)."""
+    folder = tmp_path_factory.mktemp("faults")
+    recipe = write_sft_recipe(folder, write_sft_data(folder), total_steps=2)
+    res = run_train(recipe)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return folder
+
+
+def _copy_run(source, tmp_path):
+    """A fresh copy of the module's run (its recipe points at run_dir under tmp_path)."""
+    shutil.copytree(source / "run", tmp_path / "run")
+    shutil.copy(source / "sft.jsonl", tmp_path / "sft.jsonl")
+    recipe = write_sft_recipe(tmp_path, tmp_path / "sft.jsonl", total_steps=3)
+    # the resolved recipe names the original run dir and data: rewrite it as this copy's own
+    from mua.config import load_recipe, write_resolved
+
+    write_resolved(load_recipe(str(recipe), ["total_steps=2"], verb="train"), tmp_path / "run")
+    return recipe, tmp_path / "run" / "checkpoints"
+
+
+def _overwrite(path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def test_a_damaged_checkpoint_is_named_and_the_previous_one_can_be_chosen(
+    two_checkpoints, tmp_path
+):
+    recipe, ckpts = _copy_run(two_checkpoints, tmp_path)
+    shard = next((ckpts / "global_step_2").glob("*.distcp"))
+    _overwrite(shard, 64, b"\x7f" * 4096)  # finite garbage (3.4e38), same size
+    res = run_train(recipe)
+    assert res.returncode == 1
+    (line,) = _lines(res.stderr)
+    assert "global_step_2 is damaged" in line and "--resume-from global_step_1" in line
+    assert "Traceback" not in res.stdout + res.stderr
+    res = run_train(recipe, "--resume-from", "global_step_1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "global_step_1 (step 1)" in res.stdout
+
+
+@pytest.mark.parametrize("damage", ["truncated shard", "no .metadata"])
+def test_a_broken_checkpoint_without_checksums_gives_one_line(two_checkpoints, tmp_path, damage):
+    """Checkpoints of older versions carry no checksums: the load failure still names them."""
+    recipe, ckpts = _copy_run(two_checkpoints, tmp_path)
+    step2 = ckpts / "global_step_2"
+    (step2 / "checksums.json").unlink()
+    if damage == "truncated shard":
+        shard = next(step2.glob("*.distcp"))
+        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    else:
+        (step2 / ".metadata").unlink()
+    res = run_train(recipe)
+    assert res.returncode == 1
+    (line,) = _lines(res.stderr)
+    assert f"checkpoint {step2}" in line and "damaged" in line
+
+
+def test_nan_weights_stop_the_run_and_merge_verify_refuses_them(two_checkpoints, tmp_path):
+    """A checkpoint holding NaN (what overwriting a shard with 0xff gives, written by a version
+    without checksums): the resumed run stops at its first loss, exports nothing, and its MLflow
+    run is FAILED; `mua merge --verify` refuses the checkpoint."""
+    from mlflow.tracking import MlflowClient
+
+    recipe, ckpts = _copy_run(two_checkpoints, tmp_path)
+    step2 = ckpts / "global_step_2"
+    (step2 / "checksums.json").unlink()
+    shard = next(step2.glob("*.distcp"))
+    _overwrite(shard, 1024, b"\xff" * 65536)
+    res = run_train(recipe)
+    assert res.returncode == 1, res.stdout[-2000:]
+    (line,) = _lines(res.stderr)
+    assert "step 3: the policy loss or gradient is not finite" in line
+    run = tmp_path / "run"
+    assert not (run / "hf" / "final").exists() and not (ckpts / "global_step_3").exists()
+    client = MlflowClient(f"sqlite:///{run.resolve() / 'mlflow.db'}")
+    run_id = (run / "mlflow_run_id").read_text().strip()
+    assert client.get_run(run_id).info.status == "FAILED"
+
+    merged = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mua.cli.main",
+            "merge",
+            str(step2),
+            "--verify",
+            "--out",
+            str(tmp_path / "merged"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert merged.returncode == 1
+    assert "NaN or infinite" in _lines(merged.stderr)[-1]
+
+
+def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path):
+    recipe = write_sft_recipe(
+        tmp_path,
+        write_sft_data(tmp_path, num=64),
+        total_steps=400,
+        algo={"kind": "sft", "batch_size": 2, "epochs": 100},
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mua.cli.main", "train", str(recipe)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    for line in proc.stdout:  # wait for a checkpoint, as a user would see steps go by
+        if "step 2/" in line or time.monotonic() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    (line,) = _lines(err)
+    assert "interrupted" in line and "run the same command again to resume" in line
+    assert (tmp_path / "run" / "checkpoints").is_dir()
+    assert not (tmp_path / "run" / ".mua-run.lock").read_text()  # released
+
+
+def test_a_run_with_nothing_to_learn_says_so_and_stops(tmp_path_factory, tmp_path):
+    model, train, _ = shared_guess_setup(tmp_path_factory)
+    recipe = write_rl_recipe(
+        tmp_path,
+        model,
+        train,
+        rollout={"max_total_tokens": 54},  # a 51-token prompt: every first reply is cut
+        algo={"kind": "grpo", "mask_truncated": True},
+        stop={"empty_steps": 2},
+        total_steps=5,
+    )
+    res = run_train(recipe)
+    assert res.returncode == 1
+    said = [line for line in res.stdout.splitlines() if "nothing to learn from" in line]
+    assert len(said) == 2 and "16 of 16 trajectories excluded" in said[0], res.stdout[-2000:]
+    (line,) = _lines(res.stderr)
+    assert "stopped after 2 steps in a row with nothing to learn from" in line
