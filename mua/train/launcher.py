@@ -169,6 +169,8 @@ def launch(
             f"interrupted; run the same command again to resume {run_dir} from its latest "
             "checkpoint"
         )
+    if code in (1, 2):  # a rank (or mua.train.torchrun) printed its one line already
+        raise SystemExit(code)
     if code != 0:
         raise RunFailure(
             f"training failed (exit {code}); see the messages above; the run dir is {run_dir}"
