@@ -187,3 +187,37 @@ def test_train_refuses_a_changed_recipe_on_resume(mua_cli, tmp_path):
     (run / "checkpoints" / "global_step_1" / "trainer_state.pt").write_bytes(b"x")
     code, _, err = mua_cli("train", str(recipe), "optim.lr=0.5")
     assert code == 2 and "optim.lr: 1e-05 -> 0.5" in _one_line(err)
+
+
+def test_on_resume_the_recipes_optim_settings_take_effect():
+    """The optimizer and schedule states loaded from a checkpoint carry the lr the run started
+    with; the trainer puts the recipe's back (what --allow-recipe-change promises)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from mua.config.train import OptimConfig
+    from mua.train.optim import build_scheduler
+    from mua.train.trainer import Trainer
+
+    def parts(cfg):
+        opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=cfg.lr)
+        return opt, build_scheduler(opt, cfg, 10)
+
+    old_cfg = OptimConfig(lr=1e-3, warmup_steps=4)
+    opt, sched = parts(old_cfg)
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    new_cfg = OptimConfig(lr=5e-4, warmup_steps=4, weight_decay=0.1)
+    opt2, sched2 = parts(new_cfg)
+    opt2.load_state_dict(opt.state_dict())
+    sched2.load_state_dict(sched.state_dict())
+    assert opt2.param_groups[0]["lr"] == pytest.approx(1e-3 * 3 / 4)  # the old run's, restored
+    Trainer._apply_recipe_optim(
+        SimpleNamespace(recipe=SimpleNamespace(optim=new_cfg), optimizer=opt2, scheduler=sched2)
+    )
+    assert opt2.param_groups[0]["lr"] == pytest.approx(5e-4 * 3 / 4)
+    assert opt2.param_groups[0]["weight_decay"] == 0.1
+    sched2.step()
+    assert opt2.param_groups[0]["lr"] == pytest.approx(5e-4)  # warm-up done, from the new peak
