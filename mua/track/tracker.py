@@ -60,8 +60,12 @@ class Tracker:
         self._console = StepConsole(recipe.total_steps) if (enabled and console) else None
         if not enabled:
             return
+        import logging
+
         import mlflow
 
+        # its INFO lines (creating tables, a new experiment) would bury the run's own output
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
         self._mlflow = mlflow
         mlflow.set_tracking_uri(tracking_uri(recipe.track.mlflow_uri, run_dir))
         mlflow.set_experiment(recipe.track.experiment)

@@ -35,6 +35,13 @@ def die_with_launcher() -> None:
         os._exit(1)
 
 
+def _interrupt_once(signum, frame) -> None:
+    """Ctrl-C reaches a rank once per signal sent (the terminal's, torchrun's forward): the
+    first one stops the step, later ones must not break the clean-up."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mua.train.entry")
     parser.add_argument("run_dir")
@@ -42,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume-from", default=None)
     args = parser.parse_args(argv)
     die_with_launcher()
+    signal.signal(signal.SIGINT, _interrupt_once)
 
     import torch
 

@@ -196,11 +196,12 @@ def _run_ranks(cmd: list[str], env: dict, pass_fds: tuple) -> int:
         return proc.wait()
     except KeyboardInterrupt:
         try:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=60)
-        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
-            pass
-        except subprocess.TimeoutExpired:
+            try:  # a terminal's Ctrl-C reached torchrun too: it is stopping its ranks already
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # only this process was signalled
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=60)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):  # a second Ctrl-C, or stuck
             pass
         if proc.poll() is None:
             proc.kill()

@@ -11,6 +11,7 @@ nothing). Does not change how ranks are started, placed or restarted.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
@@ -18,11 +19,16 @@ INTERRUPTED = 130
 
 
 def main(argv: list[str]) -> int:
+    # torch's elastic loggers take their level from LOGLEVEL when created (a user's wins)
+    os.environ.setdefault("LOGLEVEL", "ERROR")
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    if os.environ["LOGLEVEL"] == "ERROR":
+        for name in list(logging.Logger.manager.loggerDict):
+            if name.startswith("torch.distributed.elastic"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         run(parse_args(argv))
     except ChildFailedError as e:

@@ -117,9 +117,8 @@ class Trainer:
                 critic_optimizer=critic.optimizer if critic else None,
             )
         except (Exception, CheckpointException) as e:  # damage the checksums could not see
-            first = (str(e).strip().splitlines() or [""])[0][:200]
             raise RunFailure(
-                ckpt.damaged_message(self.run_dir, latest, f"{type(e).__name__}: {first}")
+                ckpt.damaged_message(self.run_dir, latest, _first_line(_cause(e)))
             ) from None
         if critic is not None and "critic_scheduler" in state:
             critic.scheduler.load_state_dict(state["critic_scheduler"])
@@ -207,12 +206,9 @@ class Trainer:
         except (OSError, CheckpointException) as e:
             latest = ckpt.latest_checkpoint(self.run_dir)
             kept = f"the latest complete checkpoint is {latest}" if latest else "no checkpoint yet"
-            failures = getattr(e, "failures", None)  # DCP: {rank: (exception, traceback)}
-            cause = next(iter(failures.values()))[0] if failures else e
-            first = f"{type(cause).__name__}: {cause}".splitlines()[0][:200]
             raise RunFailure(
-                f"cannot write the {what} in {self.run_dir} ({first}); {kept}; free space and run "
-                "the same command to resume"
+                f"cannot write the {what} in {self.run_dir} ({_first_line(_cause(e))}); {kept}; "
+                "free space and run the same command to resume"
             ) from None
 
     def _periodic_export_due(self, step: int) -> bool:
@@ -281,3 +277,17 @@ class Trainer:
 
                 asyncio.run(self.rl.sync.close())
             self.tracker.close(status)
+
+
+def _cause(error: BaseException) -> BaseException:
+    """The exception inside a DCP CheckpointException ({rank: (exception, traceback)}); a Ctrl-C
+    that DCP wrapped is raised again as what it is."""
+    failures = getattr(error, "failures", None)
+    cause = next(iter(failures.values()))[0] if failures else error
+    if isinstance(cause, KeyboardInterrupt):
+        raise KeyboardInterrupt
+    return cause
+
+
+def _first_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}".splitlines()[0][:200]

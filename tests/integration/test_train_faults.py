@@ -50,13 +50,14 @@ def _copy_run(source, tmp_path):
     return recipe, tmp_path / "run" / "checkpoints"
 
 
-def _middle_of_largest_weight(step_dir):
-    """(shard file, byte offset) in the middle of the largest model tensor's stored bytes."""
+def _middle_of_largest_layer_weight(step_dir):
+    """(shard file, byte offset) in the middle of the largest decoder-layer weight's stored bytes
+    (not the embedding: a tied LM head would load over it)."""
     from torch.distributed.checkpoint import FileSystemReader
 
     storage = FileSystemReader(str(step_dir)).read_metadata().storage_data
-    index, info = max(
-        ((i, s) for i, s in storage.items() if i.fqn.startswith("model.")),
+    _, info = max(
+        ((i, s) for i, s in storage.items() if i.fqn.startswith("model.model.layers.")),
         key=lambda item: item[1].length,
     )
     return step_dir / info.relative_path, info.offset + info.length // 2 - 32768
@@ -110,8 +111,9 @@ def test_nan_weights_stop_the_run_and_merge_verify_refuses_them(two_checkpoints,
     recipe, ckpts = _copy_run(two_checkpoints, tmp_path)
     step2 = ckpts / "global_step_2"
     (step2 / "checksums.json").unlink()
-    shard, middle = _middle_of_largest_weight(step2)
+    shard, middle = _middle_of_largest_layer_weight(step2)
     _overwrite(shard, middle, b"\xff" * 65536)
+    shutil.rmtree(tmp_path / "run" / "hf")  # the copied run's own export
     res = run_train(recipe)
     assert res.returncode == 1, res.stdout[-2000:]
     (line,) = _lines(res.stderr)
