@@ -170,13 +170,47 @@ GOLDEN_OVERRIDES = {
     "rollout": {"n": 8},
     "track": {"transcripts_per_step": 0},
 }
+# The golden run, its warm start included, runs in deterministic mode (mua.determinism): one
+# thread, portable kernels, one request at a time in the engine; its numbers do not depend on the
+# machine's CPU or load.
+GOLDEN_ENV = {"MUA_DETERMINISTIC": "1"}
 
 
-def run_golden(folder: Path, model: Path, train: Path) -> tuple[dict[str, list[float]], object]:
-    """Run the golden recipe; returns ({metric: per-step values}, the finished process)."""
+def golden_setup(tmp_path_factory, env_extra: dict | None = None) -> tuple[Path, Path]:
+    """(warm model, train tasks) of the golden run, the warm start built in deterministic mode
+    (in a process of its own: the mode's variables must be set before torch loads)."""
+    import os
+    import subprocess
+    import sys
+
+    from mua.determinism import child_env
+
+    folder = tmp_path_factory.getbasetemp() / "guess-golden"
+    folder.mkdir(exist_ok=True)
+    code = (
+        "import sys; from pathlib import Path; from mua.determinism import apply_torch; "
+        "apply_torch(); from tests.integration.grpo_helpers import write_guess_tasks, warm_model; "
+        "f = Path(sys.argv[1]); write_guess_tasks(f); warm_model(f / 'warm')"
+    )
+    if not (folder / "warm" / "hf" / "config.json").exists():
+        subprocess.run(
+            [sys.executable, "-c", code, str(folder)],
+            check=True,
+            cwd=Path(__file__).resolve().parents[2],
+            env=child_env({**os.environ, **GOLDEN_ENV, **(env_extra or {})}),
+        )
+    return folder / "warm" / "hf", folder / "train.parquet"
+
+
+def run_golden(
+    folder: Path, model: Path, train: Path, env_extra: dict | None = None
+) -> tuple[dict[str, list[float]], object]:
+    """Run the golden recipe in deterministic mode; returns ({metric: per-step values}, the
+    finished process)."""
     from tests.integration.train_helpers import metric_history, run_train
 
-    res = run_train(write_rl_recipe(folder, model, train, name="golden.yaml", **GOLDEN_OVERRIDES))
+    recipe = write_rl_recipe(folder, model, train, name="golden.yaml", **GOLDEN_OVERRIDES)
+    res = run_train(recipe, env_extra={**GOLDEN_ENV, **(env_extra or {})}, timeout_s=1800)
     if res.returncode != 0:
         return {}, res
     return {k: metric_history(folder / "run", k) for k in GOLDEN_KEYS}, res
