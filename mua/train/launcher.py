@@ -14,7 +14,6 @@ Does not manage processes itself: torchrun does.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
