@@ -172,15 +172,12 @@ def write_checksums(folder: Path) -> None:
 
 def checkpoint_problem(path: str | Path) -> str | None:
     """What is wrong with checkpoint `path` (a missing, truncated or altered file), or None when
-    every file matches its checksum. A checkpoint without checksums is only checked for the
-    files every checkpoint has."""
+    every file matches its checksum. A checkpoint without checksums is only checked for DCP's
+    `.metadata` (`mua merge` reads nothing else of it)."""
     path = Path(path)
     manifest = path / CHECKSUMS
-    if not manifest.exists():
-        for name in (".metadata", "trainer_state.pt"):
-            if not (path / name).is_file():
-                return f"{name} is missing"
-        return None
+    if not manifest.exists():  # an older checkpoint (or one written by hand): DCP's index only
+        return None if (path / ".metadata").is_file() else ".metadata is missing"
     try:
         sums = json.loads(manifest.read_text())
     except (OSError, ValueError):
