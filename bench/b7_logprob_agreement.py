@@ -267,7 +267,7 @@ def protocol_sync(url: str, weight_path: str, policy, hf_config, vocab_size: int
     from mua.rollout.weight_sync import default_probe_ids
     from mua.train.engine_sync import EngineSync
 
-    cfg = SGLangConfig(base_urls=[url], tensor_format="portable", weight_path=weight_path)
+    cfg = SGLangConfig(base_urls=[url], weight_path=weight_path)
     engine = engine_from_config(cfg, MODEL, bucket_mb=PUSH_BUCKET_MB, hf_config=hf_config)
     return EngineSync(
         engine,

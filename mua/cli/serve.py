@@ -35,6 +35,12 @@ def register(app: typer.Typer) -> None:
             None, help="cpu or cuda (default: where the model loads)."
         ),
         max_batch_size: int = typer.Option(64, help="Most requests generated in one batch."),
+        sglang_release: str = typer.Option(
+            None,
+            "--sglang-release",
+            help="The SGLang release to emulate: its version, memory tags, weight-update "
+            "sessions and what it refuses (default: the newest the contract tests cover).",
+        ),
     ) -> None:
         import time
 
@@ -42,8 +48,16 @@ def register(app: typer.Typer) -> None:
         from mua.errors import UsageError
         from mua.serve import serve_model
 
+        from mua.serve.releases import COVERED_RELEASES, NEWEST_COVERED
+
         if not 0 <= port <= 65535:
             raise UsageError(f"--port {port} is out of range; give 0..65535")
+        sglang_release = sglang_release or NEWEST_COVERED
+        if sglang_release not in COVERED_RELEASES:
+            raise UsageError(
+                f"--sglang-release {sglang_release} is not emulated; give one of "
+                f"{', '.join(COVERED_RELEASES)}"
+            )
         try:
             server = serve_model(
                 model,
@@ -52,13 +66,15 @@ def register(app: typer.Typer) -> None:
                 dtype=dtype,
                 device=device,
                 max_batch_size=max_batch_size,
+                sglang_release=sglang_release,
             )
         except OSError as err:
             raise UsageError(
                 f"cannot listen on {host}:{port} ({err.strerror or err}); pick another --port"
             ) from None
         console().print(
-            f"mua serve: {model} at {server.url} (OpenAI base_url {server.url}/v1); Ctrl-C stops"
+            f"mua serve: {model} at {server.url} as SGLang {sglang_release} "
+            f"(OpenAI base_url {server.url}/v1); Ctrl-C stops"
         )
         try:
             while True:

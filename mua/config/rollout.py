@@ -100,10 +100,10 @@ class SGLangConfig(Section):
         description="How weights reach the engine after each step: `tensor` (update_weights_from_tensor) "
         "or `disk` (safetensors in shared memory, then update_weights_from_disk).",
     )
-    tensor_format: Literal["auto", "sglang", "portable"] = Field(
-        "auto",
-        description="Tensor payload: `sglang` (pickled handles, same host), `portable` (safetensors "
-        "bytes, what `mua serve` reads), `auto` (ask the server).",
+    deterministic: bool = Field(
+        False,
+        description="Launch SGLang with --enable-deterministic-inference (SGLang >= 0.5.3) so "
+        "per-request seeds are honoured; otherwise seeds are best-effort on SGLang.",
     )
     weights_dir: str | None = Field(
         None, description="Folder for the disk path; default /dev/shm (RAM-backed)."

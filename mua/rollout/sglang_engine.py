@@ -9,9 +9,16 @@ memory by tag (`weights`, `kv_cache`) for co-location with the trainer, and flus
 `EnginePool` spreads trajectories over several engines and keeps all turns of one trajectory (one
 `route_key`) on the same engine, where its prefix is cached.
 
-Tensor payloads: real SGLang unpickles `serialized_named_tensors` (tensors shared by CUDA-IPC
-handle, so the trainer must be on the same host); `mua serve` reads base64 safetensors. With
-`tensor_format="auto"` the engine asks `/get_server_info` once which one the server is.
+One client path for every server: the same bodies, tensor encoding (SGLang's
+MultiprocessingSerializer form, see `weight_sync.encode_tensors`) and call sequence go to a real
+SGLang server and to `mua serve`. What differs between SGLang releases (memory tags, weight-update
+sessions, `sampling_seed`) is read once from the `version` the server reports in
+`/get_server_info` (`mua.serve.releases`); `mua serve` reports the release it emulates.
+Memory: the client remembers which tags it released, so it never resumes a tag that is not
+released (a fresh server holds everything), and `drain()` aborts and waits for this client's
+requests still running on the server, so memory is never released under a running request.
+Request ids carry a per-client tag and a counter: unique across the ranks sharing a server.
+The launcher gives the server an environment without torchrun's variables and waits for `/health`.
 
 HTTP goes through the standard library in a thread pool (no extra dependency); the event loop
 never blocks. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
@@ -23,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
+import uuid
 import shutil
 import subprocess
 import sys
@@ -40,9 +49,17 @@ from mua.errors import RunFailure
 from mua.rollout import weight_sync
 from mua.rollout.engine import GenerationRequest, GenerationResult
 from mua.serve import protocol
+from mua.serve.releases import ReleaseTraits
 
-TensorFormat = Literal["auto", "sglang", "portable"]
 WeightPath = Literal["tensor", "disk"]
+
+
+class ServerHTTPError(RunFailure):
+    """The server answered with an HTTP error status (kept, so callers can tell 404 from 400)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 class SGLangEngine:
@@ -52,7 +69,6 @@ class SGLangEngine:
         self,
         base_url: str,
         *,
-        tensor_format: TensorFormat = "auto",
         weight_path: WeightPath = "tensor",
         bucket_mb: float = 256.0,
         tp_size: int = 1,
@@ -63,7 +79,6 @@ class SGLangEngine:
         process: subprocess.Popen | None = None,
     ):
         self.base_url = base_url.rstrip("/")
-        self.tensor_format = tensor_format
         self.weight_path = weight_path
         self.bucket_mb = bucket_mb
         self.tp_size = tp_size
@@ -71,16 +86,31 @@ class SGLangEngine:
         self.weights_dir = weights_dir
         self.hf_config = hf_config
         self.process = process
-        self.asleep = False
+        self.released: set[str] = set()  # memory tags this client released and not yet resumed
+        self.traits: ReleaseTraits | None = None
+        self.seeds_honoured = False
         self.stats = {"requests": 0, "tokens": 0, "weight_buckets": 0, "weight_bytes": 0}
+        self._client_tag = uuid.uuid4().hex[:12]
+        self._rid_counter = count()
+        self._inflight: dict[str, int] = {}  # rid -> HTTP calls still open (thread side)
+        self._inflight_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(
-            max_workers=max_concurrency, thread_name_prefix="mua-sglang"
+            max_workers=max_concurrency + 4, thread_name_prefix="mua-sglang"
         )
+
+    @property
+    def asleep(self) -> bool:
+        return bool(self.released)
 
     # ---- HTTP -----------------------------------------------------------------------------
 
     def _call_sync(
-        self, method: str, path: str, body: Any = None, timeout_s: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout_s: float | None = None,
+        rid: str | None = None,
     ) -> Any:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
@@ -89,13 +119,17 @@ class SGLangEngine:
             method=method,
             headers={"Content-Type": "application/json"},
         )
+        if rid is not None:
+            with self._inflight_lock:
+                self._inflight[rid] = self._inflight.get(rid, 0) + 1
         try:
             with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as err:
-            raise RunFailure(
+            raise ServerHTTPError(
                 f"SGLang server {self.base_url}{path} answered HTTP {err.code}: "
-                f"{_server_message(err.read())}"
+                f"{_server_message(err.read())}",
+                err.code,
             ) from None
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
@@ -103,6 +137,14 @@ class SGLangEngine:
                 f"cannot reach the SGLang server at {self.base_url} ({reason}); start "
                 "it (or `mua serve`) or fix rollout.sglang.base_urls"
             ) from None
+        finally:
+            if rid is not None:
+                with self._inflight_lock:
+                    left = self._inflight.get(rid, 1) - 1
+                    if left > 0:
+                        self._inflight[rid] = left
+                    else:
+                        self._inflight.pop(rid, None)
         if not raw.strip():
             return {}
         try:
@@ -111,19 +153,43 @@ class SGLangEngine:
             return {"text": raw.decode(errors="replace")}  # /flush_cache answers plain text
 
     async def _call(
-        self, method: str, path: str, body: Any = None, timeout_s: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout_s: float | None = None,
+        rid: str | None = None,
     ) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool, self._call_sync, method, path, body, timeout_s
+            self._pool, self._call_sync, method, path, body, timeout_s, rid
         )
+
+    async def server_traits(self) -> ReleaseTraits:
+        """The release facts of this server, read once from `/get_server_info`."""
+        if self.traits is None:
+            info = await self._call("GET", "/get_server_info")
+            info = info if isinstance(info, dict) else {}
+            self.traits = ReleaseTraits.of(info.get("version"))
+            self.seeds_honoured = self.traits.sampling_seed and bool(
+                info.get("enable_deterministic_inference")
+            )
+        return self.traits
+
+    def request_id(self, request: GenerationRequest) -> str:
+        """The rid sent for `request`: its own id plus this client's tag and a counter."""
+        base = request.request_id or "mua"
+        return f"{base}-{self._client_tag}-{next(self._rid_counter)}"
 
     # ---- RolloutEngine ---------------------------------------------------------------------
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self.asleep:
             raise RuntimeError("the sglang engine is asleep; call wake() before generate()")
-        body = await self._call("POST", "/generate", protocol.generate_body(request))
+        await self.server_traits()
+        rid = self.request_id(request)
+        body = protocol.generate_body(request, rid=rid, send_seed=self.seeds_honoured)
+        body = await self._call("POST", "/generate", body, rid=rid)
         try:
             result = protocol.parse_generate_response(body)
         except protocol.ProtocolError as err:
@@ -132,28 +198,55 @@ class SGLangEngine:
         self.stats["tokens"] += len(result.token_ids)
         return result
 
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Abort this client's requests still running on the server (their callers gave up, e.g.
+        a trajectory timeout) and wait until their HTTP calls returned: SGLang 0.5.x's scheduler
+        asserts it is idle when memory is released."""
+        with self._inflight_lock:
+            rids = list(self._inflight)
+        for rid in rids:
+            try:
+                await self._call("POST", "/abort_request", {"rid": rid}, timeout_s=30)
+            except RunFailure:
+                pass  # finished meanwhile, or a server without the endpoint: wait below
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        while self._inflight:
+            if time.monotonic() > deadline:
+                raise RunFailure(
+                    f"SGLang server {self.base_url} still runs {len(self._inflight)} aborted "
+                    "request(s); memory cannot be released under them"
+                )
+            await asyncio.sleep(0.02)
+
     async def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
         """Push full weights, bucket by bucket, by the configured path (tensor or disk)."""
         if self.weight_path == "disk":
             await self.update_weights_from_disk(named_tensors)
             return
-        buckets = weight_sync.iter_buckets(named_tensors, self.bucket_mb)
-        current = next(buckets, None)
-        while current is not None:
-            following = next(buckets, None)
-            await self.push_tensor_bucket(current, flush_cache=following is None)
-            current = following
+        await self.begin_weight_update()
+        try:
+            buckets = weight_sync.iter_buckets(named_tensors, self.bucket_mb)
+            current = next(buckets, None)
+            while current is not None:
+                following = next(buckets, None)
+                await self.push_tensor_bucket(current, flush_cache=following is None)
+                current = following
+        finally:
+            await self.end_weight_update()
+
+    async def begin_weight_update(self) -> None:
+        """Open a weight-update session where the release has them (>= 0.5.21)."""
+        if (await self.server_traits()).weight_sessions:
+            _check_success(await self._call("POST", "/begin_weight_update", {}), self.base_url)
+
+    async def end_weight_update(self) -> None:
+        if (await self.server_traits()).weight_sessions:
+            _check_success(await self._call("POST", "/end_weight_update", {}), self.base_url)
 
     async def push_tensor_bucket(self, bucket: weight_sync.Bucket, flush_cache: bool) -> None:
         """Send one bucket to `/update_weights_from_tensor`; flush the cache after the last one."""
-        fmt = await self.resolved_tensor_format()
-        if fmt == "portable":
-            payload = await asyncio.to_thread(weight_sync.encode_portable, bucket)
-            load_format = protocol.PORTABLE_TENSOR_FORMAT
-        else:
-            payload, load_format = weight_sync.encode_sglang(bucket), None
-        body = weight_sync.tensor_push_body(
-            payload, load_format=load_format, tp_size=self.tp_size, flush_cache=flush_cache
+        body = await asyncio.to_thread(
+            weight_sync.tensor_push_body, bucket, tp_size=self.tp_size, flush_cache=flush_cache
         )
         _check_success(await self._call("POST", "/update_weights_from_tensor", body), self.base_url)
         self.stats["weight_buckets"] += 1
@@ -177,19 +270,29 @@ class SGLangEngine:
         self.stats["weight_buckets"] += 1
 
     async def sleep(self, tags: Sequence[str] | None = None) -> None:
-        """Release GPU memory (all tags by default) so the trainer can use it.
+        """Release GPU memory so the trainer can use it: by default every tag the server's release
+        knows (0.5.x: weights, kv_cache and cuda_graph). Call `drain()` first.
 
         SGLang frees released weights rather than offloading them: after `wake`, push weights
         (`update_weights`) before generating. `mua serve` keeps them, which is harmless.
         """
-        body = {"tags": list(tags or protocol.DEFAULT_RELEASE_TAGS)}
+        traits = await self.server_traits()
+        wanted = [t for t in (tags or traits.memory_tags) if t not in self.released]
+        if not wanted:
+            return
+        body = {"tags": wanted}
         _check_success(await self._call("POST", "/release_memory_occupation", body), self.base_url)
-        self.asleep = True
+        self.released |= set(wanted)
 
     async def wake(self, tags: Sequence[str] | None = None) -> None:
-        body = {"tags": list(tags or protocol.DEFAULT_RELEASE_TAGS)}
+        """Resume the released tags among `tags` (all released ones by default). A tag this client
+        did not release is never resumed: SGLang's scheduler dies resuming an unreleased tag."""
+        released = sorted(self.released) if tags is None else [t for t in tags if t in self.released]
+        if not released:
+            return
+        body = {"tags": released}
         _check_success(await self._call("POST", "/resume_memory_occupation", body), self.base_url)
-        self.asleep = False
+        self.released -= set(released)
 
     async def flush_cache(self) -> None:
         await self._call("POST", "/flush_cache")
@@ -203,12 +306,6 @@ class SGLangEngine:
 
     async def model_info(self) -> dict:
         return await self._call("GET", "/get_model_info")
-
-    async def resolved_tensor_format(self) -> str:
-        if self.tensor_format == "auto":
-            info = await self._call("GET", "/get_server_info")
-            self.tensor_format = "portable" if info.get("mua_serve") else "sglang"
-        return self.tensor_format
 
     async def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -273,17 +370,24 @@ class EnginePool:
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
             return
-        buckets = weight_sync.iter_buckets(named_tensors, self.engines[0].bucket_mb)
-        current = next(buckets, None)
-        while current is not None:
-            following = next(buckets, None)
-            await asyncio.gather(
-                *(
-                    e.push_tensor_bucket(current, flush_cache=following is None)
-                    for e in self.engines
+        await asyncio.gather(*(e.begin_weight_update() for e in self.engines))
+        try:
+            buckets = weight_sync.iter_buckets(named_tensors, self.engines[0].bucket_mb)
+            current = next(buckets, None)
+            while current is not None:
+                following = next(buckets, None)
+                await asyncio.gather(
+                    *(
+                        e.push_tensor_bucket(current, flush_cache=following is None)
+                        for e in self.engines
+                    )
                 )
-            )
-            current = following
+                current = following
+        finally:
+            await asyncio.gather(*(e.end_weight_update() for e in self.engines))
+
+    async def drain(self, timeout_s: float | None = None) -> None:
+        await asyncio.gather(*(e.drain(timeout_s) for e in self.engines))
 
     async def sleep(self, tags: Sequence[str] | None = None) -> None:
         await asyncio.gather(*(e.sleep(tags) for e in self.engines))
@@ -340,6 +444,98 @@ def launch_command(
     ]
 
 
+# Variables torchrun and its elastic agent set for the trainer's workers. A server started from a
+# worker must not see them: with TORCHELASTIC_USE_AGENT_STORE=True SGLang's own
+# init_process_group("tcp://127.0.0.1:PORT") opens its store as a client of a master that never
+# comes, and hangs.
+_LAUNCHER_VARIABLES = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS",
+}
+_LAUNCHER_PREFIXES = ("TORCHELASTIC_", "GROUP_", "ROLE_", "MASTER_")
+
+
+def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a launched server gets: the trainer's, less torchrun's variables (and
+    SGLANG_RETURN_ORIGINAL_LOGPROB, which would change what the log-probs mean)."""
+    environ = dict(os.environ if environ is None else environ)
+    return {
+        k: v
+        for k, v in environ.items()
+        if k not in _LAUNCHER_VARIABLES
+        and not k.startswith(_LAUNCHER_PREFIXES)
+        and k != "SGLANG_RETURN_ORIGINAL_LOGPROB"
+    }
+
+
+def wait_until_ready(engine: SGLangEngine, process: subprocess.Popen | None, deadline: float,
+                     log_file: Path | None = None) -> None:
+    """Poll `/health` until it answers 200 (SGLang answers 503 while starting); a server without
+    `/health` (404) is polled on `/get_model_info` instead."""
+    path = "/health"
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log_file.read_text(errors="replace").splitlines()[-5:] if log_file else []
+            raise RunFailure(
+                f"SGLang exited with code {process.returncode} while starting "
+                f"(log {log_file}): {' | '.join(tail)}"
+            )
+        try:
+            engine._call_sync("GET", path, timeout_s=5)
+            return
+        except ServerHTTPError as err:
+            if err.status == 404 and path == "/health":
+                path = "/get_model_info"
+                continue
+        except RunFailure:
+            pass
+        time.sleep(1)
+    raise TimeoutError
+
+
+def start_server_process(
+    cmd: Sequence[str],
+    *,
+    port: int,
+    launch_timeout_s: float = 900.0,
+    log_path: str | None = None,
+    **engine_kwargs,
+) -> SGLangEngine:
+    """Run `cmd` (a server speaking SGLang's protocol on `port`) with `server_env()`, wait until it
+    is ready, and return an engine driving it."""
+    log_file = Path(log_path or f"sglang-{port}.log")
+    with open(log_file, "ab") as log:
+        process = subprocess.Popen(
+            list(cmd), stdout=log, stderr=subprocess.STDOUT, env=server_env()
+        )
+    engine = SGLangEngine(f"http://127.0.0.1:{port}", process=process, **engine_kwargs)
+    try:
+        wait_until_ready(engine, process, time.monotonic() + launch_timeout_s, log_file)
+    except TimeoutError:
+        process.kill()
+        raise RunFailure(
+            f"SGLang was not ready on port {port} within {launch_timeout_s:.0f}s "
+            f"(log {log_file}); raise rollout.sglang.launch_timeout_s or read the log"
+        ) from None
+    return engine
+
+
 def launch_sglang_server(
     model_path: str,
     *,
@@ -347,16 +543,23 @@ def launch_sglang_server(
     mem_fraction: float = 0.5,
     tp_size: int = 1,
     dtype: str = "bfloat16",
+    deterministic: bool = False,
     extra_args: Sequence[str] = (),
     launch_timeout_s: float = 900.0,
     log_path: str | None = None,
     **engine_kwargs,
 ) -> SGLangEngine:
-    """Start SGLang as a subprocess, wait until it answers, and return an engine driving it."""
-    if sglang_version() is None:
+    """Start SGLang as a subprocess, wait until it is ready, and return an engine driving it."""
+    version = sglang_version()
+    if version is None:
         raise RunFailure(
             "rollout.engine=sglang needs SGLang, which is not installed; on a CUDA "
             "machine run `pip install 'mua[gpu]'`, or use rollout.engine=hf"
+        )
+    if deterministic and not ReleaseTraits.of(version).sampling_seed:
+        raise RunFailure(
+            f"rollout.sglang.deterministic needs SGLang >= 0.5.3 (installed: {version}); "
+            "upgrade SGLang or set rollout.sglang.deterministic=false (seeds are then best-effort)"
         )
     cmd = launch_command(
         model_path,
@@ -364,33 +567,15 @@ def launch_sglang_server(
         mem_fraction=mem_fraction,
         tp_size=tp_size,
         dtype=dtype,
-        extra_args=extra_args,
+        extra_args=[*(["--enable-deterministic-inference"] if deterministic else []), *extra_args],
     )
-    log_file = Path(log_path or f"sglang-{port}.log")
-    log = open(log_file, "ab")
-    env = {k: v for k, v in os.environ.items() if k != "SGLANG_RETURN_ORIGINAL_LOGPROB"}
-    process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    log.close()
-    engine = SGLangEngine(
-        f"http://127.0.0.1:{port}", tp_size=tp_size, process=process, **engine_kwargs
-    )
-    deadline = time.monotonic() + launch_timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log_file.read_text(errors="replace").splitlines()[-5:]
-            raise RunFailure(
-                f"SGLang exited with code {process.returncode} while starting "
-                f"(log {log_file}): {' | '.join(tail)}"
-            )
-        try:
-            engine._call_sync("GET", "/get_model_info", timeout_s=5)
-            return engine
-        except RunFailure:
-            time.sleep(2)
-    process.kill()
-    raise RunFailure(
-        f"SGLang did not answer on port {port} within {launch_timeout_s:.0f}s "
-        f"(log {log_file}); raise rollout.sglang.launch_timeout_s or read the log"
+    return start_server_process(
+        cmd,
+        port=port,
+        launch_timeout_s=launch_timeout_s,
+        log_path=log_path,
+        tp_size=tp_size,
+        **engine_kwargs,
     )
 
 
@@ -409,7 +594,6 @@ def engine_from_config(
     launch one SGLang server for `model_path` on this node.
     """
     common = dict(
-        tensor_format=sglang_cfg.tensor_format,
         weight_path=sglang_cfg.weight_path,
         bucket_mb=bucket_mb,
         timeout_s=sglang_cfg.request_timeout_s,
@@ -428,6 +612,7 @@ def engine_from_config(
         mem_fraction=sglang_cfg.mem_fraction,
         tp_size=sglang_cfg.tp_size,
         dtype=sglang_cfg.dtype,
+        deterministic=sglang_cfg.deterministic,
         extra_args=sglang_cfg.extra_args,
         launch_timeout_s=sglang_cfg.launch_timeout_s,
         **common,

@@ -3,10 +3,10 @@
 - `iter_buckets` gathers full tensors one at a time from an iterator of (name, tensor) (a sharded
   DTensor is gathered with `full_tensor()`) and groups them into buckets of at most `bucket_mb`,
   so at most one bucket of full tensors exists at once: never a full-model copy.
-- Tensor path encodings: `encode_portable` (base64 safetensors bytes, load_format
-  `mua_safetensors`; works across processes and machines, what `mua serve` reads) and
-  `encode_sglang` (SGLang's own form: a base64 pickle of [(name, tensor)] per tensor-parallel rank,
-  tensors shared by handle, so only valid on the same host as the server, on GPU in practice).
+- Tensor path: `encode_tensors` is SGLang's `MultiprocessingSerializer` form (base64 pickle of
+  [(name, tensor)], tensors shared by handle: CUDA IPC on GPU, shared-memory files on CPU, so only
+  valid on the server's host); `tensor_push_body` serializes it once per tensor-parallel rank.
+  `decode_tensors` is the receiving side `mua serve` uses. Every server gets this one encoding.
 - Disk path: `write_shards` writes each bucket as one safetensors shard (plus an index) into a
   folder, by default in shared memory, for `/update_weights_from_disk`; `read_shards` is the reverse.
 - Probe: `probe_logprob_diff` has the engine greedily continue a fixed prompt and compares the
@@ -20,9 +20,13 @@ tensor parallelism (SGLang's loader does that from full tensors), HTTP (see sgla
 from __future__ import annotations
 
 import base64
+import importlib
+import itertools
 import json
 import os
 import tempfile
+import threading
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -68,52 +72,120 @@ def bucket_bytes(bucket: Bucket) -> int:
     return sum(t.numel() * t.element_size() for _, t in bucket)
 
 
-# ---- tensor-path encodings ------------------------------------------------------------------
+# ---- tensor-path encoding -------------------------------------------------------------------
+
+_SHARING_LOCK = threading.Lock()
 
 
-def encode_portable(bucket: Bucket) -> str:
-    """Base64 of the safetensors serialization of the bucket (CPU copies, contiguous)."""
-    from safetensors.torch import save
-
-    tensors = {name: t.to("cpu").contiguous() for name, t in bucket}
-    return base64.b64encode(save(tensors)).decode("ascii")
-
-
-def decode_portable(payload: str) -> Bucket:
-    from safetensors.torch import load
-
-    try:
-        tensors = load(base64.b64decode(payload, validate=True))
-    except Exception as err:  # corrupted payload: report it as a protocol error
-        raise ValueError(f"tensor payload is not base64 safetensors: {err}") from err
-    return list(tensors.items())
+def _cuda_reductions_patched() -> None:
+    """Apply SGLang's CUDA-IPC reductions (device by UUID, so a server that sees the GPUs under
+    other indices maps them right); imported from the installed release, whose location moved."""
+    for name in ("sglang.srt.utils.patch_torch", "sglang.srt.patch_torch"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        module.monkey_patch_torch_reductions()
+        return
+    raise RunFailure(
+        "pushing CUDA tensors to SGLang needs sglang installed in the trainer's environment "
+        "(its monkey_patch_torch_reductions); install mua[gpu] or use rollout.sglang.weight_path=disk"
+    )
 
 
-def encode_sglang(bucket: Bucket) -> str:
-    """SGLang's `MultiprocessingSerializer` form: base64 of a ForkingPickler dump of the list.
+def encode_tensors(bucket: Bucket) -> str:
+    """One `serialized_named_tensors` entry, in SGLang's `MultiprocessingSerializer` form.
 
-    Tensors travel as shared-memory/CUDA-IPC handles, so the receiving server must run on the
-    same host and the tensors must stay alive until it answers.
+    base64 of a ForkingPickler dump of [(name, tensor)]: CUDA tensors travel as CUDA-IPC handles
+    (with SGLang's device-UUID reductions), CPU tensors as shared-memory files named in the payload
+    (torch's `file_system` strategy). The default `file_descriptor` strategy would hand the
+    receiver a connection back to this process's resource sharer, which only a child of this
+    process may open; SGLang's scheduler is no child of the trainer. The tensors must stay alive
+    until the server has answered.
     """
     import io
     from multiprocessing.reduction import ForkingPickler
 
-    import torch.multiprocessing  # noqa: F401  (registers torch's tensor reductions)
+    import torch.multiprocessing as torch_mp
 
+    pairs = [(name, tensor.detach()) for name, tensor in bucket]
+    if any(t.is_cuda for _, t in pairs):
+        _cuda_reductions_patched()
     buffer = io.BytesIO()
-    ForkingPickler(buffer).dump(list(bucket))
+    with _SHARING_LOCK:
+        previous = torch_mp.get_sharing_strategy()
+        torch_mp.set_sharing_strategy("file_system")
+        try:
+            ForkingPickler(buffer).dump(pairs)
+        finally:
+            torch_mp.set_sharing_strategy(previous)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def tensor_push_body(
-    payload: str, *, load_format: str | None, tp_size: int, flush_cache: bool
-) -> dict:
-    """The `/update_weights_from_tensor` body: one payload per tensor-parallel rank."""
+def tensor_push_body(bucket: Bucket, *, tp_size: int, flush_cache: bool) -> dict:
+    """The `/update_weights_from_tensor` body: one payload per tensor-parallel rank, each
+    serialized on its own (every TP worker opens and refcounts its own handles; one blob shared
+    by all of them breaks CUDA-IPC refcounting)."""
     return {
-        "serialized_named_tensors": [payload] * max(1, int(tp_size)),
-        "load_format": load_format,
+        "serialized_named_tensors": [encode_tensors(bucket) for _ in range(max(1, int(tp_size)))],
+        "load_format": None,
         "flush_cache": bool(flush_cache),
     }
+
+
+# Globals a tensor payload may name: torch's rebuild functions, storages, dtypes and sizes. What
+# SGLang's own safe unpickler allows for these payloads; anything else is refused.
+_PAYLOAD_GLOBALS = {
+    ("torch.multiprocessing.reductions", name)
+    for name in (
+        "rebuild_tensor",
+        "rebuild_typed_storage",
+        "rebuild_storage_filename",
+        "rebuild_storage_fd",
+        "rebuild_storage_empty",
+        "rebuild_cuda_tensor",
+    )
+} | {
+    ("torch", "Tensor"),
+    ("torch", "Size"),
+    ("torch", "device"),
+    ("torch", "UntypedStorage"),
+    ("torch.storage", "UntypedStorage"),
+    ("torch.storage", "TypedStorage"),
+    ("torch.nn.parameter", "Parameter"),
+    ("multiprocessing.resource_sharer", "DupFd"),
+    ("builtins", "list"),
+    ("builtins", "tuple"),
+}
+
+
+def decode_tensors(payload: str) -> Bucket:
+    """The server side of `encode_tensors` (what `mua serve` does with a push): a restricted
+    unpickle that only rebuilds tensors, then copies out of the sender's shared memory."""
+    import io
+    import pickle
+
+    import torch
+
+    class TensorUnpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str):
+            value = getattr(torch, name, None) if module == "torch" else None
+            if (module, name) in _PAYLOAD_GLOBALS or isinstance(value, torch.dtype):
+                return super().find_class(module, name)
+            raise pickle.UnpicklingError(f"a tensor payload may not name {module}.{name}")
+
+    try:
+        raw = base64.b64decode(payload, validate=True)
+        pairs = TensorUnpickler(io.BytesIO(raw)).load()
+    except Exception as err:
+        raise ValueError(
+            f"serialized_named_tensors entry is not a serialized tensor list: {err}"
+        ) from err
+    if not isinstance(pairs, list) or not all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], torch.Tensor) for p in pairs
+    ):
+        raise ValueError("serialized_named_tensors entry must hold a list of (name, tensor)")
+    return [(str(name), tensor.clone()) for name, tensor in pairs]
 
 
 # ---- disk path ------------------------------------------------------------------------------
@@ -206,14 +278,26 @@ def trainer_logprobs(model, prompt_ids: list[int], token_ids: list[int]) -> list
     return picked.tolist()
 
 
+_PROBE_IDS = itertools.count()
+_PROBE_PROCESS = uuid.uuid4().hex[:12]
+
+
+def probe_request_id() -> str:
+    """A rid no other rank or probe uses: several ranks probe one shared server at once, and
+    SGLang refuses (>= 0.5.12) or overwrites (older) a second in-flight request with the same rid."""
+    return f"mua-weight-probe-{_PROBE_PROCESS}-{next(_PROBE_IDS)}"
+
+
 async def probe_logprob_diff(engine, model, prompt_ids: list[int], num_tokens: int = 8) -> float:
-    """Mean |engine log-prob - trainer log-prob| over a greedy continuation of `prompt_ids`."""
+    """Mean |engine log-prob - trainer log-prob| over a greedy continuation of `prompt_ids`.
+
+    Greedy and unseeded: the probe must not depend on a server honouring seeds."""
     from mua.rollout.engine import GenerationRequest, SamplingParams
 
     request = GenerationRequest(
         prompt_ids=list(prompt_ids),
-        request_id="mua-weight-probe",
-        sampling=SamplingParams(temperature=0.0, max_new_tokens=num_tokens, seed=0),
+        request_id=probe_request_id(),
+        sampling=SamplingParams(temperature=0.0, max_new_tokens=num_tokens),
     )
     result = await engine.generate(request)
     if not result.token_ids:

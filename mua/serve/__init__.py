@@ -19,6 +19,7 @@ def serve_model(
     device: str | None = None,
     seed: int = 0,
     max_batch_size: int = 64,
+    sglang_release: str | None = None,
 ) -> MuaServer:
     """Load `model_path` into an HFEngine and start serving it; returns the started server."""
     from mua.models import load_tokenizer
@@ -33,7 +34,16 @@ def serve_model(
         max_batch_size=max_batch_size,
         pad_token_id=tokenizer.pad_token_id or 0,
     )
-    return MuaServer(engine, tokenizer, model_path=model_path, host=host, port=port).start()
+    from mua.serve.releases import NEWEST_COVERED
+
+    return MuaServer(
+        engine,
+        tokenizer,
+        model_path=model_path,
+        host=host,
+        port=port,
+        sglang_release=sglang_release or NEWEST_COVERED,
+    ).start()
 
 
 __all__ = ["MuaServer", "serve_model"]

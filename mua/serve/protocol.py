@@ -10,8 +10,10 @@ code CI runs against `mua serve`. The shapes follow SGLang's `GenerateReqInput` 
              {"type": "stop"|"length"|"abort", ...}, "prompt_tokens": n, "completion_tokens": m,
              "output_token_logprobs": [[logprob, token_id, text_or_null], ...]}}
 
-SGLang's `top_k = -1` disables top-k (mua uses 0); an explicit seed travels as
-`sampling_seed`, which only recent SGLang versions accept, so it is sent only when set.
+SGLang's `top_k = -1` disables top-k (mua uses 0). An explicit seed travels as `sampling_seed`
+only when the server honours it (a release >= 0.5.3 running with --enable-deterministic-inference,
+or `mua serve`): older releases refuse the field and newer ones ignore it without that flag, so
+elsewhere seeds are best-effort.
 Log-probs: SGLang returns log_softmax(logits / T) of the sampled token unless the server runs with
 SGLANG_RETURN_ORIGINAL_LOGPROB=1; mua's contract is the former, so the launcher never sets it.
 
@@ -26,17 +28,13 @@ from typing import Any
 from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
 
 FINISH_TYPES = ("stop", "length", "abort")
-# `load_format` of a tensor push whose payload is base64 safetensors bytes: portable across
-# processes and machines, understood by `mua serve` (real SGLang needs pickled tensors instead).
-PORTABLE_TENSOR_FORMAT = "mua_safetensors"
-DEFAULT_RELEASE_TAGS = ("weights", "kv_cache")
 
 
 class ProtocolError(ValueError):
     """A request or response that does not have the protocol's shape."""
 
 
-def sampling_to_json(params: SamplingParams) -> dict[str, Any]:
+def sampling_to_json(params: SamplingParams, send_seed: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {
         "max_new_tokens": int(params.max_new_tokens),
         "temperature": float(params.temperature),
@@ -47,7 +45,7 @@ def sampling_to_json(params: SamplingParams) -> dict[str, Any]:
         "skip_special_tokens": False,
         "no_stop_trim": True,
     }
-    if params.seed is not None:
+    if send_seed and params.seed is not None:
         body["sampling_seed"] = int(params.seed)
     return body
 
@@ -66,15 +64,19 @@ def sampling_from_json(body: dict[str, Any] | None) -> SamplingParams:
     )
 
 
-def generate_body(request: GenerationRequest) -> dict[str, Any]:
+def generate_body(
+    request: GenerationRequest, rid: str | None = None, send_seed: bool = False
+) -> dict[str, Any]:
+    """The `/generate` body; `rid` overrides the request's id (the client makes it unique)."""
     body: dict[str, Any] = {
         "input_ids": [int(t) for t in request.prompt_ids],
-        "sampling_params": sampling_to_json(request.sampling),
+        "sampling_params": sampling_to_json(request.sampling, send_seed),
         "return_logprob": True,
         "logprob_start_len": -1,
     }
-    if request.request_id:
-        body["rid"] = request.request_id
+    rid = rid or request.request_id
+    if rid:
+        body["rid"] = rid
     return body
 
 

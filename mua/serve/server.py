@@ -1,24 +1,34 @@
 """`mua serve`: SGLang's native HTTP protocol and an OpenAI chat endpoint over any RolloutEngine.
 
 Endpoints (SGLang's names and shapes, see `mua.serve.protocol`):
-  GET  /health, /health_generate, /get_model_info, /get_server_info, /v1/models
+  GET  /health, /health_generate, /get_model_info, /get_server_info, /server_info, /v1/models
   POST /generate                      token ids in, sampled ids + log-probs + finish reason out
-  POST /update_weights_from_tensor    load_format `mua_safetensors` (base64 safetensors bytes)
+  POST /abort_request                 {"rid": ...}
+  POST /update_weights_from_tensor    SGLang's serialized tensors (MultiprocessingSerializer form)
+  POST /begin_weight_update, /end_weight_update   (releases >= 0.5.21)
   POST /update_weights_from_disk      {"model_path": folder of *.safetensors}
-  POST /release_memory_occupation     {"tags": ["weights", "kv_cache"]} -> engine.sleep()
+  POST /release_memory_occupation     {"tags": [...]} -> engine.sleep() when weights go
   POST /resume_memory_occupation      {"tags": [...]} -> engine.wake() once weights are back
   GET|POST /flush_cache
   POST /v1/chat/completions           messages rendered with the chat template, so a local
                                       model can act as the simulated user (`user.kind: llm`)
 
 It exists so the exact client code that drives SGLang on GPU runs in CI against mua's own
-transformers engine. The HTTP side is the standard library's threaded server (one thread per
+transformers engine. It emulates one SGLang release (`sglang_release`, `mua serve
+--sglang-release`; the newest covered by default, see `mua.serve.releases`): it reports that
+release's `version`, and refuses what that release refuses, with its status codes (400):
+`sampling_seed` before 0.5.3, a tensor push outside a weight-update session from 0.5.21, a push
+with a `load_format` or payload it cannot load. Where the real scheduler would die or hang instead
+of answering, `mua serve` refuses with 400 too: resuming a tag that is not released, releasing
+memory while requests run (0.5.x), a second in-flight request with the same rid. The HTTP side is the standard library's threaded server (one thread per
 request); the engine lives on one asyncio loop in a background thread, so concurrent requests
 reach it together and it batches them.
 
-Deliberately not served: streaming, text prompts on /generate, prompt log-probs, pickled tensor
-payloads (SGLang's same-host format: unpickling a network payload would run arbitrary code),
-tool calls in chat replies. /generate carries no route key: the engine matches a prompt against
+Tensor payloads are unpickled with an allowlist that only rebuilds tensors (as SGLang's own
+safe unpickler does), so a payload cannot run code; the tensors are shared through this host's
+memory, so the sender must run on the same host. Deliberately not served: streaming, text prompts
+on /generate, prompt log-probs, stopping a running generation on /abort_request (it is
+acknowledged and the request finishes), tool calls in chat replies. /generate carries no route key: the engine matches a prompt against
 the KV of earlier requests by content (the longest shared prefix), as SGLang's radix cache does.
 """
 
@@ -35,6 +45,7 @@ from typing import Any
 import mua
 from mua.serve import protocol
 from mua.serve.protocol import ProtocolError
+from mua.serve.releases import NEWEST_COVERED, ReleaseTraits
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -62,8 +73,14 @@ class MuaServer:
         host: str = "127.0.0.1",
         port: int = 0,
         request_timeout_s: float = 600.0,
+        sglang_release: str = NEWEST_COVERED,
     ):
         self.engine = engine
+        self.traits = ReleaseTraits.of(sglang_release)
+        self.weight_session_open = False
+        self._running: dict[str, int] = {}  # rid -> requests running under it
+        self._running_lock = threading.Lock()
+        self.call_log: list[dict] = []  # weight and memory calls, in order (tests read it)
         self.tokenizer = tokenizer
         self.model_path = model_path
         self.model_name = model_name or model_path or "mua"
@@ -126,6 +143,7 @@ class MuaServer:
 
     def info(self) -> dict:
         return {
+            "version": self.traits.version,
             "model_path": self.model_path,
             "tokenizer_path": self.model_path,
             "is_generation": True,
@@ -135,13 +153,15 @@ class MuaServer:
 
     def server_info(self) -> dict:
         return {
-            "version": mua.__version__,
+            "version": self.traits.version,  # the SGLang release emulated
+            "mua_version": mua.__version__,
             "mua_serve": True,
+            "enable_deterministic_inference": self.traits.sampling_seed,  # seeds are honoured
             "model_path": self.model_path,
             "released_tags": sorted(self.released_tags),
             "weight_version": str(self.weight_version),
             "counts": dict(self.counts),
-            "tensor_load_formats": [protocol.PORTABLE_TENSOR_FORMAT],
+            "call_log": list(self.call_log),
         }
 
     def _require_awake(self) -> None:
@@ -156,6 +176,7 @@ class MuaServer:
         from mua.rollout.engine import GenerationRequest
 
         self._require_awake()
+        self._check_sampling_fields(body)
         prompts = protocol.parse_generate_body(body)
         requests = [
             GenerationRequest(prompt_ids=ids, sampling=sp, request_id=rid or uuid.uuid4().hex)
@@ -165,7 +186,12 @@ class MuaServer:
         async def run_all():
             return await asyncio.gather(*(self.engine.generate(r) for r in requests))
 
-        results = self._run(run_all())
+        rids = [r.request_id for r in requests]
+        self._start_running(rids)
+        try:
+            results = self._run(run_all())
+        finally:
+            self._stop_running(rids)
         self.counts["generate"] += len(requests)
         version = str(self.weight_version)
         out = [
@@ -177,25 +203,80 @@ class MuaServer:
         single = not isinstance(body["input_ids"][0], list)
         return out[0] if single else out
 
-    def update_from_tensor(self, body: Any) -> dict:
-        if not isinstance(body, dict) or not body.get("serialized_named_tensors"):
-            raise ProtocolError("serialized_named_tensors must be a non-empty list")
-        if body.get("load_format") != protocol.PORTABLE_TENSOR_FORMAT:
-            raise ProtocolError(
-                f"load_format {body.get('load_format')!r} is not served by mua serve; send "
-                f"load_format={protocol.PORTABLE_TENSOR_FORMAT!r} (SGLang's pickled tensors only "
-                "work with a real SGLang server on the same host)"
-            )
-        from mua.rollout.weight_sync import decode_portable
+    def _check_sampling_fields(self, body: Any) -> None:
+        params = body.get("sampling_params") if isinstance(body, dict) else None
+        for sp in params if isinstance(params, list) else [params]:
+            if isinstance(sp, dict) and "sampling_seed" in sp and not self.traits.sampling_seed:
+                raise ProtocolError(
+                    "SamplingParams.__init__() got an unexpected keyword argument 'sampling_seed' "
+                    f"(SGLang {self.traits.version})"
+                )
 
-        # Every tensor-parallel rank gets the same full tensors; this server has one rank.
-        bucket = decode_portable(body["serialized_named_tensors"][0])
+    def _start_running(self, rids: list[str]) -> None:
+        with self._running_lock:
+            taken = [r for r in rids if r in self._running] or (
+                [r for r in rids if rids.count(r) > 1]
+            )
+            if taken:
+                raise ProtocolError(f"Duplicate request ID detected: {taken[0]}")
+            for rid in rids:
+                self._running[rid] = 1
+
+    def _stop_running(self, rids: list[str]) -> None:
+        with self._running_lock:
+            for rid in rids:
+                self._running.pop(rid, None)
+
+    def abort(self, body: Any) -> dict:
+        self._log("abort_request", body)
+        return {}
+
+    def _log(self, call: str, body: Any, **extra) -> None:
+        entry = {"call": call, **extra}
+        if isinstance(body, dict) and "tags" in body:
+            entry["tags"] = body.get("tags")
+        self.call_log.append(entry)
+
+    def begin_weight_update(self, body: Any) -> dict:
+        self._log("begin_weight_update", body)
+        if self.weight_session_open:
+            raise Refused(
+                "a weight-update session is already open; call end_weight_update() first"
+            )
+        self.weight_session_open = True
+        return {"success": True, "message": "Success"}
+
+    def end_weight_update(self, body: Any) -> dict:
+        self._log("end_weight_update", body)
+        if not self.weight_session_open:
+            raise Refused("no weight-update session is open; call begin_weight_update() first")
+        self.weight_session_open = False
+        return {"success": True, "message": "Success"}
+
+    def update_from_tensor(self, body: Any) -> dict:
+        self._log("update_weights_from_tensor", body)
+        if not isinstance(body, dict) or not isinstance(
+            body.get("serialized_named_tensors"), list
+        ) or not body["serialized_named_tensors"]:
+            raise ProtocolError("serialized_named_tensors must be a non-empty list")
+        if body.get("load_format") is not None:
+            raise Refused(f"load_format {body['load_format']!r} is not served by mua serve")
+        if self.traits.weight_sessions and not self.weight_session_open:
+            raise Refused(
+                "update_weights_from_tensor must run between begin_weight_update() and "
+                "end_weight_update()"
+            )
+        from mua.rollout.weight_sync import decode_tensors
+
+        # Each tensor-parallel rank reads the entry at its rank; this server is rank 0.
+        bucket = decode_tensors(body["serialized_named_tensors"][0])
         self._run(self.engine.update_weights(bucket))
         return self._pushed(f"loaded {len(bucket)} tensors")
 
     def update_from_disk(self, body: Any) -> dict:
         from mua.rollout.weight_sync import read_shards
 
+        self._log("update_weights_from_disk", body)
         if not isinstance(body, dict) or not body.get("model_path"):
             raise ProtocolError(
                 "update_weights_from_disk needs model_path (a folder of .safetensors)"
@@ -214,16 +295,41 @@ class MuaServer:
         self.counts["weight_requests"] += 1
         return {"success": True, "message": message, "num_paused_requests": 0}
 
+    def _tags(self, body: Any) -> set[str]:
+        tags = (body or {}).get("tags") if isinstance(body, dict) else None
+        tags = set(tags) if tags else set(self.traits.memory_tags)
+        unknown = tags - set(self.traits.memory_tags)
+        if unknown:
+            raise ProtocolError(
+                f"unknown memory tags {sorted(unknown)}; SGLang {self.traits.version} knows "
+                f"{list(self.traits.memory_tags)}"
+            )
+        return tags
+
     def release(self, body: Any) -> dict:
-        tags = _tags(body)
+        self._log("release_memory_occupation", body)
+        tags = self._tags(body)
+        with self._running_lock:
+            running = len(self._running)
+        if running and self.traits.release_needs_idle:
+            raise ProtocolError(
+                f"release_memory_occupation should be called only when server is idle "
+                f"({running} request(s) running)"
+            )
         if "weights" in tags and "weights" not in self.released_tags:
             self._run(self.engine.sleep())
         self.released_tags |= tags
         return {"success": True, "message": f"released {sorted(tags)}"}
 
     def resume(self, body: Any) -> dict:
-        tags = _tags(body)
-        if "weights" in tags and "weights" in self.released_tags:
+        self._log("resume_memory_occupation", body)
+        tags = self._tags(body)
+        never = tags - self.released_tags
+        if never:
+            raise ProtocolError(
+                f"cannot resume {sorted(never)}: not released (SGLang's scheduler fails here)"
+            )
+        if "weights" in tags:
             self._run(self.engine.wake())
         self.released_tags -= tags
         return {"success": True, "message": f"resumed {sorted(tags)}"}
@@ -318,6 +424,7 @@ class MuaServer:
             "/health_generate": lambda: {},
             "/get_model_info": self.info,
             "/get_server_info": self.server_info,
+            "/server_info": self.server_info,
             "/flush_cache": self.flush_cache,
             "/v1/models": lambda: {
                 "object": "list",
@@ -328,11 +435,15 @@ class MuaServer:
             "/generate": self.generate,
             "/update_weights_from_tensor": self.update_from_tensor,
             "/update_weights_from_disk": self.update_from_disk,
+            "/abort_request": self.abort,
             "/release_memory_occupation": self.release,
             "/resume_memory_occupation": self.resume,
             "/flush_cache": lambda _b: self.flush_cache(),
             "/v1/chat/completions": self.chat,
         }
+        if self.traits.weight_sessions:
+            posts["/begin_weight_update"] = self.begin_weight_update
+            posts["/end_weight_update"] = self.end_weight_update
         if method == "GET" and path in gets:
             return gets[path]()
         if method == "POST" and path in posts:
@@ -342,9 +453,8 @@ class MuaServer:
         raise HTTPError(404, f"no endpoint {path}")
 
 
-def _tags(body: Any) -> set[str]:
-    tags = (body or {}).get("tags") if isinstance(body, dict) else None
-    return set(tags) if tags else set(protocol.DEFAULT_RELEASE_TAGS)
+class Refused(Exception):
+    """A weight call SGLang's scheduler turns down: HTTP 400 with {"success": false, message}."""
 
 
 def _make_handler(app: MuaServer):
@@ -366,6 +476,8 @@ def _make_handler(app: MuaServer):
                 status, payload = 200, app.route(method, self.path, body)
             except HTTPError as err:
                 status, payload = err.status, _error(str(err), self.path)
+            except Refused as err:
+                status, payload = 400, {"success": False, "message": str(err)}
             except (ProtocolError, ValueError) as err:
                 status, payload = 400, _error(str(err), self.path)
             except TimeoutError:
@@ -393,6 +505,8 @@ def _make_handler(app: MuaServer):
 
 
 def _error(message: str, path: str) -> dict:
-    if path.startswith(("/update_weights", "/release_memory", "/resume_memory")):
+    if path.startswith(
+        ("/update_weights", "/release_memory", "/resume_memory", "/begin_weight", "/end_weight")
+    ):
         return {"success": False, "message": message}
     return {"error": {"message": message}}

@@ -14,13 +14,16 @@ Two engines:
   servers serve the whole job and global rank 0 leads; otherwise each node's local rank 0
   launches one server and leads it, and the node's other ranks connect to the URL it shares.
   The cycle, every time the engine is used:
-      leader resumes weights memory -> push (every rank gathers the full parameters, a
-      collective; only the leader sends) -> leader resumes the KV cache -> barrier
-      -> every rank probes the engine (greedy log-probs vs the trainer's, one collective forward;
-      the worst rank's difference decides, so all ranks stop together) -> rollouts from every
-      rank -> barrier -> leader releases KV cache and weights.
-  SGLang frees released weights, so after a release the weights are stale again.
-  The probe runs after the KV cache is back because generating needs it.
+      leader resumes weights memory if it released it -> push (every rank gathers the full
+      parameters, a collective; only the leader sends) -> leader resumes the other released tags
+      (KV cache, CUDA graphs) -> barrier -> every rank probes the engine (greedy, unseeded
+      log-probs vs the trainer's, one collective forward, a rid unique to the rank; the worst
+      rank's difference decides, so all ranks stop together) -> rollouts from every rank ->
+      every rank drains its own requests still running on the server -> barrier -> leader
+      releases every memory tag the server's release knows.
+  A fresh server has released nothing, so the first wake resumes nothing (SGLang's scheduler dies
+  resuming a tag that is not released). SGLang frees released weights, so after a release the
+  weights are stale again. The probe runs after the KV cache is back because generating needs it.
 
 Metrics (`take_metrics`): `time/weight_push_s` (seconds spent pushing since the last call) and,
 for sglang, `engine/probe_logp_diff` (the largest probe difference since the last call).
@@ -47,7 +50,6 @@ from mua.rollout.weight_sync import (
     probe_logprob_diff,
 )
 
-ALL_TAGS = ("kv_cache", "weights")
 T = TypeVar("T")
 
 
@@ -106,11 +108,11 @@ class EngineSync:
         """Make the sglang engine ready to generate with the trainer's current weights (`run`
         wakes the hf engine itself)."""
         if self.is_leader:
-            await self.engine.wake(tags=["weights"])
+            await self.engine.wake(tags=["weights"])  # only when released
         if self.stale:
             await self.push()
         if self.is_leader:
-            await self.engine.wake(tags=["kv_cache"])
+            await self.engine.wake()  # every other tag it released
         barrier()  # followers generate only once the leader's push and resume are done
         await self.probe()
 
@@ -119,9 +121,10 @@ class EngineSync:
         if self.kind == "hf":
             await self.engine.sleep()
             return
+        await self.engine.drain()  # SGLang 0.5.x asserts it is idle when memory is released
         barrier()
         if self.is_leader:
-            await self.engine.sleep(tags=list(ALL_TAGS))
+            await self.engine.sleep()  # every tag of the server's release (cuda_graph included)
         self.stale = True  # SGLang frees released weights
 
     async def push(self) -> None:

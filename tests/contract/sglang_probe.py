@@ -1,0 +1,355 @@
+"""Runs SGLang's own code on what mua sends; executed in a subprocess, never imported by pytest.
+
+Usage: python sglang_probe.py SIDE_FOLDER JOB.json  -> one JSON object on stdout.
+
+SIDE_FOLDER holds one sglang release installed with --no-deps plus the small packages its request,
+sampling and serialization modules import. SGLang's modules are written for a GPU server: their
+import chains reach CUDA-only packages (triton, sgl_kernel, flashinfer, ...) and vision packages
+that have nothing to do with the classes checked here. So a module is loaded statement by
+statement: an import that cannot be satisfied binds placeholders (as SGLang's own platform stubs
+do for triton on macOS), every other statement is the release's real code, and the classes and
+functions checked (GenerateReqInput, SamplingParams, the weight/memory request classes,
+MultiprocessingSerializer, the scheduler's release/resume) run unmodified. The JSON names every
+placeholder used, so a check that leaned on one would show it.
+
+Checks (the job's "checks" list, each {"kind": ..., ...}):
+  generate      GenerateReqInput(**body).normalize_batch_and_arguments() and
+                SamplingParams(**sampling_params).verify(vocab_size) for each body
+  request       the request class `cls` of io_struct built from `body`
+  deserialize   MultiprocessingSerializer.deserialize(payload) -> names, shapes, sums
+  memory        a sequence of release/resume calls run through the scheduler's own methods on a
+                stand-in scheduler; reports the first call that raises and the tags left released
+  facts         source facts of the release (routes, duplicate-rid check)
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.machinery
+import json
+import sys
+import traceback
+import types
+from pathlib import Path
+
+PLACEHOLDERS: set[str] = set()
+
+
+class _AutoMeta(type):
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return name
+
+
+class _Placeholder(types.ModuleType):
+    """A stand-in for a module the side folder does not hold: attributes are placeholders too."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.__path__ = []
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name[:1].isupper():
+            value = _AutoMeta(name, (), {"__module__": self.__name__})
+        else:
+            value = _Placeholder(f"{self.__name__}.{name}")
+        setattr(self, name, value)
+        return value
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            return args[0]
+        return lambda fn: fn
+
+
+def _placeholder(name: str):
+    PLACEHOLDERS.add(name)
+    top = name.split(".")[0]
+    return _AutoMeta(name.rsplit(".", 1)[-1], (), {}) if top[:1].isupper() else _Placeholder(name)
+
+
+def _bind_import(node, namespace: dict, package: str) -> None:
+    """Run one import statement; names it cannot bind become placeholders."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            try:
+                module = importlib.import_module(alias.name)
+                namespace[alias.asname or alias.name.split(".")[0]] = (
+                    module if alias.asname else importlib.import_module(alias.name.split(".")[0])
+                )
+            except Exception:
+                namespace[alias.asname or alias.name.split(".")[0]] = _placeholder(alias.name)
+        return
+    base = "." * node.level + (node.module or "")
+    try:
+        module = importlib.import_module(base, package) if node.level else load(node.module)
+    except Exception:
+        module = None
+    for alias in node.names:
+        if alias.name == "*":
+            if module is not None:
+                namespace.update({k: v for k, v in vars(module).items() if not k.startswith("_")})
+            continue
+        try:
+            value = getattr(module, alias.name)
+        except Exception:
+            value = _placeholder(f"{node.module}.{alias.name}")
+        namespace[alias.asname or alias.name] = value
+
+
+def load(name: str) -> types.ModuleType:
+    """Import `name`; a sglang module is loaded statement by statement (see the docstring)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    if not name.startswith("sglang."):
+        return importlib.import_module(name)
+    parent, _, leaf = name.rpartition(".")
+    load(parent)
+    spec = importlib.machinery.PathFinder.find_spec(leaf, sys.modules[parent].__path__)
+    if spec is None:
+        raise ModuleNotFoundError(name)
+    module = types.ModuleType(name)
+    module.__file__ = spec.origin
+    module.__spec__ = spec
+    if spec.submodule_search_locations is not None:
+        module.__path__ = list(spec.submodule_search_locations)
+        module.__package__ = name
+    else:
+        module.__package__ = name.rsplit(".", 1)[0]
+    sys.modules[name] = module
+    if spec.origin and spec.origin.endswith(".py"):
+        tree = ast.parse(Path(spec.origin).read_text(), spec.origin)
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                    continue
+                _bind_import(node, module.__dict__, module.__package__)
+                continue
+            code = compile(ast.Module(body=[node], type_ignores=[]), spec.origin, "exec")
+            try:
+                exec(code, module.__dict__)
+            except Exception:
+                pass  # a statement that needs the GPU stack; what the checks use is verified below
+    return module
+
+
+def _install_package_root(side: Path) -> None:
+    """Register `sglang` and `sglang.srt` without running their __init__ (the frontend DSL)."""
+    for name, folder in (("sglang", side / "sglang"), ("sglang.srt", side / "sglang" / "srt")):
+        module = types.ModuleType(name)
+        module.__path__ = [str(folder)]
+        module.__package__ = name
+        sys.modules[name] = module
+
+
+def _version(side: Path) -> str:
+    for dist in side.glob("sglang-*.dist-info"):
+        return dist.name[len("sglang-") : -len(".dist-info")]
+    return "unknown"
+
+
+# ---- checks ---------------------------------------------------------------------------------
+
+
+def check_generate(job: dict) -> dict:
+    io_struct = load("sglang.srt.managers.io_struct")
+    sampling = load("sglang.srt.sampling.sampling_params")
+    results = []
+    for body in job["bodies"]:
+        try:
+            req = io_struct.GenerateReqInput(**body)
+            req.normalize_batch_and_arguments()
+            params = sampling.SamplingParams(**body.get("sampling_params") or {})
+            params.verify(job.get("vocab_size", 1000))
+            results.append({"ok": True})
+        except Exception as err:
+            results.append({"ok": False, "error": f"{type(err).__name__}: {err}"})
+    return {"results": results}
+
+
+def check_request(job: dict) -> dict:
+    io_struct = load("sglang.srt.managers.io_struct")
+    cls = getattr(io_struct, job["cls"], None)
+    if cls is None or isinstance(cls, _AutoMeta):
+        return {"ok": False, "error": f"io_struct has no class {job['cls']}"}
+    try:
+        req = cls(**job["body"])
+        return {"ok": True, "fields": {k: repr(getattr(req, k)) for k in job["body"]}}
+    except Exception as err:
+        return {"ok": False, "error": f"{type(err).__name__}: {err}"}
+
+
+def _serializer():
+    for name in ("sglang.srt.utils.common", "sglang.srt.utils"):
+        try:
+            module = load(name)
+        except ModuleNotFoundError:
+            continue
+        if isinstance(getattr(module, "MultiprocessingSerializer", None), type):
+            return module.MultiprocessingSerializer
+    raise RuntimeError("no MultiprocessingSerializer in this release")
+
+
+def check_deserialize(job: dict) -> dict:
+    serializer = _serializer()
+    try:
+        named = serializer.deserialize(Path(job["payload_file"]).read_text())
+    except Exception as err:
+        return {"ok": False, "error": f"{type(err).__name__}: {err}"}
+    return {
+        "ok": True,
+        "tensors": [
+            {"name": n, "shape": list(t.shape), "dtype": str(t.dtype), "sum": float(t.double().sum())}
+            for n, t in named
+        ],
+    }
+
+
+class _MemorySaver:
+    def __init__(self):
+        self.paused: set[str] = set()
+
+    def pause(self, tag):
+        self.paused.add(tag)
+
+    def resume(self, tag):
+        self.paused.discard(tag)
+
+
+def _scheduler_methods(version_file_candidates):
+    for name, cls_name in version_file_candidates:
+        try:
+            module = load(name)
+        except ModuleNotFoundError:
+            continue
+        cls = getattr(module, cls_name, None)
+        if isinstance(cls, type) and hasattr(cls, "release_memory_occupation"):
+            return module, cls
+    raise RuntimeError("no scheduler release/resume methods found in this release")
+
+
+def check_memory(job: dict) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{job['port']}", world_size=1, rank=0
+        )
+    io_struct = load("sglang.srt.managers.io_struct")
+    module, cls = _scheduler_methods(
+        [
+            (
+                "sglang.srt.managers.scheduler_components.weight_updater",
+                "SchedulerWeightUpdaterManager",
+            ),
+            ("sglang.srt.managers.scheduler_update_weights_mixin", "SchedulerUpdateWeightsMixin"),
+            ("sglang.srt.managers.scheduler", "Scheduler"),
+        ]
+    )
+    model = torch.nn.Linear(2, 2)
+    model.register_buffer("inv_freq", torch.ones(2))
+    runner = types.SimpleNamespace(model=model)
+    worker = types.SimpleNamespace(model_runner=runner, worker=types.SimpleNamespace(model_runner=runner))
+    busy = {"running": 0}
+    stand_in = types.SimpleNamespace(
+        offload_tags=set(),
+        memory_saver_adapter=_MemorySaver(),
+        tp_worker=worker,
+        tp_cpu_group=None,
+        scheduler=None,
+        flush_cache=lambda: True,
+        _is_no_request=lambda: busy["running"] == 0,
+        is_fully_idle=lambda **_: busy["running"] == 0,
+        _assert_weight_cache_inactive=lambda op: None,
+    )
+    for step, call in enumerate(job["calls"]):
+        if call["op"] == "busy":
+            busy["running"] = int(call["running"])
+            continue
+        cls_name = {
+            "release": "ReleaseMemoryOccupationReqInput",
+            "resume": "ResumeMemoryOccupationReqInput",
+        }[call["op"]]
+        method = getattr(cls, f"{call['op']}_memory_occupation")
+        try:
+            request = getattr(io_struct, cls_name)(tags=call.get("tags"))
+            method(stand_in, request)
+        except BaseException as err:  # the scheduler process would die here
+            return {
+                "ok": False,
+                "step": step,
+                "call": call,
+                "error": f"{type(err).__name__}: {err}",
+                "released": sorted(stand_in.memory_saver_adapter.paused),
+            }
+    return {"ok": True, "released": sorted(stand_in.memory_saver_adapter.paused)}
+
+
+def check_facts(job: dict) -> dict:
+    side = Path(job["side"])
+    http = (side / "sglang/srt/entrypoints/http_server.py").read_text()
+    tokenizer = (side / "sglang/srt/managers/tokenizer_manager.py").read_text()
+    constants = load("sglang.srt.constants")
+    return {
+        "routes": sorted(
+            set(
+                r
+                for r in (
+                    "/health",
+                    "/abort_request",
+                    "/begin_weight_update",
+                    "/end_weight_update",
+                    "/get_server_info",
+                    "/server_info",
+                    "/update_weights_from_tensor",
+                    "/update_weights_from_disk",
+                    "/release_memory_occupation",
+                    "/resume_memory_occupation",
+                )
+                if f'"{r}"' in http
+            )
+        ),
+        "rejects_duplicate_rid": "Duplicate request ID" in tokenizer,
+        "memory_tags": sorted(
+            getattr(constants, "GPU_MEMORY_ALL_TYPES", None)
+            or [constants.GPU_MEMORY_TYPE_KV_CACHE, constants.GPU_MEMORY_TYPE_WEIGHTS]
+        ),
+        "sampling_seed": "sampling_seed"
+        in (side / "sglang/srt/sampling/sampling_params.py").read_text(),
+    }
+
+
+CHECKS = {
+    "generate": check_generate,
+    "request": check_request,
+    "deserialize": check_deserialize,
+    "memory": check_memory,
+    "facts": check_facts,
+}
+
+
+def main() -> None:
+    side, job_file = Path(sys.argv[1]), Path(sys.argv[2])
+    import transformers  # noqa: F401  (decides its optional backends before placeholders exist)
+
+    _install_package_root(side)
+    job = json.loads(job_file.read_text())
+    out = {"version": _version(side), "results": []}
+    for check in job["checks"]:
+        try:
+            result = CHECKS[check["kind"]](check)
+        except Exception:
+            result = {"ok": False, "error": traceback.format_exc(limit=-4)}
+        out["results"].append(result)
+    out["placeholders"] = sorted(PLACEHOLDERS)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
