@@ -101,7 +101,7 @@ def test_a_local_model_serves_as_the_llm_user(server):
 def test_info_endpoints(server):
     assert _get(server.url + "/get_model_info")["model_path"] == MODEL
     info = _get(server.url + "/get_server_info")
-    assert info["mua_serve"] is True and info["tensor_load_formats"] == ["mua_safetensors"]
+    assert info["mua_serve"] is True and info["version"] == "0.5.23"  # the release emulated
     assert _get(server.url + "/v1/models")["data"][0]["id"] == MODEL
     assert _get(server.url + "/health") == {}
 
@@ -174,3 +174,81 @@ def test_cli_serve_starts_and_answers():
 def test_cli_serve_bad_model_is_one_line(mua_cli):
     code, out, err = mua_cli("serve", "--model", "tiny:nope", "--port", "0")
     assert code == 2 and "unknown tiny model" in err and "Traceback" not in err
+
+
+# ---- what an emulated SGLang release accepts and refuses -------------------------------------
+
+
+def _status(url: str, body: dict) -> tuple[int, dict]:
+    import urllib.error
+
+    try:
+        return 200, _post(url, body)
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_resume_of_a_tag_never_released_is_refused(server):
+    status, body = _status(server.url + "/resume_memory_occupation", {"tags": ["weights"]})
+    assert status == 400 and "not released" in body["message"]
+    assert _status(server.url + "/release_memory_occupation", {})[0] == 200
+    assert server.released_tags == {"weights", "kv_cache", "cuda_graph"}
+    assert _status(server.url + "/resume_memory_occupation", {})[0] == 200
+
+
+def test_release_while_a_request_runs_is_refused(server):
+    body = {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2}}
+    server._running["blocker"] = 1  # a request in flight, as when one is still decoding
+    try:
+        status, reply = _status(server.url + "/release_memory_occupation", {})
+        assert status == 400 and "idle" in reply["message"]
+        # ... and the same rid twice in flight is refused as SGLang >= 0.5.12 does
+        status, reply = _status(server.url + "/generate", {**body, "rid": "blocker"})
+        assert status == 400 and "Duplicate request ID" in reply["error"]["message"]
+    finally:
+        server._running.pop("blocker", None)
+    assert server.released_tags == set()
+    assert _status(server.url + "/generate", {**body, "rid": "blocker"})[0] == 200
+
+
+def test_tensor_push_needs_a_session_on_0_5_23(server):
+    import torch as t
+
+    from mua.rollout.weight_sync import tensor_push_body
+
+    weights = dict(server.engine.model.named_parameters())
+    name = next(iter(weights))
+    body = tensor_push_body([(name, weights[name].detach().clone())], tp_size=1, flush_cache=True)
+    status, reply = _status(server.url + "/update_weights_from_tensor", body)
+    assert status == 400 and reply["success"] is False and "begin_weight_update" in reply["message"]
+    assert _status(server.url + "/begin_weight_update", {})[0] == 200
+    assert _status(server.url + "/begin_weight_update", {})[0] == 400  # one session at a time
+    assert _status(server.url + "/update_weights_from_tensor", body) == (
+        200,
+        {"success": True, "message": "loaded 1 tensors", "num_paused_requests": 0},
+    )
+    assert _status(server.url + "/end_weight_update", {})[0] == 200
+    assert _status(server.url + "/update_weights_from_tensor", {**body, "load_format": "x"})[0] == 400
+    assert t.is_tensor(weights[name])
+
+
+def test_an_older_release_is_emulated():
+    srv = serve_model(MODEL, sglang_release="0.4.9.post6")
+    try:
+        info = _get(srv.url + "/get_server_info")
+        assert info["version"] == "0.4.9.post6" and info["enable_deterministic_inference"] is False
+        seeded = {"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 2, "sampling_seed": 1}}
+        status, reply = _status(srv.url + "/generate", seeded)
+        assert status == 400 and "sampling_seed" in reply["error"]["message"]
+        assert _status(srv.url + "/begin_weight_update", {})[0] == 404  # no sessions before 0.5.21
+        status, _ = _status(srv.url + "/release_memory_occupation", {"tags": ["cuda_graph"]})
+        assert status == 400  # 0.4.x knows weights and kv_cache only
+        assert _status(srv.url + "/release_memory_occupation", {})[0] == 200
+        assert srv.released_tags == {"weights", "kv_cache"}
+    finally:
+        srv.stop()
+
+
+def test_cli_refuses_an_unknown_release(mua_cli):
+    code, _, err = mua_cli("serve", "--model", MODEL, "--sglang-release", "0.3.0")
+    assert code == 2 and "--sglang-release 0.3.0" in err and "0.5.23" in err

@@ -7,6 +7,8 @@ import asyncio
 import base64
 import io
 import pickle
+import threading
+import time
 
 import pytest
 import torch
@@ -27,6 +29,14 @@ PROMPT = [5, 6, 7, 8, 9, 10]
 def server():
     torch.set_num_threads(1)
     srv = serve_model(MODEL)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server_055():
+    """A server emulating SGLang 0.5.5 (no weight-update sessions)."""
+    srv = serve_model(MODEL, sglang_release="0.5.5.post3")
     yield srv
     srv.stop()
 
@@ -63,8 +73,12 @@ def test_generate_body_uses_sglang_field_names():
     assert body["input_ids"] == [1, 2] and body["rid"] == "r1" and body["return_logprob"] is True
     sp = body["sampling_params"]
     assert sp["top_k"] == -1 and sp["stop_token_ids"] == [9] and sp["max_new_tokens"] == 5
-    assert "sampling_seed" not in sp  # older SGLang rejects unknown sampling keys
     assert protocol.sampling_from_json(sp).top_k == 0
+    seeded = GenerationRequest(prompt_ids=[1], sampling=SamplingParams(seed=7))
+    # a seed travels only to a server that honours it (older SGLang refuses the field)
+    assert "sampling_seed" not in protocol.generate_body(seeded)["sampling_params"]
+    assert protocol.generate_body(seeded, send_seed=True)["sampling_params"]["sampling_seed"] == 7
+    assert protocol.generate_body(seeded, rid="r-unique")["rid"] == "r-unique"
 
 
 def test_parses_a_real_sglang_response_without_output_ids():
@@ -105,17 +119,36 @@ def test_buckets_respect_the_size_limit_and_gather_lazily():
     assert all(weight_sync.bucket_bytes(b) <= 3 * 1024 for b in [first, *rest[:-1]])
 
 
-def test_wire_encodings_round_trip():
+def test_tensor_encoding_round_trips_and_is_serialized_per_tp_rank(monkeypatch):
     bucket = [("a.weight", torch.randn(3, 4)), ("b.bias", torch.arange(5, dtype=torch.float32))]
-    back = dict(weight_sync.decode_portable(weight_sync.encode_portable(bucket)))
+    back = dict(weight_sync.decode_tensors(weight_sync.encode_tensors(bucket)))
     assert set(back) == {"a.weight", "b.bias"} and torch.equal(back["a.weight"], bucket[0][1])
-    # SGLang's form: a base64 pickle of the list of pairs; loadable in the same host's process.
-    loaded = pickle.load(io.BytesIO(base64.b64decode(weight_sync.encode_sglang(bucket))))
-    assert [n for n, _ in loaded] == ["a.weight", "b.bias"] and torch.equal(
-        loaded[1][1], bucket[1][1]
-    )
-    body = weight_sync.tensor_push_body("xx", load_format=None, tp_size=2, flush_cache=True)
-    assert body["serialized_named_tensors"] == ["xx", "xx"] and body["flush_cache"] is True
+    # SGLang's form: a base64 ForkingPickler dump of [(name, tensor)]
+    assert pickle.loads(base64.b64decode(weight_sync.encode_tensors(bucket)))[1][0] == "b.bias"
+    calls = []
+    real = weight_sync.encode_tensors
+    monkeypatch.setattr(weight_sync, "encode_tensors", lambda b: calls.append(b) or real(b))
+    body = weight_sync.tensor_push_body(bucket, tp_size=2, flush_cache=True)
+    assert len(body["serialized_named_tensors"]) == 2 and len(calls) == 2  # one per TP rank
+    assert body["load_format"] is None and body["flush_cache"] is True
+
+
+def test_tensor_payloads_cannot_run_code():
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    payload = base64.b64encode(pickle.dumps([("x", Evil())])).decode()
+    with pytest.raises(ValueError, match="may not name builtins.print"):
+        weight_sync.decode_tensors(payload)
+
+
+def test_probe_request_ids_are_unique():
+    ids = {weight_sync.probe_request_id() for _ in range(5)}
+    assert len(ids) == 5
+    a, b = SGLangEngine("http://127.0.0.1:9"), SGLangEngine("http://127.0.0.1:9")
+    req = GenerationRequest(prompt_ids=[1], request_id="traj-1", sampling=_greedy(1))
+    assert a.request_id(req) != b.request_id(req) and a.request_id(req) != a.request_id(req)
 
 
 # ---- against mua serve ----------------------------------------------------------------------
@@ -202,20 +235,23 @@ def test_write_shards_makes_an_index_and_reads_back(tmp_path):
 def test_sleep_blocks_generation_until_wake(server, client):
     req = GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2))
     asyncio.run(client.sleep())
-    assert server.released_tags == {"weights", "kv_cache"}
+    assert server.released_tags == {"weights", "kv_cache", "cuda_graph"}  # 0.5.x: all three
     with pytest.raises(RuntimeError, match="asleep"):
         asyncio.run(client.generate(req))
     with pytest.raises(RunFailure, match="503.*resume_memory_occupation"):
         client._call_sync("POST", "/generate", protocol.generate_body(req))
-    asyncio.run(client.wake(tags=["weights"]))  # SGLang's order: weights, push, then kv_cache
-    assert server.released_tags == {"kv_cache"}
-    asyncio.run(client.wake(tags=["kv_cache"]))
+    asyncio.run(client.wake(tags=["weights"]))  # SGLang's order: weights, push, then the rest
+    assert server.released_tags == {"kv_cache", "cuda_graph"}
+    asyncio.run(client.wake())
+    assert server.released_tags == set()
+    asyncio.run(client.wake())  # nothing released: no call (a resume would kill SGLang)
     assert len(asyncio.run(client.generate(req)).token_ids) == 2
     asyncio.run(client.flush_cache())
     assert asyncio.run(client.health())
 
 
-def test_pool_keeps_a_trajectory_on_one_engine(server):
+def test_pool_keeps_a_trajectory_on_one_engine(server_055):
+    server = server_055  # several engines on one server: no per-server session to share
     engines = [SGLangEngine(server.url, bucket_mb=64) for _ in range(3)]
     pool = EnginePool(engines)
 
@@ -243,8 +279,14 @@ def test_errors_are_one_clear_line(server, client):
         client._call_sync("POST", "/generate", {"text": "hello"})
     with pytest.raises(RunFailure, match="404"):
         client._call_sync("GET", "/no_such_thing")
-    with pytest.raises(RunFailure, match="load_format"):
-        body = weight_sync.tensor_push_body("AAAA", load_format=None, tp_size=1, flush_cache=True)
+    body = {"serialized_named_tensors": ["AAAA"], "load_format": None, "flush_cache": True}
+    with pytest.raises(RunFailure, match="400.*begin_weight_update"):  # 0.5.23: no session
         client._call_sync("POST", "/update_weights_from_tensor", body)
+    client._call_sync("POST", "/begin_weight_update", {})
+    try:
+        with pytest.raises(RunFailure, match="400.*not a serialized tensor list"):
+            client._call_sync("POST", "/update_weights_from_tensor", body)
+    finally:
+        client._call_sync("POST", "/end_weight_update", {})
     with pytest.raises(RunFailure, match="no weight named"):
         asyncio.run(client.update_weights([("not.a.weight", torch.zeros(2))]))
