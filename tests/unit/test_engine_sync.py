@@ -48,6 +48,9 @@ class RecordingEngine:
     async def sleep(self, tags=None) -> None:
         self.calls.append(("sleep", tuple(tags or ())))
 
+    async def drain(self) -> None:
+        self.calls.append(("drain",))
+
     async def close(self) -> None:
         await self.inner.close()
 
@@ -82,15 +85,15 @@ def test_leader_resumes_pushes_probes_then_releases(model):
     sync = _sync(model, engine)
     asyncio.run(sync.wake())
     assert engine.calls == [
-        ("wake", ("weights",)),
+        ("wake", ("weights",)),  # the engine resumes it only if it released it
         ("push", num_params),
-        ("wake", ("kv_cache",)),
+        ("wake", ()),  # every other released tag
         ("generate",),  # the probe, once the KV cache is back
     ]
     assert not sync.stale
     engine.calls.clear()
     asyncio.run(sync.sleep())
-    assert engine.calls == [("sleep", ("kv_cache", "weights"))]
+    assert engine.calls == [("drain",), ("sleep", ())]  # all of the release's tags
     assert sync.stale  # released weights are gone on SGLang: push again on the next wake
     metrics = sync.take_metrics()
     assert metrics["engine/probe_logp_diff"] < 1e-5 and metrics["time/weight_push_s"] > 0
@@ -102,7 +105,7 @@ def test_follower_only_generates(model):
     sync = _sync(model, engine, is_leader=False)
     asyncio.run(sync.wake())
     asyncio.run(sync.sleep())
-    assert engine.calls == [("generate",)]  # the probe; the leader pushes and releases
+    assert engine.calls == [("generate",), ("drain",)]  # the leader pushes and releases
 
 
 def test_hf_flow_pushes_only_stale_weights(model):
@@ -191,3 +194,64 @@ def test_launching_sglang_without_it_installed_is_one_line(mua_cli, tmp_path):
     code, _, err = mua_cli("train", str(recipe))
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "rollout.sglang.base_urls" in lines[0], err
+
+
+# ---- against mua serve: the calls a real SGLang server would get --------------------------------
+
+
+@pytest.fixture
+def served():
+    from mua.serve import serve_model
+
+    srv = serve_model(MODEL)
+    yield srv
+    srv.stop()
+
+
+def test_first_wake_on_a_fresh_server_resumes_nothing(model, served):
+    from mua.rollout.sglang_engine import SGLangEngine
+
+    engine = SGLangEngine(served.url, bucket_mb=64)
+    sync = _sync(model, engine)
+    asyncio.run(sync.wake())  # a fresh server holds all its memory: nothing to resume
+    asyncio.run(sync.sleep())
+    asyncio.run(sync.wake())
+    calls = [(c["call"], tuple(c.get("tags") or ())) for c in served.call_log]
+    assert calls == [
+        ("begin_weight_update", ()),
+        ("update_weights_from_tensor", ()),
+        ("end_weight_update", ()),
+        ("release_memory_occupation", ("kv_cache", "weights", "cuda_graph")),
+        ("resume_memory_occupation", ("weights",)),
+        ("begin_weight_update", ()),
+        ("update_weights_from_tensor", ()),
+        ("end_weight_update", ()),
+        ("resume_memory_occupation", ("cuda_graph", "kv_cache")),
+    ]
+    asyncio.run(engine.close())
+
+
+def test_sleep_after_an_abandoned_request_drains_it_first(model, served):
+    """A trajectory that timed out leaves its request running on the server; the release must
+    wait for it (SGLang 0.5.x asserts it is idle), not fail or crash the scheduler."""
+    from mua.rollout.engine import GenerationRequest, SamplingParams
+    from mua.rollout.sglang_engine import SGLangEngine
+
+    engine = SGLangEngine(served.url, bucket_mb=64)
+    sync = _sync(model, engine)
+    asyncio.run(sync.wake())
+
+    async def abandon():
+        request = GenerationRequest(
+            prompt_ids=[5, 6, 7], sampling=SamplingParams(temperature=0.0, max_new_tokens=60)
+        )
+        task = asyncio.create_task(engine.generate(request))
+        while not served._running:  # the server runs it
+            await asyncio.sleep(0.005)
+        task.cancel()
+        await sync.sleep()
+
+    asyncio.run(abandon())
+    assert served.released_tags == {"weights", "kv_cache", "cuda_graph"}
+    assert any(c["call"] == "abort_request" for c in served.call_log)
+    asyncio.run(engine.close())
