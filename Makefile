@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test test-all demo bench bench-peers lint fmt clean
+.PHONY: setup test test-all demo bench bench-peers lint fmt clean sglang-releases
 
 setup: $(STAMP)
 
@@ -19,8 +19,28 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install -q $(PIP_ARGS) -c $(CONSTRAINTS) -e ".[dev]"
 	@touch $(STAMP)
 
-test: setup
+test: setup sglang-releases
 	$(BIN)/python -m pytest -q
+
+# The SGLang releases the contract tests (tests/contract) check mua against, each installed with
+# --no-deps into its own side folder, plus the small packages their request, sampling and
+# serializer modules import. Never on mua's path: the tests import them in a subprocess. Keep
+# SGLANG_RELEASES equal to mua.serve.releases.COVERED_RELEASES.
+SGLANG_RELEASES := 0.4.9.post6 0.5.5.post3 0.5.23
+SGLANG_SIDE := tests/.sglang
+SGLANG_SIDE_DEPS := pybase64==1.5.1 msgspec==0.22.0 orjson==3.13.0 pyzmq==27.3.0 psutil==7.2.2 pillow==13.0.0
+
+$(SGLANG_SIDE)/deps/.installed: Makefile
+	@rm -rf $(SGLANG_SIDE)/deps
+	$(BIN)/python -m pip install -q $(PIP_ARGS) --no-deps --target $(SGLANG_SIDE)/deps $(SGLANG_SIDE_DEPS)
+	@touch $@
+
+$(SGLANG_SIDE)/%/.installed: Makefile
+	@rm -rf $(SGLANG_SIDE)/$*
+	$(BIN)/python -m pip install -q $(PIP_ARGS) --no-deps --no-compile --target $(SGLANG_SIDE)/$* sglang==$*
+	@touch $@
+
+sglang-releases: setup $(SGLANG_SIDE)/deps/.installed $(foreach v,$(SGLANG_RELEASES),$(SGLANG_SIDE)/$(v)/.installed)
 
 demo: setup
 	$(BIN)/python -m mua.demo
@@ -50,4 +70,4 @@ fmt: setup
 	$(BIN)/ruff check --fix mua gyms data_prep tests bench
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info .pytest_cache .ruff_cache bench/results
+	rm -rf $(VENV) runs build *.egg-info .pytest_cache .ruff_cache bench/results $(SGLANG_SIDE)

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 import typer
 
 # The SGLang releases whose HTTP protocol mua's client was written against (the `gpu` extra).
-SGLANG_TESTED_MIN = "0.4.9"
-SGLANG_TESTED_BELOW = "0.6"
 
 HELP = """Check CUDA, NCCL, SGLang, flash-attn and (with --model) the chat template.
 
@@ -84,9 +82,10 @@ def _version_tuple(text: str) -> tuple:
 
 def check_sglang(has_cuda: bool) -> Check:
     from mua.rollout.sglang_engine import sglang_version
+    from mua.serve.releases import COVERED_RELEASES, is_covered
 
     version = sglang_version()
-    tested = f">={SGLANG_TESTED_MIN},<{SGLANG_TESTED_BELOW}"
+    covered = ", ".join(COVERED_RELEASES)
     if version is None:
         how = "pip install 'mua[gpu]'" if has_cuda else "it needs a CUDA machine"
         return Check(
@@ -95,11 +94,6 @@ def check_sglang(has_cuda: bool) -> Check:
             f"not installed; rollout.engine=sglang unavailable ({how}); "
             "the hf engine and `mua serve` work without it",
         )
-    in_range = (
-        _version_tuple(SGLANG_TESTED_MIN)
-        <= _version_tuple(version)
-        < _version_tuple(SGLANG_TESTED_BELOW)
-    )
     if has_cuda:
         try:
             import sglang  # noqa: F401  (the import itself is the check)
@@ -111,29 +105,29 @@ def check_sglang(has_cuda: bool) -> Check:
                 f"({type(err).__name__}: {err}); reinstall with "
                 "pip install 'mua[gpu]'",
             )
-    if not in_range:
+    if not is_covered(version):
         return Check(
             "sglang",
             "warn",
-            f"{version} is outside the tested range {tested}; the "
-            "HTTP protocol may differ: pip install 'mua[gpu]'",
+            f"{version} is not covered by mua's contract tests (covered: {covered}); the "
+            "protocol may differ: pip install 'mua[gpu]'",
         )
-    return Check("sglang", "ok", f"{version} (tested {tested})")
+    return Check("sglang", "ok", f"{version} (covered by the contract tests: {covered})")
 
 
 def check_flash_attn(has_cuda: bool) -> Check:
-    import importlib.util
-    from importlib import metadata
+    from mua.models.loading import flash_attention_2_version
 
-    if importlib.util.find_spec("flash_attn") is None:
-        status = "warn"
+    version = flash_attention_2_version()
+    if version is None:
         why = "models use PyTorch SDPA attention (slower for long sequences)"
         return Check(
             "flash-attn",
-            status,
-            f"not installed; {why}" + ("; pip install flash-attn" if has_cuda else ""),
+            "warn",
+            f"FlashAttention-2 not usable; {why}"
+            + ("; pip install 'flash-attn>=2.6,<3'" if has_cuda else ""),
         )
-    return Check("flash-attn", "ok", metadata.version("flash-attn"))
+    return Check("flash-attn", "ok", f"FlashAttention-2 {version}")
 
 
 SAMPLE_CONVERSATIONS = [

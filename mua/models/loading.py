@@ -184,15 +184,34 @@ def load_tokenizer(path: str):
     return tokenizer
 
 
-def _auto_attention(dtype: str) -> str:
-    """flash-attn on a GPU when it is installed and the dtype allows it, else sdpa."""
-    import importlib.util
+def flash_attention_2_version() -> str | None:
+    """The installed FlashAttention-2's version when it is usable, else None.
 
+    Usable means the `flash-attn` distribution at 2.x whose `flash_attn_varlen_func` imports.
+    An importable `flash_attn` package is not enough: flash-attn-4 (which SGLang 0.5.23 pulls)
+    installs `flash_attn/cute` without FlashAttention-2, and transformers' flash_attention_2
+    then fails to load the model."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("flash-attn")
+    except metadata.PackageNotFoundError:
+        return None
+    if not version.split(".")[0] == "2":
+        return None
+    try:
+        from flash_attn import flash_attn_varlen_func  # noqa: F401
+    except Exception:  # a broken build raises anything from ImportError to OSError
+        return None
+    return version
+
+
+def _auto_attention(dtype: str) -> str:
+    """FlashAttention-2 on a GPU when it is usable and the dtype allows it, else sdpa."""
     import torch
 
-    if dtype != "float32" and torch.cuda.is_available():
-        if importlib.util.find_spec("flash_attn") is not None:
-            return "flash_attention_2"
+    if dtype != "float32" and torch.cuda.is_available() and flash_attention_2_version():
+        return "flash_attention_2"
     return "sdpa"
 
 

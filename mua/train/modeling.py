@@ -54,15 +54,15 @@ def trainer_attention(recipe) -> str:
     """The attention kernel of the trained models: the recipe's choice; with `auto`, flash-attn
     on a GPU when it is installed and compute runs in bf16 (the master weights stay fp32), else
     sdpa (which `mua.train.varlen` then runs per packed sequence)."""
-    import importlib.util
-
     import torch
+
+    from mua.models.loading import flash_attention_2_version
 
     choice = recipe.model.attn_implementation
     if choice != "auto":
         return choice
     bf16 = recipe.parallel.mixed_precision in ("auto", "bf16")
-    if torch.cuda.is_available() and bf16 and importlib.util.find_spec("flash_attn") is not None:
+    if torch.cuda.is_available() and bf16 and flash_attention_2_version():
         return "flash_attention_2"
     return "sdpa"
 

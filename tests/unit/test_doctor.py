@@ -57,7 +57,17 @@ def test_template_that_rewrites_history_fails(tmp_path):
 
 def test_sglang_version_range_parsing():
     assert doctor._version_tuple("0.5.3rc1") == (0, 5, 3)
-    assert doctor._version_tuple(doctor.SGLANG_TESTED_MIN) < doctor._version_tuple("0.5.0")
+
+
+def test_sglang_coverage_is_reported(monkeypatch):
+    import mua.rollout.sglang_engine as sglang_engine
+
+    monkeypatch.setattr(sglang_engine, "sglang_version", lambda: "0.5.5.post3")
+    check = doctor.check_sglang(has_cuda=False)
+    assert check.status == "ok" and "0.5.5.post3" in check.detail and "0.5.23" in check.detail
+    monkeypatch.setattr(sglang_engine, "sglang_version", lambda: "0.5.22")
+    check = doctor.check_sglang(has_cuda=False)
+    assert check.status == "warn" and "not covered" in check.detail
 
 
 def test_memory_estimate_fits_when_sharded_and_not_on_one_gpu():
@@ -124,3 +134,77 @@ def test_run_shape_from_the_quickstart_recipe():
     run = run_shape_from_recipe(recipe, world_size=2)
     assert run.world_size == 2 and run.engine_mem_fraction == 0.4
     assert run.micro_batch_tokens == recipe.parallel.micro_batch_tokens
+
+
+def _fake_dist(root, dist_name, version, package_files):
+    info = root / f"{dist_name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: {version}\n")
+    for rel, text in package_files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_flash_attn_4_is_not_taken_for_flash_attention_2(tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+
+    import torch
+
+    from mua.models import loading
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    fa4 = tmp_path / "fa4"
+    _fake_dist(fa4, "flash-attn-4", "4.0.0", {"flash_attn/cute/__init__.py": ""})
+    monkeypatch.syspath_prepend(str(fa4))
+    for name in [m for m in sys.modules if m.startswith("flash_attn")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert importlib.util.find_spec("flash_attn") is not None  # what the old check looked at
+    assert loading.flash_attention_2_version() is None
+    assert loading._auto_attention("bfloat16") == "sdpa"
+    assert doctor.check_flash_attn(has_cuda=True).status == "warn"
+
+
+def test_flash_attention_2_is_detected_by_distribution_and_kernel(tmp_path, monkeypatch):
+    import sys
+
+    import torch
+
+    from mua.models import loading
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    fa2 = tmp_path / "fa2"
+    _fake_dist(
+        fa2,
+        "flash-attn",
+        "2.7.4",
+        {"flash_attn/__init__.py": "def flash_attn_varlen_func(*a, **k):\n    return None\n"},
+    )
+    monkeypatch.syspath_prepend(str(fa2))
+    for name in [m for m in sys.modules if m.startswith("flash_attn")]:
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        assert loading.flash_attention_2_version() == "2.7.4"
+        assert loading._auto_attention("bfloat16") == "flash_attention_2"
+        assert loading._auto_attention("float32") == "sdpa"
+        check = doctor.check_flash_attn(has_cuda=True)
+        assert check.status == "ok" and "2.7.4" in check.detail
+    finally:
+        sys.modules.pop("flash_attn", None)  # the fake must not outlive the test
+
+
+def test_the_gpu_extra_pins_a_release_the_contract_tests_cover():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from mua.serve.releases import COVERED_RELEASES
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    gpu = pyproject["project"]["optional-dependencies"]["gpu"]
+    pins = [re.fullmatch(r"sglang==(\S+)", d) for d in gpu if d.startswith("sglang")]
+    assert len(pins) == 1 and pins[0] and pins[0].group(1) in COVERED_RELEASES, gpu
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    line = next(x for x in makefile.splitlines() if x.startswith("SGLANG_RELEASES :="))
+    assert tuple(line.split(":=")[1].split()) == COVERED_RELEASES
