@@ -168,6 +168,13 @@ class EngineSync:
         return out
 
     async def close(self) -> None:
+        """Leave a shared server as a fresh one is: the leader resumes what it released, so the
+        next trainer that attaches (whose first wake resumes nothing) finds its memory there."""
+        if self.kind == "sglang" and self.is_leader:
+            try:
+                await self.engine.wake()
+            except Exception:  # the server is gone (or was launched here and stops below)
+                pass
         await self.engine.close()
 
 

@@ -109,8 +109,10 @@ def load(name: str) -> types.ModuleType:
     if not name.startswith("sglang."):
         return importlib.import_module(name)
     parent, _, leaf = name.rpartition(".")
-    load(parent)
-    spec = importlib.machinery.PathFinder.find_spec(leaf, sys.modules[parent].__path__)
+    search = getattr(load(parent), "__path__", None)
+    if search is None:  # the parent is a plain module, not a package
+        raise ModuleNotFoundError(name)
+    spec = importlib.machinery.PathFinder.find_spec(leaf, search)
     if spec is None:
         raise ModuleNotFoundError(name)
     module = types.ModuleType(name)

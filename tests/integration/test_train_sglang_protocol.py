@@ -2,7 +2,9 @@
 
 The same recipe runs with the in-process `hf` engine and with the sglang client talking to one
 `mua serve` process for the same model: 1 rank, and 2 ranks sharing the one server. The server
-samples with the request seeds, so the runs draw the same rollouts and their losses agree.
+(emulating SGLang 0.5.23, which refuses what that release refuses) reports it honours seeds, so
+the client sends them, the runs draw the same rollouts and their losses agree. The weight and
+memory calls it received are checked against that release's rules.
 A server that acknowledges weight pushes without loading them is caught by the probe.
 """
 
@@ -81,6 +83,7 @@ def hf_run(guess_setup, tmp_path_factory):
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_sglang_protocol_run_matches_hf(guess_setup, served, hf_run, tmp_path, nproc):
     before = _server_info(served)["counts"]["weight_requests"]
+    log_before = _server_info(served)["call_log"]
     recipe = _recipe(tmp_path, guess_setup, rollout={"engine": "sglang"})
     res = run_train(recipe, f"rollout.sglang.base_urls=[{served}]", "--nproc-per-node", str(nproc))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -90,6 +93,25 @@ def test_sglang_protocol_run_matches_hf(guess_setup, served, hf_run, tmp_path, n
     probe = metric_history(run, "engine/probe_logp_diff")
     assert len(probe) == STEPS and max(probe) < 1e-4
     assert len(metric_history(run, "time/weight_push_s")) == STEPS
+    # the calls a real SGLang 0.5.23 would get: no resume of a tag that is not released, every
+    # release frees all of its tags, pushes inside begin/end sessions, the server left resumed
+    calls = _server_info(served)["call_log"][len(log_before) :]
+    released: set[str] = set()
+    in_session = False
+    for call in calls:
+        name, tags = call["call"], set(call.get("tags") or ())
+        if name == "release_memory_occupation":
+            assert tags == {"weights", "kv_cache", "cuda_graph"}, calls
+            released |= tags
+        elif name == "resume_memory_occupation":
+            assert tags and tags <= released, calls
+            released -= tags
+        elif name in ("begin_weight_update", "end_weight_update"):
+            assert in_session == (name == "end_weight_update"), calls
+            in_session = not in_session
+        elif name == "update_weights_from_tensor":
+            assert in_session and "weights" not in released, calls
+    assert not released and not in_session
     assert max(metric_history(run, "logp_diff_engine_vs_trainer")) < 1e-4
     for key in KEYS:
         ref, got = metric_history(hf_run, key), metric_history(run, key)
