@@ -47,7 +47,6 @@ def register(app: typer.Typer) -> None:
         from mua.cli.common import console
         from mua.errors import UsageError
         from mua.serve import serve_model
-
         from mua.serve.releases import COVERED_RELEASES, NEWEST_COVERED
 
         if not 0 <= port <= 65535:

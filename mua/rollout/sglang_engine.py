@@ -30,14 +30,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
-import uuid
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -287,7 +287,9 @@ class SGLangEngine:
     async def wake(self, tags: Sequence[str] | None = None) -> None:
         """Resume the released tags among `tags` (all released ones by default). A tag this client
         did not release is never resumed: SGLang's scheduler dies resuming an unreleased tag."""
-        released = sorted(self.released) if tags is None else [t for t in tags if t in self.released]
+        released = (
+            sorted(self.released) if tags is None else [t for t in tags if t in self.released]
+        )
         if not released:
             return
         body = {"tags": released}
@@ -484,8 +486,12 @@ def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def wait_until_ready(engine: SGLangEngine, process: subprocess.Popen | None, deadline: float,
-                     log_file: Path | None = None) -> None:
+def wait_until_ready(
+    engine: SGLangEngine,
+    process: subprocess.Popen | None,
+    deadline: float,
+    log_file: Path | None = None,
+) -> None:
     """Poll `/health` until it answers 200 (SGLang answers 503 while starting); a server without
     `/health` (404) is polled on `/get_model_info` instead."""
     path = "/health"

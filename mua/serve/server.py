@@ -240,9 +240,7 @@ class MuaServer:
     def begin_weight_update(self, body: Any) -> dict:
         self._log("begin_weight_update", body)
         if self.weight_session_open:
-            raise Refused(
-                "a weight-update session is already open; call end_weight_update() first"
-            )
+            raise Refused("a weight-update session is already open; call end_weight_update() first")
         self.weight_session_open = True
         return {"success": True, "message": "Success"}
 
@@ -255,9 +253,11 @@ class MuaServer:
 
     def update_from_tensor(self, body: Any) -> dict:
         self._log("update_weights_from_tensor", body)
-        if not isinstance(body, dict) or not isinstance(
-            body.get("serialized_named_tensors"), list
-        ) or not body["serialized_named_tensors"]:
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("serialized_named_tensors"), list)
+            or not body["serialized_named_tensors"]
+        ):
             raise ProtocolError("serialized_named_tensors must be a non-empty list")
         if body.get("load_format") is not None:
             raise Refused(f"load_format {body['load_format']!r} is not served by mua serve")

@@ -206,7 +206,12 @@ def check_deserialize(job: dict) -> dict:
     return {
         "ok": True,
         "tensors": [
-            {"name": n, "shape": list(t.shape), "dtype": str(t.dtype), "sum": float(t.double().sum())}
+            {
+                "name": n,
+                "shape": list(t.shape),
+                "dtype": str(t.dtype),
+                "sum": float(t.double().sum()),
+            }
             for n, t in named
         ],
     }
@@ -257,7 +262,9 @@ def check_memory(job: dict) -> dict:
     model = torch.nn.Linear(2, 2)
     model.register_buffer("inv_freq", torch.ones(2))
     runner = types.SimpleNamespace(model=model)
-    worker = types.SimpleNamespace(model_runner=runner, worker=types.SimpleNamespace(model_runner=runner))
+    worker = types.SimpleNamespace(
+        model_runner=runner, worker=types.SimpleNamespace(model_runner=runner)
+    )
     busy = {"running": 0}
     stand_in = types.SimpleNamespace(
         offload_tags=set(),

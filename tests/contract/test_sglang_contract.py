@@ -169,12 +169,13 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
     traits = ReleaseTraits.of(version)
     sent, refused = _generate_bodies(traits)
     memory_calls, call_names = _training_step_calls(version)
-    push = weight_sync.tensor_push_body(
-        [("w", torch.zeros(2))], tp_size=2, flush_cache=False
-    )
+    push = weight_sync.tensor_push_body([("w", torch.zeros(2))], tp_size=2, flush_cache=False)
     requests = [
         ("UpdateWeightsFromTensorReqInput", push),
-        ("UpdateWeightFromDiskReqInput", {"model_path": "/dev/shm/mua-weights-x", "load_format": None}),
+        (
+            "UpdateWeightFromDiskReqInput",
+            {"model_path": "/dev/shm/mua-weights-x", "load_format": None},
+        ),
         ("ReleaseMemoryOccupationReqInput", {"tags": list(traits.memory_tags)}),
         ("ResumeMemoryOccupationReqInput", {"tags": ["weights"]}),
         ("AbortReq", {"rid": "traj-3-abc-1"}),

@@ -27,6 +27,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+async def _cycle(sync, run: dict) -> None:
+    """wake (resume what was released, push, probe on every rank at once) and sleep."""
+    await sync.wake()
+    run.setdefault("probe_diffs", []).append(sync.take_metrics()["engine/probe_logp_diff"])
+    await sync.sleep()
+
+
+async def _twice(engine, request):
+    await engine.wake()
+    a = await engine.generate(request)
+    b = await engine.generate(request)
+    return a.token_ids, b.token_ids, engine.seeds_honoured
+
+
 def main() -> None:
     from mua.dist import all_gather_objects, barrier
     from mua.dist.fsdp import shard_model
@@ -69,32 +83,22 @@ def main() -> None:
         )
         run: dict = {"tp": tp}
 
-        async def cycle() -> None:
-            await sync.wake()  # fresh server: nothing resumed; push; all ranks probe at once
-            run.setdefault("probe_diffs", []).append(sync.take_metrics()["engine/probe_logp_diff"])
-            await sync.sleep()
-
-        asyncio.run(cycle())
-        asyncio.run(cycle())  # resume weights, push, resume the rest, probe
+        asyncio.run(_cycle(sync, run))  # fresh server: nothing resumed; push; all ranks probe
+        asyncio.run(_cycle(sync, run))  # resume weights, push, resume the rest, probe
         if info.rank == 0:
             seeded = GenerationRequest(
-                prompt_ids=probe_ids, sampling=SamplingParams(temperature=1.0, max_new_tokens=8, seed=5)
+                prompt_ids=probe_ids,
+                sampling=SamplingParams(temperature=1.0, max_new_tokens=8, seed=5),
             )
 
-            async def twice():
-                await engine.wake()
-                a = await engine.generate(seeded)
-                b = await engine.generate(seeded)
-                return a.token_ids, b.token_ids, engine.seeds_honoured
-
-            a, b, honoured = asyncio.run(twice())
+            a, b, honoured = asyncio.run(_twice(engine, seeded))
             run.update(seeded_equal=a == b, seeds_honoured=honoured)
             asyncio.run(engine.sleep())
         barrier()
         engine.weight_path = "disk"  # the control: the same cycle through /update_weights_from_disk
         engine.hf_config = model.config
         sync.mark_stale()
-        asyncio.run(cycle())
+        asyncio.run(_cycle(sync, run))
         report["runs"].append(run)
         asyncio.run(sync.close())
         barrier()

@@ -32,6 +32,7 @@ def _cuda_and_sglang() -> int:
         pytest.skip("sglang is not installed (pip install 'mua[gpu]')")
     return torch.cuda.device_count()
 
+
 MODEL = "tiny:qwen2-1m"
 PROMPT = [5, 6, 7, 8, 9, 10, 11, 12]
 

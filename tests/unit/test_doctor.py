@@ -139,7 +139,9 @@ def test_run_shape_from_the_quickstart_recipe():
 def _fake_dist(root, dist_name, version, package_files):
     info = root / f"{dist_name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: {version}\n")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: {version}\n"
+    )
     for rel, text in package_files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -196,8 +198,9 @@ def test_flash_attention_2_is_detected_by_distribution_and_kernel(tmp_path, monk
 
 def test_the_gpu_extra_pins_a_release_the_contract_tests_cover():
     import re
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     from mua.serve.releases import COVERED_RELEASES
 

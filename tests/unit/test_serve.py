@@ -228,7 +228,9 @@ def test_tensor_push_needs_a_session_on_0_5_23(server):
         {"success": True, "message": "loaded 1 tensors", "num_paused_requests": 0},
     )
     assert _status(server.url + "/end_weight_update", {})[0] == 200
-    assert _status(server.url + "/update_weights_from_tensor", {**body, "load_format": "x"})[0] == 400
+    assert (
+        _status(server.url + "/update_weights_from_tensor", {**body, "load_format": "x"})[0] == 400
+    )
     assert t.is_tensor(weights[name])
 
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 import pickle
-import threading
-import time
 
 import pytest
 import torch
