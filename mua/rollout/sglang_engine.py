@@ -1,11 +1,11 @@
-"""The `sglang` RolloutEngine: a client of SGLang's native HTTP protocol, plus a server launcher.
+"""The `sglang` RolloutEngine: a client of SGLang's native HTTP protocol.
 
-`SGLangEngine` speaks to one server: a real SGLang server on GPU (launched here with
-`launch_sglang_server`, or started elsewhere) or `mua serve` (mua's transformers engine behind the
-same protocol, which is how CI runs this exact code). It generates from token ids with log-probs,
+`SGLangEngine` speaks to one server: a real SGLang server on GPU (launched by
+`mua.rollout.sglang_launch`, or started elsewhere) or `mua serve` (mua's transformers engine
+behind the same protocol, which is how CI runs this exact code). It generates from token ids with log-probs,
 pushes weights bucket by bucket (tensor path: `/update_weights_from_tensor`; disk path:
 safetensors shards in shared memory, then `/update_weights_from_disk`), releases and resumes
-memory by tag (`weights`, `kv_cache`) for co-location with the trainer, and flushes the cache.
+memory by tag (`weights`, `kv_cache`, `cuda_graph`) for co-location with the trainer, and flushes the cache.
 `EnginePool` spreads trajectories over several engines and keeps all turns of one trajectory (one
 `route_key`) on the same engine, where its prefix is cached.
 
@@ -18,7 +18,7 @@ Memory: the client remembers which tags it released, so it never resumes a tag t
 released (a fresh server holds everything), and `drain()` aborts and waits for this client's
 requests still running on the server, so memory is never released under a running request.
 Request ids carry a per-client tag and a counter: unique across the ranks sharing a server.
-The launcher gives the server an environment without torchrun's variables and waits for `/health`.
+Launching a server is `mua.rollout.sglang_launch`.
 
 HTTP goes through the standard library in a thread pool (no extra dependency); the event loop
 never blocks. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -414,177 +412,6 @@ def sglang_version() -> str | None:
         return None
 
 
-def launch_command(
-    model_path: str,
-    *,
-    port: int,
-    mem_fraction: float,
-    tp_size: int,
-    dtype: str = "bfloat16",
-    extra_args: Sequence[str] = (),
-) -> list[str]:
-    """The `python -m sglang.launch_server` command line for a co-located rollout server."""
-    return [
-        sys.executable,
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        model_path,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--mem-fraction-static",
-        str(mem_fraction),
-        "--tp-size",
-        str(tp_size),
-        "--dtype",
-        dtype,
-        # release/resume_memory_occupation only work with the memory saver enabled
-        "--enable-memory-saver",
-        *extra_args,
-    ]
-
-
-# Variables torchrun and its elastic agent set for the trainer's workers. A server started from a
-# worker must not see them: with TORCHELASTIC_USE_AGENT_STORE=True SGLang's own
-# init_process_group("tcp://127.0.0.1:PORT") opens its store as a client of a master that never
-# comes, and hangs.
-_LAUNCHER_VARIABLES = {
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-    "GROUP_WORLD_SIZE",
-    "ROLE_RANK",
-    "ROLE_NAME",
-    "ROLE_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_ERROR_FILE",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "OMP_NUM_THREADS",
-}
-_LAUNCHER_PREFIXES = ("TORCHELASTIC_", "GROUP_", "ROLE_", "MASTER_")
-
-
-def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a launched server gets: the trainer's, less torchrun's variables (and
-    SGLANG_RETURN_ORIGINAL_LOGPROB, which would change what the log-probs mean)."""
-    environ = dict(os.environ if environ is None else environ)
-    return {
-        k: v
-        for k, v in environ.items()
-        if k not in _LAUNCHER_VARIABLES
-        and not k.startswith(_LAUNCHER_PREFIXES)
-        and k != "SGLANG_RETURN_ORIGINAL_LOGPROB"
-    }
-
-
-def wait_until_ready(
-    engine: SGLangEngine,
-    process: subprocess.Popen | None,
-    deadline: float,
-    log_file: Path | None = None,
-) -> None:
-    """Poll `/health` until it answers 200 (SGLang answers 503 while starting); a server without
-    `/health` (404) is polled on `/get_model_info` instead."""
-    path = "/health"
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            tail = log_file.read_text(errors="replace").splitlines()[-5:] if log_file else []
-            raise RunFailure(
-                f"SGLang exited with code {process.returncode} while starting "
-                f"(log {log_file}): {' | '.join(tail)}"
-            )
-        try:
-            engine._call_sync("GET", path, timeout_s=5)
-            return
-        except ServerHTTPError as err:
-            if err.status == 404 and path == "/health":
-                path = "/get_model_info"
-                continue
-        except RunFailure:
-            pass
-        time.sleep(1)
-    raise TimeoutError
-
-
-def start_server_process(
-    cmd: Sequence[str],
-    *,
-    port: int,
-    launch_timeout_s: float = 900.0,
-    log_path: str | None = None,
-    **engine_kwargs,
-) -> SGLangEngine:
-    """Run `cmd` (a server speaking SGLang's protocol on `port`) with `server_env()`, wait until it
-    is ready, and return an engine driving it."""
-    log_file = Path(log_path or f"sglang-{port}.log")
-    with open(log_file, "ab") as log:
-        process = subprocess.Popen(
-            list(cmd), stdout=log, stderr=subprocess.STDOUT, env=server_env()
-        )
-    engine = SGLangEngine(f"http://127.0.0.1:{port}", process=process, **engine_kwargs)
-    try:
-        wait_until_ready(engine, process, time.monotonic() + launch_timeout_s, log_file)
-    except TimeoutError:
-        process.kill()
-        raise RunFailure(
-            f"SGLang was not ready on port {port} within {launch_timeout_s:.0f}s "
-            f"(log {log_file}); raise rollout.sglang.launch_timeout_s or read the log"
-        ) from None
-    return engine
-
-
-def launch_sglang_server(
-    model_path: str,
-    *,
-    port: int = 30000,
-    mem_fraction: float = 0.5,
-    tp_size: int = 1,
-    dtype: str = "bfloat16",
-    deterministic: bool = False,
-    extra_args: Sequence[str] = (),
-    launch_timeout_s: float = 900.0,
-    log_path: str | None = None,
-    **engine_kwargs,
-) -> SGLangEngine:
-    """Start SGLang as a subprocess, wait until it is ready, and return an engine driving it."""
-    version = sglang_version()
-    if version is None:
-        raise RunFailure(
-            "rollout.engine=sglang needs SGLang, which is not installed; on a CUDA "
-            "machine run `pip install 'mua[gpu]'`, or use rollout.engine=hf"
-        )
-    if deterministic and not ReleaseTraits.of(version).sampling_seed:
-        raise RunFailure(
-            f"rollout.sglang.deterministic needs SGLang >= 0.5.3 (installed: {version}); "
-            "upgrade SGLang or set rollout.sglang.deterministic=false (seeds are then best-effort)"
-        )
-    cmd = launch_command(
-        model_path,
-        port=port,
-        mem_fraction=mem_fraction,
-        tp_size=tp_size,
-        dtype=dtype,
-        extra_args=[*(["--enable-deterministic-inference"] if deterministic else []), *extra_args],
-    )
-    return start_server_process(
-        cmd,
-        port=port,
-        launch_timeout_s=launch_timeout_s,
-        log_path=log_path,
-        tp_size=tp_size,
-        **engine_kwargs,
-    )
-
-
 def engine_from_config(
     sglang_cfg,
     model_path: str,
@@ -612,6 +439,8 @@ def engine_from_config(
             SGLangEngine(url, tp_size=sglang_cfg.tp_size, **common) for url in sglang_cfg.base_urls
         ]
         return engines[0] if len(engines) == 1 else EnginePool(engines)
+    from mua.rollout.sglang_launch import launch_sglang_server
+
     return launch_sglang_server(
         model_path,
         port=sglang_cfg.port,

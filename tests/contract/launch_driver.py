@@ -12,7 +12,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from mua.rollout.sglang_engine import start_server_process
+from mua.rollout.sglang_launch import start_server_process
 
 
 def main() -> None:

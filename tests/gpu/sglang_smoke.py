@@ -48,7 +48,8 @@ def main() -> None:
     from mua.models import load_model
     from mua.rollout import weight_sync
     from mua.rollout.engine import GenerationRequest, SamplingParams
-    from mua.rollout.sglang_engine import SGLangEngine, launch_sglang_server, sglang_version
+    from mua.rollout.sglang_engine import SGLangEngine, sglang_version
+    from mua.rollout.sglang_launch import launch_sglang_server
     from mua.train.engine_sync import EngineSync
 
     out_file, folder = Path(sys.argv[1]), sys.argv[2]

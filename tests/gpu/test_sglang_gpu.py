@@ -52,7 +52,8 @@ def _greedy(n: int):
 @pytest.fixture(scope="module")
 def sglang_engine(tmp_path_factory):
     from mua.models import load_model, load_tokenizer, save_hf
-    from mua.rollout.sglang_engine import launch_sglang_server, sglang_version
+    from mua.rollout.sglang_engine import sglang_version
+    from mua.rollout.sglang_launch import launch_sglang_server
 
     _cuda_and_sglang()
     if sglang_version() is None:
