@@ -331,6 +331,14 @@ def check_facts(job: dict) -> dict:
         ),
         "sampling_seed": "sampling_seed"
         in (side / "sglang/srt/sampling/sampling_params.py").read_text(),
+        # the server arg /get_server_info reports, which tells the client seeds are honoured
+        "deterministic_flag": any(
+            "enable_deterministic_inference" in path.read_text()
+            for path in [
+                side / "sglang/srt/server_args.py",
+                *side.glob("sglang/srt/arg_groups/*.py"),
+            ]
+        ),
     }
 
 

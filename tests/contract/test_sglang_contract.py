@@ -218,7 +218,7 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
     assert sorted(traits.memory_tags) == facts["memory_tags"]
     assert traits.weight_sessions == ("/begin_weight_update" in facts["routes"])
     assert traits.rejects_duplicate_rid == facts["rejects_duplicate_rid"]
-    assert traits.sampling_seed == facts["sampling_seed"]
+    assert traits.sampling_seed == facts["sampling_seed"] == facts["deterministic_flag"]
     assert {"/health", "/abort_request", "/get_server_info"} <= set(facts["routes"])
 
     generated = next(results)["results"]
