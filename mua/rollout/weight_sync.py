@@ -4,8 +4,8 @@
   DTensor is gathered with `full_tensor()`) and groups them into buckets of at most `bucket_mb`,
   so at most one bucket of full tensors exists at once: never a full-model copy.
 - Tensor path: `encode_tensors` is SGLang's `MultiprocessingSerializer` form (base64 pickle of
-  [(name, tensor)], tensors shared by handle: CUDA IPC on GPU, shared-memory files on CPU, so only
-  valid on the server's host); `tensor_push_body` serializes it once per tensor-parallel rank.
+  [(name, tensor)]: CUDA tensors by CUDA-IPC handle, same host only; CPU tensors inline);
+  `tensor_push_body` serializes it once per tensor-parallel rank.
   `decode_tensors` is the receiving side `mua serve` uses. Every server gets this one encoding.
 - Disk path: `write_shards` writes each bucket as one safetensors shard (plus an index) into a
   folder, by default in shared memory, for `/update_weights_from_disk`; `read_shards` is the reverse.
@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -74,9 +73,6 @@ def bucket_bytes(bucket: Bucket) -> int:
 
 # ---- tensor-path encoding -------------------------------------------------------------------
 
-_SHARING_LOCK = threading.Lock()
-
-
 def _cuda_reductions_patched() -> None:
     """Apply SGLang's CUDA-IPC reductions (device by UUID, so a server that sees the GPUs under
     other indices maps them right); imported from the installed release, whose location moved."""
@@ -94,31 +90,33 @@ def _cuda_reductions_patched() -> None:
 
 
 def encode_tensors(bucket: Bucket) -> str:
-    """One `serialized_named_tensors` entry, in SGLang's `MultiprocessingSerializer` form.
+    """One `serialized_named_tensors` entry, in SGLang's `MultiprocessingSerializer` form: base64
+    of a pickle of [(name, tensor)] that its deserializer (and its safe unpickler) loads.
 
-    base64 of a ForkingPickler dump of [(name, tensor)]: CUDA tensors travel as CUDA-IPC handles
-    (with SGLang's device-UUID reductions), CPU tensors as shared-memory files named in the payload
-    (torch's `file_system` strategy). The default `file_descriptor` strategy would hand the
-    receiver a connection back to this process's resource sharer, which only a child of this
-    process may open; SGLang's scheduler is no child of the trainer. The tensors must stay alive
-    until the server has answered.
+    CUDA tensors travel as CUDA-IPC handles (ForkingPickler with SGLang's device-UUID
+    reductions): same host, and the tensors must stay alive until the server has answered. CPU
+    tensors travel inline, their bytes in the payload (the standard pickle of a tensor). Sharing
+    them by handle does not work here: torch's default file-descriptor sharing hands the receiver
+    a connection back to this process that only a child of it may open (SGLang's scheduler is no
+    child of the trainer), and its file-system sharing starts a shared-memory manager daemon that
+    outlives the trainer, holding its output open while the server runs.
     """
     import io
+    import pickle
     from multiprocessing.reduction import ForkingPickler
 
-    import torch.multiprocessing as torch_mp
-
     pairs = [(name, tensor.detach()) for name, tensor in bucket]
-    if any(t.is_cuda for _, t in pairs):
-        _cuda_reductions_patched()
+    on_cuda = [t.is_cuda for _, t in pairs]
     buffer = io.BytesIO()
-    with _SHARING_LOCK:
-        previous = torch_mp.get_sharing_strategy()
-        torch_mp.set_sharing_strategy("file_system")
-        try:
-            ForkingPickler(buffer).dump(pairs)
-        finally:
-            torch_mp.set_sharing_strategy(previous)
+    if any(on_cuda):
+        if not all(on_cuda):
+            raise ValueError("a tensor bucket must be all on CUDA or all on CPU")
+        _cuda_reductions_patched()
+        ForkingPickler(buffer).dump(pairs)
+    else:
+        pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(
+            [(name, t.contiguous()) for name, t in pairs]
+        )
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -156,19 +154,27 @@ _PAYLOAD_GLOBALS = {
     ("multiprocessing.resource_sharer", "DupFd"),
     ("builtins", "list"),
     ("builtins", "tuple"),
+    ("collections", "OrderedDict"),
+    ("torch._utils", "_rebuild_tensor_v2"),
+    ("torch._tensor", "_rebuild_from_type_v2"),
 }
 
 
 def decode_tensors(payload: str) -> Bucket:
     """The server side of `encode_tensors` (what `mua serve` does with a push): a restricted
-    unpickle that only rebuilds tensors, then copies out of the sender's shared memory."""
+    unpickle that only rebuilds tensors (as SGLang's safe unpickler), then copies them."""
     import io
     import pickle
 
     import torch
 
+    def load_storage(data: bytes):  # torch's own storage bytes, loaded without running code
+        return torch.load(io.BytesIO(data), weights_only=True)
+
     class TensorUnpickler(pickle.Unpickler):
         def find_class(self, module: str, name: str):
+            if (module, name) == ("torch.storage", "_load_from_bytes"):
+                return load_storage
             value = getattr(torch, name, None) if module == "torch" else None
             if (module, name) in _PAYLOAD_GLOBALS or isinstance(value, torch.dtype):
                 return super().find_class(module, name)
