@@ -73,6 +73,7 @@ def bucket_bytes(bucket: Bucket) -> int:
 
 # ---- tensor-path encoding -------------------------------------------------------------------
 
+
 def _cuda_reductions_patched() -> None:
     """Apply SGLang's CUDA-IPC reductions (device by UUID, so a server that sees the GPUs under
     other indices maps them right); imported from the installed release, whose location moved."""
