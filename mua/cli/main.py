@@ -21,7 +21,7 @@ app = typer.Typer(
     name="mua",
     help="Train LLM agents with RL on multi-turn conversations with simulated users and tools.\n\n"
     "Every verb reads a YAML recipe plus key=value overrides, e.g.\n\n"
-    "  mua train recipes/quickstart.yaml optim.lr=1e-4\n\n"
+    "  mua train recipes/quickstart.yaml optim.lr=1e-4 run_dir=runs/quickstart_lr1e-4\n\n"
     "Start with `make demo`, then `mua recipe ls`.",
     no_args_is_help=True,
     add_completion=False,
