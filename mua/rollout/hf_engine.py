@@ -5,8 +5,8 @@ arrives, gone when none is left; the event loop stays free) keeps one running ba
 decode steps it admits whatever requests are pending, up to `max_batch_size` live rows, and rows
 that finish leave at once, so a request never waits for a whole batch to end. Requests become
 admissible a burst at a time (those queued in one turn of the caller's event loop), so how a
-burst is grouped does not depend on when the serving thread happens to look (with packed linears
-the grouping can change logits in the last bit). For Llama, Qwen2
+burst is grouped does not depend on when the serving thread happens to look (a grouping can
+change logits in the last bit). For Llama, Qwen2
 and Qwen3 models the batch is `hf_slots.SlotBatch` (each row owns a slot of a preallocated KV
 cache; live rows and newcomers' prompts go through one packed forward per step); other models
 get `hf_batch.RunningBatch` (a left-padded dynamic cache; newcomers are prefilled apart and
@@ -64,9 +64,6 @@ class HFEngine:
     ):
         import torch
 
-        from mua.host_memory import keep_freed_memory
-
-        keep_freed_memory()  # every decoding step re-allocates the same tensors
         self.model = copy.deepcopy(model) if copy_model else model
         self.model.eval().requires_grad_(False)
         self.device = torch.device(device) if device else next(self.model.parameters()).device
@@ -184,8 +181,7 @@ class HFEngine:
         `first()`, when given, runs on the calling thread right after the helper starts and
         before any request is served (typically the weight push): it overlaps with the helper
         preparing its first requests, and no request can start before it returns, because only
-        this thread serves while `serve_while` runs. The packed weights are then laid out at
-        once (`prepare`), also while the helper prepares.
+        this thread serves while `serve_while` runs.
 
         `fn` is typically `lambda: asyncio.run(rollouts())`. For a process whose own thread also
         runs parallel torch work (the trainer on CPU): OpenMP keeps one pool of worker threads
@@ -215,7 +211,6 @@ class HFEngine:
         try:
             if first is not None:
                 first()
-            self.prepare()
             while drive.next_task():
                 self._serve()
         except BaseException:  # interrupted: leave the helper (a daemon) rather than wait on it
@@ -229,16 +224,6 @@ class HFEngine:
         if "error" in outcome:
             raise outcome["error"]
         return outcome["value"]
-
-    def prepare(self) -> None:
-        """Lay out packed weights that are missing or stale now rather than in the next decode
-        step (see `hf_packed`); nothing to do for models or devices without packing."""
-        import torch
-
-        prepare = getattr(self._batch, "prepare", None)
-        if prepare is not None:
-            with self._model_lock, torch.inference_mode():
-                prepare()
 
     # ---- serving thread -----------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from mua.rollout.hf_lean import lean_forward
 from mua.rollout.hf_sampling import Row, record, row_generator, sample
 
 NAME = "mua_engine"
@@ -258,7 +257,6 @@ class SlotBatch:
         self.prefix_store = prefix_store
         self.kv = _SlotKV(config.num_hidden_layers, kv_heads, head_dim, dtype, device)
         self.keep_selected_logits = accepts_logits_to_keep(model)
-        self.lean = lean_forward(model)  # None: the model's own forward
         self.can_merge = True  # newcomers join a running batch between two steps
         self.shared_prompts = 0
         self._no_mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=device)
@@ -268,11 +266,6 @@ class SlotBatch:
 
     def __len__(self) -> int:
         return len(self.rows)
-
-    def prepare(self) -> None:
-        """Pack the lean forward's linear weights now if they changed (else the first step does)."""
-        if self.lean is not None:
-            self.lean.prepack()  # nothing to pack off CPU or outside float32
 
     def clear(self) -> list[Row]:
         rows = self.rows
@@ -383,8 +376,6 @@ class SlotBatch:
         keep = torch.tensor(last, device=device)
         input_ids = torch.tensor(tokens, device=device)
         position_ids = torch.tensor(cols, device=device)
-        if self.lean is not None:
-            return self.lean(input_ids, position_ids, plan, keep, max(cols))
         extra = {"logits_to_keep": keep} if self.keep_selected_logits else {}
         out = self.model(
             input_ids=input_ids[None],

@@ -2,8 +2,9 @@
 
 Weights come from `mua.models.load_model` (full fp32 master weights on every rank, built with
 the recipe's seed, so every rank starts identical), then `mua.dist.fsdp.shard_model` shards them.
-Attention switches to `mua.train.varlen` for packed rows unless flash-attn is configured, and
-the norms to `mua.train.rms_norm` (same forward, shorter backward).
+Attention switches to `mua.train.varlen` for packed rows unless flash-attn is configured. The
+norms: on CPU `mua.train.rms_norm` (same forward, shorter backward); on GPUs transformers' own,
+or Liger's RMSNorm kernel when `liger-kernel` is installed. No hand-written kernel runs on a GPU.
 The RL reference model is another `load_policy(..., trainable=False)`; the PPO critic lives in `mua.train.critic`.
 Also writes the HF side files of a checkpoint and the Hugging Face exports of a run (periodic
 `hf/global_step_N` and `hf/final`, through `mua merge`'s writer).
@@ -22,7 +23,7 @@ from mua.dist.fsdp import full_state_dict, shard_model
 def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
     p = recipe.parallel
     return shard_model(
-        load_trained_lm(recipe),
+        load_trained_lm(recipe, mesh.device_type),
         mesh,
         mixed_precision=p.mixed_precision,
         activation_checkpointing=p.activation_checkpointing and trainable,
@@ -31,14 +32,17 @@ def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
     )
 
 
-def load_trained_lm(recipe) -> nn.Module:
+def load_trained_lm(recipe, device_type: str | None = None) -> nn.Module:
     """The recipe's model as the trainer runs it (policy, reference, the critic's LM), unsharded:
     fp32 master weights, packed-row attention (`mua.train.varlen`; flash-attn, when chosen, stays)
-    and `mua.train.rms_norm`'s norms (the same forward, a shorter backward)."""
+    and the norms of `device_type` ("cpu" or "cuda"; default: cuda when available)."""
+    import torch
+
     from mua.models import load_model
-    from mua.train.rms_norm import use_fast_rms_norm
     from mua.train.varlen import enable_varlen
 
+    if device_type is None:
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model(
         recipe.model.path,
         dtype="float32",
@@ -46,8 +50,26 @@ def load_trained_lm(recipe) -> nn.Module:
         attn_implementation=trainer_attention(recipe),
     )
     enable_varlen(model)
-    use_fast_rms_norm(model)
+    use_trainer_norms(model, device_type)
     return model
+
+
+def use_trainer_norms(model: nn.Module, device_type: str) -> str:
+    """Swap the model's RMSNorms for the trainer's: the hand-written backward of
+    `mua.train.rms_norm` on CPU, Liger's kernel on a GPU when liger-kernel is installed, else
+    transformers' own. Returns which ("mua", "liger" or "transformers")."""
+    if device_type == "cpu":
+        from mua.train.rms_norm import use_fast_rms_norm
+
+        use_fast_rms_norm(model)
+        return "mua"
+    import importlib.util
+
+    if importlib.util.find_spec("liger_kernel") is None:
+        return "transformers"
+    from mua.train.rms_norm import use_liger_rms_norm
+
+    return "liger" if use_liger_rms_norm(model) else "transformers"
 
 
 def trainer_attention(recipe) -> str:

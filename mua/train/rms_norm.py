@@ -1,4 +1,4 @@
-"""RMSNorm with a hand-written backward for the trained Llama, Qwen2 and Qwen3 models.
+"""RMSNorm with a hand-written backward for the trained Llama, Qwen2 and Qwen3 models on CPU.
 
 transformers' RMSNorm is six operations (float32 cast, square, mean, rsqrt, two products), and
 autograd records each of them: its backward runs about ten passes over the activations. The
@@ -8,15 +8,15 @@ and the backward is written out in five passes from the normalised activations i
     dW = sum over tokens of dy * n          dn = dy * W
     dx = rstd * (dn - n * mean(dn * n))     (n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps))
 
-For B1's update of the 10M model (1,147 tokens of width 256, 25 norms) one norm's forward plus
-backward took ~0.31 ms instead of 0.57-0.79 ms on 2 CPU cores. It also keeps fewer activations
-(the normalised ones and one number per token, not the input, its square and its product).
+It also keeps fewer activations (the normalised ones and one number per token, not the input,
+its square and its product). Gradients are computed in float32 and cast back to the input's and
+the weight's dtypes.
 
 `use_fast_rms_norm(model)` puts `RMSNorm` in place of the model's own norms (same parameter name,
-so checkpoints and exports do not change); other architectures are left as they are. Gradients
-are computed in float32 and cast back to the input's and the weight's dtypes (with bf16 compute
-that is a little more precise than autograd through the bf16 operations). Not here: the engine's
-norms (`mua.rollout.hf_lean`), double backward (not supported).
+so checkpoints and exports do not change); other architectures are left as they are. The trainer
+installs it on CPU only (`mua.train.modeling.use_trainer_norms`); on GPUs the norms are
+transformers' own, or Liger's kernel (`use_liger_rms_norm`) when liger-kernel is installed.
+Not here: double backward (not supported).
 """
 
 from __future__ import annotations
@@ -46,6 +46,23 @@ class RMSNorm(nn.Module):
 
 def use_fast_rms_norm(model: nn.Module) -> int:
     """Replace every Llama/Qwen2/Qwen3 RMSNorm of `model` by `RMSNorm`; returns how many."""
+    return _replace_norms(model, lambda m: RMSNorm(m.weight, m.variance_epsilon))
+
+
+def use_liger_rms_norm(model: nn.Module) -> int:
+    """Replace every Llama/Qwen2/Qwen3 RMSNorm by Liger's kernel (GPU; liger-kernel must be
+    installed), keeping the weights; returns how many."""
+    from liger_kernel.transformers.rms_norm import LigerRMSNorm
+
+    def liger(module):
+        norm = LigerRMSNorm(module.weight.shape[0], eps=module.variance_epsilon)
+        norm.weight = module.weight  # the same parameter: state dict and optimizer unchanged
+        return norm
+
+    return _replace_norms(model, liger)
+
+
+def _replace_norms(model: nn.Module, make) -> int:
     targets = [
         (name, module)
         for name, module in model.named_modules()
@@ -53,7 +70,7 @@ def use_fast_rms_norm(model: nn.Module) -> int:
         and isinstance(getattr(module, "weight", None), nn.Parameter)
     ]
     for name, module in targets:
-        model.set_submodule(name, RMSNorm(module.weight, module.variance_epsilon))
+        model.set_submodule(name, make(module))
     return len(targets)
 
 

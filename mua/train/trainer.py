@@ -21,7 +21,6 @@ import torch
 
 from mua.dist import DistInfo, barrier, broadcast_object
 from mua.errors import RunFailure
-from mua.host_memory import keep_freed_memory
 from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples, load_task_files
 from mua.train.modeling import export_hf, hf_side_files, load_policy, load_tokenizer_for
@@ -48,7 +47,6 @@ class Trainer:
         self.dist = dist
         self.resume = resume
         self.resume_from = Path(resume_from) if resume_from else None
-        keep_freed_memory()  # each step re-allocates the same tensors: no page faults for them
         seed_everything(recipe.data.seed)
         self.tokenizer = load_tokenizer_for(recipe)
         self.model = load_policy(recipe, dist.mesh)

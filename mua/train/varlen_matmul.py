@@ -9,11 +9,10 @@ more `index_select` puts back in row order.
 
 The backward is written out (softmax backward, four batched matmuls per batch, and one
 `index_add_` per input into a single zeroed gradient) instead of being left to autograd, which
-recorded about thirty operations per layer for the gathers, views and copies around the matmuls,
-each with its own zero-filled buffer. For B1's update batch (40 segments, 1,147 tokens, 4/2 heads
-of 64) forward plus backward took 2.8-4.0 ms per layer instead of 4.7-5.5 ms through autograd on 2
-CPU cores (B1's whole 10M update: 6.5 and 12.9 ms less, medians of 8 and 12 paired steps), with
-the same outputs and gradients to float32 rounding (tested against each segment attended alone).
+records about thirty operations per layer for the gathers, views and copies around the matmuls,
+each with its own zero-filled buffer. Outputs and gradients equal each segment attended alone
+through autograd, to float32 rounding (tested). Only on CPU: GPUs attend through
+scaled_dot_product_attention or flash-attn (`mua.train.varlen`).
 
 Padded query positions read a zero gradient (a sentinel row past the last token), so they add
 exact zeros to the gradients of the token they point at; masked keys get zero probability, so
@@ -84,8 +83,9 @@ class _MatmulAttention(torch.autograd.Function):
             d_out = grad_rows.index_select(0, index.grad_queries).view(q.shape)
             dv.index_add_(0, index.keys, torch.bmm(probs.transpose(1, 2), d_out).view(-1, dim))
             d_probs = torch.bmm(d_out, v.transpose(1, 2))
-            d_scores = torch._softmax_backward_data(d_probs, probs, -1, probs.dtype)
-            d_scores.mul_(ctx.scale)
+            # softmax backward: probs * (d_probs - sum(d_probs * probs)), times the scale
+            row_dot = (d_probs * probs).sum(-1, keepdim=True)
+            d_scores = d_probs.sub_(row_dot).mul_(probs).mul_(ctx.scale)
             dq.index_add_(0, index.queries, torch.bmm(d_scores, k).view(-1, dim))
             dk.index_add_(0, index.keys, torch.bmm(d_scores.transpose(1, 2), q).view(-1, dim))
 

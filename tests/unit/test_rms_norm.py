@@ -46,3 +46,25 @@ def test_use_fast_rms_norm_replaces_every_norm_and_keeps_the_state_dict():
     assert list(model.state_dict()) == keys
     assert model.model.layers[0].input_layernorm.weight is weight  # the same parameter
     assert torch.equal(model(ids).logits, before_logits)
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+def test_the_hand_written_norm_is_installed_on_cpu_only(device_type, monkeypatch):
+    """On a GPU the trainer keeps library norms (transformers', or Liger's when installed)."""
+    import importlib.util
+
+    from mua.train.modeling import use_trainer_norms
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "liger_kernel" else real_find_spec(name, *a),
+    )
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0)
+    used = use_trainer_norms(model, device_type)
+    ours = [m for m in model.modules() if type(m) is RMSNorm]
+    if device_type == "cpu":
+        assert used == "mua" and len(ours) == 4 * 2 + 1
+    else:
+        assert used == "transformers" and not ours
