@@ -2,8 +2,11 @@
 
 Every rank must run the same number of forward/backward passes (each one runs FSDP
 collectives), so a rank with fewer micro-batches runs zero-loss passes on a two-token dummy row.
-The caller's `loss_fn(mb, logits)` returns an already normalised partial loss (global counts,
-times the world size because FSDP averages gradients over ranks) and a dict of float stats.
+The caller's `loss_fn(mb, out)` returns an already normalised partial loss (global counts,
+times the world size because FSDP averages gradients over ranks) and a dict of float stats;
+`out` is the logits [R, V] of the row, or, when the caller passes masks, the scored tokens'
+(log-probs [T], entropies [T]) computed through the LM head in chunks (`mua.train.head_scores`),
+so no micro-batch ever holds logits for all its scored tokens.
 Does not step the optimizer.
 """
 
@@ -14,10 +17,11 @@ from collections.abc import Callable
 import torch
 
 from mua.dist import all_reduce_max
+from mua.train.head_scores import scored_forward
 from mua.train.packing import MicroBatch, pack, packed_logits, plan_micro_batches
 from mua.train.varlen import shares_prefixes
 
-LossFn = Callable[[MicroBatch, torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
+LossFn = Callable[[MicroBatch, object], tuple[torch.Tensor, dict[str, float]]]
 
 
 def accumulate(
@@ -29,10 +33,13 @@ def accumulate(
     backward: bool = True,
     masks: list[list[int]] | None = None,
     share_prefixes: bool = False,
+    temperature: float = 1.0,
+    entropy_grad: bool = False,
 ) -> list[dict[str, float]]:
     """Forward (and backward) every micro-batch of `sequences`; returns per-micro-batch stats.
-    With `masks`, logits are computed only for the tokens they mark, and with `share_prefixes`
-    a prompt shared by consecutive sequences is fed once where the model's attention allows it
+    With `masks`, `loss_fn` gets the marked tokens' (log-probs, entropies) at `temperature`
+    (the entropy with gradients only with `entropy_grad`), and with `share_prefixes` a prompt
+    shared by consecutive sequences is fed once where the model's attention allows it
     (`packing.pack`)."""
     share = share_prefixes and shares_prefixes(model)
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)
@@ -41,8 +48,11 @@ def accumulate(
     for k in range(num_passes):
         if k < len(groups):
             mb = pack(sequences, groups[k], device, masks, share)
-            logits = packed_logits(model, mb)
-            loss, st = loss_fn(mb, logits)
+            if masks is None:
+                out = packed_logits(model, mb)
+            else:
+                out = scored_forward(model, mb, temperature, entropy_grad)
+            loss, st = loss_fn(mb, out)
             stats.append(st)
         else:
             mb = pack([[0, 0]], [0], device)
@@ -61,9 +71,10 @@ def forward_only(
     per_mb: Callable[[MicroBatch, torch.Tensor], list],
     masks: list[list[int]] | None = None,
     share_prefixes: bool = False,
+    temperature: float = 1.0,
 ) -> list:
-    """Run `per_mb(mb, logits)` (returning one value per sequence) and return values in input order.
-    `masks` and `share_prefixes` as in `accumulate`."""
+    """Run `per_mb(mb, out)` (returning one value per sequence) and return values in input order.
+    `out`, `masks`, `share_prefixes` and `temperature` as in `accumulate`."""
     share = share_prefixes and shares_prefixes(model)
     out: list = [None] * len(sequences)
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)
@@ -71,7 +82,12 @@ def forward_only(
     for k in range(num_passes):
         if k < len(groups):
             mb = pack(sequences, groups[k], device, masks, share)
-            values = per_mb(mb, packed_logits(model, mb))
+            out = (
+                packed_logits(model, mb)
+                if masks is None
+                else scored_forward(model, mb, temperature)
+            )
+            values = per_mb(mb, out)
             for i, v in zip(mb.indices, values):
                 out[i] = v
         else:

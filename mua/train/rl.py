@@ -44,7 +44,7 @@ from mua.train.critic import epoch_losses
 from mua.train.data import rank_slice
 from mua.train.guards import check_finite
 from mua.train.micro import accumulate, forward_only
-from mua.train.packing import concat_per_token, first_token_mask, scored_logprobs
+from mua.train.packing import concat_per_token, first_token_mask
 from mua.train.rl_batch import RLSample, score, split_mini_batches, with_inputs
 from mua.train.rl_metrics import log_transcripts, rollout_metrics, update_metrics
 from mua.train.rl_setup import RLParts, SeededPolicy
@@ -194,9 +194,8 @@ def pre_update_logprobs(
     masks = [s.loss_mask for s in samples]
 
     def logps(m) -> list[list[float]]:
-        def per_mb(mb, logits):
-            lp = scored_logprobs(logits, mb, temperature)[0].cpu()
-            return list(torch.split(lp, mb.lengths))
+        def per_mb(mb, scores):
+            return list(torch.split(scores[0].cpu(), mb.lengths))
 
         out = forward_only(
             m,
@@ -206,6 +205,7 @@ def pre_update_logprobs(
             per_mb,
             masks=masks,
             share_prefixes=parallel.share_prefixes,
+            temperature=temperature,
         )
         return [lp.tolist() for lp in out]
 
@@ -302,14 +302,12 @@ def policy_mini_batch(
     tokens, seqs = (float(x) for x in all_reduce_sum([local_tokens, local_seqs]))
     kl_in_loss = with_ref and algo.kl.placement == "loss"
 
-    def loss_fn(mb, logits):
+    def loss_fn(mb, scores):
         mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
             mb.lengths, device
         )
         adv = concat_per_token([s.advantages for s in mini], mb.indices, device=device)
-        logp, entropy = scored_logprobs(
-            logits, mb, temperature, entropy_grad=bool(algo.loss.entropy_coef)
-        )
+        logp, entropy = scores
         if old_from_forward:
             old = logp.detach()
         else:
@@ -367,6 +365,8 @@ def policy_mini_batch(
         loss_fn,
         masks=masks,
         share_prefixes=parallel.share_prefixes,
+        temperature=temperature,
+        entropy_grad=bool(algo.loss.entropy_coef),
     )
     grad_norm = clip_grad_norm(model, grad_clip)
     forward_old: list[list[float]] | None = [[] for _ in mini] if old_from_forward else None

@@ -14,7 +14,7 @@ from mua.dist.fsdp import clip_grad_norm
 from mua.train.data import SFTSample, rank_slice
 from mua.train.guards import check_finite
 from mua.train.micro import accumulate
-from mua.train.packing import concat_per_token, first_token_mask, scored_logprobs
+from mua.train.packing import concat_per_token, first_token_mask
 
 
 def sft_step(
@@ -36,11 +36,11 @@ def sft_step(
     local_tokens = sum(sum(m[1:]) for m in masks)
     global_tokens = float(all_reduce_sum([local_tokens])[0])
 
-    def loss_fn(mb, logits):
+    def loss_fn(mb, scores):
         mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
             mb.lengths, device
         )
-        logp = scored_logprobs(logits, mb)[0]
+        logp = scores[0]
         nll_sum = -(logp * mask).sum()
         return nll_sum * world_size / max(global_tokens, 1.0), {"nll_sum": float(nll_sum.detach())}
 

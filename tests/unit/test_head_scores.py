@@ -1,0 +1,93 @@
+"""Chunked log-probs and entropies (`mua.train.head_scores`) equal the whole-logits computation,
+values and gradients, and never hold logits for more than one chunk of tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mua.train.head_scores import head_scores, scored_forward
+from mua.train.packing import pack, packed_logits, scored_logprobs
+
+
+def _reference(hidden, weight, bias, targets, temperature):
+    logits = torch.nn.functional.linear(hidden, weight, bias).float() / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    picked = logp_all.gather(-1, targets[:, None]).squeeze(-1)
+    return picked, -(logp_all.exp() * logp_all).sum(-1)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_chunked_scores_and_gradients_equal_the_whole_computation(temperature, with_bias, chunk):
+    gen = torch.Generator().manual_seed(0)
+    tokens, hidden_size, vocab = 23, 16, 50
+    hidden = torch.randn(tokens, hidden_size, generator=gen, dtype=torch.float64) * 2
+    weight = torch.randn(vocab, hidden_size, generator=gen, dtype=torch.float64)
+    bias = torch.randn(vocab, generator=gen, dtype=torch.float64) if with_bias else None
+    targets = torch.randint(0, vocab, (tokens,), generator=gen)
+    g_logp = torch.randn(tokens, generator=gen, dtype=torch.float64)
+    g_entropy = torch.randn(tokens, generator=gen, dtype=torch.float64)
+    inputs = [t.requires_grad_(True) for t in (hidden, weight, bias) if t is not None]
+
+    def run(fn, **kw):
+        logp, entropy = fn(hidden, weight, bias, targets, temperature, **kw)
+        # float64 inputs: F.linear in float64, then .float(): compare in float32
+        loss = (logp.double() * g_logp).sum() + (entropy.double() * g_entropy).sum()
+        return logp, entropy, torch.autograd.grad(loss, inputs)
+
+    want = run(_reference)
+    got = run(head_scores, chunk_tokens=chunk)
+    assert torch.allclose(got[0], want[0], atol=1e-6) and torch.allclose(got[1], want[1], atol=1e-6)
+    for g, w in zip(got[2], want[2], strict=True):
+        assert torch.allclose(g, w, atol=1e-5, rtol=1e-5)
+
+
+def test_only_the_used_output_gets_a_gradient_term():
+    """A loss of the log-probs alone gets the log-probs' gradient (the entropy's is not added)."""
+    gen = torch.Generator().manual_seed(1)
+    hidden = torch.randn(9, 8, generator=gen, requires_grad=True)
+    weight = torch.randn(30, 8, generator=gen, requires_grad=True)
+    targets = torch.randint(0, 30, (9,), generator=gen)
+    got = torch.autograd.grad(head_scores(hidden, weight, None, targets, 1.0, 4)[0].sum(), hidden)
+    want = torch.autograd.grad(_reference(hidden, weight, None, targets, 1.0)[0].sum(), hidden)
+    assert torch.allclose(got[0], want[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("entropy_grad", [False, True])
+def test_scored_forward_equals_whole_logits_with_model_gradients(entropy_grad, monkeypatch):
+    """Through a real model: the same log-probs, entropies and parameter gradients as the
+    whole-logits path, with the head never run on more than a chunk of rows."""
+    from mua.models import load_model
+    from mua.train import head_scores as module
+
+    torch.set_num_threads(1)
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0)
+    gen = torch.Generator().manual_seed(3)
+    seqs = [torch.randint(3, 2000, (n,), generator=gen).tolist() for n in (9, 14, 6)]
+    masks = [[0] * 3 + [1] * 6, [1] * 14, [0, 0, 1, 1, 1, 0]]
+    mb = pack(seqs, [0, 1, 2], masks=masks)
+    monkeypatch.setattr(module, "CHUNK_BYTES", 4 * 2000 * 5)  # 5 tokens per chunk (vocab 2000)
+    seen = []
+    real = module._chunk_logits
+    monkeypatch.setattr(
+        module, "_chunk_logits", lambda h, *a: seen.append(h.shape[0]) or real(h, *a)
+    )
+
+    def run(fn):
+        model.zero_grad()
+        logp, entropy = fn()
+        loss = logp.sum() + 0.3 * logp.pow(2).sum() + (0.5 * entropy.sum() if entropy_grad else 0)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return logp.detach(), entropy.detach(), grads
+
+    want = run(lambda: scored_logprobs(packed_logits(model, mb), mb, 0.8, entropy_grad))
+    got = run(lambda: scored_forward(model, mb, 0.8, entropy_grad))
+    assert max(seen) == 5 and sum(seen) == 2 * int(mb.scored.numel())  # forward + backward
+    assert torch.allclose(got[0], want[0], atol=1e-5)
+    assert torch.allclose(got[1], want[1], atol=1e-5)
+    assert got[2].keys() == want[2].keys()
+    for name, g in got[2].items():
+        assert torch.allclose(g, want[2][name], atol=1e-5, rtol=1e-4), name
