@@ -8,9 +8,9 @@ model weights and tokenizer (`mua.models`, seed 0). Models: tiny:qwen2-1m and ti
 
 mua: a `Trainer` built from a GRPO recipe exactly as `mua train` builds it (a one-process gloo
 group, where the trainer keeps the model unsharded because FSDP2 would shard nothing; an `hf`
-engine with its own copy of the weights, decoding through oneDNN-packed linears on CPU); the timed
+engine with its own copy of the weights, running the model's own transformers forward); the timed
 unit is `Trainer.step`: rollouts through the multi-turn runner, advantages, the update, and the
-weight push into the engine (with the engine's repacking on its first decode step). The recipe
+weight push into the engine. The recipe
 names the `math` gym only to pass validation; its GymSpec is then replaced by the one-turn gym of
 `bench._b1_task`.
 TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with docs/benchmarks.md's
@@ -20,14 +20,15 @@ step end and paused between steps.
 Settings that differ: mua pushes weights into its engine every step, prefills each prompt once
 for its 4 samples, and in the update feeds each prompt once for its 4 samples (shared-prefix rows);
 like TRL with num_iterations = 1 it takes old log-probs from the update's own forward and runs the
-LM head only where completion tokens are predicted. mua's trainer process keeps freed host
-memory for reuse (`mua.host_memory`); TRL's runs with glibc's defaults. TRL generates with the
-training model itself, left-padded, and recomputes activations (gradient checkpointing).
+LM head only where completion tokens are predicted (in chunks of tokens, `mua.train.head_scores`).
+Both processes run with glibc's default allocator settings. TRL generates with the training model
+itself, left-padded, and recomputes activations (gradient checkpointing).
 Steps alternate mua, TRL, mua, TRL ...: 3 warm-up rounds (both sides' step times fall over their
 first rounds while allocators and caches settle), then the median of 11 (on a shared 2-core
 machine one side's steps vary by 10-20% from round to round; 7 rounds left the ratio's median
 moving by about 0.03 between runs).
-step_ratio_vs_trl_* = mua's median step seconds / TRL's (bar <= 0.5).
+step_ratio_vs_trl_* = mua's median step seconds / TRL's (bar <= 0.75, with portable code only:
+no private torch API, no re-implemented model forward, no allocator tuning).
 Without bench/.venv (or without trl in it) only mua's absolute step times are reported.
 """
 
@@ -44,7 +45,7 @@ from pathlib import Path
 from bench import _b1_task as task
 
 ID = "B1"
-BAR = {"step_ratio_vs_trl_1m": "<= 0.5", "step_ratio_vs_trl_10m": "<= 0.5"}
+BAR = {"step_ratio_vs_trl_1m": "<= 0.75", "step_ratio_vs_trl_10m": "<= 0.75"}
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_PYTHON = REPO_ROOT / "bench" / ".venv" / "bin" / "python"

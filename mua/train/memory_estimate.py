@@ -4,7 +4,8 @@ The run alternates two phases on the same GPUs:
   rollout: the engine holds `mem_fraction` of the GPU (weights + KV cache) while the trainer keeps
            its sharded parameters and optimizer state resident;
   train:   the engine has released its memory (sleep) and the trainer peaks with gradients,
-           the layer being all-gathered, activations of one micro-batch and its logits.
+           the layer being all-gathered, activations of one micro-batch and the chunked LM-head
+           working set of its scored tokens (bounded: no [tokens, vocab] logits).
 Both must fit. The KV budget is what is left of the engine's share after its weights; it must
 hold at least one full trajectory. `estimate_memory` is a pure function of sizes; `format_table`
 prints it; `check_fits` raises `RunFailure` naming the cheapest fix.
@@ -144,7 +145,7 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
         activations = tokens * model.hidden_size * compute_bytes * model.num_layers + per_layer_act
     else:
         activations = per_layer_act * model.num_layers
-    logits = tokens * model.vocab_size * 4 * 2  # fp32 logits and their log-softmax
+    head = head_scoring_bytes(model, tokens, compute_bytes)
 
     engine_weights = n * DTYPE_BYTES[run.engine_dtype] // max(1, run.engine_tp_size)
     kv_per_token = (
@@ -176,11 +177,23 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
         ("gathered layers (compute dtype)", gathered),
         ("reference model (sharded)", reference),
         (f"activations ({tokens} tokens/micro-batch)", activations),
-        ("logits + log-softmax (fp32)", logits),
+        ("log-probs through the LM head in chunks", head),
         ("released engine", ENGINE_ASLEEP_BYTES),
         ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES),
     ]
     return est
+
+
+def head_scoring_bytes(model: ModelShape, tokens: int, compute_bytes: int) -> int:
+    """What the scored tokens' log-probs and entropies hold (`mua.train.head_scores`): the
+    hidden states they are computed from (every token of the micro-batch at most), the LM head's
+    gradient, and about three fp32 [chunk, V] buffers of one chunk in the backward. Never
+    [tokens, V]: that would be tokens x V x 4 bytes per tensor."""
+    from mua.train.head_scores import CHUNK_BYTES
+
+    hidden = tokens * model.hidden_size * compute_bytes
+    head_grad = model.vocab_size * model.hidden_size * compute_bytes
+    return hidden + head_grad + 3 * CHUNK_BYTES
 
 
 def format_table(est: MemoryEstimate) -> str:

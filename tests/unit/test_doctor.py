@@ -211,3 +211,13 @@ def test_the_gpu_extra_pins_a_release_the_contract_tests_cover():
     makefile = (Path(__file__).parents[2] / "Makefile").read_text()
     line = next(x for x in makefile.splitlines() if x.startswith("SGLANG_RELEASES :="))
     assert tuple(line.split(":=")[1].split()) == COVERED_RELEASES
+
+
+def test_memory_estimate_of_the_lm_head_does_not_grow_with_tokens_times_vocab():
+    """Log-probs are computed in chunks: 4x the tokens adds hidden states, not [tokens, V]."""
+    from mua.train.memory_estimate import head_scoring_bytes
+
+    small = head_scoring_bytes(QWEN_8B, 4096, 2)
+    big = head_scoring_bytes(QWEN_8B, 16384, 2)
+    assert big - small == (16384 - 4096) * QWEN_8B.hidden_size * 2
+    assert big < 16384 * QWEN_8B.vocab_size * 4  # less than one fp32 [tokens, V] tensor

@@ -1,0 +1,57 @@
+"""B9: long-conversation training memory: one GRPO update on a 16k-token micro-batch, CPU.
+
+Model: Qwen2 architecture, 2 layers, hidden 256, 4/2 heads, vocabulary 151,936 (Qwen's), tied
+embeddings, fp32, random weights (`bench._b9_worker.build_model`), run as the trainer runs it
+on CPU. Workload: one packed micro-batch of one 16,384-token conversation whose 64 turns end
+with policy tokens, 12,000 scored; one GRPO update (clipped policy loss with the entropy term,
+token-mean, AdamW step) through `mua.train.micro.accumulate`. One fp32 [12,000, V] tensor alone
+would be 7.3 GB; the log-probs are computed in chunks (`mua.train.head_scores`).
+
+`peak_rss_gb`: the update process's peak resident size (model, optimizer state and the
+interpreter included), from getrusage in a process of its own.
+`max_abs_logp_diff_vs_unchunked`: on 1,024 tokens (750 scored) of the same model, the chunked
+log-probs against those of whole logits (`mua.train.packing.scored_logprobs`); the entropy's
+difference and the largest relative gradient difference are reported too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ID = "B9"
+BAR = {"peak_rss_gb": "<= 3", "max_abs_logp_diff_vs_unchunked": "<= 1e-5"}
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _worker(mode: str) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-m", "bench._b9_worker", mode],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"B9 {mode} worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run():
+    updated = _worker("update")
+    compared = _worker("compare")
+    print(f"  update: {updated}\n  compare: {compared}", flush=True)
+    metrics = {
+        "peak_rss_gb": updated["peak_rss_gb"],
+        "max_abs_logp_diff_vs_unchunked": compared["max_abs_logp_diff"],
+        "max_abs_entropy_diff_vs_unchunked": compared["max_abs_entropy_diff"],
+        "max_rel_grad_diff_vs_unchunked": compared["max_rel_grad_diff"],
+        "update_s": updated["update_s"],
+        "scored_tokens": float(updated["scored_tokens"]),
+    }
+    return metrics, "one process per measurement; update_s is absolute (shared CPU)"
