@@ -49,7 +49,10 @@ BAR = {"step_ratio_vs_trl_1m": "<= 0.75", "step_ratio_vs_trl_10m": "<= 0.75"}
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_PYTHON = REPO_ROOT / "bench" / ".venv" / "bin" / "python"
-WARMUP_ROUNDS, TIMED_ROUNDS = 3, 11
+# MUA_B1_ROUNDS="warm-up,timed" (e.g. "2,5") shortens a run on a crowded machine
+WARMUP_ROUNDS, TIMED_ROUNDS = (
+    int(x) for x in os.environ.get("MUA_B1_ROUNDS", "3,11").split(",", 1)
+)
 MODELS = {"1m": task.MODEL_SMALL, "10m": task.MODEL_LARGE}
 _DROPPED_ENV = (
     "MASTER_ADDR",

@@ -80,10 +80,18 @@ class _HeadScores(torch.autograd.Function):
         hidden, weight, bias, targets, entropy = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
         d_hidden = torch.empty_like(hidden) if need_h else None
-        d_weight = torch.zeros_like(weight) if need_w else None
-        d_bias = torch.zeros_like(bias) if need_b and bias is not None else None
+        # the head's gradients add up over chunks in float32 (in bf16 every chunk would round)
+        d_weight = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
+        d_bias = (
+            torch.zeros_like(bias, dtype=torch.float32) if need_b and bias is not None else None
+        )
+
+        def as_param(grad, like):
+            return None if grad is None else grad.to(like.dtype)
+
         if grad_logp is None and grad_entropy is None:
-            return (d_hidden.zero_() if need_h else None), d_weight, d_bias, None, None, None
+            d_hidden = d_hidden.zero_() if need_h else None
+            return d_hidden, as_param(d_weight, weight), as_param(d_bias, bias), None, None, None
         temperature = ctx.temperature
         for start in range(0, hidden.shape[0], ctx.chunk):
             stop = min(start + ctx.chunk, hidden.shape[0])
@@ -109,11 +117,13 @@ class _HeadScores(torch.autograd.Function):
             del d_z
             if need_h:
                 torch.mm(d_logits, weight, out=d_hidden[start:stop])
-            if need_w:
+            if need_w and d_logits.dtype == torch.float32:
                 d_weight.addmm_(d_logits.t(), h)
+            elif need_w:
+                d_weight.add_(torch.mm(d_logits.t(), h))
             if d_bias is not None:
                 d_bias.add_(d_logits.sum(0))
-        return d_hidden, d_weight, d_bias, None, None, None
+        return d_hidden, as_param(d_weight, weight), as_param(d_bias, bias), None, None, None
 
 
 @contextmanager

@@ -91,3 +91,22 @@ def test_scored_forward_equals_whole_logits_with_model_gradients(entropy_grad, m
     assert got[2].keys() == want[2].keys()
     for name, g in got[2].items():
         assert torch.allclose(g, want[2][name], atol=1e-5, rtol=1e-4), name
+
+
+def test_bf16_head_gradient_is_summed_over_chunks_in_float32():
+    """With many chunks in bf16 the head's gradient is as close to the float64 one as a single
+    whole-logits matmul's (each chunk's part is rounded once, the sum is not)."""
+    gen = torch.Generator().manual_seed(4)
+    hidden = torch.randn(256, 32, generator=gen, dtype=torch.float64)
+    weight = torch.randn(64, 32, generator=gen, dtype=torch.float64) * 0.3
+    targets = torch.randint(0, 64, (256,), generator=gen)
+
+    def head_grad(fn, dtype, **kw):
+        w = weight.to(dtype).requires_grad_(True)
+        logp, _ = fn(hidden.to(dtype), w, None, targets, 1.0, **kw)
+        return torch.autograd.grad(logp.sum(), w)[0].double()
+
+    exact = head_grad(_reference, torch.float64)
+    whole = (head_grad(_reference, torch.bfloat16) - exact).abs().max()
+    chunked = (head_grad(head_scores, torch.bfloat16, chunk_tokens=2) - exact).abs().max()
+    assert chunked <= 2 * whole
