@@ -82,12 +82,12 @@ def forward_only(
     for k in range(num_passes):
         if k < len(groups):
             mb = pack(sequences, groups[k], device, masks, share)
-            out = (
+            scores = (
                 packed_logits(model, mb)
                 if masks is None
                 else scored_forward(model, mb, temperature)
             )
-            values = per_mb(mb, out)
+            values = per_mb(mb, scores)
             for i, v in zip(mb.indices, values):
                 out[i] = v
         else:

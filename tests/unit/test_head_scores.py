@@ -110,3 +110,45 @@ def test_bf16_head_gradient_is_summed_over_chunks_in_float32():
     whole = (head_grad(_reference, torch.bfloat16) - exact).abs().max()
     chunked = (head_grad(head_scores, torch.bfloat16, chunk_tokens=2) - exact).abs().max()
     assert chunked <= 2 * whole
+
+
+def test_forward_only_returns_each_sequences_values_in_input_order():
+    """Both outputs of `forward_only`: logits (no masks) and chunked scores (masks), split over
+    several micro-batches and put back in the sequences' order."""
+    from mua.models import load_model
+    from mua.train.micro import forward_only
+    from mua.train.packing import token_logprobs
+
+    torch.set_num_threads(1)
+    model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
+    gen = torch.Generator().manual_seed(5)
+    seqs = [torch.randint(3, 2000, (n,), generator=gen).tolist() for n in (9, 14, 6, 11)]
+    masks = [[0] * 2 + [1] * (len(s) - 2) for s in seqs]
+
+    def alone(seq):
+        mb = pack([seq], [0])
+        return token_logprobs(packed_logits(model, mb), mb.input_ids, mb.lengths, 0.9)
+
+    want = [alone(s) for s in seqs]
+    from_logits = forward_only(
+        model,
+        seqs,
+        16,
+        "cpu",
+        lambda mb, logits: list(
+            torch.split(token_logprobs(logits, mb.input_ids, mb.lengths, 0.9), mb.lengths)
+        ),
+    )
+    scored = forward_only(
+        model,
+        seqs,
+        16,
+        "cpu",
+        lambda mb, scores: list(torch.split(scores[0], mb.lengths)),
+        masks=masks,
+        temperature=0.9,
+    )
+    for w, a, b, m in zip(want, from_logits, scored, masks, strict=True):
+        keep = torch.tensor(m, dtype=torch.bool)
+        assert torch.allclose(a, w, atol=1e-5)
+        assert torch.allclose(b[keep], w[keep], atol=1e-5) and torch.all(b[~keep] == 0)
