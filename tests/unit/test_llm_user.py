@@ -164,7 +164,7 @@ def test_high_concurrency_is_spread_over_small_connection_pools(monkeypatch):
     endpoint spreads max_concurrency 20 over 3 pools, each leased when it is the least busy."""
     import contextlib
 
-    from mua.rollout import users
+    from mua.rollout import llm_client as users
 
     seen: list[tuple[int, int]] = []
     real_lease = users._Pools.lease
