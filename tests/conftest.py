@@ -19,6 +19,13 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _no_inherited_mlflow_uri(monkeypatch):
+    """Every test starts without MLFLOW_TRACKING_URI: `mlflow.set_tracking_uri` exports it, so one
+    test's store would otherwise receive the next test's runs."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
 def shared_dir() -> Path:
     return Path(os.environ.get("MUA_SHARED", REPO.parent / "shared"))
 
