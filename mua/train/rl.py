@@ -257,6 +257,10 @@ def update(
                 critic_losses.append(pass_loss)
             if not train_policy:
                 continue
+            # The optimizer's parameters, not `model.zero_grad()`: after a forward without
+            # backward (the old log-probs) FSDP2 keeps the root's parameters unsharded, and the
+            # module then names those, leaving the sharded gradients of the last step in place.
+            optimizer.zero_grad(set_to_none=True)
             stats, grad_norm, mini_old = policy_mini_batch(
                 model,
                 mini,
@@ -356,7 +360,6 @@ def policy_mini_batch(
             )
         return loss * world, out
 
-    model.zero_grad(set_to_none=True)
     stats = accumulate(
         model,
         [s.token_ids for s in mini],

@@ -67,11 +67,6 @@ def test_grpo_trains_and_logs(reference_run):
     assert len(transcripts) == 3
 
 
-@pytest.mark.xfail(
-    reason="known regression: since the rl_step restructure (5dd4ef5) 2 ranks match 1 rank at "
-    "step 1 but drift from step 2 (loss 2e-4, then 0.055); open, see the issue on the RL step",
-    strict=False,
-)
 def test_two_ranks_and_small_micro_batches_match_one_rank(guess_setup, reference_run, tmp_path):
     model, train, test = guess_setup
     recipe = write_rl_recipe(
