@@ -92,4 +92,6 @@ def forward_only(
                 out[i] = v
         else:
             packed_logits(model, pack([[0, 0]], [0], device))
+    if hasattr(model, "reshard"):  # FSDP2 keeps the root unsharded after a forward without backward
+        model.reshard()
     return out

@@ -257,9 +257,9 @@ def update(
                 critic_losses.append(pass_loss)
             if not train_policy:
                 continue
-            # The optimizer's parameters, not `model.zero_grad()`: after a forward without
-            # backward (the old log-probs) FSDP2 keeps the root's parameters unsharded, and the
-            # module then names those, leaving the sharded gradients of the last step in place.
+            # The optimizer's parameters, not `model.zero_grad()`: while FSDP2 holds a module
+            # unsharded (the root, after a forward without backward) the module names the
+            # unsharded parameters, and the sharded gradients would be left in place.
             optimizer.zero_grad(set_to_none=True)
             stats, grad_norm, mini_old = policy_mini_batch(
                 model,
