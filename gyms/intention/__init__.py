@@ -1,8 +1,8 @@
-"""Intention gym: clarify a vague request by asking about its missing details.
+"""Clarify a vague request by asking about its missing details.
 
-Seeded by UserRL's IntentionGym, without its leak: the simulated requester never sees the list
-of missing details. Scripted judge/requester offline, LLM judge/requester through `ctx.llm`.
-See README.md.
+The intention gym, seeded by UserRL's IntentionGym, without its leak: the simulated requester never
+sees the list of missing details. Scripted judge/requester offline, LLM judge/requester through
+`ctx.llm`. See README.md.
 """
 
 from __future__ import annotations
@@ -10,35 +10,24 @@ from __future__ import annotations
 import random
 
 from gyms.common.actions import call_message
-from gyms.common.episode import count_assistant_turns
+from gyms.common.spec import interact_gym
 from gyms.intention.data import build_tasks
 from gyms.intention.env import IntentionEnv
-from mua.gym import GymContext, GymSpec
-
-
-def make_env(ctx: GymContext) -> IntentionEnv:
-    return IntentionEnv(ctx)
+from mua.gym import Task
 
 
 def _ordered(details: list[dict]) -> list[dict]:
     return sorted(details, key=lambda d: -int(d["importance"]))
 
 
-def expert(ctx: GymContext):
+def next_question(turn: int, task: Task) -> dict:
     """Ask about each missing detail in order of importance, one per question."""
-
-    async def policy(messages: list[dict], task) -> dict:
-        turn = count_assistant_turns(messages)
-        details = _ordered(task.payload["missing_details"])
-        if turn >= len(details):
-            return call_message("finish")
-        d = details[turn]
-        question = (
-            d["inquiry"] if task.source == "builtin" else f"{d['inquiry']} ({d['description']})"
-        )
-        return call_message("action", question)
-
-    return policy
+    details = _ordered(task.payload["missing_details"])
+    if turn >= len(details):
+        return call_message("finish")
+    d = details[turn]
+    question = d["inquiry"] if task.source == "builtin" else f"{d['inquiry']} ({d['description']})"
+    return call_message("action", question)
 
 
 _FILLER = [
@@ -60,13 +49,4 @@ def random_action(rng: random.Random) -> str:
     return rng.choice(["[finish]", "[answer] done", "ok", "[search] details"])
 
 
-GYM = GymSpec(
-    name="intention",
-    description="Clarify a vague request by asking about its missing details.",
-    make_env=make_env,
-    build_tasks=build_tasks,
-    expert=expert,
-    reward_components={"clarify": 1.0},
-    random_action=random_action,
-    budgets={"max_turns": 12, "max_total_tokens": 4096, "max_new_tokens_per_turn": 256},
-)
+GYM = interact_gym(__doc__, IntentionEnv, build_tasks, next_question, random_action)

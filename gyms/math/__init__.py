@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+from gyms.common.spec import data_prep_tasks
 from gyms.math.env import INTERVENTION, MathEnv, make_env
 from gyms.math.problems import solve
 from mua.gym.api import GymContext, GymSpec, Task
@@ -49,17 +50,11 @@ def random_action(rng: random.Random) -> str:
     )
 
 
-def _build_tasks(source, seed, options=None):
-    from data_prep.math import build_tasks
-
-    return build_tasks(source, seed, options)
-
-
 GYM = GymSpec(
     name="math",
     description="Solve a math problem with the answer in \\boxed{}; interventions when a turn ends without one (MuTIS).",
     make_env=make_env,
-    build_tasks=_build_tasks,
+    build_tasks=data_prep_tasks("math"),
     expert=make_expert,
     reward_components={"correct": 1.0},
     random_action=random_action,

@@ -1,7 +1,8 @@
-"""Persuade gym: move a persuadee from Strongly Agree toward Strongly Disagree on a claim.
+"""Persuade someone to move from Strongly Agree toward Strongly Disagree on a claim.
 
-Seeded by UserRL's PersuadeGym, with reward paid only for a new maximum stance (no oscillation
-farming). Scripted persuadee offline, LLM persuadee through `ctx.llm`. See README.md.
+The persuade gym, seeded by UserRL's PersuadeGym, with reward paid only for a new maximum stance
+(no oscillation farming). Scripted persuadee offline, LLM persuadee through `ctx.llm`. See
+README.md.
 """
 
 from __future__ import annotations
@@ -9,27 +10,18 @@ from __future__ import annotations
 import random
 
 from gyms.common.actions import call_message
-from gyms.common.episode import count_assistant_turns
+from gyms.common.spec import interact_gym
 from gyms.persuade.data import build_tasks
 from gyms.persuade.env import PersuadeEnv
-from mua.gym import GymContext, GymSpec
+from mua.gym import Task
 
 
-def make_env(ctx: GymContext) -> PersuadeEnv:
-    return PersuadeEnv(ctx)
-
-
-def expert(ctx: GymContext):
+def next_argument(turn: int, task: Task) -> dict:
     """Raise one counter-argument per turn."""
-
-    async def policy(messages: list[dict], task) -> dict:
-        points = task.payload["points"]
-        turn = count_assistant_turns(messages)
-        if turn >= len(points):
-            return call_message("finish")
-        return call_message("answer", f"Consider this: {points[turn]['point']}")
-
-    return policy
+    points = task.payload["points"]
+    if turn >= len(points):
+        return call_message("finish")
+    return call_message("answer", f"Consider this: {points[turn]['point']}")
 
 
 _LINES = [
@@ -49,13 +41,4 @@ def random_action(rng: random.Random) -> str:
     return rng.choice(["[finish]", "[search] arguments", "hmm"])
 
 
-GYM = GymSpec(
-    name="persuade",
-    description="Persuade someone to move from Strongly Agree toward Strongly Disagree on a claim.",
-    make_env=make_env,
-    build_tasks=build_tasks,
-    expert=expert,
-    reward_components={"persuade": 1.0},
-    random_action=random_action,
-    budgets={"max_turns": 12, "max_total_tokens": 4096, "max_new_tokens_per_turn": 256},
-)
+GYM = interact_gym(__doc__, PersuadeEnv, build_tasks, next_argument, random_action)

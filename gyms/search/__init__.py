@@ -1,7 +1,7 @@
-"""Search gym: answer multi-hop questions with a search tool (offline BM25 over a local corpus).
+"""Answer multi-hop questions using a search tool over a local corpus.
 
-Seeded by UserRL's SearchGym; its web search is replaced by an offline BM25 index over a passage
-file or an HTTP retriever endpoint (`gym.options`). See README.md.
+The search gym, seeded by UserRL's SearchGym; its web search is replaced by an offline BM25 index
+over a passage file or an HTTP retriever endpoint (`gym.options`). See README.md.
 """
 
 from __future__ import annotations
@@ -9,27 +9,18 @@ from __future__ import annotations
 import random
 
 from gyms.common.actions import call_message
-from gyms.common.episode import count_assistant_turns
+from gyms.common.spec import interact_gym
 from gyms.search.data import build_tasks
 from gyms.search.env import SearchEnv
-from mua.gym import GymContext, GymSpec
+from mua.gym import Task
 
 
-def make_env(ctx: GymContext) -> SearchEnv:
-    return SearchEnv(ctx)
-
-
-def expert(ctx: GymContext):
+def next_query(turn: int, task: Task) -> dict:
     """Issue the question's hop queries, then answer (built-in tasks carry both)."""
-
-    async def policy(messages: list[dict], task) -> dict:
-        hops = task.payload.get("hops") or [task.payload["question"]]
-        turn = count_assistant_turns(messages)
-        if turn < len(hops):
-            return call_message("search", hops[turn])
-        return call_message("answer", task.payload["answers"][0])
-
-    return policy
+    hops = task.payload.get("hops") or [task.payload["question"]]
+    if turn < len(hops):
+        return call_message("search", hops[turn])
+    return call_message("answer", task.payload["answers"][0])
 
 
 _QUERY_WORDS = (
@@ -46,13 +37,6 @@ def random_action(rng: random.Random) -> str:
     return rng.choice(["[finish]", "[action] hello", "I don't know"])
 
 
-GYM = GymSpec(
-    name="search",
-    description="Answer multi-hop questions using a search tool over a local corpus.",
-    make_env=make_env,
-    build_tasks=build_tasks,
-    expert=expert,
-    reward_components={"answer": 1.0},
-    random_action=random_action,
-    budgets={"max_turns": 12, "max_total_tokens": 8192, "max_new_tokens_per_turn": 256},
+GYM = interact_gym(
+    __doc__, SearchEnv, build_tasks, next_query, random_action, max_total_tokens=8192
 )

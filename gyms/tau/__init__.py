@@ -13,7 +13,7 @@ import random
 from gyms.tau.data import build_tasks
 from gyms.tau.env import TauEnv
 from gyms.tau.expert import do_nothing_score, expert
-from mua.gym import GymContext, GymSpec
+from mua.gym import GymSpec
 
 _TOOL_NAMES = (
     "get_order_details",
@@ -40,10 +40,6 @@ _WORDS = (
     "yes",
     "cancel",
 )
-
-
-def make_env(ctx: GymContext) -> TauEnv:
-    return TauEnv(ctx)
 
 
 def _random_arguments(rng: random.Random) -> object:
@@ -88,7 +84,7 @@ def random_action(rng: random.Random) -> str:
 GYM = GymSpec(
     name="tau",
     description="Customer service (tau-bench retail/airline): follow the policy, use database tools, satisfy the customer.",
-    make_env=make_env,
+    make_env=TauEnv,
     build_tasks=build_tasks,
     expert=expert,
     reward_components={"db_match": 1.0, "outputs": 1.0},

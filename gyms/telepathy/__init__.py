@@ -1,7 +1,7 @@
-"""Telepathy gym: guess a hidden entity with yes/no questions (twenty questions).
+"""Guess a hidden entity by asking yes/no questions.
 
-Seeded by UserRL's TelepathyGym. Scripted oracle/judge for offline runs, LLM oracle/judge
-through `ctx.llm`. See README.md.
+The telepathy gym (twenty questions), seeded by UserRL's TelepathyGym. Scripted oracle/judge for
+offline runs, LLM oracle/judge through `ctx.llm`. See README.md.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 
 from gyms.common.actions import call_message
-from gyms.common.episode import count_assistant_turns
+from gyms.common.spec import interact_gym
 from gyms.telepathy.data import ATTRIBUTES, build_tasks
 from gyms.telepathy.env import TelepathyEnv
-from mua.gym import GymContext, GymSpec
+from mua.gym import Task
 
 _PROBE_ORDER = (
     "person",
@@ -28,25 +28,16 @@ _PROBE_ORDER = (
 )
 
 
-def make_env(ctx: GymContext) -> TelepathyEnv:
-    return TelepathyEnv(ctx)
-
-
-def expert(ctx: GymContext):
+def next_question(turn: int, task: Task) -> dict:
     """Ask up to three category questions the entity satisfies, then name it."""
-
-    async def policy(messages: list[dict], task) -> dict:
-        turn = count_assistant_turns(messages)
-        attributes = task.payload.get("attributes") or []
-        probes = [a for a in _PROBE_ORDER if a in attributes][:3]
-        if turn < len(probes):
-            return call_message(
-                "action",
-                f"Is it {'a ' if probes[turn] in ('person', 'animal', 'place') else ''}{ATTRIBUTES[probes[turn]][0]}?",
-            )
-        return call_message("answer", task.payload["name"])
-
-    return policy
+    attributes = task.payload.get("attributes") or []
+    probes = [a for a in _PROBE_ORDER if a in attributes][:3]
+    if turn < len(probes):
+        return call_message(
+            "action",
+            f"Is it {'a ' if probes[turn] in ('person', 'animal', 'place') else ''}{ATTRIBUTES[probes[turn]][0]}?",
+        )
+    return call_message("answer", task.payload["name"])
 
 
 def random_action(rng: random.Random) -> str:
@@ -57,13 +48,12 @@ def random_action(rng: random.Random) -> str:
     return rng.choice(["[finish]", "hmm", "[answer]", "[search] wiki"])
 
 
-GYM = GymSpec(
-    name="telepathy",
-    description="Guess a hidden entity by asking yes/no questions.",
-    make_env=make_env,
-    build_tasks=build_tasks,
-    expert=expert,
-    reward_components={"guess": 1.0},
-    random_action=random_action,
-    budgets={"max_turns": 20, "max_total_tokens": 4096, "max_new_tokens_per_turn": 128},
+GYM = interact_gym(
+    __doc__,
+    TelepathyEnv,
+    build_tasks,
+    next_question,
+    random_action,
+    max_turns=20,
+    max_new_tokens_per_turn=128,
 )

@@ -6,22 +6,16 @@ and `random_action(rng)` for baselines.
 
 from __future__ import annotations
 
+from gyms.common.spec import data_prep_tasks
 from gyms.travel.env import DEFAULT_WEIGHTS, TravelEnv, bracket_calls, make_env
 from gyms.travel.expert import make_expert, random_action
 from mua.gym.api import GymSpec
-
-
-def _build_tasks(source, seed, options=None):
-    from data_prep.travel import build_tasks
-
-    return build_tasks(source, seed, options)
-
 
 GYM = GymSpec(
     name="travel",
     description="Elicit a traveller's implicit preferences, search flights/hotels/..., recommend the best option per aspect.",
     make_env=make_env,
-    build_tasks=_build_tasks,
+    build_tasks=data_prep_tasks("travel"),
     expert=make_expert,
     reward_components=dict(DEFAULT_WEIGHTS),
     random_action=random_action,

@@ -1,7 +1,7 @@
-"""Turtle gym: explain a strange story (turtle soup) by asking yes/no questions.
+"""Explain a strange story (turtle soup) by asking yes/no questions about its hidden truth.
 
-Seeded by UserRL's TurtleGym. Scripted oracle/judge for offline runs, LLM oracle/judge
-through `ctx.llm`. See README.md.
+The turtle gym, seeded by UserRL's TurtleGym. Scripted oracle/judge for offline runs, LLM
+oracle/judge through `ctx.llm`. See README.md.
 """
 
 from __future__ import annotations
@@ -9,29 +9,20 @@ from __future__ import annotations
 import random
 
 from gyms.common.actions import call_message
-from gyms.common.episode import count_assistant_turns
+from gyms.common.spec import interact_gym
 from gyms.turtle.data import build_tasks
 from gyms.turtle.env import TurtleEnv
-from mua.gym import GymContext, GymSpec
+from mua.gym import Task
 
 
-def make_env(ctx: GymContext) -> TurtleEnv:
-    return TurtleEnv(ctx)
-
-
-def expert(ctx: GymContext):
+def next_question(turn: int, task: Task) -> dict:
     """Ask about two key points, then tell the hidden story."""
-
-    async def policy(messages: list[dict], task) -> dict:
-        turn = count_assistant_turns(messages)
-        criteria = task.payload["criteria"]
-        if turn < min(2, len(criteria)):
-            return call_message(
-                "action", f"Is it true that {criteria[turn]['statement'].rstrip('.').lower()}?"
-            )
-        return call_message("answer", task.payload["bottom"])
-
-    return policy
+    criteria = task.payload["criteria"]
+    if turn < min(2, len(criteria)):
+        return call_message(
+            "action", f"Is it true that {criteria[turn]['statement'].rstrip('.').lower()}?"
+        )
+    return call_message("answer", task.payload["bottom"])
 
 
 _WORDS = "the man woman dog letter money police night door rain window car phone ghost doctor mistake".split()
@@ -47,13 +38,4 @@ def random_action(rng: random.Random) -> str:
     return rng.choice(["[finish]", "no idea", "[answer]"])
 
 
-GYM = GymSpec(
-    name="turtle",
-    description="Explain a strange story (turtle soup) by asking yes/no questions about its hidden truth.",
-    make_env=make_env,
-    build_tasks=build_tasks,
-    expert=expert,
-    reward_components={"story": 1.0},
-    random_action=random_action,
-    budgets={"max_turns": 12, "max_total_tokens": 4096, "max_new_tokens_per_turn": 256},
-)
+GYM = interact_gym(__doc__, TurtleEnv, build_tasks, next_question, random_action)

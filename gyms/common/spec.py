@@ -1,0 +1,77 @@
+"""Assembling a gym's `GymSpec` from the parts that are its own.
+
+`interact_gym` builds the spec of a gym played through `interact_with_env` (an `InteractEnv`
+subclass): the gym's name and reward weights are the env class's `gym_name` and
+`default_weights`, the env class itself makes the env, the description is the first line of the
+gym package's docstring (passed as `__doc__`, so the summary is written once), the expert comes
+from a `next_move(turn, task)` function (`turn_expert`), and the budgets are this family's
+defaults (`INTERACT_BUDGETS`) with the gym's own overrides. `data_prep_tasks(name)` is a
+`build_tasks` that imports `data_prep.<name>` only when it is called. Nothing here knows a
+particular gym.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from gyms.common.episode import count_assistant_turns
+from gyms.common.interact import InteractEnv
+from mua.gym import GymContext, GymSpec, Task
+
+# What a UserRL-style episode needs unless its gym says otherwise.
+INTERACT_BUDGETS = {"max_turns": 12, "max_total_tokens": 4096, "max_new_tokens_per_turn": 256}
+
+NextMove = Callable[[int, Task], dict]
+
+
+def turn_expert(next_move: NextMove):
+    """An expert factory whose reply depends only on the task and the turns already taken.
+
+    `next_move(turn, task)` returns the assistant message for turn `turn` (0 for the first).
+    """
+
+    def make(ctx: GymContext):
+        async def policy(messages: list[dict], task: Task) -> dict:
+            return next_move(count_assistant_turns(messages), task)
+
+        return policy
+
+    return make
+
+
+def interact_gym(
+    doc: str | None,
+    env: type[InteractEnv],
+    build_tasks: Callable[..., dict[str, list[Task]]],
+    next_move: NextMove,
+    random_action: Callable,
+    **budgets: int,
+) -> GymSpec:
+    """The `GymSpec` of an `interact_with_env` gym; `budgets` override `INTERACT_BUDGETS`.
+
+    `doc` is the gym package's docstring: its first line is the gym's description (empty when
+    docstrings are stripped, as under `python -OO`).
+    """
+    unknown = set(budgets) - set(INTERACT_BUDGETS)
+    if unknown:
+        raise TypeError(f"interact_gym: unknown budget(s) {sorted(unknown)}")
+    return GymSpec(
+        name=env.gym_name,
+        description=(doc or "").strip().split("\n", 1)[0],
+        make_env=env,
+        build_tasks=build_tasks,
+        expert=turn_expert(next_move),
+        reward_components=dict(env.default_weights),
+        random_action=random_action,
+        budgets={**INTERACT_BUDGETS, **budgets},
+    )
+
+
+def data_prep_tasks(name: str) -> Callable[..., dict[str, list[Task]]]:
+    """`data_prep.<name>.build_tasks`, imported on the first call rather than with the gym."""
+
+    def build_tasks(source, seed, options=None):
+        return importlib.import_module(f"data_prep.{name}").build_tasks(source, seed, options)
+
+    return build_tasks
