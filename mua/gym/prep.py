@@ -2,9 +2,9 @@
 
 `build_and_write` asks the registry for a gym, calls its `build_tasks(source, seed, options)` and
 writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`); every task is
-checked first (`task_problem`, unique ids per split), so bad source data fails here, naming it. `mix_task_dirs`
-combines several such folders into one by weight, deterministically. `check_options` validates a
-gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
+checked first (`TaskRowCheck`: usable, unique ids per split), so bad source data fails here,
+naming it. `mix_task_dirs` combines several such folders into one by weight, deterministically.
+`check_options` validates a gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
 prints: the CLI renders the returned counts.
 
 Mix weights are relative shares of rows: weights 3 and 1 give a split whose rows are 75% from the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mua.errors import UsageError
 from mua.gym.api import Task
-from mua.gym.taskfile import read_tasks, task_problem, write_tasks
+from mua.gym.taskfile import TaskRowCheck, read_tasks, write_tasks
 
 
 def parse_option_args(items: list[str]) -> dict:
@@ -71,21 +71,13 @@ def _check_splits(name: str, splits, source: str | None) -> dict[str, list[Task]
         )
     origin = source or f"{name}'s built-in tasks"
     for split, tasks in splits.items():
-        first: dict[str, int] = {}
+        check = TaskRowCheck(origin, f"{split} task")
         for i, t in enumerate(tasks):
             if not isinstance(t, Task) or t.gym != name or t.split != split:
                 raise RuntimeError(
                     f"gym {name!r}: build_tasks put a bad task in split {split!r}: {t!r:.200}"
                 )
-            problem = task_problem(t)
-            if problem:
-                raise UsageError(f"{origin}: {split} task {i} ({t.task_id!r}): {problem}")
-            if t.task_id in first:
-                raise UsageError(
-                    f"{origin}: {split} task {i}: task_id {t.task_id!r} repeats task {first[t.task_id]}; "
-                    "task ids must be unique"
-                )
-            first[t.task_id] = i
+            check.check(i, t)
     return splits
 
 

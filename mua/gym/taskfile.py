@@ -5,9 +5,9 @@ source, version. Writing is atomic (temp file, then rename). Reading checks the 
 every row, and says in one line which file, row and problem: text that is not UTF-8, a prompt
 that is not a non-empty list of chat messages, a payload that is not an object, an empty
 task_id or gym, a task_id that repeats an earlier row's (tasks are keyed by id, so a repeat
-would silently take the place of the first). `task_problem` is the same row check for tasks
-built in memory (`mua prep`). An empty file reads as no tasks; whether that is an error is the
-reader's call (an empty train file is refused at launch).
+would silently take the place of the first). `TaskRowCheck` is that check, one task at a time,
+for files and for tasks built in memory (`mua prep`). An empty file reads as no tasks; whether
+that is an error is the reader's call (an empty train file is refused at launch).
 """
 
 from __future__ import annotations
@@ -57,6 +57,30 @@ def task_problem(task: Task) -> str | None:
     if not isinstance(task.payload, dict):
         return f"payload must be a JSON object, got {type(task.payload).__name__}"
     return None
+
+
+class TaskRowCheck:
+    """Checks tasks one at a time, in order: each usable (`task_problem`), no task_id twice.
+
+    `where` names the file or source and `unit` a position in it ("row", "train task") in the one
+    `UsageError` line a bad task gets; `hint` ends the message about a repeated id.
+    """
+
+    def __init__(self, where: str, unit: str, hint: str = "") -> None:
+        self.where, self.unit, self.hint = where, unit, hint
+        self._first: dict[str, int] = {}
+
+    def check(self, index: int, task: Task) -> None:
+        here = f"{self.where}: {self.unit} {index}"
+        problem = task_problem(task)
+        if problem:
+            raise UsageError(f"{here} (task_id {task.task_id!r}): {problem}")
+        first = self._first.setdefault(task.task_id, index)
+        if first != index:
+            raise UsageError(
+                f"{here}: task_id {task.task_id!r} repeats {self.unit} {first}; "
+                f"task ids must be unique{self.hint}"
+            )
 
 
 def utf8_rows(table, path: Path) -> list[dict]:
@@ -109,7 +133,7 @@ def read_tasks(path: str | Path) -> list[Task]:
             f"{path}: missing column(s) {missing}; a task file needs {list(COLUMNS)} (written by `mua prep`)"
         )
     tasks = []
-    first_row: dict[str, int] = {}
+    rows = TaskRowCheck(str(path), "row", " (regenerate the file with `mua prep`)")
     for i, row in enumerate(utf8_rows(table, path)):
         for column in ("prompt", "payload"):
             if isinstance(row.get(column), str):
@@ -123,14 +147,6 @@ def read_tasks(path: str | Path) -> list[Task]:
             task = Task.from_row(row)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise UsageError(f"{path}: row {i}: {e}") from None
-        problem = task_problem(task)
-        if problem:
-            raise UsageError(f"{path}: row {i} (task {task.task_id!r}): {problem}")
-        if task.task_id in first_row:
-            raise UsageError(
-                f"{path}: row {i}: task_id {task.task_id!r} repeats row {first_row[task.task_id]}; "
-                "task ids must be unique (regenerate the file with `mua prep`)"
-            )
-        first_row[task.task_id] = i
+        rows.check(i, task)
         tasks.append(task)
     return tasks

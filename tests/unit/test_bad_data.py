@@ -68,7 +68,7 @@ def _launch_check(recipe):
 def test_empty_prompt_is_refused_naming_file_and_row(tmp_path):
     path = _write_rows(tmp_path / "t.parquet", [_row("a"), _row("b", prompt="[]")])
     with pytest.raises(
-        UsageError, match=r"t\.parquet: row 1 \(task 'b'\): prompt must be a non-empty"
+        UsageError, match=r"t\.parquet: row 1 \(task_id 'b'\): prompt must be a non-empty"
     ):
         _launch_check(_rl_recipe(tmp_path, path))
 
@@ -125,7 +125,14 @@ def test_sft_data_non_utf8_empty_and_empty_messages_are_refused_at_launch(tmp_pa
             _launch_check(_sft_recipe(tmp_path, tmp_path / name))
 
 
-def test_prep_refuses_bad_rows_from_a_source(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "second, message",
+    [
+        (("b", []), r"src\.jsonl: train task 1 \(task_id 'b'\): prompt must be"),
+        (("a", [{"role": "user"}]), r"src\.jsonl: train task 1: task_id 'a' repeats train task 0"),
+    ],
+)
+def test_prep_refuses_bad_rows_from_a_source(tmp_path, monkeypatch, second, message):
     from mua.gym import prep
 
     class Spec:
@@ -134,11 +141,11 @@ def test_prep_refuses_bad_rows_from_a_source(tmp_path, monkeypatch):
         @staticmethod
         def build_tasks(source, seed, options):
             ok = Task("a", "guess", "train", [{"role": "user", "content": "x"}], {})
-            return {"train": [ok, Task("b", "guess", "train", [], {})]}
+            return {"train": [ok, Task(second[0], "guess", "train", second[1], {})]}
 
     monkeypatch.setattr("mua.gym.registry.get_gym", lambda name: Spec)
     (tmp_path / "src.jsonl").write_text("{}")
-    with pytest.raises(UsageError, match=r"src\.jsonl: train task 1 \('b'\): prompt must be"):
+    with pytest.raises(UsageError, match=message):
         prep.build_and_write("guess", tmp_path / "out", source=str(tmp_path / "src.jsonl"))
     assert not (tmp_path / "out").exists()
 
