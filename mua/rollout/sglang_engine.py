@@ -39,6 +39,7 @@ import uuid
 import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from itertools import count
 from pathlib import Path
 from typing import Any, Literal
@@ -150,18 +151,10 @@ class SGLangEngine:
         except json.JSONDecodeError:
             return {"text": raw.decode(errors="replace")}  # /flush_cache answers plain text
 
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        timeout_s: float | None = None,
-        rid: str | None = None,
-    ) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._pool, self._call_sync, method, path, body, timeout_s, rid
-        )
+    async def _call(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
+        """`_call_sync` (same arguments) on the engine's threads: HTTP never blocks the loop."""
+        call = partial(self._call_sync, method, path, body, **options)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     async def server_traits(self) -> ReleaseTraits:
         """The release facts of this server, read once from `/get_server_info`."""
