@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
 
 from mua.algo import token_advantages, turn_credits, turn_group_advantages, turn_values_to_tokens
+from tests.unit.algo_asserts import assert_close
 
 torch.set_num_threads(1)
 
@@ -16,12 +18,7 @@ TURN_INDEX = torch.tensor([[-1, 0, 0, -1, 1, -1, 2, 2]])
 MASK = torch.tensor([[0, 1, 1, 0, 1, 0, 1, 1]])
 
 
-def close(actual, expected, tol=1e-5):
-    assert torch.allclose(
-        torch.as_tensor(actual, dtype=torch.float64),
-        torch.as_tensor(expected, dtype=torch.float64),
-        atol=tol,
-    ), (actual, expected)
+close = partial(assert_close, tol=1e-5)
 
 
 def test_worked_example_credits():

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
 from mua.algo import gae_over_policy_tokens, kl_in_reward, place_turn_rewards, whiten
+from tests.unit.algo_asserts import assert_close
 
 torch.set_num_threads(1)
 
 
-def close(actual, expected, tol=1e-6):
-    assert torch.allclose(
-        torch.as_tensor(actual, dtype=torch.float64),
-        torch.as_tensor(expected, dtype=torch.float64),
-        atol=tol,
-    ), (actual, expected)
+close = partial(assert_close, tol=1e-6)
 
 
 def test_gae_skips_injected_tokens():

@@ -7,6 +7,7 @@ The aggregation tests check the contract the trainer relies on: partial losses o
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -21,16 +22,12 @@ from mua.algo import (
     token_log_probs,
     value_loss,
 )
+from tests.unit.algo_asserts import assert_close
 
 torch.set_num_threads(1)
 
 
-def close(actual, expected, tol=1e-5):
-    assert torch.allclose(
-        torch.as_tensor(actual, dtype=torch.float64),
-        torch.as_tensor(expected, dtype=torch.float64),
-        atol=tol,
-    ), (actual, expected)
+close = partial(assert_close, tol=1e-5)
 
 
 RATIOS = torch.tensor([1.5, 0.5, 1.5, 0.5, 4.0, 1.0])

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
 
 from mua.algo import group_advantages, trajectory_scores
+from tests.unit.algo_asserts import assert_close
 
 torch.set_num_threads(1)
 EPS = 1e-6
 
 
-def close(actual, expected, tol=1e-4):
-    assert torch.allclose(
-        torch.as_tensor(actual, dtype=torch.float64),
-        torch.as_tensor(expected, dtype=torch.float64),
-        atol=tol,
-    ), (actual, expected)
+close = partial(assert_close, tol=1e-4)
 
 
 def test_worked_example_scores():
