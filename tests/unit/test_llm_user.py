@@ -102,23 +102,21 @@ def test_malformed_json_forever_raises_user_failure():
     assert server.total_requests == 2
 
 
-def test_a_4xx_fails_fast_with_the_server_message():
-    fault = Fault("status", status=400, message="context length exceeded")
+@pytest.mark.parametrize(
+    "status, message, error, match",
+    [  # a 4xx fails fast with the server's message; a 404 is about the URL or model, not the user
+        (400, "context length exceeded", UserFailure, "HTTP 400.*context length exceeded"),
+        (404, "model m not found", RunFailure, "model m not found.*check the URL and model"),
+    ],
+)
+def test_a_4xx_fails_fast_with_the_server_message(status, message, error, match):
+    fault = Fault("status", status=status, message=message)
     with FakeOpenAIServer(json_reply, faults=lambda i, body: fault) as server:
         client = client_for(server)
-        with pytest.raises(UserFailure, match="HTTP 400.*context length exceeded"):
+        with pytest.raises(error, match=match):
             asyncio.run(client.complete(ASK))
     assert server.total_requests == 1
     assert client.counters["retries"] == 0
-
-
-def test_a_404_is_a_run_failure_about_url_or_model():
-    fault = Fault("status", status=404, message="model sim-user not found")
-    with FakeOpenAIServer(json_reply, faults=lambda i, body: fault) as server:
-        client = client_for(server)
-        with pytest.raises(RunFailure, match="model sim-user not found.*check the URL and model"):
-            asyncio.run(client.complete(ASK))
-    assert server.total_requests == 1
 
 
 def test_validation_failure_reasks_with_the_error():

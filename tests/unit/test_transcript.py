@@ -195,6 +195,14 @@ def test_sources_label_each_reply(tokenizer):
     assert tokenizer.decode(text_by_source["prompt"]).endswith("<|im_start|>assistant\n")
 
 
+TWO_TURNS = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "hello there"},
+    {"role": "user", "content": "again"},
+    {"role": "assistant", "content": "ok"},
+]
+
+
 def _replace_turn(builder, turn: int, new_ids: list[int]) -> None:
     start = builder.turn_starts[turn]
     end = start
@@ -213,12 +221,7 @@ def _replace_turn(builder, turn: int, new_ids: list[int]) -> None:
 
 
 def test_same_text_other_tokens_is_not_drift(tokenizer):
-    msgs = [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "hello there"},
-        {"role": "user", "content": "again"},
-        {"role": "assistant", "content": "ok"},
-    ]
+    msgs = [dict(m) for m in TWO_TURNS]
     builder, _ = build_by_delta_path(tokenizer, msgs, [])
     assert (
         check_drift(builder, msgs, ends_with_prompt=False) is None
@@ -237,12 +240,7 @@ def test_same_text_other_tokens_is_not_drift(tokenizer):
 
 
 def test_drift_is_detected_and_handled_per_turn(tokenizer):
-    msgs = [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "hello there"},
-        {"role": "user", "content": "again"},
-        {"role": "assistant", "content": "ok"},
-    ]
+    msgs = [dict(m) for m in TWO_TURNS]
     builder, _ = build_by_delta_path(tokenizer, msgs, [])
     # The model wrote a leading space the stored (stripped) message no longer has: real drift.
     sampled = builder.renderer.encode(" hello there<|im_end|>")
