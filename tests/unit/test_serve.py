@@ -10,23 +10,12 @@ import sys
 import time
 import urllib.request
 
-import pytest
-import torch
-
 from mua.config.rollout import LLMUserConfig
 from mua.models import load_tokenizer
 from mua.rollout.llm_client import make_llm_client
 from mua.serve import serve_model
 
 MODEL = "tiny:qwen2-1m"
-
-
-@pytest.fixture(scope="module")
-def server():
-    torch.set_num_threads(1)
-    srv = serve_model(MODEL)
-    yield srv
-    srv.stop()
 
 
 def _get(url: str) -> dict:

@@ -23,14 +23,6 @@ PROMPT = [5, 6, 7, 8, 9, 10]
 
 
 @pytest.fixture(scope="module")
-def server():
-    torch.set_num_threads(1)
-    srv = serve_model(MODEL)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
 def server_055():
     """A server emulating SGLang 0.5.5 (no weight-update sessions)."""
     srv = serve_model(MODEL, sglang_release="0.5.5.post3")
