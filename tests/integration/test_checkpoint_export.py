@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.integration.train_helpers import run_train, write_sft_data, write_sft_recipe
+from tests.integration.train_helpers import hf_logits, run_train, write_sft_data, write_sft_recipe
 
 pytestmark = pytest.mark.integration
 
@@ -26,14 +26,6 @@ def _checkpoint_logits(step_dir: Path, ids: torch.Tensor) -> torch.Tensor:
 
     config = AutoConfig.from_pretrained(step_dir)
     model = model_from_state(read_model_state(step_dir), config, on_meta=False)
-    with torch.no_grad():
-        return model(input_ids=ids).logits
-
-
-def _folder_logits(folder: Path, ids: torch.Tensor) -> torch.Tensor:
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     with torch.no_grad():
         return model(input_ids=ids).logits
 
@@ -57,9 +49,9 @@ def test_export_every_two_checkpoints_writes_step_2_and_final(exported_run):
     assert sorted(p.name for p in hf.iterdir()) == ["final", "global_step_2"]  # no temp leftovers
     ids = torch.randint(3, 2000, (2, 24), generator=torch.Generator().manual_seed(11))
     checkpoints = exported_run / "checkpoints"
-    step2 = _folder_logits(hf / "global_step_2", ids)
+    step2 = hf_logits(hf / "global_step_2", ids)
     assert torch.equal(step2, _checkpoint_logits(checkpoints / "global_step_2", ids))
-    final = _folder_logits(hf / "final", ids)
+    final = hf_logits(hf / "final", ids)
     assert torch.equal(final, _checkpoint_logits(checkpoints / "global_step_3", ids))
     assert not torch.equal(step2, final)  # a different step, not a copy of the last weights
     for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json"):

@@ -9,23 +9,20 @@ bf16 export, skipping, --force, --step and bad inputs quickly.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.integration.train_helpers import run_train, write_sft_data, write_sft_recipe
+from tests.integration.train_helpers import (
+    hf_logits,
+    run_train,
+    write_dcp_checkpoint,
+    write_sft_data,
+    write_sft_recipe,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def _logits(folder: Path, ids: torch.Tensor) -> torch.Tensor:
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    with torch.no_grad():
-        return model(input_ids=ids).logits
 
 
 def _probe() -> torch.Tensor:
@@ -67,10 +64,10 @@ def test_merge_two_rank_tied_checkpoint_matches_trainer_logits(two_rank_run, mua
         str(merged / "model.safetensors")
     )  # one copy when tied
     ids = _probe()
-    trainer = _logits(two_rank_run / "hf" / "final", ids)
-    assert torch.equal(_logits(merged, ids), trainer)
+    trainer = hf_logits(two_rank_run / "hf" / "final", ids)
+    assert torch.equal(hf_logits(merged, ids), trainer)
     assert not torch.equal(
-        _logits(two_rank_run / "hf" / "global_step_1", ids), trainer
+        hf_logits(two_rank_run / "hf" / "global_step_1", ids), trainer
     )  # steps differ
     info = json.loads((merged / "merge_info.json").read_text())
     assert info["step"] == 2 and info["verify_max_logit_diff"] <= 1e-5
@@ -83,18 +80,6 @@ def test_merge_two_rank_tied_checkpoint_matches_trainer_logits(two_rank_run, mua
     assert "step 1: merged in" in out and "step 2" not in out
 
 
-def _write_dcp(model, step_dir: Path, tokenizer) -> None:
-    import torch.distributed.checkpoint as dcp
-
-    step_dir.mkdir(parents=True)
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    dcp.save({"model": state}, checkpoint_id=str(step_dir), no_dist=True)
-    model.config.save_pretrained(step_dir)
-    model.generation_config.save_pretrained(step_dir)
-    tokenizer.save_pretrained(step_dir)
-    torch.save({"step": int(step_dir.name.rsplit("_", 1)[1])}, step_dir / "trainer_state.pt")
-
-
 @pytest.fixture(scope="module")
 def untied_run(tmp_path_factory):
     from mua.models import load_model, load_tokenizer
@@ -103,7 +88,9 @@ def untied_run(tmp_path_factory):
     model = load_model("tiny:llama-1m", seed=3).eval()
     with torch.no_grad():  # make the head clearly different from the embedding
         model.lm_head.weight.add_(0.5)
-    _write_dcp(model, run / "checkpoints" / "global_step_5", load_tokenizer("tiny:llama-1m"))
+    write_dcp_checkpoint(
+        model, run / "checkpoints" / "global_step_5", load_tokenizer("tiny:llama-1m")
+    )
     return run, model
 
 
@@ -121,7 +108,7 @@ def test_untied_model_keeps_its_head_and_matches_logits(untied_run):
     ids = _probe()
     with torch.no_grad():
         want = model(input_ids=ids).logits
-    assert torch.allclose(_logits(out, ids), want, atol=1e-5, rtol=0)
+    assert torch.allclose(hf_logits(out, ids), want, atol=1e-5, rtol=0)
 
 
 def test_bfloat16_export_is_rounded_weights_and_verifies(untied_run, tmp_path):
@@ -149,15 +136,9 @@ def test_tied_checkpoint_with_diverging_head_is_refused(tmp_path):
 
     model = load_model("tiny:qwen3-1m")
     step_dir = tmp_path / "checkpoints" / "global_step_1"
-    _write_dcp(model, step_dir, load_tokenizer("tiny:qwen3-1m"))
-    import torch.distributed.checkpoint as dcp
-
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     state["lm_head.weight"] = state["lm_head.weight"] + 1.0  # untied tensors under a tied config
-    shutil.rmtree(step_dir)
-    step_dir.mkdir(parents=True)
-    dcp.save({"model": state}, checkpoint_id=str(step_dir), no_dist=True)
-    model.config.save_pretrained(step_dir)
+    write_dcp_checkpoint(model, step_dir, load_tokenizer("tiny:qwen3-1m"), state)
     with pytest.raises(RunFailure, match="lm_head.weight differs"):
         merge_checkpoint(1, step_dir, tmp_path / "out")
 

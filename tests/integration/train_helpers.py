@@ -1,10 +1,12 @@
-"""Helpers of the training integration tests: tiny SFT data, recipes, running `mua train`, reading MLflow."""
+"""Helpers of the training and merge tests: tiny SFT data, recipes, running `mua train`, reading
+MLflow, writing a DCP checkpoint without torchrun, and the logits of a Hugging Face folder."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +71,30 @@ def final_params(run_dir: Path) -> dict:
     from safetensors.torch import load_file
 
     return load_file(str(run_dir / "hf" / "final" / "model.safetensors"))
+
+
+def write_dcp_checkpoint(model, step_dir: Path, tokenizer, state: dict | None = None) -> None:
+    """`model` (or `state` under its config) as the trainer lays out `global_step_N`, replacing
+    what `step_dir` held."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    shutil.rmtree(step_dir, ignore_errors=True)
+    step_dir.mkdir(parents=True)
+    if state is None:
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    dcp.save({"model": state}, checkpoint_id=str(step_dir), no_dist=True)
+    model.config.save_pretrained(step_dir)
+    model.generation_config.save_pretrained(step_dir)
+    tokenizer.save_pretrained(step_dir)
+    torch.save({"step": int(step_dir.name.rsplit("_", 1)[1])}, step_dir / "trainer_state.pt")
+
+
+def hf_logits(folder: Path, ids):
+    """Logits of the Hugging Face model in `folder` (float32, eval mode) for token `ids`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(input_ids=ids).logits

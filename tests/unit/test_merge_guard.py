@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import torch
 
-
-def _write_dcp(model, step_dir: Path, tokenizer) -> None:
-    import torch.distributed.checkpoint as dcp
-
-    shutil.rmtree(step_dir, ignore_errors=True)
-    step_dir.mkdir(parents=True)
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    dcp.save({"model": state}, checkpoint_id=str(step_dir), no_dist=True)
-    model.config.save_pretrained(step_dir)
-    model.generation_config.save_pretrained(step_dir)
-    tokenizer.save_pretrained(step_dir)
+from tests.integration.train_helpers import write_dcp_checkpoint
 
 
 def _run_with_checkpoint(root: Path):
@@ -26,7 +15,7 @@ def _run_with_checkpoint(root: Path):
     model = load_model("tiny:qwen3-1m")
     tokenizer = load_tokenizer("tiny:qwen3-1m")
     run = root / "run"
-    _write_dcp(model, run / "checkpoints" / "global_step_2", tokenizer)
+    write_dcp_checkpoint(model, run / "checkpoints" / "global_step_2", tokenizer)
     return run, model, tokenizer
 
 
@@ -70,7 +59,7 @@ def test_a_rewritten_checkpoint_is_merged_again_not_skipped(tmp_path):
     merge_checkpoint(step, path, out)
     with torch.no_grad():  # a new training run over the same run dir writes the same step again
         model.model.embed_tokens.weight.add_(1.0)
-    _write_dcp(model, path, tokenizer)
+    write_dcp_checkpoint(model, path, tokenizer)
     again = merge_checkpoint(step, path, out)
     assert not again.skipped
     merged = load_file(str(out / "model.safetensors"))["model.embed_tokens.weight"]
