@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.integration.train_helpers import hf_logits, run_train, write_sft_data, write_sft_recipe
+from tests.integration.train_helpers import (
+    hf_logits,
+    run_train,
+    sft_run,
+    write_sft_data,
+    write_sft_recipe,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -32,16 +38,8 @@ def _checkpoint_logits(step_dir: Path, ids: torch.Tensor) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def exported_run(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("export")
-    recipe = write_sft_recipe(
-        folder,
-        write_sft_data(folder),
-        total_steps=3,
-        checkpoint={"save_freq": 1, "keep_last": 3, "export_hf_every": 2},
-    )
-    res = run_train(recipe)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return folder / "run"
+    checkpoint = {"save_freq": 1, "keep_last": 3, "export_hf_every": 2}
+    return sft_run(tmp_path_factory.mktemp("export"), total_steps=3, checkpoint=checkpoint)
 
 
 def test_export_every_two_checkpoints_writes_step_2_and_final(exported_run):

@@ -14,13 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.integration.train_helpers import (
-    hf_logits,
-    run_train,
-    write_dcp_checkpoint,
-    write_sft_data,
-    write_sft_recipe,
-)
+from tests.integration.train_helpers import hf_logits, sft_run, write_dcp_checkpoint
 
 pytestmark = pytest.mark.integration
 
@@ -31,16 +25,9 @@ def _probe() -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory) -> Path:
+    checkpoint = {"save_freq": 1, "keep_last": 2, "export_hf_at_end": True}
     folder = tmp_path_factory.mktemp("merge2")
-    recipe = write_sft_recipe(
-        folder,
-        write_sft_data(folder),
-        total_steps=2,
-        checkpoint={"save_freq": 1, "keep_last": 2, "export_hf_at_end": True},
-    )
-    res = run_train(recipe, "--nproc-per-node", "2")
-    assert res.returncode == 0, res.stderr[-3000:]
-    return folder / "run"
+    return sft_run(folder, "--nproc-per-node", "2", total_steps=2, checkpoint=checkpoint)
 
 
 def test_merge_two_rank_tied_checkpoint_matches_trainer_logits(two_rank_run, mua_cli):

@@ -58,6 +58,14 @@ def run_train(recipe: Path, *args: str, env_extra: dict | None = None, timeout_s
     )
 
 
+def sft_run(folder: Path, *args: str, **recipe_extra) -> Path:
+    """The run dir of a successful `mua train` of the tiny SFT recipe (plus `recipe_extra`) in
+    `folder`; `args` go to the command line."""
+    res = run_train(write_sft_recipe(folder, write_sft_data(folder), **recipe_extra), *args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return folder / "run"
+
+
 def metric_history(run_dir: Path, key: str) -> list[float]:
     from mlflow.tracking import MlflowClient
 
