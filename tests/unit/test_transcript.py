@@ -100,6 +100,15 @@ def random_conversation(
     return msgs
 
 
+def add_call_and_result() -> list[dict]:
+    """An assistant turn calling `add(a=1)` (no text) and the tool's reply "2"."""
+    call = {"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": "add", "content": "2"},
+    ]
+
+
 def build_by_delta_path(tokenizer, msgs: list[dict], tools, parser: str = "auto"):
     """What the runner does: prompt, sampled turns verbatim (parsed back to messages), reply deltas."""
     renderer = ChatRenderer(tokenizer, tools)
@@ -176,14 +185,7 @@ def test_delta_path_equals_full_template_on_1000_random_conversations(tokenizer)
 def test_sources_label_each_reply(tokenizer):
     msgs = [
         {"role": "user", "content": "hello"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
-            ],
-        },
-        {"role": "tool", "name": "add", "content": "2"},
+        *add_call_and_result(),
         {"role": "env", "content": "Answer now."},
     ]
     builder, _ = build_by_delta_path(tokenizer, msgs, TOOLS)

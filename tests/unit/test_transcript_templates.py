@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_transcript import TOOLS, build_by_delta_path, random_conversation
+from test_transcript import TOOLS, add_call_and_result, build_by_delta_path, random_conversation
 
 from mua.models import load_tokenizer, render_ids
 from mua.rollout.transcript import ChatRenderer, check_drift, template_messages
@@ -210,18 +210,8 @@ def test_prefix_stable_families_delta_equals_full_render(name):
 
 def test_llama_assistant_turns_render_calls_in_llama_json_and_end_with_eot():
     tok = family_tokenizer(LLAMA31_TEMPLATE, llama=True)
-    msgs = [
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": "u"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
-            ],
-        },
-        {"role": "tool", "name": "add", "content": "2"},
-    ]
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    msgs += add_call_and_result()
     renderer = ChatRenderer(tok, TOOLS)
     text = renderer.assistant_text(msgs[2])
     assert text == '{"name": "add", "parameters": {"a": 1}}<|eot_id|>'
