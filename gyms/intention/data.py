@@ -1,4 +1,4 @@
-"""Intention gym tasks: built-in vague requests (`requests.py`) and UserRL's public intentions.
+"""Intention gym tasks: built-in vague requests (`requests.json`) and UserRL's public intentions.
 
 Every missing detail gets the user's answer fixed in the payload (one of its options, chosen by
 a stable hash), so the scripted and LLM users answer consistently. Public details get keywords
