@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@touch $(STAMP)
 
 test: setup sglang-releases
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 # The SGLang releases the contract tests (tests/contract) check mua against, each installed with
 # --no-deps into its own side folder, plus the small packages their request, sampling and
