@@ -15,7 +15,9 @@ import typer
 HELP = """Evaluate a model on gyms' held-out tasks: a table, results.jsonl, summary.json and an MLflow run.
 
 --model: tiny:<preset>, a Hugging Face folder, a training run or checkpoint (merged first),
-openai:<name> (any OpenAI-compatible endpoint: rollout.base_url or $OPENAI_BASE_URL), or expert.
+openai:<name> (any OpenAI-compatible endpoint: rollout.openai.base_url or $OPENAI_BASE_URL),
+or expert. --gym replaces the recipe's gym (or gyms); a gym the recipe has a section for keeps its
+options.
 Re-running the same command resumes an interrupted evaluation (--fresh starts over).
 
   mua eval --gym travel --model runs/quickstart/hf/final
@@ -52,6 +54,7 @@ def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperatur
     """The EvalRecipe from an optional recipe file, its key=value overrides, then the flags."""
     from mua.cli.common import split_recipe_args
     from mua.config import load_recipe
+    from mua.errors import UsageError
 
     path, overrides = split_recipe_args(args)
     if model is None:
@@ -69,8 +72,11 @@ def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperatur
         kind + overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
     )
     recipe = load_recipe(path, overrides, verb="eval")
-    if gyms:
-        recipe.gyms = list(gyms)
+    if gyms:  # --gym replaces the recipe's choice; a gym the recipe has a section for keeps it
+        names = [name.strip() for item in gyms for name in item.split(",") if name.strip()]
+        if not names:
+            raise UsageError("--gym: no gym named; pass --gym NAME (or --gym all)")
+        recipe = recipe.with_gyms(list(dict.fromkeys(names)))
     return recipe, path
 
 
@@ -123,15 +129,16 @@ def register(app: typer.Typer) -> None:
             temperature=temperature,
         )
         out_dir = out or (recipe.run_dir if path else f"runs/eval/{_slug(recipe.model.path)}")
+        gyms = [section.name for section in recipe.gym_sections()]
         console().print(
-            f"evaluating {recipe.model.path} on {', '.join(recipe.gyms)} "
+            f"evaluating {recipe.model.path} on {', '.join(gyms)} "
             f"(n={recipe.eval.n}, T={recipe.eval.temperature:g})",
             soft_wrap=True,
         )
         summaries, meta = run_evaluation(
             recipe,
             model=recipe.model.path,
-            gyms=recipe.gyms,
+            gyms=gyms,
             out_dir=out_dir,
             fresh=fresh,
             track=mlflow,

@@ -98,13 +98,14 @@ def _from_recipe(args: list[str], gym, source, out, seed, options, rows) -> None
         items = [f"{folder}:{weight}" for folder, weight in recipe.mix.items()]
         _mix(items, out or recipe.out.replace("{gym}", "mix"), seed, rows or recipe.rows)
         return
-    gym = gym or recipe.gym
+    gym = gym or recipe.gym.name
+    recipe_options = recipe.gym.options if gym == recipe.gym.name else {}
     _build(
         gym,
         source or recipe.source,
         out or recipe.out.replace("{gym}", gym),
         seed,
-        {**recipe.options, **options},
+        {**recipe_options, **options},
     )
 
 

@@ -65,6 +65,24 @@ def fields_at(model: type[BaseModel], raw: dict, path: list[str]) -> list[str] |
     return list(current.model_fields) if current is not None else None
 
 
+# Keys that moved to another place: an old recipe gets the new place named, not a guess.
+MOVED_KEYS = {
+    "options": "gym.options",  # prep recipes: the gym is a section
+    "rollout.base_url": "rollout.openai.base_url",
+    "rollout.api_key_env": "rollout.openai.api_key_env",
+}
+
+
+def _moved(dotted: str, model: type[BaseModel]) -> str | None:
+    """`; write X instead` for a key that moved to X in `model`, else None."""
+    new = MOVED_KEYS.get(dotted)
+    if new is None:
+        return None
+    *section, key = new.split(".")
+    valid = fields_at(model, {}, section)
+    return f"; write {new} instead" if valid and key in valid else None
+
+
 def _suggest(word: str, choices: list[str], prefix: str) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
     if close:
@@ -86,9 +104,8 @@ def apply_overrides(raw: dict, overrides: list[str], model: type[BaseModel]) -> 
                 break  # inside a free-form dict such as gym.options
             if key not in valid:
                 prefix = ".".join(path[:depth]) + "." if depth else ""
-                raise UsageError(
-                    f"override {dotted}: unknown key {key!r}{_suggest(key, valid, prefix)}"
-                )
+                hint = _moved(prefix + key, model) or _suggest(key, valid, prefix)
+                raise UsageError(f"override {dotted}: unknown key {key!r}{hint}")
         node = raw
         for key in path[:-1]:
             if not isinstance(node.get(key), dict):
@@ -152,7 +169,7 @@ def _render_validation(source: str, err: ValidationError, model: type[BaseModel]
         if e["type"] == "extra_forbidden":
             valid = fields_at(model, raw, loc[:-1]) or []
             prefix = ".".join(loc[:-1]) + "." if len(loc) > 1 else ""
-            msg = f"unknown key{_suggest(loc[-1], valid, prefix)}"
+            msg = f"unknown key{_moved(where, model) or _suggest(loc[-1], valid, prefix)}"
             lines.append(f"{source}: {where}: {msg}")
             continue
         got = e.get("input")

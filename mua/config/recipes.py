@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mua.config.base import Section
 from mua.config.model import ModelConfig
-from mua.config.rollout import GymConfig, RolloutConfig, ScriptedUserConfig, UserConfig
+from mua.config.rollout import (
+    GymConfig,
+    PrepGymConfig,
+    RolloutConfig,
+    ScriptedUserConfig,
+    UserConfig,
+)
 from mua.config.track import EvalConfig, TrackConfig
 from mua.config.train import (
     AlgoConfig,
@@ -32,13 +38,18 @@ class _RecipeBase(Section):
     )
 
 
-class TrainRecipe(_RecipeBase):
-    verb: Literal["train"] = "train"
+class _ConversationRecipe(_RecipeBase):
+    """The sections of every verb that runs conversations: a model talks in a gym with a user."""
+
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     gym: GymConfig = Field(default_factory=GymConfig)
     user: UserConfig = Field(default_factory=ScriptedUserConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+
+
+class TrainRecipe(_ConversationRecipe):
+    verb: Literal["train"] = "train"
     algo: AlgoConfig = Field(default_factory=GRPOConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
@@ -66,35 +77,85 @@ class TrainRecipe(_RecipeBase):
         return self
 
 
-class RolloutRecipe(_RecipeBase):
+class RolloutRecipe(_ConversationRecipe):
     verb: Literal["rollout"] = "rollout"
-    model: ModelConfig = Field(default_factory=ModelConfig)
     policy: Literal["model", "expert"] = Field(
         "model",
         description="Who acts: the model (via rollout.engine) or the gym's scripted expert.",
     )
-    data: DataConfig = Field(default_factory=DataConfig)
-    gym: GymConfig = Field(default_factory=GymConfig)
-    user: UserConfig = Field(default_factory=ScriptedUserConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     output: str = Field("{run_dir}/trajectories.jsonl", description="JSONL file of trajectories.")
     split: str = Field(
         "train", description="Which split of the built-in data to use when no files are given."
     )
 
 
-class EvalRecipe(_RecipeBase):
+def _eval_rollout_defaults() -> RolloutConfig:
+    """`mua eval`'s rollout defaults (one greedy sample), marked as defaults: none of them counts as
+    set by the recipe (a set rollout.temperature is refused, `eval.temperature` rules)."""
+    defaults = RolloutConfig(n=1, temperature=0.0)
+    return RolloutConfig.model_construct(_fields_set=set(), **dict(defaults))
+
+
+class EvalRecipe(_ConversationRecipe):
+    """One gym in `gym:` (`name: all` for every gym), or several in `gyms:`, each a gym section
+    with its own options; not both. Neither: the default gym."""
+
     verb: Literal["eval"] = "eval"
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    gyms: list[str] = Field(
-        default_factory=lambda: ["guess"], description="Gyms to evaluate (`all` for every one)."
+    gym: GymConfig | None = Field(
+        None, description="The gym to evaluate (`name: all`: every gym); default: guess."
     )
-    gym: GymConfig = Field(default_factory=GymConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    user: UserConfig = Field(default_factory=ScriptedUserConfig)
-    rollout: RolloutConfig = Field(default_factory=lambda: RolloutConfig(n=1, temperature=0.0))
+    gyms: list[GymConfig] = Field(
+        default_factory=list,
+        description="Several gyms to evaluate, each a section like `gym` (name, options, "
+        "reward_weights); instead of `gym`.",
+    )
+    rollout: RolloutConfig = Field(default_factory=lambda: _eval_rollout_defaults())
     eval: EvalConfig = Field(default_factory=EvalConfig)
     track: TrackConfig = Field(default_factory=TrackConfig)
+
+    @field_validator("gyms", mode="before")
+    @classmethod
+    def _gyms_are_sections(cls, v):
+        names = [v] if isinstance(v, str) else v if isinstance(v, list) else []
+        if any(isinstance(item, str) for item in names):
+            listed = [str(item.get("name") if isinstance(item, dict) else item) for item in names]
+            if len(listed) == 1:
+                raise ValueError(f"write one gym as a section, `gym: {{name: {listed[0]}}}`")
+            sections = ", ".join(f"{{name: {name}}}" for name in listed)
+            raise ValueError(f"write each gym as a section, `gyms: [{sections}]`")
+        return v
+
+    @model_validator(mode="after")
+    def _gym_or_gyms(self):
+        if self.gyms and self.gym is not None:
+            raise ValueError(
+                "gym and gyms both set; give one gym as `gym: {name: ...}` or several as "
+                "`gyms: [{name: ...}, ...]`"
+            )
+        names = [g.name for g in self.gyms]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"gyms: {repeated[0]} is listed twice; list each gym once")
+        return self
+
+    def gym_sections(self) -> list[GymConfig]:
+        """The gyms to evaluate, in order (a name may be `all`)."""
+        return list(self.gyms) or [self.gym or GymConfig()]
+
+    def gym_section(self, name: str) -> GymConfig:
+        """The recipe's section for gym `name`, or a bare one (no options) if it has none."""
+        for section in self.gym_sections():
+            if section.name == name:
+                return section
+        return GymConfig(name=name)
+
+    def with_gyms(self, names: list[str]) -> EvalRecipe:
+        """This recipe evaluating `names` (distinct) instead, e.g. from `--gym`; a gym it has a
+        section for keeps that section."""
+        sections = [self.gym_section(name) for name in names]
+        if len(sections) == 1:
+            return self.model_copy(update={"gym": sections[0], "gyms": []})
+        return self.model_copy(update={"gym": None, "gyms": sections})
 
     @model_validator(mode="after")
     def _one_temperature(self):
@@ -129,13 +190,14 @@ class MergeRecipe(_RecipeBase):
 
 class PrepRecipe(_RecipeBase):
     verb: Literal["prep"] = "prep"
-    gym: str = Field("guess", description="Gym whose tasks to write.")
+    gym: PrepGymConfig = Field(
+        default_factory=PrepGymConfig,
+        description="Gym whose tasks to write, and its prep options: `gym: {name: travel, "
+        "options: {num_train: 200}}`.",
+    )
     source: str | None = Field(None, description="Public data path; default: the built-in dataset.")
     out: str = Field("data/{gym}", description="Output folder for <split>.parquet files.")
     seed: int = Field(0, description="Seed for generation and splits.")
-    options: dict = Field(
-        default_factory=dict, description="Gym-specific prep options (sizes, domains, ...)."
-    )
     mix: dict[str, float] = Field(
         default_factory=dict,
         description="Mix instead of build: task folder -> weight (relative share of rows), written to `out`.",
@@ -145,6 +207,16 @@ class PrepRecipe(_RecipeBase):
         ge=1,
         description="Mix only: rows per split (default: the largest mix without repeats).",
     )
+
+    @field_validator("gym", mode="before")
+    @classmethod
+    def _gym_is_a_section(cls, v):
+        if isinstance(v, str):
+            raise ValueError(
+                f"write the gym as a section, `gym: {{name: {v}}}`, with its prep options under "
+                "gym.options"
+            )
+        return v
 
 
 RECIPE_MODELS: dict[str, type[Section]] = {

@@ -1,6 +1,8 @@
 """Sections for rollouts: which gym, which simulated user, how the policy is sampled.
 
-Secrets are never stored here: `user.api_key_env` names an environment variable.
+The LLM user's endpoint settings, and those of the API agent (`rollout.openai`), are one model
+(`mua.config.endpoint.EndpointConfig`). Secrets are never stored here: `api_key_env` names an
+environment variable.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from typing import Annotated, Literal
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from mua.config.base import Section
+from mua.config.endpoint import EndpointConfig
+
+GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
 
 
 class GymConfig(Section):
-    name: str = Field("guess", description="Registered gym name (see `mua prep --list`).")
+    name: str = Field("guess", description=GYM_NAME_HELP)
     options: dict = Field(
         default_factory=dict, description="Gym-specific options passed to the environment."
     )
@@ -24,55 +29,31 @@ class GymConfig(Section):
     )
 
 
+class PrepGymConfig(Section):
+    """`mua prep`'s gym: which one, and the options its task builder takes."""
+
+    name: str = Field("guess", description=GYM_NAME_HELP)
+    options: dict = Field(
+        default_factory=dict, description="Gym-specific prep options (sizes, domains, ...)."
+    )
+
+
 class ScriptedUserConfig(Section):
     kind: Literal["scripted"] = "scripted"
 
 
-class LLMUserConfig(Section):
+class LLMUserConfig(EndpointConfig):
+    """A simulated user (and judge) behind an OpenAI-compatible endpoint."""
+
     kind: Literal["llm"] = "llm"
-    base_url: str | None = Field(
-        None,
-        description="OpenAI-compatible endpoint; defaults to $OPENAI_BASE_URL, then the OpenAI API.",
-    )
     model: str | None = Field(
         None, description="Simulator model name; defaults to $MULTITURN_MODEL_NAME."
     )
-    api_key_env: str = Field(
-        "OPENAI_API_KEY",
-        description="Name of the environment variable holding the API key (never the key itself).",
-    )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature of the user.")
     max_tokens: PositiveInt = Field(512, description="Most tokens per user reply.")
-    timeout_s: PositiveFloat = Field(
-        60.0,
-        description="Timeout of one request attempt, counted from when it leaves the "
-        "max_concurrency queue; a timed-out attempt is retried.",
-    )
-    max_retries: int = Field(
-        4,
-        ge=0,
-        description="Retries after a failed, timed-out, rate-limited or malformed reply; when "
-        "they are spent the trajectory ends `user_failure` (masked from the loss, not scored).",
-    )
-    backoff_s: PositiveFloat = Field(
-        0.5, description="First backoff; doubles per retry, with jitter."
-    )
-    max_concurrency: PositiveInt = Field(32, description="Most requests in flight at once.")
     cache_dir: str | None = Field(
         None, description="Optional on-disk cache keyed by the request (deterministic evaluation)."
     )
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _looks_like_env_name(cls, v: str) -> str:
-        if v.startswith(("sk-", "sk_")) or not v.replace("_", "").isalnum() or len(v) > 64:
-            raise ValueError(
-                "must name an environment variable (e.g. OPENAI_API_KEY), not hold a secret"
-            )
-        return v
-
-    def resolved_base_url(self) -> str | None:
-        return self.base_url or os.environ.get("OPENAI_BASE_URL")
 
     def resolved_model(self) -> str:
         return self.model or os.environ.get("MULTITURN_MODEL_NAME") or "gpt-4o-mini"
@@ -145,8 +126,7 @@ class RolloutConfig(Section):
     call_timeout_s: PositiveFloat = Field(
         60.0,
         description="Timeout of one env call (reset, step: tools, scripted users), not counting "
-        "time waiting on the LLM user or judge; for engine=openai also the agent's per-attempt "
-        "timeout.",
+        "time waiting on the LLM user, a judge or an API agent (see their `timeout_s`).",
     )
     max_concurrency: PositiveInt = Field(64, description="Most trajectories in flight at once.")
     drift: Literal["drop", "per_turn"] = Field(
@@ -157,9 +137,10 @@ class RolloutConfig(Section):
     intervention_style: Literal["chat", "raw"] = Field(
         "chat", description="How env-injected messages (e.g. math interventions) are added."
     )
-    base_url: str | None = Field(None, description="Endpoint for engine=openai.")
-    api_key_env: str = Field(
-        "OPENAI_API_KEY", description="Env var with the key for engine=openai."
+    openai: EndpointConfig = Field(
+        default_factory=EndpointConfig,
+        description="The API agent's endpoint; engine=openai only (the served model's name is "
+        "model.path).",
     )
     sglang: SGLangConfig = Field(
         default_factory=lambda: SGLangConfig(),

@@ -4,8 +4,8 @@ Accepted forms:
 - `tiny:<preset>` or a local Hugging Face folder: the `hf` engine (GPU when available);
 - a training checkpoint: a run dir, its `checkpoints/` folder or one `global_step_N` (the latest
   step unless one is named); it is merged first into `<run>/hf/global_step_N` (reused when merged);
-- `openai:<model>`: an agent behind any OpenAI-compatible endpoint (`rollout.base_url`, else
-  $OPENAI_BASE_URL, else the OpenAI API with the key named by `rollout.api_key_env`);
+- `openai:<model>`: an agent behind any OpenAI-compatible endpoint (`rollout.openai.base_url`,
+  else $OPENAI_BASE_URL, else the OpenAI API with the key named by `rollout.openai.api_key_env`);
 - `expert`: each gym's scripted expert (a ceiling for the table).
 Message-level agents (openai, expert) are tokenized with `model.tokenizer` (default: the tiny
 tokenizer) only to count tokens. Does not run rollouts.

@@ -35,7 +35,7 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
         "model": model,
         "model_content": source_fingerprint(loaded, cache),
         "tokenizer_content": source_fingerprint(recipe.model.tokenizer, cache),
-        "agent_endpoint": redact_urls(r.base_url)
+        "agent_endpoint": redact_urls(r.openai.base_url)
         if model.startswith("openai:") or r.engine == "openai"
         else None,
         "n": recipe.eval.n,
@@ -54,8 +54,7 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
                 if k not in ("max_concurrency", "timeout_s", "max_retries", "backoff_s")
             }
         ),
-        "gym_options": dict(recipe.gym.options),
-        "reward_weights": dict(recipe.gym.reward_weights),
+        "gyms": {g.name: g.model_dump(exclude={"name"}) for g in recipe.gym_sections()},
     }
 
 
@@ -70,11 +69,10 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
     try:
         for gym_name, tasks in tasks_by_gym.items():
             spec = get_gym(gym_name)
+            section = recipe.gym_section(gym_name)
             ctx = GymContext(
-                options=dict(recipe.gym.options) if recipe.gym.name == gym_name else {},
-                reward_weights=dict(recipe.gym.reward_weights)
-                if recipe.gym.name == gym_name
-                else {},
+                options=dict(section.options),
+                reward_weights=dict(section.reward_weights),
                 user_kind=user.kind,
                 llm=make_llm_client(user),
                 seed=recipe.data.seed,

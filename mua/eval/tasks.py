@@ -3,7 +3,8 @@
 Task files may mix gyms (each row names its gym); `--gym all` then means every gym in the files.
 Without files, `all` means every registered gym and each gym builds its built-in dataset with
 `data.seed` (the same seed `mua prep` uses by default, so the split equals data/<gym>/test.parquet).
-`gym.options` apply to the gym named in `gym.name`. `eval.max_tasks` keeps the first N per gym.
+Each gym gets the options of its own section (`gym`, or its entry in `gyms`). `eval.max_tasks`
+keeps the first N per gym.
 A task id that appears twice among the files is refused (results are keyed by it).
 """
 
@@ -30,7 +31,7 @@ def gym_names(requested: list[str], from_files: list[str] | None) -> list[str]:
 
 
 def _builtin_split(spec, recipe) -> list:
-    options = dict(recipe.gym.options) if recipe.gym.name == spec.name else {}
+    options = dict(recipe.gym_section(spec.name).options)
     splits = spec.build_tasks(None, seed=recipe.data.seed, options=options)
     for split in HELD_OUT_SPLITS:
         if splits.get(split):

@@ -13,7 +13,8 @@ Native `tool_calls` are used when the server returns them; otherwise tool calls 
 `message_to_action` turns the dict into the gym's `AgentAction`.
 
 Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
-is `mua.rollout.llm_client.ChatEndpoint`; when its retries are spent the run stops with a
+is `mua.rollout.llm_client.ChatEndpoint`, set up from `rollout.openai` (the same endpoint settings
+as an LLM user's); when its retries are spent the run stops with a
 `RunFailure` naming the endpoint, since an agent that cannot answer makes the evaluation
 meaningless. Mua's internal messages (tool-call arguments as dicts, tool results by name, `env`
 interventions) are converted to the wire format here and nowhere else.
@@ -29,9 +30,6 @@ from mua.errors import RunFailure, UsageError
 from mua.gym.api import AgentAction, ToolCall, UserFailure
 from mua.rollout.llm_client import OPENAI_API_URL, ChatEndpoint
 from mua.rollout.toolcalls import ParserName, action_as_message, parse_action, read_native_calls
-
-DEFAULT_MAX_RETRIES = 4
-DEFAULT_BACKOFF_S = 0.5
 
 
 def to_wire_messages(messages: list[dict]) -> list[dict]:
@@ -141,21 +139,23 @@ class OpenAIPolicy:
     def from_config(
         cls, rollout_cfg: Any, model: str, tool_parser: ParserName = "auto"
     ) -> OpenAIPolicy:
-        """Build from the recipe's `rollout` section; `model` is the served model's name."""
-        base_url = rollout_cfg.base_url or os.environ.get("OPENAI_BASE_URL")
-        if base_url is None and not os.environ.get(rollout_cfg.api_key_env):
+        """Build from the recipe's `rollout` section (its endpoint: `rollout.openai`); `model` is
+        the served model's name."""
+        cfg = rollout_cfg.openai
+        base_url = cfg.resolved_base_url()
+        if base_url is None and not os.environ.get(cfg.api_key_env):
             raise UsageError(
-                f"rollout.engine=openai talks to the OpenAI API but ${rollout_cfg.api_key_env} is "
-                "not set; export it, or set rollout.base_url to your server"
+                f"rollout.engine=openai talks to the OpenAI API but ${cfg.api_key_env} is "
+                "not set; export it, or set rollout.openai.base_url to your server"
             )
         endpoint = ChatEndpoint(
             base_url=base_url or OPENAI_API_URL,
             model=model,
-            api_key_env=rollout_cfg.api_key_env,
-            timeout_s=rollout_cfg.call_timeout_s,
-            max_retries=DEFAULT_MAX_RETRIES,
-            backoff_s=DEFAULT_BACKOFF_S,
-            max_concurrency=rollout_cfg.max_concurrency,
+            api_key_env=cfg.api_key_env,
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+            backoff_s=cfg.backoff_s,
+            max_concurrency=cfg.max_concurrency,
             label="agent endpoint",
         )
         return cls(

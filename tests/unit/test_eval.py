@@ -171,7 +171,7 @@ def test_openai_agent_is_evaluated_through_the_endpoint(tmp_path):
 
     with FakeOpenAIServer(reply) as server:
         recipe = _recipe(
-            "eval.max_tasks=6", f"rollout.base_url={server.base_url}", "rollout.max_turns=1"
+            "eval.max_tasks=6", f"rollout.openai.base_url={server.base_url}", "rollout.max_turns=1"
         )
         summaries, meta = run_evaluation(
             recipe, model="openai:fake-model", gyms=["guess"], out_dir=tmp_path, track=False

@@ -36,9 +36,7 @@ TOOLS = [tool_schema(lookup)]
 def policy_for(server: FakeOpenAIServer, **overrides) -> OpenAIPolicy:
     settings = dict(
         engine="openai",
-        base_url=server.base_url,
-        api_key_env=KEY_ENV,
-        call_timeout_s=2.0,
+        openai={"base_url": server.base_url, "api_key_env": KEY_ENV, "timeout_s": 2.0},
         temperature=0.0,
         max_new_tokens_per_turn=32,
     )
@@ -137,7 +135,9 @@ def test_spent_retries_stop_the_run_and_missing_key_is_a_usage_error(monkeypatch
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(UsageError, match=KEY_ENV):
-        OpenAIPolicy.from_config(RolloutConfig(engine="openai", api_key_env=KEY_ENV), "m")
+        OpenAIPolicy.from_config(
+            RolloutConfig(engine="openai", openai={"api_key_env": KEY_ENV}), "m"
+        )
 
 
 # -- inside the runner -------------------------------------------------------------------------

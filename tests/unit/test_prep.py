@@ -63,9 +63,10 @@ def test_cli_writes_canonical_deterministic_parquet(mua_cli, tmp_path):
 def test_cli_recipe_form_and_list(mua_cli, tmp_path):
     recipe = tmp_path / "prep_travel.yaml"
     recipe.write_text(
-        f"verb: prep\ngym: travel\nout: {tmp_path}/t\noptions:\n  num_train: 5\n  num_test: 2\n"
+        f"verb: prep\ngym:\n  name: travel\n  options:\n    num_train: 5\n    num_test: 2\n"
+        f"out: {tmp_path}/t\n"
     )
-    code, stdout, stderr = mua_cli("prep", str(recipe), "seed=3", "options.num_test=3")
+    code, stdout, stderr = mua_cli("prep", str(recipe), "seed=3", "gym.options.num_test=3")
     assert code == 0, stderr
     tasks = read_tasks(tmp_path / "t" / "test.parquet")
     assert len(tasks) == 3 and tasks[0].source == "builtin:seed=3"

@@ -86,7 +86,7 @@ def test_eval_writes_no_url_credentials_anywhere(tmp_path, monkeypatch):
             [
                 "user.kind=llm",
                 f"user.base_url={user_url}",
-                f"rollout.base_url={agent_url}",
+                f"rollout.openai.base_url={agent_url}",
                 "rollout.max_turns=1",
                 "eval.max_tasks=2",
             ],
