@@ -88,7 +88,7 @@ def main(out_path: str, model_path: str) -> None:
 
 
 if __name__ == "__main__":
-    from mua.train.entry import exit_now
+    from mua.train.loop import exit_now
 
     main(sys.argv[1], sys.argv[2])
-    exit_now(0)  # no interpreter finalisation after the group is gone (see mua.train.entry)
+    exit_now(0)  # no interpreter finalisation after the group is gone (see mua.train.loop)

@@ -9,10 +9,9 @@ model weights and tokenizer (`mua.models`, seed 0). Models: tiny:qwen2-1m and ti
 mua: a `Trainer` built from a GRPO recipe exactly as `mua train` builds it (a one-process gloo
 group, where the trainer keeps the model unsharded because FSDP2 would shard nothing; an `hf`
 engine with its own copy of the weights, running the model's own transformers forward); the timed
-unit is `Trainer.step`: rollouts through the multi-turn runner, advantages, the update, and the
-weight push into the engine. The recipe
-names the `math` gym only to pass validation; its GymSpec is then replaced by the one-turn gym of
-`bench._b1_task`.
+unit is `rl_step` (`mua.train.rl`): rollouts through the multi-turn runner, advantages, the
+update, and the weight push into the engine. The recipe names the `math` gym only to pass
+validation; its GymSpec is then replaced by the one-turn gym of `bench._b1_task`.
 TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with docs/benchmarks.md's
 GRPOConfig (TRL's default gradient checkpointing left on), timed by a callback from step begin to
 step end and paused between steps.
@@ -189,6 +188,8 @@ def mua_trainer(model_path: str, workdir: Path, dist):
 def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[str, float], str]:
     """Median seconds per step of mua (`mua_step_s`, with its `mua_rollout_s` and
     `mua_update_s` phases) and of TRL (`trl_step_s`, with `trl_generation_s`), and TRL's version."""
+    from mua.train.rl import rl_step
+
     trl = (
         TRLWorker(model_path, WARMUP_ROUNDS + TIMED_ROUNDS, workdir / "trl.log")
         if with_trl
@@ -201,7 +202,7 @@ def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[
         rounds: dict[str, list[float]] = {}
         for round_index in range(WARMUP_ROUNDS + TIMED_ROUNDS):
             t0 = time.perf_counter()
-            step_metrics = trainer.step(round_index + 1)
+            step_metrics = rl_step(trainer, round_index + 1)
             seen = {
                 "mua_step_s": time.perf_counter() - t0,
                 "mua_rollout_s": step_metrics["time/rollout_s"],

@@ -44,7 +44,7 @@ def init_distributed(timeout_s: float = 600.0) -> DistInfo:
         device = torch.device("cpu")
     backend = "nccl" if use_cuda else "gloo"
     if "MASTER_ADDR" not in os.environ:
-        # A plain `python -m mua.train.entry` run: a private single-process group so that
+        # A plain `python -m mua.train.loop` run: a private single-process group so that
         # FSDP2 and DCP take exactly the code path they take under torchrun.
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))

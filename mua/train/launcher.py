@@ -5,7 +5,8 @@ Validation happens here, in a process that has not imported torch, so a bad reci
 well under a second with one line (exit 2). The run dir must be mua's or empty, not in use by
 another `mua train`, and a resumed run must keep its recipe unless `--allow-recipe-change`
 (`mua.train.run_dir`). Then torchrun (`mua.train.torchrun`: without its own error dumps) starts
-the ranks, each running `mua.train.entry RUN_DIR` and reading only the resolved recipe.
+the ranks, each running `mua.train.loop.train_rank` (`python -m mua.train.loop RUN_DIR`: the step
+loop that calls `rl_step` / `sft_step`), which reads only the resolved recipe.
 Ctrl-C stops the ranks and exits 130 with one line saying how to resume.
 One node: `--standalone`. Many nodes: the same command on every node with `--nnodes M
 --node-rank R --rdzv-endpoint HOST:PORT` (static rendezvous: HOST:PORT is node 0's address).
@@ -109,7 +110,7 @@ def torchrun_command(
             f"--master-addr={host}",
             f"--master-port={port}",
         ]
-    cmd += ["-m", "mua.train.entry", str(run_dir)]
+    cmd += ["-m", "mua.train.loop", str(run_dir)]
     if not resume:
         cmd.append("--no-resume")
     if resume_from:

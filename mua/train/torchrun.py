@@ -1,6 +1,6 @@
 """`python -m mua.train.torchrun ARGS`: torchrun (`torch.distributed.run`) without its error dumps.
 
-The ranks print their own one-line errors (`mua.train.entry`); torchrun would add a report of
+The ranks print their own one-line errors (`mua.train.loop`); torchrun would add a report of
 the failed ranks, its log lines about stopping the others, and on Ctrl-C the traceback of its
 own interrupted wait. This runs the same launcher with its logger quietened and turns each
 ending into an exit code for `mua train`: the first failed rank's code (1 runtime, 2 usage),

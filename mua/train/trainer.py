@@ -1,19 +1,18 @@
-"""The Trainer: builds a run's pieces on every rank and runs the step loop (RL or SFT).
+"""The Trainer: a run's pieces on one rank, its checkpoints and exports, and what follows each step.
 
 Setup order: seeds -> tokenizer -> policy (FSDP2) -> optimizer and schedule -> data -> resume
-from the latest checkpoint -> tracker (rank 0). The loop calls the algorithm's step function,
-logs metrics, saves checkpoints every `checkpoint.save_freq` steps (and at the end), exports a
-Hugging Face folder `hf/global_step_N` after every `checkpoint.export_hf_every`-th scheduled
-checkpoint and `hf/final` at the end. SFT's step lives in `mua.train.sft`, the RL step (GRPO/PPO,
-rollouts, in-training validation) in `mua.train.rl` (`rl_step`), what it works with in
+from the latest checkpoint -> tracker (rank 0). The step loop itself is `mua.train.loop.train_rank`
+(the torchrun target), which calls `rl_step` or `sft_step` and then `after_step`: log metrics,
+apply the stop rules, save checkpoints every `checkpoint.save_freq` steps and export a Hugging
+Face folder `hf/global_step_N` after every `checkpoint.export_hf_every`-th of them; `finish`
+writes the last checkpoint and `hf/final`. What the RL step works with is built in
 `mua.train.rl_setup`, the rollout engine's weights and memory in `mua.train.engine_sync`.
-Does not launch processes (see `mua.train.launcher`).
+Does not launch processes (see `mua.train.launcher`) and runs no step.
 """
 
 from __future__ import annotations
 
 import random
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples, load_task_files
 from mua.train.modeling import export_hf, hf_side_files, load_policy, load_tokenizer_for
 from mua.train.optim import build_optimizer, build_scheduler
-from mua.train.sft import sft_step, sft_steps_total
+from mua.train.sft import sft_steps_total
 
 
 def seed_everything(seed: int) -> None:
@@ -62,9 +61,12 @@ class Trainer:
         self.start_step = self._maybe_resume()
         if self.rl is not None:
             self.rl.sync.mark_stale()  # resumed weights reach the engine before its next use
+        self.saved_at = self.start_step  # the step of the latest checkpoint written or resumed
         from mua.track import Tracker
+        from mua.train.guards import StepWatch
 
         self.tracker = Tracker(recipe, self.run_dir, enabled=dist.is_main)
+        self.watch = StepWatch(recipe.stop, show=dist.is_main)
 
     def _setup_sft(self) -> None:
         r = self.recipe
@@ -215,56 +217,38 @@ class Trainer:
         cfg = self.recipe.checkpoint
         return bool(cfg.export_hf_every) and (step // cfg.save_freq) % cfg.export_hf_every == 0
 
-    # ---- loop --------------------------------------------------------------------------
-    def step(self, step: int) -> dict[str, float]:
-        if self.is_sft:
-            batch = self.sampler.next_tasks(self.recipe.algo.batch_size)
-            return sft_step(
-                self.model,
-                self.optimizer,
-                self.scheduler,
-                batch,
-                rank=self.dist.rank,
-                world_size=self.dist.world_size,
-                token_budget=self.recipe.parallel.micro_batch_tokens,
-                grad_clip=self.recipe.optim.grad_clip,
-                device=self.dist.device,
-            )
-        from mua.train.rl import rl_step
-
-        return rl_step(self, step)
-
-    def fit(self) -> None:
-        from mua.train.guards import RunStopped, StepWatch
-
+    # ---- around each step (the loop itself is `mua.train.loop.train_rank`) -------------------
+    def after_step(self, step: int, metrics: dict[str, float], *, seconds: float) -> None:
+        """Log the step, apply the stop rules (RL), and checkpoint and export when due."""
         cfg = self.recipe.checkpoint
-        saved_at = self.start_step
+        metrics["time/step_s"] = seconds
+        metrics["epoch"] = float(self.sampler.epoch)
+        self.tracker.log_step(step, metrics)
+        if not self.is_sft:
+            self.watch.after_step(step, metrics)
+        if cfg.save_freq and step % cfg.save_freq == 0:
+            self.save(step)
+            self.saved_at = step
+            if self._periodic_export_due(step):
+                self.export(f"global_step_{step}", step)
+
+    def finish(self) -> None:
+        """After the last step: its checkpoint unless saved already, `hf/final`, and a barrier."""
+        if self.saved_at != self.total_steps and self.total_steps > self.start_step:
+            self.save(self.total_steps)
+        if self.recipe.checkpoint.export_hf_at_end:
+            self.export("final", self.total_steps)
+        # Ranks leave together: a rank that tears its process group down while rank 0 is
+        # still writing the export can abort inside the gloo backend.
+        barrier()
+
+    @contextmanager
+    def tracked(self):
+        """The steps' block: the tracker's run ends FINISHED when it completes, KILLED on Ctrl-C,
+        FAILED otherwise; the rollout engine is closed in every case."""
         status = "FAILED"
-        watch = StepWatch(self.recipe.stop, show=self.dist.is_main)
         try:
-            for step in range(self.start_step + 1, self.total_steps + 1):
-                t0 = time.perf_counter()
-                try:
-                    metrics = self.step(step)
-                except RunStopped as e:  # a stop inside the step names its step here
-                    raise RunStopped(f"step {step}: {e}") from None
-                metrics["time/step_s"] = time.perf_counter() - t0
-                metrics["epoch"] = float(self.sampler.epoch)
-                self.tracker.log_step(step, metrics)
-                if not self.is_sft:
-                    watch.after_step(step, metrics)
-                if cfg.save_freq and step % cfg.save_freq == 0:
-                    self.save(step)
-                    saved_at = step
-                    if self._periodic_export_due(step):
-                        self.export(f"global_step_{step}", step)
-            if saved_at != self.total_steps and self.total_steps > self.start_step:
-                self.save(self.total_steps)
-            if cfg.export_hf_at_end:
-                self.export("final", self.total_steps)
-            # Ranks leave together: a rank that tears its process group down while rank 0 is
-            # still writing the export can abort inside the gloo backend.
-            barrier()
+            yield
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"

@@ -4,7 +4,7 @@ The killed run saves every step; `MUA_TEST_CHECKPOINT_DELAY_S` (a test-only hook
 `mua.train.checkpoint`) holds each finished write under its temporary name for a moment, so the
 watcher reliably sees `.tmp-global_step_3` while `global_step_2` is complete and SIGKILLs the
 process group of `mua train` right then. torchrun starts each rank in a session of its own, so
-the ranks are not in that group: they must die with their torchrun (`mua.train.entry` arms a
+the ranks are not in that group: they must die with their torchrun (`mua.train.loop` arms a
 parent-death signal), and the test fails if one outlives it. Afterwards: step 2 is the latest checkpoint and merges with verified
 logits, the temporary folder is not taken for a checkpoint, and re-running the same command
 resumes from step 2 and ends with the losses and parameters of an uninterrupted run (1e-6).
@@ -75,7 +75,7 @@ def _wait_for_write_in_progress(
 
 
 def _rank_pids(run_dir: Path) -> list[int]:
-    """Pids of the ranks `python -m mua.train.entry RUN_DIR` (not of torchrun, whose argv names them)."""
+    """Pids of the ranks `python -m mua.train.loop RUN_DIR` (not of torchrun, whose argv names them)."""
     pids = []
     for proc_dir in Path("/proc").iterdir():
         if not proc_dir.name.isdigit():
@@ -84,7 +84,7 @@ def _rank_pids(run_dir: Path) -> list[int]:
             argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        rank = b"mua.train.entry" in argv and b"mua.train.torchrun" not in argv
+        rank = b"mua.train.loop" in argv and b"mua.train.torchrun" not in argv
         if rank and str(run_dir).encode() in argv:
             pids.append(int(proc_dir.name))
     return pids

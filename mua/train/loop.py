@@ -1,0 +1,134 @@
+"""What every torchrun process runs: `python -m mua.train.loop RUN_DIR [--no-resume]
+[--resume-from CHECKPOINT]`, the step loop of `mua train`.
+
+`mua.train.launcher` (in the `mua train` process) starts torchrun, and torchrun starts `train_rank`
+once per rank: a process boundary, so the rank reads only `RUN_DIR/recipe.resolved.yaml`. The
+body of `train_rank` is the whole life of a rank: join the process group, build the run's pieces
+(`mua.train.trainer.Trainer`), loop over the steps calling `rl_step` (`mua.train.rl`) or
+`sft_step` (`mua.train.sft`), then the last checkpoint and export, and leave the group.
+
+User-facing errors print one line and exit with their code: on rank 0, and on any other rank
+whose error is its own (an error all ranks raise alike after a collective is printed once).
+Ctrl-C exits 130 without a traceback. On Linux a rank started by torchrun dies with its torchrun
+agent (parent-death signal, armed before anything heavy is imported): torchrun puts every rank in
+a session of its own, so a SIGKILL of `mua train` and torchrun would otherwise leave orphaned
+ranks training on and writing checkpoints into the run dir.
+Not here: building the pieces, checkpoints and exports (`Trainer`), the steps themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+_PR_SET_PDEATHSIG = 1  # prctl option, linux/prctl.h
+INTERRUPTED = 130
+
+
+def train_rank(argv: list[str] | None = None) -> int:
+    """The torchrun target: this rank's part of the run in RUN_DIR; returns its exit code."""
+    args = _parse_args(argv)
+    die_with_launcher()
+    signal.signal(signal.SIGINT, _interrupt_once)
+
+    import torch
+
+    from mua.config import read_resolved
+    from mua.determinism import apply_torch
+    from mua.dist import destroy, init_distributed
+    from mua.errors import MuaError
+    from mua.train.guards import RunStopped
+    from mua.train.rl import rl_step
+    from mua.train.sft import sft_step
+    from mua.train.trainer import Trainer
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    apply_torch()  # deterministic mode only
+    recipe = read_resolved(args.run_dir)
+    dist = init_distributed()
+    try:
+        trainer = Trainer(
+            recipe, args.run_dir, dist, resume=not args.no_resume, resume_from=args.resume_from
+        )
+        with trainer.tracked():  # the tracker's run ends FINISHED, FAILED or KILLED
+            for step in range(trainer.start_step + 1, trainer.total_steps + 1):
+                clock = time.perf_counter()
+                try:
+                    if trainer.is_sft:
+                        metrics = sft_step(
+                            trainer.model,
+                            trainer.optimizer,
+                            trainer.scheduler,
+                            trainer.sampler.next_tasks(recipe.algo.batch_size),
+                            rank=dist.rank,
+                            world_size=dist.world_size,
+                            token_budget=recipe.parallel.micro_batch_tokens,
+                            grad_clip=recipe.optim.grad_clip,
+                            device=dist.device,
+                        )
+                    else:
+                        metrics = rl_step(trainer, step)
+                except RunStopped as e:  # a stop inside the step names its step here
+                    raise RunStopped(f"step {step}: {e}") from None
+                # log, stop rules (RL), checkpoint and periodic export when due
+                trainer.after_step(step, metrics, seconds=time.perf_counter() - clock)
+            trainer.finish()  # the last checkpoint, hf/final, ranks leave together
+    except MuaError as e:
+        if os.environ.get("MUA_DEBUG") == "1":
+            raise
+        # An error every rank raised alike (after a collective) is printed once; any other
+        # rank's own error is printed by that rank, so none is lost.
+        if dist.is_main or not getattr(e, "on_every_rank", False):
+            where = f"rank {dist.rank}: " if dist.world_size > 1 and not dist.is_main else ""
+            print(f"error: {where}{e}", file=sys.stderr, flush=True)
+        return e.exit_code
+    except KeyboardInterrupt:  # Ctrl-C: `mua train` prints how to resume
+        return INTERRUPTED
+    finally:
+        destroy()
+    return 0
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="mua.train.loop")
+    parser.add_argument("run_dir")
+    parser.add_argument("--no-resume", action="store_true")
+    parser.add_argument("--resume-from", default=None)
+    return parser.parse_args(argv)
+
+
+def die_with_launcher() -> None:
+    """SIGKILL this process when its parent (the torchrun agent) exits (Linux, under torchrun)."""
+    if not sys.platform.startswith("linux") or "TORCHELASTIC_RUN_ID" not in os.environ:
+        return
+    import ctypes
+
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # not fatal: the rank just keeps the default behaviour
+    if os.getppid() != parent:  # the agent died before the signal was armed
+        os._exit(1)
+
+
+def _interrupt_once(signum, frame) -> None:
+    """Ctrl-C reaches a rank once per signal sent (the terminal's, torchrun's forward): the
+    first one stops the step, later ones must not break the clean-up."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def exit_now(code: int) -> None:
+    """Leave without interpreter finalisation once everything is flushed: the process group is
+    already destroyed and the tracker closed, and C++ destructors of the communication threads
+    running at interpreter exit have been seen to abort a finished rank (SIGABRT)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    exit_now(train_rank())
