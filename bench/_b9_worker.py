@@ -2,10 +2,10 @@
 
 `python -m bench._b9_worker update`: one GRPO update (forward, backward, AdamW step) of B9's
 model on one packed micro-batch of 16,384 tokens, 12,000 of them scored, through the trainer's
-own pieces (`mua.train.micro.accumulate`, `mua.algo.policy_loss`/`aggregate`); prints
+own pieces (`mua.train.packed_forward.accumulate`, `mua.algo.policy_loss`/`aggregate`); prints
 {"peak_rss_gb", "update_s", "scored_tokens", "row_tokens"} as one JSON line.
 `python -m bench._b9_worker compare`: on a smaller micro-batch of the same model, the chunked
-log-probs and entropies against whole logits (`packing.scored_logprobs`), and their gradients;
+log-probs and entropies against whole logits (`scored_logprobs`), and their gradients;
 prints {"max_abs_logp_diff", "max_abs_entropy_diff", "max_rel_grad_diff"}.
 """
 
@@ -29,8 +29,8 @@ def build_model():
     """B9's model, as the trainer runs it on CPU (varlen attention, the trainer's norms)."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from mua.train.modeling import use_trainer_norms
-    from mua.train.varlen import enable_varlen
+    from mua.train.packed_attention import enable_varlen
+    from mua.train.trained_model import use_trainer_norms
 
     config = Qwen2Config(
         vocab_size=VOCAB,
@@ -72,8 +72,8 @@ def peak_rss_gb() -> float:
 
 def update() -> dict:
     from mua.algo import aggregate, policy_loss
-    from mua.train.micro import accumulate
-    from mua.train.packing import concat_per_token, first_token_mask
+    from mua.train.packed_batch import concat_per_token, first_token_mask
+    from mua.train.packed_forward import accumulate
 
     model = build_model()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -102,8 +102,8 @@ def update() -> dict:
 
 
 def compare() -> dict:
-    from mua.train.head_scores import scored_forward
-    from mua.train.packing import pack, packed_logits, scored_logprobs
+    from mua.train.packed_batch import pack
+    from mua.train.packed_forward import packed_logits, scored_forward, scored_logprobs
 
     model = build_model()
     ids, mask = conversation(SMALL_ROW_TOKENS, SMALL_SCORED_TOKENS)

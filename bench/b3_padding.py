@@ -10,7 +10,7 @@ computes, so the figure is what the trainer ran, not what the packing plan promi
 
 padding_fraction = (tokens computed - input tokens of the conversations) / tokens computed, where a
 conversation's input tokens are all but its last: the trainer scores tokens from the positions
-before them, so it never feeds a sequence's last token (`mua.train.packing.pack`).
+before them, so it never feeds a sequence's last token (`mua.train.packed_batch.pack`).
 For context, also reported: the fraction a pad-to-longest [rows, max_len] layout would waste on
 the same batch (8 rows per micro-batch, batch order), and how full the micro-batches are
 (`budget_fill`: conversation tokens / (micro-batches x budget)).
@@ -72,7 +72,7 @@ def run() -> dict[str, float]:
     from mua.models import load_model, load_tokenizer
     from mua.train.data import render_assistant_mask
     from mua.train.optim import build_optimizer, build_scheduler
-    from mua.train.packing import plan_micro_batches
+    from mua.train.packed_batch import plan_micro_batches
     from mua.train.sft import sft_step
 
     torch.set_num_threads(2)

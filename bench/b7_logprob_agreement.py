@@ -7,7 +7,7 @@ engine variant starts from a fresh policy (the same seed-0 weights) and runs the
 1. The engine samples 8 chat prompts (different lengths, so its batch is left-padded) x 4
    samples x up to 32 new tokens at temperature 1, each request in flight at once.
 2. The trainer recomputes the log-prob of every sampled token from packed micro-batches
-   (`mua.train.micro.forward_only` + `mua.train.packing.token_logprobs`), as the loss does.
+   (`mua.train.packed_forward.forward_only` and `token_logprobs`), as the loss does.
 3. One optimizer step (`mua.train.sft.sft_step` on the sampled completions, AdamW lr 1e-3 so the
    weights move visibly), then the weights go to the engine in 1 MiB buckets through
    `mua.train.engine_sync.EngineSync`, and 1-2 are repeated.
@@ -124,8 +124,7 @@ def sample(engine, prompt_ids: list[list[int]], stop_id: int, seed: int):
 
 def trainer_logprobs(policy, prompts_ids, results, device) -> list[list[float]]:
     """The trainer's log-probs of each completion's tokens, from packed micro-batches."""
-    from mua.train.micro import forward_only
-    from mua.train.packing import token_logprobs
+    from mua.train.packed_forward import forward_only, token_logprobs
 
     seqs = [p + r.token_ids for p, r in zip(prompts_ids, results, strict=True)]
     prompt_lens = [len(p) for p in prompts_ids]

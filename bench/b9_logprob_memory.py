@@ -4,13 +4,13 @@ Model: Qwen2 architecture, 2 layers, hidden 256, 4/2 heads, vocabulary 151,936 (
 embeddings, fp32, random weights (`bench._b9_worker.build_model`), run as the trainer runs it
 on CPU. Workload: one packed micro-batch of one 16,384-token conversation whose 64 turns end
 with policy tokens, 12,000 scored; one GRPO update (clipped policy loss with the entropy term,
-token-mean, AdamW step) through `mua.train.micro.accumulate`. One fp32 [12,000, V] tensor alone
-would be 7.3 GB; the log-probs are computed in chunks (`mua.train.head_scores`).
+token-mean, AdamW step) through `mua.train.packed_forward.accumulate`. One fp32 [12,000, V]
+tensor alone would be 7.3 GB; the log-probs are computed in chunks (`mua.train.head_scores`).
 
 `peak_rss_gb`: the update process's peak resident size (model, optimizer state and the
 interpreter included), from getrusage in a process of its own.
 `max_abs_logp_diff_vs_unchunked`: on 1,024 tokens (750 scored) of the same model, the chunked
-log-probs against those of whole logits (`mua.train.packing.scored_logprobs`); the entropy's
+log-probs against those of whole logits (`mua.train.packed_forward.scored_logprobs`); the entropy's
 difference and the largest relative gradient difference are reported too.
 """
 

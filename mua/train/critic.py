@@ -3,8 +3,8 @@
 `ValueModel` is the policy's decoder (a fresh copy, same weights at start, no LM head) plus a
 zero-initialised Linear(hidden, 1), sharded with FSDP2 like the policy and trained by its own AdamW
 at `algo.critic_lr`. Its forward returns an object whose `.logits` is [1, T, 1] (the values), so
-the packed micro-batch helpers of `mua.train.micro` run it unchanged. Values are aligned like
-log-probs: token i's value comes from the hidden state at i − 1 (the state before the token was
+the packed micro-batch helpers of `mua.train.packed_forward` run it unchanged. Values are aligned
+like log-probs: token i's value comes from the hidden state at i − 1 (the state before the token was
 sampled); position 0 of every sequence has none.
 
 `gae_advantages` returns each sample's values, GAE advantages (policy tokens only, whitened over
@@ -32,8 +32,8 @@ from mua.algo import (
 from mua.dist import all_reduce_sum
 from mua.dist.fsdp import clip_grad_norm, shard_model
 from mua.errors import UsageError
-from mua.train.micro import accumulate, forward_only
-from mua.train.packing import concat_per_token, first_token_mask
+from mua.train.packed_batch import concat_per_token, first_token_mask
+from mua.train.packed_forward import accumulate, forward_only
 
 
 class ValueModel(nn.Module):

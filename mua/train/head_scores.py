@@ -8,28 +8,21 @@ conversation and a 151,936-token vocabulary about 10 GB each. Here the LM head r
 reduced to two numbers per token and are recomputed in the backward (`_HeadScores`, a custom
 autograd Function), so memory grows with K x hidden, never with K x V.
 
-`scored_forward(model, mb, ...)` runs the model's own forward with its output layer
-(`get_output_embeddings()`) swapped, for that call only, for the chunked computation on the
-same weight (under FSDP2 the root's forward hooks have gathered it, and its gradient goes where
-the head's would): the model returns [1, K, 2] (log-prob, entropy) where it would return logits.
-Models that post-process their head's output (logit soft-capping or scaling) and models without
-an output layer get whole logits (`packing.packed_logits`, `packing.scored_logprobs`) instead.
+`head_scores(hidden, weight, bias, targets, ...)` is that computation on the head's weight;
+`mua.train.packed_forward.scored_forward` puts it in the place of a model's output layer for one
+forward.
 
 Gradients (z = logits / T, p = softmax(z), H the entropy, g the incoming gradients):
     d z = g_logp * (onehot(target) - p) - g_H * p * (log p + H)
-Not here: packing (`mua.train.packing`), the losses (`mua.algo`), fused GPU kernels.
+Not here: the model's forward (`mua.train.packed_forward`), the losses (`mua.algo`), fused GPU
+kernels.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
-
-from mua.models.loading import accepts_logits_to_keep
-from mua.train.packing import MicroBatch, packed_logits, scored_logprobs
 
 # Bytes of one chunk's fp32 logits; the backward holds about three such buffers at once.
 CHUNK_BYTES = 64 * 2**20
@@ -124,64 +117,3 @@ class _HeadScores(torch.autograd.Function):
             if d_bias is not None:
                 d_bias.add_(d_logits.sum(0))
         return d_hidden, as_param(d_weight, weight), as_param(d_bias, bias), None, None, None
-
-
-@contextmanager
-def _head_swapped(head, targets, temperature: float, captured: list):
-    """Make `head(hidden [1, K, H])` return [1, K, 2] (log-prob, entropy) for this call only."""
-
-    def scores(hidden):
-        logp, entropy = head_scores(hidden[0], head.weight, head.bias, targets, temperature)
-        out = torch.stack((logp, entropy), dim=-1)[None]  # [1, K, 2]
-        captured.append(out)
-        return out
-
-    head.forward = scores
-    try:
-        yield
-    finally:
-        del head.forward  # the class's forward again
-
-
-def _post_processes_logits(config) -> bool:
-    """True for models that change their head's output before returning it as logits."""
-    names = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier")
-    return any(getattr(config, n, None) not in (None, 1, 1.0) for n in names)
-
-
-def scored_forward(
-    model, mb: MicroBatch, temperature: float = 1.0, entropy_grad: bool = False
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Forward one micro-batch packed with masks; (log-probs [T], entropies [T]) of its scored
-    tokens at their positions (0 elsewhere), log_softmax(logits / temperature) as the engine
-    samples with. The entropy carries gradients only with `entropy_grad` (an entropy bonus)."""
-    assert mb.scored is not None, "pack the micro-batch with masks to score selected tokens"
-    temperature = temperature if temperature > 0 else 1.0
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    usable = (
-        isinstance(head, torch.nn.Linear)
-        and accepts_logits_to_keep(model)
-        and not _post_processes_logits(getattr(model, "config", None))
-    )
-    if not usable:
-        return scored_logprobs(packed_logits(model, mb), mb, temperature, entropy_grad)
-    captured: list = []
-    with _head_swapped(head, mb.targets, temperature, captured):
-        out = model(
-            input_ids=mb.input_ids,
-            position_ids=mb.position_ids,
-            use_cache=False,
-            logits_to_keep=mb.predictors,
-            **mb.attention_kwargs(),
-        )
-    scores = out.logits
-    if len(captured) != 1 or scores.data_ptr() != captured[0].data_ptr():
-        raise RuntimeError(
-            f"{type(model).__name__} changed its output layer's result; chunked log-probs "
-            "cannot be used with it"
-        )
-    logp, entropy = scores[0, :, 0], scores[0, :, 1]  # [K] each
-    if not entropy_grad:
-        entropy = entropy.detach()
-    zeros = logp.new_zeros(mb.num_tokens)
-    return zeros.index_copy(0, mb.scored, logp), zeros.index_copy(0, mb.scored, entropy)

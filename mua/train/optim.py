@@ -16,8 +16,8 @@ def build_optimizer(params, cfg, lr: float | None = None) -> torch.optim.Optimiz
         lr=lr if lr is not None else cfg.lr,
         betas=tuple(cfg.betas),
         weight_decay=cfg.weight_decay,
-        # the fused kernel (CPU and GPU): one pass per tensor, about 3x faster than the
-        # per-tensor loop over DTensors on CPU, where torch's foreach kernels are not used
+        # the fused kernel (CPU and GPU): one pass per tensor instead of the per-tensor loop
+        # over DTensors on CPU, where torch's foreach kernels are not used
         fused=True,
     )
 

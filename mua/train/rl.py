@@ -23,8 +23,8 @@ Design choices:
 - Loss normalisers (policy tokens, sequences) are summed over all micro-batches and ranks of a
   mini-batch, so the update does not depend on the micro-batch budget or the number of ranks.
 - Samples are frozen; every phase returns what it computed.
-Not here: checkpoint writing (the Trainer's loop), building the parts (`mua.train.rl_setup`),
-metrics (`mua.train.rl_metrics`).
+Not here: the loop and checkpoint writing (`mua.train.loop`, `mua.train.trainer`), building the
+parts (`mua.train.rl_setup`), metrics (`mua.train.rl_metrics`).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from mua.train.advantages import LogProbs
 from mua.train.critic import epoch_losses
 from mua.train.data import rank_slice
 from mua.train.guards import check_finite
-from mua.train.micro import accumulate, forward_only
-from mua.train.packing import concat_per_token, first_token_mask
+from mua.train.packed_batch import concat_per_token, first_token_mask
+from mua.train.packed_forward import accumulate, forward_only
 from mua.train.rl_batch import RLSample, score, split_mini_batches, with_inputs
 from mua.train.rl_metrics import log_transcripts, rollout_metrics, update_metrics
 from mua.train.rl_setup import RLParts, SeededPolicy

@@ -82,7 +82,7 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
     from mua.train.advantages import build_advantages
     from mua.train.data import load_task_files
     from mua.train.engine_sync import build_engine_sync, memory_preflight
-    from mua.train.modeling import load_policy, load_trained_lm
+    from mua.train.trained_model import load_policy, load_trained_lm
 
     r = recipe
     gym = get_gym(r.gym.name)

@@ -14,7 +14,7 @@ the weight's dtypes.
 
 `use_fast_rms_norm(model)` puts `RMSNorm` in place of the model's own norms (same parameter name,
 so checkpoints and exports do not change); other architectures are left as they are. The trainer
-installs it on CPU only (`mua.train.modeling.use_trainer_norms`); on GPUs the norms are
+installs it on CPU only (`mua.train.trained_model.use_trainer_norms`); on GPUs the norms are
 transformers' own, or Liger's kernel (`use_liger_rms_norm`) when liger-kernel is installed.
 Not here: double backward (not supported).
 """

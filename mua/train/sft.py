@@ -13,8 +13,8 @@ from mua.dist import all_reduce_sum
 from mua.dist.fsdp import clip_grad_norm
 from mua.train.data import SFTSample, rank_slice
 from mua.train.guards import check_finite
-from mua.train.micro import accumulate
-from mua.train.packing import concat_per_token, first_token_mask
+from mua.train.packed_batch import concat_per_token, first_token_mask
+from mua.train.packed_forward import accumulate
 
 
 def sft_step(

@@ -22,9 +22,9 @@ from mua.dist import DistInfo, barrier, broadcast_object
 from mua.errors import RunFailure
 from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples, load_task_files
-from mua.train.modeling import export_hf, hf_side_files, load_policy, load_tokenizer_for
 from mua.train.optim import build_optimizer, build_scheduler
 from mua.train.sft import sft_steps_total
+from mua.train.trained_model import export_hf, hf_side_files, load_policy, load_tokenizer_for
 
 
 def seed_everything(seed: int) -> None:

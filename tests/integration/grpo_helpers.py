@@ -81,13 +81,8 @@ def warm_model(folder: Path, steps: int = 48, batch_size: int = 16, lr: float = 
 
     torch.set_num_threads(1)
     from mua.models import load_model, load_tokenizer, save_hf
-    from mua.train.packing import (
-        first_token_mask,
-        pack,
-        packed_logits,
-        plan_micro_batches,
-        token_logprobs,
-    )
+    from mua.train.packed_batch import first_token_mask, pack, plan_micro_batches
+    from mua.train.packed_forward import packed_logits, token_logprobs
 
     out = folder / "hf"
     if (out / "config.json").exists():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mua.train.packing import pack, packed_logits, plan_micro_batches, token_logprobs
+from mua.train.packed_batch import pack, plan_micro_batches
+from mua.train.packed_forward import packed_logits, token_logprobs
 
 
 def test_plan_respects_budget_and_order():
@@ -23,7 +24,7 @@ def test_pack_resets_positions_per_sequence():
 @pytest.mark.parametrize("attn", ["sdpa", "eager", "mua_varlen"])
 def test_packed_logprobs_equal_unpacked(attn):
     from mua.models import load_model
-    from mua.train.varlen import register
+    from mua.train.packed_attention import register
 
     register()
     torch.set_num_threads(1)
@@ -58,7 +59,7 @@ def test_varlen_attention_builds_no_mask_and_matches_plain_forward(monkeypatch):
     import transformers.masking_utils as masking
 
     from mua.models import load_model
-    from mua.train.varlen import NAME, enable_varlen
+    from mua.train.packed_attention import NAME, enable_varlen
 
     torch.set_num_threads(1)
     model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
@@ -83,7 +84,7 @@ def test_varlen_attention_builds_no_mask_and_matches_plain_forward(monkeypatch):
 def test_enable_varlen_leaves_flash_eager_and_sliding_window_models_alone():
     from types import SimpleNamespace
 
-    from mua.train.varlen import enable_varlen
+    from mua.train.packed_attention import enable_varlen
 
     flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"))
     assert enable_varlen(flash) == "flash_attention_2"
@@ -99,7 +100,7 @@ def test_enable_varlen_leaves_flash_eager_and_sliding_window_models_alone():
 
 def test_trainer_attention_follows_the_recipe_and_defaults_to_sdpa_on_cpu():
     from mua.config.recipes import TrainRecipe
-    from mua.train.modeling import trainer_attention
+    from mua.train.trained_model import trainer_attention
 
     base = {"model": {"path": "tiny:qwen2-1m"}, "gym": {"name": "guess"}}
     base["data"] = {"train_files": ["x.parquet"]}
@@ -113,7 +114,7 @@ def test_scored_logprobs_equal_full_ones_on_marked_tokens_only(temperature):
     """With masks the LM head runs only where a marked token is predicted; the log-probs and
     entropies there equal the full computation's, and every other position is 0."""
     from mua.models import load_model
-    from mua.train.packing import scored_logprobs
+    from mua.train.packed_forward import scored_logprobs
 
     torch.set_num_threads(1)
     model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
@@ -148,7 +149,7 @@ def _prompted(prompt, suffix_lengths, gen):
 
 
 def test_shared_layout_feeds_untrained_common_prefixes_once():
-    from mua.train.prefix_packing import shared_layout
+    from mua.train.packed_batch import shared_layout
 
     a, b = list(range(100, 120)), list(range(200, 230))
     seqs = [a + [1, 2], a + [3], a[:10] + [4] * 12, b + [5, 6], b + [7]]
@@ -172,7 +173,7 @@ def test_shared_layout_feeds_untrained_common_prefixes_once():
 
 
 def test_shared_layout_leaves_last_tokens_out_with_drop_last():
-    from mua.train.prefix_packing import shared_layout
+    from mua.train.packed_batch import shared_layout
 
     a = list(range(100, 120))
     seqs = [a + [1, 2], a + [3], [7, 8, 9]]
@@ -188,8 +189,8 @@ def test_shared_layout_leaves_last_tokens_out_with_drop_last():
 
 def test_shared_prefix_rows_give_the_same_logprobs_and_gradients():
     from mua.models import load_model
-    from mua.train.packing import scored_logprobs
-    from mua.train.varlen import enable_varlen
+    from mua.train.packed_attention import enable_varlen
+    from mua.train.packed_forward import scored_logprobs
 
     torch.set_num_threads(1)
     model = load_model("tiny:qwen2-1m", dtype="float32", seed=0)
@@ -254,7 +255,7 @@ def test_varlen_attention_batches_segments_exactly(lengths, prefix_of, matmul, l
     same gradients, through both attention paths: batched matmuls with their own backward (small
     batches on CPU) and scaled_dot_product_attention; for contiguous [1, H, T, D] inputs and for
     transformers' layout (heads as a transposed view of [1, T, H, D])."""
-    from mua.train import varlen
+    from mua.train import packed_attention as varlen
 
     if not matmul:
         monkeypatch.setattr(varlen, "_MATMUL_SCORES_MAX", 0)
@@ -300,7 +301,7 @@ def test_varlen_matmul_attention_under_activation_checkpointing():
     non-reentrant activation checkpointing, its gradients are the plain run's."""
     from torch.utils.checkpoint import checkpoint
 
-    from mua.train import varlen
+    from mua.train import packed_attention as varlen
 
     lengths, prefix_of = [6, 3, 4, 5], [-1, 0, 0, -1]
     bounds = torch.tensor([0, 6, 9, 13, 18], dtype=torch.int32)

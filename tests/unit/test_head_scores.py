@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mua.train.head_scores import head_scores, scored_forward
-from mua.train.packing import pack, packed_logits, scored_logprobs
+from mua.train.head_scores import head_scores
+from mua.train.packed_batch import pack
+from mua.train.packed_forward import packed_logits, scored_forward, scored_logprobs
 
 
 def _reference(hidden, weight, bias, targets, temperature):
@@ -116,8 +117,7 @@ def test_forward_only_returns_each_sequences_values_in_input_order():
     """Both outputs of `forward_only`: logits (no masks) and chunked scores (masks), split over
     several micro-batches and put back in the sequences' order."""
     from mua.models import load_model
-    from mua.train.micro import forward_only
-    from mua.train.packing import token_logprobs
+    from mua.train.packed_forward import forward_only, token_logprobs
 
     torch.set_num_threads(1)
     model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()

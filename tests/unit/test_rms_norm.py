@@ -53,7 +53,7 @@ def test_the_hand_written_norm_is_installed_on_cpu_only(device_type, monkeypatch
     """On a GPU the trainer keeps library norms (transformers', or Liger's when installed)."""
     import importlib.util
 
-    from mua.train.modeling import use_trainer_norms
+    from mua.train.trained_model import use_trainer_norms
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(

@@ -1,35 +1,46 @@
-"""Variable-length attention for the trainer's packed rows when flash-attn is not there (CPU, plain GPU).
+"""Attention over the trainer's packed rows (`mua_varlen`) where flash-attn is not used (CPU, GPU).
 
-A packed row holds several sequences back to back. Through transformers' `sdpa` path such a row
-costs a [T, T] block-diagonal mask per layer and attention over all T² query/key pairs, most of
-them masked: on CPU a 2,000-token row of 32 sequences was 2.5x slower than the same tokens as
-padded rows. `mua_varlen`, registered with transformers' AttentionInterface, instead attends each
-sequence (segment) of the row to itself only, from the boundaries the packer passes as
-`cu_seq_lens_q` (the keyword flash-attn's varlen kernel takes too). Because the implementation has
-no mask function registered, transformers builds no mask for it at all.
+A packed row (`mua.train.packed_batch`) holds several sequences back to back. Through
+transformers' `sdpa` path such a row costs a [T, T] block-diagonal mask per layer and attention
+over all T² query/key pairs, most of them masked, which on CPU makes a packed row slower than the
+same tokens as padded rows. `mua_varlen`, registered with transformers' AttentionInterface,
+instead attends each sequence (segment) of the row to itself only, from the boundaries the packer
+passes as `cu_seq_lens_q` (the keyword flash-attn's varlen kernel takes too). Because the
+implementation has no mask function registered, transformers builds no mask for it at all.
 
 With `mua_segment_prefix` (one entry per segment: the index of an earlier segment it continues,
 or -1), a segment attends to all of that prefix segment and then causally to itself: the n
-samples of a prompt feed the prompt once (`mua.train.prefix_packing`).
+samples of a prompt feed the prompt once (`mua.train.packed_batch.shared_layout`).
 
 Segments of similar shape share one attention call: their tokens are gathered into a padded batch
 (padding at most `_PAD_SLACK` times the unpadded query x key area) with a [n, 1, Q, K] mask, and
-the outputs gathered back into row order. One call per shape group instead of one per segment
-(plus a concatenation of keys per prefix-sharing segment): on 2 CPU cores a B1 update (40
-segments per layer) took about 40 ms less for the 10M model (median of 15 alternating updates;
-0.65 -> 0.61 s) and the same for the 1.5M model. The plan is built once per forward, for the
-row's boundaries, and reused by every layer. Cost: about Σ len², the same numbers as attending
-each segment alone (tested, gradients too). On CPU, when every batch's score matrix is small
-(at most `_MATMUL_SCORES_MAX` elements), the whole plan is attended with batched matmuls and a
-hand-written backward (`mua.train.varlen_matmul`; B1's 10M update 42 ms less than through
-`scaled_dot_product_attention`, median of 8 paired steps); other plans, and every plan on GPUs
-or with dropout, go through `scaled_dot_product_attention`, one call per batch.
+the outputs gathered back into row order: one call per shape group instead of one per segment
+(plus a concatenation of keys per prefix-sharing segment), which saves per-call overhead on
+rows of many short segments. The plan is built once per forward, for the row's boundaries, and
+reused by every layer. Cost: about Σ len², the same numbers as attending each segment alone
+(tested, gradients too).
+
+On CPU, when every batch's score matrix is small (at most `_MATMUL_SCORES_MAX` elements), the
+whole plan is attended with batched matmuls and a hand-written backward (`matmul_attention`):
+each batch's queries, keys and values are gathered from the row with one `index_select` each,
+straight into the layout the matmuls read ([n * Hkv, H / Hkv * Qw, D]: each kv head's query
+heads stacked as rows, so no key or value is repeated per query head), and the outputs of all
+batches land in one buffer that one more `index_select` puts back in row order. The backward is
+written out (softmax backward, four batched matmuls per batch, and one `index_add_` per input
+into a single zeroed gradient) instead of being left to autograd, which records about thirty
+operations per layer for the gathers, views and copies around the matmuls, each with its own
+zero-filled buffer. Padded query positions read a zero gradient (a sentinel row past the last
+token), so they add exact zeros; masked keys get zero probability, so they add nothing either.
+Outputs and gradients equal each segment attended alone through autograd, to float32 rounding
+(tested). Other plans, and every plan on GPUs or with dropout, go through
+`scaled_dot_product_attention`, one call per batch.
 
 A call without `cu_seq_lens_q` treats each batch row as one causal sequence (a single unpadded
 prompt, as the weight probe sends). Padded batches must not be sent through this implementation
 (no attention mask reaches it); the trainer never pads. Sliding-window layers are not supported:
 `enable_varlen` leaves such models on their own implementation.
-Not here: packing (see `mua.train.packing`), flash-attn itself (used as is when configured).
+Not here: packing (`mua.train.packed_batch`), flash-attn itself (used as is when configured),
+double backward (not supported).
 """
 
 from __future__ import annotations
@@ -38,8 +49,7 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-
-from mua.train.varlen_matmul import matmul_attention
+from torch.autograd.function import once_differentiable
 
 NAME = "mua_varlen"
 _registered = False
@@ -84,7 +94,7 @@ def varlen_attention(
 
 
 # Largest score matrix (elements) of a batch attended with batched matmuls on CPU
-# (`mua.train.varlen_matmul`); a plan with a larger one, and every plan on GPUs, goes through
+# (`matmul_attention`); a plan with a larger one, and every plan on GPUs, goes through
 # scaled_dot_product_attention.
 _MATMUL_SCORES_MAX = 1 << 22
 
@@ -280,3 +290,75 @@ def enable_varlen(model) -> str:
     register()
     config._attn_implementation = NAME
     return NAME
+
+
+# ---- CPU: batched matmuls with a hand-written backward ----------------------------------------
+
+
+def matmul_attention(query, key, value, plan, scaling) -> torch.Tensor:
+    """query [1, H, T, D], key/value [1, Hkv, T, D] -> [1, T, H, D], in row order."""
+    dim = query.shape[-1]
+    scale = dim**-0.5 if scaling is None else scaling
+    return _MatmulAttention.apply(query, key, value, plan, scale)
+
+
+def _rows(x) -> torch.Tensor:
+    """[1, heads, T, D] -> [T * heads, D]: token t's head h at row t * heads + h (a view for
+    transformers' layout, where the heads are a transposed view of [T, heads, D])."""
+    _, heads, tokens, dim = x.shape
+    return x[0].transpose(0, 1).reshape(tokens * heads, dim)
+
+
+class _MatmulAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, query, key, value, plan, scale):
+        _, heads, tokens, dim = query.shape
+        kv_heads = key.shape[1]
+        groups = heads // kv_heads
+        q_rows, k_rows, v_rows = _rows(query), _rows(key), _rows(value)
+        outputs = q_rows.new_empty(plan.padded_queries * heads, dim)
+        indices, saved, offset = [], [], 0
+        for batch in plan.batches:
+            index = batch.flat_index(heads, kv_heads, tokens, query.device)
+            n, width = batch.size, batch.q_width
+            q = q_rows.index_select(0, index.queries).view(n * kv_heads, groups * width, dim)
+            k = k_rows.index_select(0, index.keys).view(n * kv_heads, batch.k_width, dim)
+            v = v_rows.index_select(0, index.keys).view(n * kv_heads, batch.k_width, dim)
+            additive = batch.additive_mask(kv_heads, groups, q.dtype, q.device)
+            probs = torch.baddbmm(additive, q, k.transpose(1, 2), alpha=scale).softmax(-1)
+            size = n * heads * width
+            torch.bmm(probs, v, out=outputs[offset : offset + size].view(q.shape))
+            offset += size
+            indices.append(index)
+            saved += [q, k, v, probs]
+        ctx.save_for_backward(*saved)  # through saved-tensor hooks (activation checkpointing)
+        ctx.indices, ctx.scale = indices, scale
+        ctx.shapes = (heads, kv_heads, tokens, dim)
+        out = outputs.index_select(0, plan.output_rows(heads, query.device))
+        return out.view(1, tokens, heads, dim)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        heads, kv_heads, tokens, dim = ctx.shapes
+        # a zero row after the last token: what padded query positions read
+        grad_rows = torch.cat((grad.reshape(tokens * heads, dim), grad.new_zeros(1, dim)))
+        dq = grad.new_zeros(tokens * heads, dim)
+        dk = grad.new_zeros(tokens * kv_heads, dim)
+        dv = grad.new_zeros(tokens * kv_heads, dim)
+        saved = ctx.saved_tensors
+        for i, index in enumerate(ctx.indices):
+            q, k, v, probs = saved[4 * i : 4 * i + 4]
+            d_out = grad_rows.index_select(0, index.grad_queries).view(q.shape)
+            dv.index_add_(0, index.keys, torch.bmm(probs.transpose(1, 2), d_out).view(-1, dim))
+            d_probs = torch.bmm(d_out, v.transpose(1, 2))
+            # softmax backward: probs * (d_probs - sum(d_probs * probs)), times the scale
+            row_dot = (d_probs * probs).sum(-1, keepdim=True)
+            d_scores = d_probs.sub_(row_dot).mul_(probs).mul_(ctx.scale)
+            dq.index_add_(0, index.queries, torch.bmm(d_scores, k).view(-1, dim))
+            dk.index_add_(0, index.keys, torch.bmm(d_scores.transpose(1, 2), q).view(-1, dim))
+
+        def as_input(rows, count):  # [T * count, D] -> [1, count, T, D]
+            return rows.view(tokens, count, dim).transpose(0, 1)[None]
+
+        return as_input(dq, heads), as_input(dk, kv_heads), as_input(dv, kv_heads), None, None

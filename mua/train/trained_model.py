@@ -1,14 +1,16 @@
-"""Build the trained policy of a run (FSDP2), write checkpoint side files and the final HF export.
+"""The trained model of a run: the policy built and sharded (FSDP2) with the trainer's attention
+and norms, its checkpoint side files, and its Hugging Face exports.
 
 Weights come from `mua.models.load_model` (full fp32 master weights on every rank, built with
 the recipe's seed, so every rank starts identical), then `mua.dist.fsdp.shard_model` shards them.
-Attention switches to `mua.train.varlen` for packed rows unless flash-attn is configured. The
-norms: on CPU `mua.train.rms_norm` (same forward, shorter backward); on GPUs transformers' own,
-or Liger's RMSNorm kernel when `liger-kernel` is installed. No hand-written kernel runs on a GPU.
-The RL reference model is another `load_policy(..., trainable=False)`; the PPO critic lives in `mua.train.critic`.
-Also writes the HF side files of a checkpoint and the Hugging Face exports of a run (periodic
+Attention switches to `mua_varlen` (`mua.train.packed_attention`) for packed rows unless
+flash-attn is configured. The norms: on CPU `mua.train.rms_norm` (same forward, shorter
+backward); on GPUs transformers' own, or Liger's RMSNorm kernel when `liger-kernel` is installed.
+No hand-written kernel runs on a GPU. The RL reference model is another
+`load_policy(..., trainable=False)`; the PPO critic lives in `mua.train.critic`. Also writes the
+HF side files of a checkpoint and the Hugging Face exports of a run (periodic
 `hf/global_step_N` and `hf/final`, through `mua merge`'s writer).
-Does not run forward passes for losses (see `mua.train.sft`).
+Does not run forward passes for losses (see `mua.train.packed_forward`).
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
 
 def load_trained_lm(recipe, device_type: str | None = None) -> nn.Module:
     """The recipe's model as the trainer runs it (policy, reference, the critic's LM), unsharded:
-    fp32 master weights, packed-row attention (`mua.train.varlen`; flash-attn, when chosen, stays)
-    and the norms of `device_type` ("cpu" or "cuda"; default: cuda when available)."""
+    fp32 master weights, packed-row attention (`mua.train.packed_attention`; flash-attn, when
+    chosen, stays) and the norms of `device_type` ("cpu" or "cuda"; default: cuda when available)."""
     import torch
 
     from mua.models import load_model
-    from mua.train.varlen import enable_varlen
+    from mua.train.packed_attention import enable_varlen
 
     if device_type is None:
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
@@ -75,7 +77,7 @@ def use_trainer_norms(model: nn.Module, device_type: str) -> str:
 def trainer_attention(recipe) -> str:
     """The attention kernel of the trained models: the recipe's choice; with `auto`, flash-attn
     on a GPU when it is installed and compute runs in bf16 (the master weights stay fp32), else
-    sdpa (which `mua.train.varlen` then runs per packed sequence)."""
+    sdpa (which `mua.train.packed_attention` then runs per packed sequence)."""
     import torch
 
     from mua.models.loading import flash_attention_2_version
@@ -138,7 +140,7 @@ def export_hf(
     from mua.models.merge import export_full_state
 
     config = copy.deepcopy(model.config)
-    # The trainer's own attention kernel (mua.train.varlen) stays out of the export.
+    # The trainer's own attention kernel (mua.train.packed_attention) stays out of the export.
     config._attn_implementation = "sdpa"
     out = Path(out_dir)
     tmp = out.parent / f"{EXPORT_TMP_PREFIX}{out.name}"
