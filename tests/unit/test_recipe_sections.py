@@ -186,5 +186,5 @@ def test_old_agent_endpoint_keys_name_their_new_place(tmp_path, key):
 
 
 def test_agent_api_key_env_must_name_a_variable():
-    message = _one_line_error(None, ["rollout.openai.api_key_env=sk-abcdefghijklmnop1234"], "eval")
-    assert "rollout.openai.api_key_env" in message
+    message = _one_line_error(None, ["rollout.openai.api_key_env=my key"], "eval")
+    assert "rollout.openai.api_key_env: must name an environment variable" in message
