@@ -54,7 +54,11 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
                 if k not in ("max_concurrency", "timeout_s", "max_retries", "backoff_s")
             }
         ),
-        "gyms": {g.name: g.model_dump(exclude={"name"}) for g in recipe.gym_sections()},
+        # per gym, only where set: evaluating another gym in the same folder stays compatible
+        "gym_options": {g.name: dict(g.options) for g in recipe.gym_sections() if g.options},
+        "reward_weights": {
+            g.name: dict(g.reward_weights) for g in recipe.gym_sections() if g.reward_weights
+        },
     }
 
 

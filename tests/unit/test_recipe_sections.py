@@ -135,6 +135,21 @@ def test_eval_gym_flag_replaces_the_recipe_choice_and_keeps_known_sections(tmp_p
         build_recipe([str(path)], gyms=[","], **flags)
 
 
+def test_eval_folder_takes_another_gym_and_refuses_changed_gym_options(tmp_path):
+    """Results are kept per gym: a second gym joins the folder; other options for a gym do not."""
+    from mua.eval.session import run_evaluation
+
+    def evaluate(gym: str, *overrides: str):
+        recipe = load_recipe(None, ["eval.max_tasks=1", f"gym.name={gym}", *overrides], "eval")
+        return run_evaluation(recipe, model="expert", gyms=[gym], out_dir=tmp_path, track=False)
+
+    evaluate("guess")
+    summaries, _ = evaluate("travel")
+    assert summaries["travel"]["num_trajectories"] == 1
+    with pytest.raises(UsageError, match="different evaluation.*gym_options"):
+        evaluate("guess", "gym.options.max_number=4")
+
+
 def test_eval_temperature_alone_is_not_taken_for_a_rollout_temperature():
     """The eval recipe's own rollout defaults (greedy) are defaults, not a set rollout.temperature."""
     recipe = load_recipe(None, ["eval.temperature=1.0"], verb="eval")
