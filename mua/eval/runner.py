@@ -6,6 +6,8 @@ For one gym, n samples of every task through the rollout runner's `run_one` (at 
 already in the store are skipped, which is how an evaluation resumes. Returns the rows of the
 requested tasks (old and new) and their summary (`mua.eval.metrics.summarize`). Each row
 carries its task's content digest (`task_sha`), so a resume can tell a changed task.
+`on_trajectory` sees each finished `Trajectory` whole (tokens included), before it becomes a row:
+in-training validation keeps a few of them as transcripts.
 
 `TrajectorySeededPolicy` seeds each request by (seed, task id, sample, turn), so sampled
 evaluations (temperature > 0) give the same trajectories whatever the order, concurrency or
@@ -82,6 +84,7 @@ async def evaluate(
     store=None,
     progress=None,
     on_row=None,
+    on_trajectory=None,
 ) -> GymEvaluation:
     """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring."""
     from mua.rollout.runner import run_one
@@ -102,6 +105,8 @@ async def evaluate(
                 tokenizer=tokenizer,
                 rollout_cfg=rollout_cfg,
             )
+        if on_trajectory is not None:
+            on_trajectory(traj)
         row = result_row(traj, gym, success_threshold)
         row["task_sha"] = task_digest(task)
         fresh.append(row)

@@ -1,5 +1,6 @@
 """What a training run keeps in its run dir for people to read back: `metrics.jsonl` (one line
-per logged step) and `transcripts/step_NNNNNN.jsonl` (the step's sampled trajectories).
+per logged step), `transcripts/step_NNNNNN.jsonl` (the step's sampled trajectories) and
+`transcripts/val_NNNNNN.jsonl` (a few trajectories of the validation run after that step).
 
 Rank 0 writes them next to MLflow (which holds the same metrics) so a run can be browsed from
 its folder alone (`mua view RUN`), whatever tracking store it logged to. A transcript line is a
@@ -18,6 +19,8 @@ from pathlib import Path
 
 METRICS_FILE = "metrics.jsonl"
 TRANSCRIPTS_DIR = "transcripts"
+# What a transcript file holds, its name's prefix: a training step's rollouts, or a validation's
+TRANSCRIPT_KINDS = ("step", "val")
 
 
 def append_metrics(run_dir: str | Path, step: int, metrics: dict) -> None:
@@ -55,13 +58,20 @@ def transcript_record(traj, step: int, gym: str, tokenizer=None) -> dict:
     return record
 
 
+def transcripts_name(step: int, kind: str = "step") -> str:
+    """`step_NNNNNN` (a training step's rollouts) or `val_NNNNNN` (the validation after it)."""
+    if kind not in TRANSCRIPT_KINDS:
+        raise ValueError(f"transcript kind {kind!r}: use one of {', '.join(TRANSCRIPT_KINDS)}")
+    return f"{kind}_{int(step):06d}"
+
+
 def write_transcripts(
-    run_dir: str | Path, step: int, trajectories, gym: str, tokenizer=None
+    run_dir: str | Path, step: int, trajectories, gym: str, tokenizer=None, kind: str = "step"
 ) -> Path:
-    """`transcripts/step_NNNNNN.jsonl`, written whole under a temporary name, then renamed."""
+    """`transcripts/<kind>_NNNNNN.jsonl`, written whole under a temporary name, then renamed."""
     folder = Path(run_dir) / TRANSCRIPTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"step_{int(step):06d}.jsonl"
+    path = folder / f"{transcripts_name(step, kind)}.jsonl"
     tmp = folder / f".{path.name}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         for traj in trajectories:
@@ -71,10 +81,11 @@ def write_transcripts(
     return path
 
 
-def read_transcripts(run_dir: str | Path) -> list[dict]:
-    """Every step's transcript records, in step order."""
+def read_transcripts(run_dir: str | Path, kind: str = "step") -> list[dict]:
+    """Every step's transcript records of one kind (`step` or `val`), in step order."""
+    transcripts_name(0, kind)  # a kind that is not one is an error, not an empty list
     records = []
-    for path in sorted((Path(run_dir) / TRANSCRIPTS_DIR).glob("step_*.jsonl")):
+    for path in sorted((Path(run_dir) / TRANSCRIPTS_DIR).glob(f"{kind}_*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 records.append(json.loads(line))

@@ -3,10 +3,10 @@
 Store: `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<run_dir>/mlflow.db`.
 Logged: the flattened resolved recipe as parameters (names of environment variables only, never
 their values; URL credentials redacted), numeric metrics per step (NaN and infinities included),
-the resolved recipe file and sampled transcripts as artifacts (`transcripts/step_N.txt`). The
-same metrics and transcripts
-also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`) for
-`mua view`. A resumed run continues the same MLflow run (its id is
+the resolved recipe file and sampled transcripts as artifacts (`transcripts/step_N.txt`, and
+`transcripts/val_N.txt` for the validation after step N). The same metrics and transcripts
+also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`,
+`transcripts/val_N.jsonl`) for `mua view`. A resumed run continues the same MLflow run (its id is
 kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute metrics.
 """
 
@@ -101,11 +101,12 @@ class Tracker:
         """Progress of a step's rollouts on the console (None off a terminal or off rank 0)."""
         return self._console.rollouts(step, total) if self._console is not None else None
 
-    def log_transcripts(self, step: int, trajectories, tokenizer=None) -> None:
-        """The step's sampled trajectories: text to MLflow, records to the run dir."""
+    def log_transcripts(self, step: int, trajectories, tokenizer=None, kind: str = "step") -> None:
+        """The step's sampled trajectories (`kind="val"`: its validation's): text to MLflow,
+        records to the run dir."""
         if not self.enabled or not trajectories:
             return
-        write_transcripts(self.run_dir, step, trajectories, self.gym, tokenizer)
+        path = write_transcripts(self.run_dir, step, trajectories, self.gym, tokenizer, kind)
         texts = []
         for t in trajectories:
             body = "\n".join(f"[{m.get('role')}] {m.get('content') or ''}" for m in t.messages)
@@ -113,7 +114,7 @@ class Tracker:
                 f"task {t.task_id} sample {t.sample_index} reward {t.reward:g} ({t.termination})\n{body}"
             )
         text = "\n\n".join(f"===== transcript {i} =====\n{t}" for i, t in enumerate(texts))
-        self._mlflow.log_text(text, f"transcripts/step_{step:06d}.txt")
+        self._mlflow.log_text(text, f"transcripts/{path.stem}.txt")
 
     def close(self, status: str = "FINISHED") -> None:
         if self._console is not None:

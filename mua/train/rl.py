@@ -400,13 +400,18 @@ def validate(trainer) -> dict[str, float]:
 
     Each rank evaluates its slice of the test tasks with `mua.eval.runner.evaluate` (the code
     `mua eval` runs); rows are gathered and summarised once, so the numbers do not depend on the
-    number of ranks. Returns the summary's numbers under `val/`.
+    number of ranks. Returns the summary's numbers under `val/`. Rank 0 also keeps
+    `track.transcripts_per_step` of its trajectories (sample 0 of its first tasks, then sample 1,
+    ...: the same tasks at every validation) as the run's `val` transcripts of this step.
     """
     from mua.eval.metrics import flat_metrics, summarize
     from mua.eval.runner import evaluate
 
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
+    step = parts.policy.step  # the training step just rolled out (`rollout` started the policy)
     tasks = rank_slice(parts.test_tasks, dist.rank, dist.world_size)
+    keep = r.track.transcripts_per_step if dist.is_main else 0
+    finished = []  # rank 0's whole trajectories, for the transcripts
     policy = SeededPolicy(
         parts.engine,
         r.rollout,
@@ -428,9 +433,13 @@ def validate(trainer) -> dict[str, float]:
             n=r.eval.n,
             k_values=r.eval.k,
             success_threshold=r.eval.success_threshold,
+            on_trajectory=finished.append if keep else None,
         )
 
     rows = [{k: v for k, v in row.items() if k != "messages"} for row in parts.sync.run(go).rows]
+    position = {str(t.task_id): i for i, t in enumerate(tasks)}
+    finished.sort(key=lambda t: (t.sample_index, position.get(str(t.task_id), len(position))))
+    trainer.tracker.log_transcripts(step, finished[:keep], trainer.tokenizer, kind="val")
     every_row = [row for part in all_gather_objects(rows) for row in part]
     k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
     summary = summarize(every_row, k_values, [str(t.task_id) for t in parts.test_tasks])

@@ -1,12 +1,13 @@
 """What `mua view` reads: training runs and evaluations found under the folders it is given.
 
 A training run is a folder with `recipe.resolved.yaml`; its sampled transcripts are
-`transcripts/step_N.jsonl` and its curves `metrics.jsonl` (`mua.track.run_files`). An evaluation
-is a folder with `results.jsonl` (`mua eval`), whose rows carry the messages but no tokens. Each
-training step and each evaluation becomes a *checkpoint* of the page; every transcript becomes a
-flat record with the fields the page filters and pairs on (gym, task, sample, reward,
-termination). Folders are searched two levels deep, so the demo's folder shows its RL run and
-both evaluations. Nothing here writes or renders.
+`transcripts/step_N.jsonl`, those of its in-training validations `transcripts/val_N.jsonl`, and
+its curves `metrics.jsonl` (`mua.track.run_files`). An evaluation is a folder with
+`results.jsonl` (`mua eval`), whose rows carry the messages but no tokens. Each training step,
+each validation (`<run>:val@N`, after step N) and each evaluation becomes a *checkpoint* of the
+page; every transcript becomes a flat record with the fields the page filters and pairs on (gym,
+task, sample, reward, termination). Folders are searched two levels deep, so the demo's folder
+shows its RL run and both evaluations. Nothing here writes or renders.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mua.errors import UsageError
-from mua.track.run_files import read_metrics, read_transcripts
+from mua.track.run_files import TRANSCRIPT_KINDS, read_metrics, read_transcripts
 
 CURVES = ("reward/mean", "reward/success_rate", "val/reward_mean", "val/success_rate")
 
@@ -99,16 +100,26 @@ def _label(folder: Path, roots: list[Path]) -> str:
     return folder.name
 
 
-def _read_run(folder: Path, name: str, data: ViewData) -> None:
-    by_step: dict[int, list[dict]] = {}
-    for raw in read_transcripts(folder):
-        by_step.setdefault(int(raw.get("step", 0)), []).append(raw)
-    for step in sorted(by_step):
-        ckpt = Checkpoint(
-            key=f"{name}@{step}", label=f"{name} · step {step}", source=name, step=step
+def _run_checkpoint(name: str, step: int, kind: str) -> Checkpoint:
+    if kind == "val":
+        return Checkpoint(
+            key=f"{name}:val@{step}",
+            label=f"{name} · val@{step} (held-out, after step {step})",
+            source=name,
+            step=step,
         )
+    return Checkpoint(key=f"{name}@{step}", label=f"{name} · step {step}", source=name, step=step)
+
+
+def _read_run(folder: Path, name: str, data: ViewData) -> None:
+    groups: dict[tuple[int, str], list[dict]] = {}
+    for kind in TRANSCRIPT_KINDS:
+        for raw in read_transcripts(folder, kind):
+            groups.setdefault((int(raw.get("step", 0)), kind), []).append(raw)
+    for step, kind in sorted(groups, key=lambda g: (g[0], TRANSCRIPT_KINDS.index(g[1]))):
+        ckpt = _run_checkpoint(name, step, kind)
         data.checkpoints.append(ckpt)
-        data.records += [_record(raw, ckpt, i) for i, raw in enumerate(by_step[step])]
+        data.records += [_record(raw, ckpt, i) for i, raw in enumerate(groups[step, kind])]
     metrics = read_metrics(folder)
     series = {key: [(int(m["step"]), float(m[key])) for m in metrics if key in m] for key in CURVES}
     series = {k: v for k, v in series.items() if v}

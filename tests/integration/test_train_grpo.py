@@ -63,8 +63,23 @@ def test_grpo_trains_and_logs(reference_run):
         "termination/done",
     ):
         assert key in metrics, key
-    transcripts = [a.path for a in client.list_artifacts(run_id, "transcripts")]
-    assert len(transcripts) == 3
+    transcripts = sorted(a.path for a in client.list_artifacts(run_id, "transcripts"))
+    assert transcripts == [
+        *(f"transcripts/step_00000{s}.txt" for s in (1, 2, 3)),
+        "transcripts/val_000003.txt",  # the validation after step 3 (eval.test_freq 3)
+    ]
+
+
+def test_view_page_holds_the_validation_transcripts(reference_run):
+    from mua.view.page import write_page
+    from mua.view.sources import load_view_data
+
+    data = load_view_data([reference_run])
+    assert [c.key for c in data.checkpoints] == ["run@1", "run@2", "run@3", "run:val@3"]
+    (val,) = [r for r in data.records if r["checkpoint"] == "run:val@3"]  # transcripts_per_step 1
+    assert val["messages"] and val["token_runs"] and val["sample_index"] == 0
+    page = write_page(data, reference_run / "view.html", "t").read_text()
+    assert page.count("data-ckpt='run:val@3'") == 1
 
 
 def test_two_ranks_and_small_micro_batches_match_one_rank(guess_setup, reference_run, tmp_path):

@@ -108,6 +108,26 @@ def test_page_holds_every_transcript_with_filters_tokens_and_curves(runs):
     assert "http" not in path.read_text().split("<script>")[1]  # nothing fetched from anywhere
 
 
+def test_validation_transcripts_are_their_own_checkpoint_after_their_step(runs):
+    from mua.models import load_tokenizer
+    from mua.view.page import write_page
+    from mua.view.sources import load_view_data
+
+    tok = load_tokenizer("tiny:qwen3-1m")
+    held_out = [_traj("v0", 0, 1.0, "done"), _traj("v1", 0, 0.0, "max_turns")]
+    write_transcripts(runs / "rl", 1, held_out, "guess", tok, kind="val")
+    data = load_view_data([runs])
+    keys = [c.key for c in data.checkpoints]
+    assert keys == ["eval_x", "rl@1", "rl:val@1", "rl@2"]
+    assert "val@1" in data.checkpoints[2].label
+    page = _Page()
+    page.feed(write_page(data, runs / "view.html", "t").read_text())
+    val = [a for a in page.articles if a["data-ckpt"] == "rl:val@1"]
+    assert sorted(a["data-task"] for a in val) == ["v0", "v1"]
+    assert "rl:val@1" in page.options
+    assert page.trained == 6 * 2  # validation transcripts keep their token stream too
+
+
 def test_view_cli_writes_the_page_and_refuses_an_empty_folder(runs, tmp_path, mua_cli):
     code, out, err = mua_cli("view", str(runs))
     assert code == 0, err
