@@ -7,6 +7,8 @@ empty, accepted when it already carries the marker, and otherwise refused with a
 (exit 2) that names the folder and the fix. So mua never rewrites or deletes files it did not
 write. `legacy_proof` names files whose presence shows an older mua wrote the folder (e.g.
 `merge_info.json` in a merged model folder): such a folder is marked and accepted.
+A verb that writes one file (`mua view`'s page) calls `claim_file`: a new file (its folder made
+and claimed when missing) or one the verb recognises as its own, never another file.
 Deliberately not here: locking a folder against concurrent runs, or deciding what to write.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mua.errors import UsageError
@@ -61,3 +64,18 @@ def claim_dir(path: str | Path, *, what: str, legacy_proof: tuple[str, ...] = ()
         f"{what} {folder} already holds files mua did not write ({shown}); choose a new or empty "
         f"folder, or, if mua did write them, add the marker with `touch {folder / MARKER}`"
     )
+
+
+def claim_file(path: str | Path, *, what: str, ours: Callable[[Path], bool]) -> Path:
+    """Make `path` a file mua may write, or raise UsageError: it must be new, or one that
+    `ours(path)` recognises as written by mua. A missing folder is created with `claim_dir`."""
+    file = Path(path).expanduser()
+    if file.is_dir():
+        raise UsageError(f"{what} {file}: is a folder; give a file path")
+    if not file.parent.exists():
+        claim_dir(file.parent, what=f"{what} folder")
+    if file.exists() and not ours(file):
+        raise UsageError(
+            f"{what} {file}: a file mua did not write is there; choose another path (--out)"
+        )
+    return file

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from mua.cli.common import out_option
+
 HELP = """Convert distributed checkpoints into Hugging Face folders (safetensors, config, tokenizer).
 
 Every global_step_N under the folder is merged into <run>/hf/global_step_N unless --step picks one;
@@ -122,9 +124,7 @@ def register(app: typer.Typer) -> None:
         args: list[str] = typer.Argument(
             ..., help="Checkpoint folder, or a merge recipe then key=value overrides."
         ),
-        out: str | None = typer.Option(
-            None, "--out", "-o", help="Folder for the HF folders (default <run>/hf)."
-        ),
+        out: str | None = out_option("Folder for the HF folders (default <run>/hf)."),
         dtype: str | None = typer.Option(
             None, "--dtype", help="float32 (default), bfloat16 or float16."
         ),

@@ -9,6 +9,7 @@ checkpoint, reward range, termination reason and gym. Trained tokens (loss mask 
 The view's state lives in the URL's fragment (`#ckpt=..&min=..&max=..&term=..&gym=..&a=..&b=..`)
 so a view can be linked and a headless browser can open it in a given state. The reward curves
 are inline SVG drawn here. The script only shows, hides and clones what is rendered here.
+Its summary script (`SUMMARY_TAG`) tells `mua view` a page it may write over.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from mua.rollout.render import collapse, message_text
 from mua.view.sources import ViewData
 
 CURVE_COLORS = ("#2a7", "#27c", "#c72", "#a3a")
+# Near the page's end, in every page `mua view` has written: how it knows a page it may replace
+SUMMARY_TAG = "<script type='application/json' id='mua-view-summary'>"
 
 CSS = """body{font-family:system-ui,sans-serif;margin:0 auto;max-width:90em;padding:0 1em;color:#222}
 header{position:sticky;top:0;background:#fff;border-bottom:1px solid #ccc;padding:.5em 0;z-index:1}
@@ -205,9 +208,19 @@ def render_page(data: ViewData, title: str) -> str:
         f"<header><h2>{_esc(title)}</h2>{controls}</header>"
         f"<section class='curves'>{curves}</section>"
         f"<section id='compare'></section><section id='list'>{articles}</section>"
-        f"<script type='application/json' id='mua-view-summary'>{summary}</script>"
+        f"{SUMMARY_TAG}{summary}</script>"
         f"<script>{SCRIPT}</script></body></html>"
     )
+
+
+def is_view_page(path: str | Path) -> bool:
+    """True when `path` is a page `mua view` wrote (its summary script is in its last 16 KiB)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(f.seek(0, 2) - 16384, 0))
+            return SUMMARY_TAG.encode() in f.read()
+    except OSError:
+        return False
 
 
 def write_page(data: ViewData, path: str | Path, title: str) -> Path:

@@ -137,6 +137,21 @@ def test_view_cli_writes_the_page_and_refuses_an_empty_folder(runs, tmp_path, mu
     assert code == 2 and "no training run or evaluation" in err
 
 
+def test_view_writes_over_its_own_page_only(runs, tmp_path, mua_cli):
+    notes = tmp_path / "notes.html"
+    notes.write_text("my notes")
+    code, out, err = mua_cli("view", str(runs), "--out", str(notes))
+    assert code == 2 and "mua did not write" in err and str(notes) in err
+    assert notes.read_text() == "my notes"  # nothing lost
+    pages = tmp_path / "pages"
+    for _ in range(2):  # a new folder (made and marked), then its own page again
+        code, out, err = mua_cli("view", str(runs), "-o", str(pages / "p.html"))
+        assert code == 0 and "5 transcripts" in out, err
+    assert (pages / ".mua-dir").is_file() and '"transcripts": 5' in (pages / "p.html").read_text()
+    code, out, err = mua_cli("view", str(runs), "--out", str(pages))  # a folder: view.html in it
+    assert code == 0 and (pages / "view.html").is_file(), err
+
+
 def _chromium() -> str | None:
     return next(
         (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
