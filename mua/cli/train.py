@@ -62,3 +62,28 @@ def register(app: typer.Typer) -> None:
             resume_from=resume_from,
             allow_recipe_change=allow_recipe_change,
         )
+        if node_rank == 0:
+            _print_where_to_look(recipe)
+
+
+def _print_where_to_look(recipe) -> None:
+    """After a finished run: the run dir, its final export, the MLflow UI command for its store
+    (the one that works for this install) and, when it wrote transcripts, `mua view`."""
+    from pathlib import Path
+
+    from mua.cli.common import console
+    from mua.track.console import mlflow_ui_command
+    from mua.track.tracker import tracking_uri
+
+    run_dir = Path(recipe.run_dir)
+    con = console()
+    final = run_dir / "hf" / "final"
+    con.print(
+        f"done: {run_dir}" + (f" · model: {final}" if final.is_dir() else ""),
+        soft_wrap=True,
+        markup=False,
+    )
+    ui = mlflow_ui_command(tracking_uri(recipe.track.mlflow_uri, run_dir))
+    con.print(f"mlflow: {ui}", soft_wrap=True, markup=False)
+    if (run_dir / "transcripts").is_dir():
+        con.print(f"transcripts: mua view {run_dir}", soft_wrap=True, markup=False)

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 import warnings
+from pathlib import Path
 
 HEADLINE = (
     "loss",
@@ -169,24 +170,45 @@ class StepConsole:
 
 
 def mlflow_ui_command(uri: str) -> str:
-    """The command that opens MLflow's UI on `uri` for this install.
+    """What to run (or open) to see the MLflow store `uri` in MLflow's UI, for this install.
 
-    mlflow-skinny (a core dependency) has no UI server; the `ui` extra installs full mlflow.
-    The executable is named by path when this environment's bin folder is not on PATH.
+    A tracking server (`http(s)://...`) serves its own UI. For a local store: `mlflow ui
+    --backend-store-uri URI` when the UI server is installed; mlflow-skinny (a core dependency)
+    has none, so otherwise the line first installs the `ui` extra (full mlflow) with this
+    environment's python: from the source checkout when mua runs from one, else from the index.
+    Executables are named by path when this environment's bin folder is not on PATH.
     """
-    import importlib.util
-    import shutil
-    from pathlib import Path
+    if uri.startswith(("http://", "https://")):
+        return f"open {uri} in a browser (the tracking server serves MLflow's UI)"
+    if ui_server_installed():
+        return f"{_this_env('mlflow')} ui --backend-store-uri {uri}"
+    command = f"{_this_env('mlflow', installing=True)} ui --backend-store-uri {uri}"
+    source = Path(__file__).resolve().parents[2]
+    extra = f"-e '{source}[ui]'" if (source / "pyproject.toml").is_file() else "'mua[ui]'"
+    return f"{_this_env('python')} -m pip install {extra} (full mlflow, for its UI), then {command}"
 
-    here = Path(sys.executable).parent / "mlflow"
-    exe = "mlflow" if shutil.which("mlflow") == str(here) or not here.exists() else str(here)
-    command = f"{exe} ui --backend-store-uri {uri}"
+
+def ui_server_installed() -> bool:
+    """True when full mlflow (its UI's built pages and the server's flask) is importable; found
+    without importing mlflow."""
+    import importlib.util
+
     spec = importlib.util.find_spec("mlflow")
-    has_ui = (
+    return (
         spec is not None
         and spec.origin is not None
         and (Path(spec.origin).parent / "server" / "js" / "build" / "index.html").is_file()
+        and importlib.util.find_spec("flask") is not None
     )
-    if has_ui and importlib.util.find_spec("flask") is not None:
-        return command
-    return f"pip install -e '.[ui]' (full mlflow, for its UI), then {command}"
+
+
+def _this_env(executable: str, installing: bool = False) -> str:
+    """`executable` as a command that runs this environment's copy: its bare name when PATH
+    finds that copy, else its path; the bare name when the environment has none (and is not
+    `installing` it)."""
+    import shutil
+
+    here = Path(sys.executable).parent / executable
+    if shutil.which(executable) == str(here) or not (here.exists() or installing):
+        return executable
+    return str(here)

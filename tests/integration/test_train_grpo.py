@@ -32,6 +32,7 @@ def reference_run(guess_setup, tmp_path_factory):
     folder = tmp_path_factory.mktemp("ref")
     res = run_train(write_rl_recipe(folder, model, train, test, algo=ALGO, eval={"test_freq": 3}))
     assert res.returncode == 0, res.stderr[-3000:]
+    (folder / "train.stdout").write_text(res.stdout)  # beside the run dir, not in it
     return folder / "run"
 
 
@@ -67,6 +68,18 @@ def test_grpo_trains_and_logs(reference_run):
     assert transcripts == [
         *(f"transcripts/step_00000{s}.txt" for s in (1, 2, 3)),
         "transcripts/val_000003.txt",  # the validation after step 3 (eval.test_freq 3)
+    ]
+
+
+def test_train_ends_saying_where_to_look(reference_run):
+    from mua.track.console import mlflow_ui_command
+
+    end = (reference_run.parent / "train.stdout").read_text().splitlines()[-3:]
+    store = f"sqlite:///{reference_run.resolve() / 'mlflow.db'}"
+    assert end == [
+        f"done: {reference_run} · model: {reference_run / 'hf' / 'final'}",
+        f"mlflow: {mlflow_ui_command(store)}",
+        f"transcripts: mua view {reference_run}",
     ]
 
 

@@ -240,14 +240,16 @@ def test_rollout_progress_has_an_eta_column():
 # ---- 4: the MLflow UI command -----------------------------------------------------------------
 
 
-def test_mlflow_ui_command_names_the_extra_when_the_ui_is_missing(tmp_path, monkeypatch):
+def _fake_mlflow(tmp_path, monkeypatch, *, with_ui: bool) -> None:
+    """Make `importlib.util.find_spec` see an mlflow package at tmp_path (and flask): with the
+    UI's built pages (full mlflow) or without them (mlflow-skinny)."""
     import importlib.machinery
     import importlib.util
 
-    from mua.track.console import mlflow_ui_command
-
     fake = tmp_path / "mlflow"
-    (fake / "server" / "js" / "build").mkdir(parents=True)
+    (fake / "server" / "js" / "build").mkdir(parents=True, exist_ok=True)
+    if with_ui:
+        (fake / "server" / "js" / "build" / "index.html").write_text("<html>")
     real_find_spec = importlib.util.find_spec
 
     def find_spec(name, *args):
@@ -258,12 +260,53 @@ def test_mlflow_ui_command_names_the_extra_when_the_ui_is_missing(tmp_path, monk
         return real_find_spec(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    assert "pip install -e '.[ui]'" in mlflow_ui_command("sqlite:///x.db")  # no UI build
-    (fake / "server" / "js" / "build" / "index.html").write_text("<html>")
+
+
+def _runs_this_env(command: str, executable: str) -> bool:
+    """The command's program is this environment's `executable` (by name when PATH finds it)."""
+    import shutil
+
+    program = command.split()[0]
+    here = Path(sys.executable).parent / executable
+    return program == str(here) or (program == executable and shutil.which(executable) == str(here))
+
+
+def test_mlflow_ui_command_without_the_ui_installs_the_extra_into_this_environment(
+    tmp_path, monkeypatch
+):
+    import shlex
+
+    import tomllib
+
+    from mua.track.console import mlflow_ui_command
+
+    _fake_mlflow(tmp_path, monkeypatch, with_ui=False)  # mlflow-skinny: no UI server
+    line = mlflow_ui_command("sqlite:///x.db")
+    install, _, then = line.partition(" (full mlflow, for its UI), then ")
+    argv = shlex.split(install)
+    assert _runs_this_env(install, "python") and argv[1:5] == ["-m", "pip", "install", "-e"]
+    assert argv[5] == f"{REPO}[ui]"  # this checkout, wherever the user runs it from
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any(req.startswith("mlflow>=") for req in extras["ui"])  # the extra brings the UI
+    assert _runs_this_env(then, "mlflow")  # the one the extra installs here
+    assert then.split()[1:] == ["ui", "--backend-store-uri", "sqlite:///x.db"]
+
+
+def test_mlflow_ui_command_with_the_ui_is_the_command_alone(tmp_path, monkeypatch):
+    from mua.track.console import mlflow_ui_command
+
+    _fake_mlflow(tmp_path, monkeypatch, with_ui=True)
     command = mlflow_ui_command("sqlite:///x.db")
-    assert "pip install" not in command and command.endswith(
-        "ui --backend-store-uri sqlite:///x.db"
-    )
+    assert "pip" not in command and command.split()[1:] == [
+        "ui",
+        "--backend-store-uri",
+        "sqlite:///x.db",
+    ]
+    assert command.split()[0] in ("mlflow", str(Path(sys.executable).parent / "mlflow"))
+    # a tracking server serves its own UI: nothing to start
+    assert mlflow_ui_command("http://127.0.0.1:5000").startswith("open http://127.0.0.1:5000 ")
 
 
 # ---- 8: transcripts ---------------------------------------------------------------------------
