@@ -102,11 +102,10 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
     """Log params, metrics and files; returns the tracking URI (for 'where to look')."""
     import mlflow
 
-    from mua.track.tracker import flatten_params, metric_name, tracking_uri
+    from mua.track.tracker import flatten_params, metric_name, open_experiment, tracking_uri
 
     uri = tracking_uri(recipe.track.mlflow_uri, out_dir)
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(recipe.track.experiment)
+    open_experiment(mlflow, uri, recipe.track.experiment)
     id_file = Path(out_dir) / "mlflow_run_id"
     run_id = id_file.read_text().strip() if id_file.exists() else None
     with mlflow.start_run(

@@ -31,6 +31,24 @@ def tracking_uri(configured: str | None, run_dir: str | Path) -> str:
     return f"sqlite:///{Path(run_dir).resolve() / 'mlflow.db'}"
 
 
+def open_experiment(mlflow, uri: str, name: str) -> None:
+    """Point `mlflow` at the store `uri` and the experiment `name`, creating it if needed.
+
+    A new experiment in a sqlite store keeps its artifacts beside the database
+    (`<db folder>/mlartifacts`): MLflow's default for a database store is `./mlruns` in whatever
+    folder the command was started from."""
+    from mlflow.exceptions import MlflowException
+
+    mlflow.set_tracking_uri(uri)
+    if uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(name) is None:
+        root = Path(uri[len("sqlite:///") :]).resolve().parent / "mlartifacts"
+        try:
+            mlflow.create_experiment(name, artifact_location=root.as_uri())
+        except MlflowException:
+            pass  # created meanwhile by another run on the same store
+    mlflow.set_experiment(name)
+
+
 def metric_name(key: str) -> str:
     """An MLflow-safe metric name: `pass@k` -> `pass_at_k`, `pass^k` -> `pass_hat_k`."""
     return key.replace("@", "_at_").replace("^", "_hat_")
@@ -67,8 +85,9 @@ class Tracker:
         # its INFO lines (creating tables, a new experiment) would bury the run's own output
         logging.getLogger("mlflow").setLevel(logging.WARNING)
         self._mlflow = mlflow
-        mlflow.set_tracking_uri(tracking_uri(recipe.track.mlflow_uri, run_dir))
-        mlflow.set_experiment(recipe.track.experiment)
+        open_experiment(
+            mlflow, tracking_uri(recipe.track.mlflow_uri, run_dir), recipe.track.experiment
+        )
         id_file = self.run_dir / "mlflow_run_id"
         run_id = id_file.read_text().strip() if id_file.exists() else None
         run = mlflow.start_run(run_id=run_id, run_name=recipe.track.run_name or self.run_dir.name)

@@ -37,3 +37,25 @@ def test_log_step_keeps_non_finite_values(tmp_path):
     assert math.isnan(client.get_metric_history(run_id, "loss")[0].value)
     assert client.get_metric_history(run_id, "grad_norm")[0].value > 1e300
     assert client.get_run(run_id).info.status == "FAILED"
+
+
+def test_artifacts_stay_beside_the_store_not_in_the_working_folder(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from mua.config import load_recipe
+    from mua.track import Tracker
+
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "cwd"
+    run_dir.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    recipe = load_recipe(None, [f"run_dir={run_dir}"], verb="train")
+    (run_dir / "recipe.resolved.yaml").write_text("total_steps: 1\n")
+    tracker = Tracker(recipe, run_dir, enabled=True, console=False)
+    tracker.close("FINISHED")
+    assert list(elsewhere.iterdir()) == []  # no ./mlruns where the command was started
+    client = MlflowClient(f"sqlite:///{run_dir.resolve() / 'mlflow.db'}")
+    run_id = (run_dir / "mlflow_run_id").read_text().strip()
+    assert [a.path for a in client.list_artifacts(run_id)] == ["recipe.resolved.yaml"]
+    assert list((run_dir / "mlartifacts").rglob("recipe.resolved.yaml"))
