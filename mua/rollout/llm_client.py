@@ -17,9 +17,11 @@
   the re-ask shows the model its bad reply and the error);
 - at most `max_concurrency` requests in flight per client (one semaphore per event loop);
 - with `typed_replies=False` (the simulated users and judges, which read only the text), the
-  request goes out through the client's generic `post` and the reply is read as plain JSON:
-  the SDK's per-request TypedDict transform and pydantic parse are skipped, which were most of
-  the event loop's CPU per user turn (CPU that an in-process engine thread competes for);
+  request is plain JSON over mua's own keep-alive HTTP/1.1 connections (`mua.rollout.http11`)
+  and the reply is read as plain JSON: no SDK request or response models and no httpx pool
+  bookkeeping, which were most of the runner's CPU per user turn. Where that client does not
+  apply (a proxy configured for the URL, credentials or a query in it) the SDK's generic `post`
+  carries the same body;
 - an optional on-disk cache of validated replies (`llm_cache.ReplyCache`).
 
 When retries are spent it raises `mua.gym.UserFailure` naming the endpoint and the last error.
@@ -54,6 +56,7 @@ from typing import Any
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
+from mua.rollout import http11
 from mua.rollout.llm_cache import ReplyCache, request_key
 from mua.rollout.wait_clock import outside_budgets
 from mua.text import clean_text
@@ -181,14 +184,20 @@ class ChatEndpoint:
         self.max_concurrency = int(max_concurrency)
         self.label = label
         self.typed_replies = typed_replies
+        self._plain_http = not typed_replies and http11.supports(self.base_url)
         self.counts: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
         self._jitter = random.Random()
         # asyncio primitives and HTTP pools belong to one event loop; keep one set per loop.
         self._per_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def _loop_state(self) -> tuple[_Pools, asyncio.Semaphore]:
+    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
+        """This loop's transport (a `http11.ConnectionPool`, or the SDK's `_Pools`) and cap."""
         loop = asyncio.get_running_loop()
         state = self._per_loop.get(loop)
+        if state is None and self._plain_http:
+            tls = _tls_context() if self.base_url.startswith("https:") else None
+            pool = http11.ConnectionPool(self.base_url, tls)
+            state = self._per_loop[loop] = (pool, asyncio.Semaphore(self.max_concurrency))
         if state is None:
             import openai
 
@@ -291,22 +300,28 @@ class ChatEndpoint:
     async def _request_once(self, messages: list[dict], create_kwargs: dict) -> Any:
         import openai
 
-        pools, semaphore = self._loop_state()
+        transport, semaphore = self._loop_state()
         headers = {"Authorization": f"Bearer {self._api_key()}"}
         async with semaphore:
             self.counts["requests"] += 1
             try:
-                with pools.lease() as client:
+                if self._plain_http:
                     response = await asyncio.wait_for(
-                        self._send(client, messages, headers, create_kwargs),
+                        self._post_plain(transport, messages, headers, create_kwargs),
                         timeout=self.timeout_s,
                     )
+                else:
+                    with transport.lease() as client:
+                        response = await asyncio.wait_for(
+                            self._send(client, messages, headers, create_kwargs),
+                            timeout=self.timeout_s,
+                        )
             except (asyncio.TimeoutError, openai.APITimeoutError):
                 self.counts["timeouts"] += 1
                 raise _Retryable(f"request timed out after {self.timeout_s:g} s") from None
-            except openai.APIStatusError as err:
+            except (openai.APIStatusError, http11.HTTPStatusError) as err:
                 raise self._status_error(err) from None
-            except openai.APIConnectionError as err:
+            except (openai.APIConnectionError, OSError) as err:
                 self.counts["connection_errors"] += 1
                 raise _Retryable(f"connection error: {err}") from None
             except (openai.APIResponseValidationError, ValueError) as err:
@@ -331,6 +346,16 @@ class ChatEndpoint:
             options={"headers": headers},
         )
         return _plain_reply(body)
+
+    async def _post_plain(
+        self, pool: http11.ConnectionPool, messages: list[dict], headers: dict, create_kwargs: dict
+    ) -> Any:
+        """`_send` with `typed_replies=False` over mua's own HTTP client: the same body."""
+        body = http11.dumps({"model": self.model, "messages": messages, **create_kwargs})
+        response = await pool.request(
+            "POST", "/chat/completions", body, {"Content-Type": "application/json", **headers}
+        )
+        return _plain_reply(response.raise_for_status().json())
 
     def _status_error(self, err: Any) -> Exception:
         status = int(getattr(err, "status_code", 0) or 0)
@@ -357,9 +382,13 @@ class ChatEndpoint:
     async def aclose(self) -> None:
         """Close the HTTP pools of the current event loop (others close with their loop)."""
         state = self._per_loop.pop(asyncio.get_running_loop(), None)
-        if state is not None:
-            for client in state[0].clients:
-                await client.close()
+        if state is None:
+            return
+        if isinstance(state[0], http11.ConnectionPool):
+            await state[0].aclose()
+            return
+        for client in state[0].clients:
+            await client.close()
 
 
 @functools.cache

@@ -20,8 +20,11 @@ requests still running on the server, so memory is never released under a runnin
 Request ids carry a per-client tag and a counter: unique across the ranks sharing a server.
 Launching a server is `mua.rollout.sglang_launch`.
 
-HTTP goes through the standard library in a thread pool (no extra dependency); the event loop
-never blocks. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
+`/generate`, the call of every turn, goes over keep-alive connections on the caller's event
+loop (`mua.rollout.http11`, one pool per loop); each exchange runs as its own task, so a caller
+that gives up leaves it running until the server answers and `drain()` still waits for it. The
+other calls (weight pushes with large bodies, memory, cache) go through the standard library in
+a thread pool. The event loop never blocks. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
 NCCL weight broadcast, multi-node servers, router/load-balancer processes.
 """
 
@@ -36,6 +39,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+import weakref
 import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +49,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mua.errors import RunFailure
-from mua.rollout import weight_sync
+from mua.rollout import http11, weight_sync
 from mua.rollout.engine import GenerationRequest, GenerationResult
 from mua.serve import protocol
 from mua.serve.releases import ReleaseTraits
@@ -93,6 +97,7 @@ class SGLangEngine:
         self._rid_counter = count()
         self._inflight: dict[str, int] = {}  # rid -> HTTP calls still open (thread side)
         self._inflight_lock = threading.Lock()
+        self._per_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._pool = ThreadPoolExecutor(
             max_workers=max_concurrency + 4, thread_name_prefix="mua-sglang"
         )
@@ -119,8 +124,7 @@ class SGLangEngine:
             headers={"Content-Type": "application/json"},
         )
         if rid is not None:
-            with self._inflight_lock:
-                self._inflight[rid] = self._inflight.get(rid, 0) + 1
+            self._track(rid, 1)
         try:
             with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
                 raw = resp.read()
@@ -131,25 +135,64 @@ class SGLangEngine:
                 err.code,
             ) from None
         except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise RunFailure(
-                f"cannot reach the SGLang server at {self.base_url} ({reason}); start "
-                "it (or `mua serve`) or fix rollout.sglang.base_urls"
-            ) from None
+            raise self._unreachable(getattr(err, "reason", err)) from None
         finally:
             if rid is not None:
-                with self._inflight_lock:
-                    left = self._inflight.get(rid, 1) - 1
-                    if left > 0:
-                        self._inflight[rid] = left
-                    else:
-                        self._inflight.pop(rid, None)
-        if not raw.strip():
-            return {}
+                self._track(rid, -1)
+        return _read_body(raw)
+
+    def _track(self, rid: str, delta: int) -> None:
+        """Count `rid`'s HTTP calls still open (thread side and loop side)."""
+        with self._inflight_lock:
+            left = self._inflight.get(rid, 0) + delta
+            if left > 0:
+                self._inflight[rid] = left
+            else:
+                self._inflight.pop(rid, None)
+
+    def _connections(self) -> http11.ConnectionPool:
+        loop = asyncio.get_running_loop()
+        pool = self._per_loop.get(loop)
+        if pool is None:
+            pool = self._per_loop[loop] = http11.ConnectionPool(self.base_url)
+        return pool
+
+    async def _post_generate(self, body: dict, rid: str) -> Any:
+        """POST /generate on this loop's keep-alive connections, as a task of its own: a caller
+        that is cancelled (a trajectory timeout) leaves the exchange running until the server
+        answers, so `drain()` sees the request for as long as the server runs it."""
+        exchange = asyncio.ensure_future(self._generate_exchange(body, rid))
+        exchange.add_done_callback(_retrieve)
+        return await asyncio.shield(exchange)
+
+    async def _generate_exchange(self, body: dict, rid: str) -> Any:
+        self._track(rid, 1)
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return {"text": raw.decode(errors="replace")}  # /flush_cache answers plain text
+            data = json.dumps(body).encode()
+            request = self._connections().request("POST", "/generate", data, _JSON)
+            try:
+                response = await asyncio.wait_for(request, self.timeout_s)
+            except asyncio.TimeoutError:
+                raise self._unreachable("timed out") from None
+            except OSError as err:
+                raise self._unreachable(err) from None
+            except http11.HTTPProtocolError as err:
+                raise RunFailure(f"SGLang server {self.base_url}/generate: {err}") from None
+            if response.status >= 400:
+                raise ServerHTTPError(
+                    f"SGLang server {self.base_url}/generate answered HTTP {response.status}: "
+                    f"{_server_message(response.body)}",
+                    response.status,
+                )
+            return _read_body(response.body)
+        finally:
+            self._track(rid, -1)
+
+    def _unreachable(self, reason: Any) -> RunFailure:
+        return RunFailure(
+            f"cannot reach the SGLang server at {self.base_url} ({reason}); start "
+            "it (or `mua serve`) or fix rollout.sglang.base_urls"
+        )
 
     async def _call(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
         """`_call_sync` (same arguments) on the engine's threads: HTTP never blocks the loop."""
@@ -180,7 +223,7 @@ class SGLangEngine:
         await self.server_traits()
         rid = self.request_id(request)
         body = protocol.generate_body(request, rid=rid, send_seed=self.seeds_honoured)
-        body = await self._call("POST", "/generate", body, rid=rid)
+        body = await self._post_generate(body, rid)
         try:
             result = protocol.parse_generate_response(body)
         except protocol.ProtocolError as err:
@@ -301,6 +344,9 @@ class SGLangEngine:
         return await self._call("GET", "/get_model_info")
 
     async def close(self) -> None:
+        connections = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if connections is not None:
+            await connections.aclose()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -308,6 +354,24 @@ class SGLangEngine:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    """Mark a finished exchange's exception as seen (its caller may have stopped waiting)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _read_body(raw: bytes) -> Any:
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return {"text": raw.decode(errors="replace")}  # /flush_cache answers plain text
 
 
 def _server_message(raw: bytes) -> str:

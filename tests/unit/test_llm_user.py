@@ -11,7 +11,7 @@ import pytest
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
-from mua.rollout.llm_client import LLMClient, make_llm_client, parse_json_text
+from mua.rollout.llm_client import ChatEndpoint, LLMClient, make_llm_client, parse_json_text
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(60)
@@ -139,27 +139,49 @@ def test_validation_failure_reasks_with_the_error():
     assert "answer must be yes or no" in reask[3]["content"]
 
 
-def ask_at_once(questions: int, max_concurrency: int) -> tuple[list[str], FakeOpenAIServer]:
-    """`questions` asks gathered at once through one client against a 60 ms server."""
+def ask_at_once(
+    questions: int, max_concurrency: int, typed_replies: bool = False
+) -> tuple[list[str], FakeOpenAIServer]:
+    """`questions` asks gathered at once through one client against a 60 ms server; with
+    `typed_replies` through the SDK's typed path (the OpenAI agent policy's) instead."""
 
     async def many(client: LLMClient) -> list[str]:
         asks = [[{"role": "user", "content": f"q{i}"}] for i in range(questions)]
+        if typed_replies:
+            endpoint = client.endpoint
+            replies = await asyncio.gather(*(endpoint.chat(a) for a in asks))
+            return [message.content for message, _ in replies]
         return await asyncio.gather(*(client.complete(a) for a in asks))
 
     with FakeOpenAIServer(latency_ms=60) as server:
         client = client_for(server, max_concurrency=max_concurrency, timeout_s=5)
+        if typed_replies:
+            cfg = client.cfg
+            client.endpoint = ChatEndpoint(
+                base_url=server.base_url,
+                model=cfg.model,
+                api_key_env=cfg.api_key_env,
+                timeout_s=cfg.timeout_s,
+                max_retries=cfg.max_retries,
+                backoff_s=cfg.backoff_s,
+                max_concurrency=max_concurrency,
+                typed_replies=True,
+            )
         return asyncio.run(many(client)), server
 
 
-def test_concurrency_limit_is_never_exceeded():
-    replies, server = ask_at_once(16, max_concurrency=3)
+@pytest.mark.parametrize("typed_replies", [False, True])
+def test_concurrency_limit_is_never_exceeded(typed_replies):
+    replies, server = ask_at_once(16, max_concurrency=3, typed_replies=typed_replies)
     assert len(replies) == 16 and server.total_requests == 16
     assert server.max_in_flight == 3  # the cap is reached (requests overlap) and never passed
+    assert server.connections <= 3
 
 
 def test_high_concurrency_is_spread_over_small_connection_pools(monkeypatch):
-    """httpx checks every idle connection of a pool whenever a request starts or ends, so the
-    endpoint spreads max_concurrency 20 over 3 pools, each leased when it is the least busy."""
+    """On the SDK's path (typed replies), httpx checks every idle connection of a pool whenever
+    a request starts or ends, so the endpoint spreads max_concurrency 20 over 3 pools, each
+    leased when it is the least busy."""
     import contextlib
 
     from mua.rollout import llm_client as users
@@ -174,7 +196,7 @@ def test_high_concurrency_is_spread_over_small_connection_pools(monkeypatch):
             yield client
 
     monkeypatch.setattr(users._Pools, "lease", watched)
-    replies, server = ask_at_once(40, max_concurrency=20)
+    replies, server = ask_at_once(40, max_concurrency=20, typed_replies=True)
     assert len(replies) == 40 and server.max_in_flight == 20
     assert {pools for pools, _ in seen} == {3}
     assert max(peak for _, peak in seen) == 7  # 20 in flight over 3 pools: 7, 7, 6

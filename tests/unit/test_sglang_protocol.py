@@ -279,3 +279,31 @@ def test_errors_are_one_clear_line(server, client):
         client._call_sync("POST", "/end_weight_update", {})
     with pytest.raises(RunFailure, match="no weight named"):
         asyncio.run(client.update_weights([("not.a.weight", torch.zeros(2))]))
+
+
+def test_generate_keeps_its_connections_alive_and_names_failures(server, client):
+    """Every turn is one /generate: sequential turns share one kept-alive connection, concurrent
+    ones one each; a server that is down or refuses the body is one clear RunFailure."""
+
+    async def turns():
+        for _ in range(4):
+            await client.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2)))
+        sequential = client._connections().opened
+        await asyncio.gather(
+            *(
+                client.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2)))
+                for _ in range(3)
+            )
+        )
+        return sequential, client._connections().opened
+
+    assert asyncio.run(turns()) == (1, 3)
+    down = SGLangEngine("http://127.0.0.1:9", timeout_s=2)
+    down.traits = client.traits  # skip the /get_server_info call: go straight to /generate
+    request = GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2))
+    with pytest.raises(RunFailure, match="cannot reach the SGLang server at http://127.0.0.1:9"):
+        asyncio.run(down.generate(request))
+    bad = GenerationRequest(prompt_ids=[], sampling=_greedy(2))
+    with pytest.raises(RunFailure, match="/generate answered HTTP 400") as info:
+        asyncio.run(client.generate(bad))
+    assert info.value.status == 400
