@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -36,7 +36,7 @@ class WaitClock:
         self._stopped_s = 0.0
         self._depth = 0  # concurrent requests of one trajectory may overlap
         self._stopped_since = 0.0
-        self._changed: asyncio.Event | None = None
+        self._on_restart: list[Callable[[], None]] = []
 
     @property
     def stopped(self) -> bool:
@@ -51,22 +51,13 @@ class WaitClock:
         self._depth += 1
         if self._depth == 1:
             self._stopped_since = time.monotonic()
-            self._notify()
 
     def _restart(self) -> None:
         self._depth -= 1
         if self._depth == 0:
             self._stopped_s += time.monotonic() - self._stopped_since
-            self._notify()
-
-    def _notify(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-
-    def changed(self) -> asyncio.Event:
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        return self._changed
+            for callback in list(self._on_restart):
+                callback()
 
 
 @contextlib.contextmanager
@@ -84,32 +75,55 @@ def outside_budgets() -> Iterator[None]:
 
 async def wait_within(awaitable: Awaitable[T], clock: WaitClock, budget_s: float) -> T:
     """Await `awaitable` as a task that sees `clock`; asyncio.TimeoutError (after cancelling it)
-    once the clock has run `budget_s` seconds. A stopped clock never times out."""
+    once the clock has run `budget_s` seconds. A stopped clock never times out.
+
+    Stopping and restarting the clock wakes nobody: a timer set for the budget left finds, when it
+    fires, how much is left then (stopped time excluded) and is set again, or waits for a stopped
+    clock to run again.
+    """
     token = _ACTIVE.set((*_ACTIVE.get(), clock))
     try:
         task = asyncio.ensure_future(awaitable)
     finally:
         _ACTIVE.reset(token)
-    changed = clock.changed()
     try:
         while not task.done():
             remaining_s = budget_s - clock.elapsed_s()
-            if not clock.stopped and remaining_s <= 0:
+            if clock.stopped:
+                await _wake(task, clock, None)
+            elif remaining_s <= 0:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
                 raise asyncio.TimeoutError
-            changed.clear()
-            waiter = asyncio.ensure_future(changed.wait())
-            try:
-                await asyncio.wait(
-                    {task, waiter},
-                    timeout=None if clock.stopped else remaining_s,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            finally:
-                waiter.cancel()
+            else:
+                await _wake(task, None, remaining_s)
     except asyncio.CancelledError:
         task.cancel()
         raise
     return task.result()
+
+
+def _wake(task: asyncio.Future, restarted: WaitClock | None, after_s: float | None):
+    """A future done when `task` is, when `restarted` runs again, or after `after_s` seconds."""
+    loop = asyncio.get_running_loop()
+    wake = loop.create_future()
+
+    def poke(*_args) -> None:
+        if not wake.done():
+            wake.set_result(None)
+
+    task.add_done_callback(poke)
+    timer = loop.call_later(after_s, poke) if after_s is not None else None
+    if restarted is not None:
+        restarted._on_restart.append(poke)
+
+    def forget(_wake) -> None:
+        task.remove_done_callback(poke)
+        if timer is not None:
+            timer.cancel()
+        if restarted is not None:
+            restarted._on_restart.remove(poke)
+
+    wake.add_done_callback(forget)
+    return wake

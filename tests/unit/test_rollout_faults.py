@@ -444,3 +444,25 @@ def test_wait_clock_stops_only_inside_outside_budgets():
         return answered, nested
 
     assert asyncio.run(main()) == ("answered", "answered")
+
+
+def test_wait_clock_budget_counts_running_time_before_and_after_a_stop():
+    """A budget spent partly before and partly after a stopped stretch times out once the two
+    running stretches add up to it, neither at the stretch before the stop nor never."""
+    from mua.rollout.wait_clock import WaitClock, outside_budgets, wait_within
+
+    reached: list[str] = []
+
+    async def works_waits_works() -> None:
+        await asyncio.sleep(0.2)  # running
+        with outside_budgets():
+            await asyncio.sleep(0.6)  # stopped: longer than the whole budget
+        reached.append("resumed")
+        await asyncio.sleep(0.1)  # running: 0.3 s in all, under the 0.6 s budget
+        reached.append("under budget")
+        await asyncio.sleep(1.0)  # running past the budget
+        reached.append("past budget")
+
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(wait_within(works_waits_works(), WaitClock(), 0.6))
+    assert reached == ["resumed", "under budget"]
