@@ -29,13 +29,16 @@ import asyncio
 import json
 import time
 import urllib.request
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import mua
 
+T = TypeVar("T")
 _HEAD_END = b"\r\n\r\n"
+_TIMEOUT = getattr(asyncio, "timeout", None)
 _USER_AGENT = f"mua/{mua.__version__}"
 
 
@@ -82,6 +85,15 @@ class HTTPStatusError(Exception):
 def dumps(value: Any) -> bytes:
     """JSON bytes as OpenAI-compatible clients send them (UTF-8, compact, no NaN)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+async def within(awaitable: Awaitable[T], timeout_s: float) -> T:
+    """`asyncio.wait_for(awaitable, timeout_s)` without a task of its own where the running
+    Python has `asyncio.timeout` (3.11+): one task fewer per request on the hot path."""
+    if _TIMEOUT is None:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    async with _TIMEOUT(timeout_s):
+        return await awaitable
 
 
 def supports(base_url: str) -> bool:

@@ -306,9 +306,9 @@ class ChatEndpoint:
             self.counts["requests"] += 1
             try:
                 if self._plain_http:
-                    response = await asyncio.wait_for(
+                    response = await http11.within(
                         self._post_plain(transport, messages, headers, create_kwargs),
-                        timeout=self.timeout_s,
+                        self.timeout_s,
                     )
                 else:
                     with transport.lease() as client:

@@ -171,7 +171,7 @@ class SGLangEngine:
             data = json.dumps(body).encode()
             request = self._connections().request("POST", "/generate", data, _JSON)
             try:
-                response = await asyncio.wait_for(request, self.timeout_s)
+                response = await http11.within(request, self.timeout_s)
             except asyncio.TimeoutError:
                 raise self._unreachable("timed out") from None
             except OSError as err:
