@@ -2,9 +2,16 @@
 
 `render_ids` is the one way the project turns messages into ids: it renders the template to text
 and encodes that text without adding extra special tokens, returning a flat `list[int]` whatever
-the transformers version returns from `apply_chat_template`. `render_delta_ids` gives the ids a
-new message appends to a rendered conversation. `check_prefix_stability` verifies that rendering a
-conversation turn by turn only ever appends tokens, which multi-turn rollouts rely on.
+the transformers version returns from `apply_chat_template`. `encode_text` and `decode_ids` are
+the tokenizer's `encode(text, add_special_tokens=False)` and `decode(ids)`, called on its Rust
+backend directly where that gives the same result by construction (a fast tokenizer whose class
+overrides none of transformers' encode/decode steps, no special-token splitting, truncation,
+padding or clean-up of spaces), and without the character offsets nobody here reads where the
+installed tokenizers can leave them out: the transformers wrappers around each call (argument
+checks, per-token type checks) and the offsets cost about as much as the tokenization itself.
+`render_delta_ids` gives the ids a new message appends to a rendered conversation.
+`check_prefix_stability` verifies that rendering a conversation turn by turn only ever appends
+tokens, which multi-turn rollouts rely on.
 
 This module does not parse model output (tool-call parsing lives with the rollout code) and
 does not edit templates.
@@ -51,8 +58,71 @@ def render_ids(
     add_generation_prompt: bool = False,
 ) -> list[int]:
     """Token ids of the rendered conversation, as a flat list of ints."""
-    text = render_text(tokenizer, messages, tools, add_generation_prompt)
+    return encode_text(tokenizer, render_text(tokenizer, messages, tools, add_generation_prompt))
+
+
+# transformers' fast-tokenizer base classes (4.x, 5.x) and the steps of encode and decode a model
+# family may override; an override means the backend alone may not give the same ids or text.
+_FAST_BASES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+_ENCODE_STEPS = (
+    "encode",
+    "encode_plus",
+    "_encode_plus",
+    "_batch_encode_plus",
+    "set_truncation_and_padding",
+)
+_DECODE_STEPS = ("decode", "_decode", "convert_tokens_to_string")
+_DIRECT: dict[tuple[type, str], bool] = {}
+
+
+def _direct_class(cls: type, steps: tuple[str, ...]) -> bool:
+    """Whether `cls` is a transformers fast tokenizer that runs `steps` as its base class does."""
+    key = (cls, steps[0])
+    known = _DIRECT.get(key)
+    if known is None:
+        base = next(
+            (
+                c
+                for c in cls.__mro__
+                if c.__name__ in _FAST_BASES and c.__module__.startswith("transformers.")
+            ),
+            None,
+        )
+        known = base is not None and all(
+            getattr(cls, name, None) is getattr(base, name, None) for name in steps
+        )
+        _DIRECT[key] = known
+    return known
+
+
+def encode_text(tokenizer, text: str) -> list[int]:
+    """`tokenizer.encode(text, add_special_tokens=False)` as a list of ints."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if (
+        backend is not None
+        and _direct_class(type(tokenizer), _ENCODE_STEPS)
+        and not getattr(tokenizer, "split_special_tokens", False)
+        and not getattr(backend, "encode_special_tokens", False)
+        and backend.truncation is None
+        and backend.padding is None
+    ):
+        fast = getattr(backend, "encode_batch_fast", None)  # tokenizers >= 0.21: no offsets
+        if fast is not None:
+            return fast([text], add_special_tokens=False)[0].ids
+        return backend.encode(text, add_special_tokens=False).ids
     return [int(i) for i in tokenizer.encode(text, add_special_tokens=False)]
+
+
+def decode_ids(tokenizer, ids: Sequence[int]) -> str:
+    """`tokenizer.decode(ids)` (special tokens kept)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if (
+        backend is not None
+        and not getattr(tokenizer, "clean_up_tokenization_spaces", True)
+        and _direct_class(type(tokenizer), _DECODE_STEPS)
+    ):
+        return backend.decode(list(ids), skip_special_tokens=False)
+    return tokenizer.decode(list(ids))
 
 
 def render_delta_ids(

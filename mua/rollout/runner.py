@@ -121,7 +121,7 @@ async def _policy_turn(
             keep_prefix=turn < cfg.max_turns - 1,  # the last allowed turn has no continuation
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
-        text = builder.renderer.tokenizer.decode(result.token_ids)
+        text = builder.renderer.decode(result.token_ids)
         action = parse_action(
             _strip_stop_text(text, builder.renderer.stop_text), policy.tool_parser
         )
@@ -154,7 +154,7 @@ def _cut_turn(ep: _Episode, policy, action: AgentAction, chars: int, stopped: bo
     start = builder.turn_starts[-1]
     if policy.kind == "tokens":
         ids = builder.token_ids[start:]
-        decode = builder.renderer.tokenizer.decode
+        decode = builder.renderer.decode
         lo, hi = 1, len(ids)
         while lo < hi:  # shortest prefix whose text reaches the cut
             mid = (lo + hi) // 2

@@ -46,6 +46,7 @@ _PROBES: dict[tuple, tuple] = {}
 # Per tokenizer (held weakly), the ids of recently rendered conversations, most recent last.
 _RENDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _RENDERED_KEEP = 512
+_SCAFFOLD_KEEP = 64  # distinct scaffolding texts remembered per template
 
 
 def template_messages(messages: list[dict]) -> list[dict]:
@@ -78,7 +79,13 @@ def template_messages(messages: list[dict]) -> list[dict]:
 
 
 class ChatRenderer:
-    """A tokenizer plus the tool schemas of one conversation, rendered through its chat template."""
+    """A tokenizer plus the tool schemas of one conversation, rendered through its chat template.
+
+    A renderer remembers its follow-up texts (the drift check renders a conversation's replies
+    again), and renderers of one tokenizer, template and tools share the ids of the template's
+    own scaffolding (its stop text, generation prompts): rendering and encoding are most of the
+    runner's CPU per turn.
+    """
 
     def __init__(self, tokenizer, tools: list[dict] | None = None):
         self.tokenizer = tokenizer
@@ -91,9 +98,17 @@ class ChatRenderer:
         known = _PROBES.get(key)
         if known is None:
             self._probe_template()
-            _PROBES[key] = (self.stop_text, self.rewrites_history, self._assistant_prefix)
+            self._scaffold: dict[str, list[int]] = {}
+            _PROBES[key] = (
+                self.stop_text,
+                self.rewrites_history,
+                self._assistant_prefix,
+                self._scaffold,
+            )
         else:
-            self.stop_text, self.rewrites_history, self._assistant_prefix = known
+            self.stop_text, self.rewrites_history, self._assistant_prefix, self._scaffold = known
+        self._tools_json: str | None = None
+        self._followups: dict[tuple[str, bool], str] = {}
 
     def _probe_template(self) -> None:
         probe = self.render([_PROBE_USER, {"role": "assistant", "content": _SENTINEL}])
@@ -115,13 +130,30 @@ class ChatRenderer:
         )
 
     def encode(self, text: str) -> list[int]:
+        from mua.models.chat import encode_text
+
         # Text is cleaned where it enters (runner, policies, endpoints); this catches what
         # reached the template another way (a tool schema, a system prompt built by a gym).
-        return [int(i) for i in self.tokenizer.encode(clean_text(text), add_special_tokens=False)]
+        return encode_text(self.tokenizer, clean_text(text))
+
+    def decode(self, ids: list[int]) -> str:
+        from mua.models.chat import decode_ids
+
+        return decode_ids(self.tokenizer, ids)
+
+    def encode_scaffold(self, text: str) -> list[int]:
+        """`encode(text)` for text the template makes without message content (a stop, a
+        generation prompt), remembered for every renderer of this template (a new list each call)."""
+        ids = self._scaffold.get(text)
+        if ids is None:
+            ids = self.encode(text)
+            if len(self._scaffold) < _SCAFFOLD_KEEP:
+                self._scaffold[text] = ids
+        return list(ids)
 
     def stop_token_ids(self) -> list[int]:
         """Ids that end an assistant turn: the template's end-of-turn token and the eos token."""
-        ids = set(self.encode(self.stop_text))
+        ids = set(self.encode_scaffold(self.stop_text))
         eos = getattr(self.tokenizer, "eos_token_id", None)
         if isinstance(eos, int):
             ids.add(eos)
@@ -137,9 +169,11 @@ class ChatRenderer:
             seen = _RENDERED.setdefault(self.tokenizer, OrderedDict())
         except TypeError:  # a tokenizer that cannot be referenced weakly: no memory
             return self.encode(self.render(messages, add_generation_prompt))
+        if self._tools_json is None:
+            self._tools_json = json.dumps(self.tools, sort_keys=True, default=str)
         key = (
             getattr(self.tokenizer, "chat_template", None),
-            json.dumps(self.tools, sort_keys=True, default=str),
+            self._tools_json,
             json.dumps(messages, sort_keys=True, default=str),
             add_generation_prompt,
         )
@@ -153,11 +187,16 @@ class ChatRenderer:
         return list(ids)
 
     def followup_text(self, new_messages: list[dict], add_generation_prompt: bool = True) -> str:
-        """Text that follows an assistant turn's stop token when `new_messages` come next."""
-        base = [_PROBE_USER, {"role": "assistant", "content": _SENTINEL}]
-        full = self.render(base + list(new_messages), add_generation_prompt)
-        end = full.index(self.stop_text, full.index(_SENTINEL)) + len(self.stop_text)
-        return full[end:]
+        """Text that follows an assistant turn's stop token when `new_messages` come next
+        (remembered by this renderer)."""
+        key = (json.dumps(new_messages, sort_keys=True, default=str), add_generation_prompt)
+        text = self._followups.get(key)
+        if text is None:
+            base = [_PROBE_USER, {"role": "assistant", "content": _SENTINEL}]
+            full = self.render(base + list(new_messages), add_generation_prompt)
+            end = full.index(self.stop_text, full.index(_SENTINEL)) + len(self.stop_text)
+            text = self._followups[key] = full[end:]
+        return text
 
     def followup_chunks(
         self, new_messages: list[dict], add_generation_prompt: bool = True
@@ -246,11 +285,14 @@ class TranscriptBuilder:
 
     def close_truncated_turn(self) -> None:
         """End a turn cut by the token budget with the template's stop (mask 0: not sampled)."""
-        self._extend(self.renderer.encode(self.renderer.stop_text), "prompt", 0)
+        self._extend(self.renderer.encode_scaffold(self.renderer.stop_text), "prompt", 0)
 
     def add_followup(self, messages: list[dict], add_generation_prompt: bool = True) -> None:
-        for source, text in self.renderer.followup_chunks(messages, add_generation_prompt):
-            self._extend(self.renderer.encode(text), source, 0)
+        renderer = self.renderer
+        for source, text in renderer.followup_chunks(messages, add_generation_prompt):
+            # a "prompt" piece after the messages is the template's generation prompt
+            encode = renderer.encode_scaffold if source == "prompt" else renderer.encode
+            self._extend(encode(text), source, 0)
 
     def truncate(self, length: int) -> None:
         """Forget every token from position `length` on (an env cut the turn short there)."""
@@ -287,7 +329,7 @@ def reference_ids(
     if first == len(msgs):
         return renderer.rendered_ids(msgs, add_generation_prompt), 0
     ids, kept, turn = renderer.prompt_ids(msgs[:first]), 0, 0
-    decode = renderer.tokenizer.decode
+    decode = renderer.decode
     i = first
     while i < len(msgs):
         canonical = renderer.encode(renderer.assistant_text(msgs[i]))
@@ -299,7 +341,9 @@ def reference_ids(
         while j < len(msgs) and msgs[j]["role"] != "assistant":
             j += 1
         gen = j < len(msgs) or add_generation_prompt
-        ids += renderer.encode(renderer.followup_text(msgs[i + 1 : j], gen))
+        replies = msgs[i + 1 : j]
+        encode = renderer.encode if replies else renderer.encode_scaffold
+        ids += encode(renderer.followup_text(replies, gen))
         i, turn = j, turn + 1
     return ids, kept
 
@@ -337,7 +381,7 @@ def check_drift(
     builder.retokenized_turns = 0
     stream = list(builder.token_ids)
     if not ends_with_prompt:
-        stream += renderer.encode(renderer.followup_text([], add_generation_prompt=False))
+        stream += renderer.encode_scaffold(renderer.followup_text([], add_generation_prompt=False))
     try:
         reference, _ = reference_ids(renderer, messages, ends_with_prompt)
         if reference != stream:
