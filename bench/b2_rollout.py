@@ -35,7 +35,6 @@ reported: `ratio_vs_generation_only` ((a)/(c)) and `speedup_vs_turn_sync` ((b)/(
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import statistics
@@ -71,8 +70,8 @@ class _NoStopEngine:
         self.engine = engine
 
     async def generate(self, request):
-        sampling = dataclasses.replace(request.sampling, stop_token_ids=[])
-        return await self.engine.generate(dataclasses.replace(request, sampling=sampling))
+        request.sampling.stop_token_ids = []  # the policy builds a fresh request each turn
+        return await self.engine.generate(request)
 
 
 class _UserEnv:

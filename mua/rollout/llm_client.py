@@ -306,10 +306,7 @@ class ChatEndpoint:
             self.counts["requests"] += 1
             try:
                 if self._plain_http:
-                    response = await http11.within(
-                        self._post_plain(transport, messages, headers, create_kwargs),
-                        self.timeout_s,
-                    )
+                    response = await self._post_plain(transport, messages, headers, create_kwargs)
                 else:
                     with transport.lease() as client:
                         response = await asyncio.wait_for(
@@ -353,7 +350,11 @@ class ChatEndpoint:
         """`_send` with `typed_replies=False` over mua's own HTTP client: the same body."""
         body = http11.dumps({"model": self.model, "messages": messages, **create_kwargs})
         response = await pool.request(
-            "POST", "/chat/completions", body, {"Content-Type": "application/json", **headers}
+            "POST",
+            "/chat/completions",
+            body,
+            {"Content-Type": "application/json", **headers},
+            timeout_s=self.timeout_s,
         )
         return _plain_reply(response.raise_for_status().json())
 

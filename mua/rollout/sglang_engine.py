@@ -21,10 +21,10 @@ Request ids carry a per-client tag and a counter: unique across the ranks sharin
 Launching a server is `mua.rollout.sglang_launch`.
 
 `/generate`, the call of every turn, goes over keep-alive connections on the caller's event
-loop (`mua.rollout.http11`, one pool per loop); each exchange runs as its own task, so a caller
-that gives up leaves it running until the server answers and `drain()` still waits for it. The
-other calls (weight pushes with large bodies, memory, cache) go through the standard library in
-a thread pool. The event loop never blocks. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
+loop (`mua.rollout.http11`, one pool per loop); a caller that gives up leaves its connection to
+read the answer, so the request counts as in flight and `drain()` waits for it until the server
+answered. The other calls (weight pushes with large bodies, memory, cache) go through the
+standard library in a thread pool. The event loop never blocks. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
 NCCL weight broadcast, multi-node servers, router/load-balancer processes.
 """
 
@@ -98,6 +98,7 @@ class SGLangEngine:
         self._inflight: dict[str, int] = {}  # rid -> HTTP calls still open (thread side)
         self._inflight_lock = threading.Lock()
         self._per_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._prompts = _PromptJSON()
         self._pool = ThreadPoolExecutor(
             max_workers=max_concurrency + 4, thread_name_prefix="mua-sglang"
         )
@@ -157,36 +158,34 @@ class SGLangEngine:
             pool = self._per_loop[loop] = http11.ConnectionPool(self.base_url)
         return pool
 
-    async def _post_generate(self, body: dict, rid: str) -> Any:
-        """POST /generate on this loop's keep-alive connections, as a task of its own: a caller
-        that is cancelled (a trajectory timeout) leaves the exchange running until the server
-        answers, so `drain()` sees the request for as long as the server runs it."""
-        exchange = asyncio.ensure_future(self._generate_exchange(body, rid))
-        exchange.add_done_callback(_retrieve)
-        return await asyncio.shield(exchange)
-
-    async def _generate_exchange(self, body: dict, rid: str) -> Any:
+    async def _post_generate(self, data: bytes, rid: str) -> Any:
+        """POST /generate on this loop's keep-alive connections. The request counts as in
+        flight until its answer is read: a caller that gives up (a trajectory timeout) leaves
+        the connection to read it, so `drain()` sees the request for as long as the server
+        runs it."""
         self._track(rid, 1)
         try:
-            data = json.dumps(body).encode()
-            request = self._connections().request("POST", "/generate", data, _JSON)
-            try:
-                response = await http11.within(request, self.timeout_s)
-            except asyncio.TimeoutError:
-                raise self._unreachable("timed out") from None
-            except OSError as err:
-                raise self._unreachable(err) from None
-            except http11.HTTPProtocolError as err:
-                raise RunFailure(f"SGLang server {self.base_url}/generate: {err}") from None
-            if response.status >= 400:
-                raise ServerHTTPError(
-                    f"SGLang server {self.base_url}/generate answered HTTP {response.status}: "
-                    f"{_server_message(response.body)}",
-                    response.status,
-                )
-            return _read_body(response.body)
-        finally:
-            self._track(rid, -1)
+            response = await self._connections().request(
+                "POST",
+                "/generate",
+                data,
+                _JSON,
+                on_settled=lambda: self._track(rid, -1),
+                timeout_s=self.timeout_s,
+            )
+        except asyncio.TimeoutError:
+            raise self._unreachable("timed out") from None
+        except OSError as err:
+            raise self._unreachable(err) from None
+        except http11.HTTPProtocolError as err:
+            raise RunFailure(f"SGLang server {self.base_url}/generate: {err}") from None
+        if response.status >= 400:
+            raise ServerHTTPError(
+                f"SGLang server {self.base_url}/generate answered HTTP {response.status}: "
+                f"{_server_message(response.body)}",
+                response.status,
+            )
+        return _read_body(response.body)
 
     def _unreachable(self, reason: Any) -> RunFailure:
         return RunFailure(
@@ -222,8 +221,9 @@ class SGLangEngine:
             raise RuntimeError("the sglang engine is asleep; call wake() before generate()")
         await self.server_traits()
         rid = self.request_id(request)
-        body = protocol.generate_body(request, rid=rid, send_seed=self.seeds_honoured)
-        body = await self._post_generate(body, rid)
+        ids_json = self._prompts.json_of(request.route_key, request.prompt_ids, request.keep_prefix)
+        data = protocol.generate_body_json(request, ids_json, rid, self.seeds_honoured)
+        body = await self._post_generate(data, rid)
         try:
             result = protocol.parse_generate_response(body)
         except protocol.ProtocolError as err:
@@ -359,10 +359,31 @@ class SGLangEngine:
 _JSON = {"Content-Type": "application/json"}
 
 
-def _retrieve(task: asyncio.Future) -> None:
-    """Mark a finished exchange's exception as seen (its caller may have stopped waiting)."""
-    if not task.cancelled():
-        task.exception()
+class _PromptJSON:
+    """The JSON text of each conversation's prompt ids, extended turn by turn: a turn's prompt is
+    the previous one plus what came since, so only that tail is serialized again."""
+
+    KEEP = 4096  # conversations remembered (the oldest go first)
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[list[int], str]] = {}
+
+    def json_of(self, route_key: str, prompt_ids: Sequence[int], keep: bool = True) -> str:
+        known = self._last.pop(route_key, None) if route_key else None
+        if known is not None and prompt_ids[: len(known[0])] == known[0] and known[0]:
+            ids, text = known
+            tail = list(map(int, prompt_ids[len(ids) :]))
+            if tail:
+                ids = ids + tail
+                text = text[:-1] + ", " + ", ".join(map(str, tail)) + "]"
+        else:
+            ids = list(map(int, prompt_ids))
+            text = json.dumps(ids)
+        if route_key and keep:
+            self._last[route_key] = (ids, text)
+            if len(self._last) > self.KEEP:
+                del self._last[next(iter(self._last))]
+        return text
 
 
 def _read_body(raw: bytes) -> Any:

@@ -23,6 +23,7 @@ text prompts, multimodal inputs, prompt (input) log-probs.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
@@ -69,7 +70,7 @@ def generate_body(
 ) -> dict[str, Any]:
     """The `/generate` body; `rid` overrides the request's id (the client makes it unique)."""
     body: dict[str, Any] = {
-        "input_ids": [int(t) for t in request.prompt_ids],
+        "input_ids": list(map(int, request.prompt_ids)),
         "sampling_params": sampling_to_json(request.sampling, send_seed),
         "return_logprob": True,
         "logprob_start_len": -1,
@@ -78,6 +79,19 @@ def generate_body(
     if rid:
         body["rid"] = rid
     return body
+
+
+def generate_body_json(
+    request: GenerationRequest, ids_json: str, rid: str | None = None, send_seed: bool = False
+) -> bytes:
+    """`json.dumps(generate_body(request, rid, send_seed)).encode()`, given `ids_json`, the JSON
+    text of the prompt ids (a client extending one prompt turn after turn keeps it)."""
+    empty = GenerationRequest(
+        prompt_ids=[], sampling=request.sampling, request_id=request.request_id
+    )
+    text = json.dumps(generate_body(empty, rid, send_seed))
+    head = '{"input_ids": []'  # input_ids is the body's first key
+    return ('{"input_ids": ' + ids_json + text[len(head) :]).encode()
 
 
 def _finish_type(finish: Any) -> str:

@@ -149,7 +149,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused():
             pool = http11.ConnectionPool(server.url)
             await pool.request("POST", "/x", b"{}")
             await asyncio.sleep(0.05)  # the close reaches the idle connection
-            assert not pool._idle[0].usable(0.0, 10.0)
+            assert not pool._idle[0].usable(0.0, 10.0)  # noticed before reuse
             response = await pool.request("POST", "/x", b"{}")
             return response.json(), server.connections, len(server.requests)
 
@@ -255,3 +255,65 @@ def test_supports_plain_urls_and_leaves_proxied_ones_to_a_full_client(monkeypatc
     assert http11.supports("http://127.0.0.1:8000/v1")  # the proxy is for https only
     monkeypatch.setenv("NO_PROXY", "api.openai.com")
     assert http11.supports("https://api.openai.com/v1")
+
+
+def test_a_request_given_up_after_it_left_is_settled_only_when_its_answer_is_in():
+    """With `on_settled`, a cancelled caller leaves the connection to read the answer the
+    server is still working on (the sglang client's drain waits for such requests)."""
+
+    async def slow(_served, _body):
+        await asyncio.sleep(0.3)
+        return framed({"late": True})
+
+    async def refuse(_served, _body):
+        return None
+
+    async def go():
+        settled: list[str] = []
+        async with ScriptedServer(slow) as server:
+            pool = http11.ConnectionPool(server.url)
+            with pytest.raises(asyncio.TimeoutError):
+                request = pool.request("POST", "/x", b"{}", on_settled=lambda: settled.append("a"))
+                await asyncio.wait_for(request, 0.05)
+            assert settled == []  # the server still works on it
+            await asyncio.sleep(0.5)
+            assert settled == ["a"]
+            await pool.request("POST", "/x", b"{}", on_settled=lambda: settled.append("b"))
+            assert settled == ["a", "b"]
+            assert server.connections == 2  # the abandoned connection was not reused
+        async with ScriptedServer(refuse) as server:
+            pool = http11.ConnectionPool(server.url)
+            with pytest.raises(ConnectionResetError):
+                await pool.request("POST", "/x", b"{}", on_settled=lambda: settled.append("c"))
+        return settled
+
+    assert asyncio.run(go()) == ["a", "b", "c"]
+
+
+def test_deadlines_fail_late_requests_soonest_first_and_spare_the_rest():
+    async def answer(_served, body):
+        if body == b'"hang"':
+            await asyncio.sleep(5)
+        return framed({"body": json.loads(body)})
+
+    async def go():
+        ended: list[str] = []
+
+        async def one(body: bytes, timeout_s: float):
+            try:
+                await pool.request("POST", "/x", body, timeout_s=timeout_s)
+                ended.append(f"{body.decode()} answered")
+            except asyncio.TimeoutError:
+                ended.append(f"{body.decode()} timed out after {timeout_s}")
+
+        async with ScriptedServer(answer) as server:
+            pool = http11.ConnectionPool(server.url)
+            await asyncio.gather(one(b'"hang"', 0.6), one(b'"hang"', 0.2), one(b'"quick"', 0.4))
+            assert not pool._timed  # nothing is left to watch
+        return ended
+
+    assert asyncio.run(go()) == [
+        '"quick" answered',
+        '"hang" timed out after 0.2',
+        '"hang" timed out after 0.6',
+    ]

@@ -70,6 +70,35 @@ def test_generate_body_uses_sglang_field_names():
     assert protocol.generate_body(seeded, rid="r-unique")["rid"] == "r-unique"
 
 
+def test_generate_bodies_built_turn_by_turn_are_the_same_bytes():
+    """The client keeps each conversation's prompt JSON and serializes only what a turn added:
+    the bytes sent equal `json.dumps(generate_body(...))` turn after turn, and after a prompt that
+    does not extend the last one (a conversation cut short and resumed) too."""
+    import json
+
+    import numpy as np
+
+    from mua.rollout.sglang_engine import _PromptJSON
+
+    prompts = _PromptJSON()
+    turns = [[5, 6, 7], [5, 6, 7, 8, 9], [5, 6, 7, 8, 9], [5, 6, 1], [], [np.int64(3), 4]]
+    turns += [[np.int64(3), 4, 10**9], [3, 4, 10**9, 2, 2]]
+    for i, ids in enumerate(turns):
+        request = GenerationRequest(
+            prompt_ids=list(ids),
+            request_id="r",
+            sampling=SamplingParams(temperature=0.5, stop_token_ids=[2], seed=i),
+            route_key="g/0",
+        )
+        for send_seed in (False, True):
+            want = json.dumps(protocol.generate_body(request, f"r-{i}", send_seed)).encode()
+            got = protocol.generate_body_json(
+                request, prompts.json_of("g/0", request.prompt_ids), f"r-{i}", send_seed
+            )
+            assert got == want, (i, send_seed)
+    assert prompts.json_of("other", [1]) == "[1]" and prompts.json_of("", [1, 2]) == "[1, 2]"
+
+
 def test_parses_a_real_sglang_response_without_output_ids():
     body = {
         "text": "Hi",
