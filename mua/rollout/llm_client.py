@@ -396,7 +396,7 @@ class ChatEndpoint:
 def _tls_context() -> Any:
     """One TLS context for every pool of the process, made as the openai client's HTTP library
     makes its default one; None where that library cannot (each client then loads the CA
-    bundle itself, about 20 ms a client)."""
+    bundle itself, which is slow)."""
     for name in ("httpx2", "httpx"):
         try:
             return importlib.import_module(name).create_ssl_context()
