@@ -16,13 +16,16 @@ user turn.
 (c) generation alone: the same prompts and token counts as (b), no user at all.
 (d) the ideal engine on the same workload (`bench._b2_bound`): no runner overhead, its step cost
     fitted through this engine's measured seconds per step at 1 row (one conversation replayed
-    alone) and at 64 rows (generation alone), both measured in this run.
+    alone) and at 64 rows (generation alone), both measured in the same round as (a) and (b).
 
 (b) and (c) replay the prompts and per-turn token counts of one (a) run, so all sample the same
 number of tokens from prompts of the same lengths; each replayed conversation extends its own
 sampled tokens under its own route key, and every timed run starts from a flushed cache. The stop
-token is disabled so each turn samples exactly 32 tokens. Timing: interleaved a b c a b c ...,
-median of 5 after a warm-up.
+token is disabled so each turn samples exactly 32 tokens. Timing: rounds of a b c and one
+conversation alone, interleaved, after a warm-up round. A loaded machine slows the engine for
+minutes at a time, so each ratio is taken within a round (its two sides measured seconds apart,
+(d) fitted to that round's step costs), and the metric is the median over rounds; the worst
+round's `wall_vs_ideal` and the 1-minute load average at the start and end are reported too.
 
 Metrics: `wall_vs_ideal` = (a) / (d)'s asynchronous time; `speedup_fraction_of_ideal` = (b)/(a)
 divided by the ideal engine's own speed-up over its turn-synchronous loop. `runner_cpu_ms_per_turn`:
@@ -42,7 +45,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.common import interleaved
+from bench.common import interleaved_rounds
 
 ID = "B2"
 BAR = {
@@ -56,6 +59,7 @@ SCALE_TASKS, SCALE_SAMPLES = 32, 8  # a real step: 256 conversations
 NUM_TURNS = 4
 NEW_TOKENS_PER_TURN = 32
 USER_LATENCY_MS = 200
+ROUNDS = 5  # timed rounds of (a) (b) (c) and one conversation alone, after a warm-up round
 MODEL = "tiny:qwen2-1m"
 # 2 as specified; on a machine whose other core is busy, 2 OpenMP threads spin against each
 # other (a linear layer measured 40x slower), so MUA_BENCH_THREADS=1 gives saner numbers there.
@@ -341,6 +345,7 @@ def run() -> tuple[dict[str, float], str]:
     # random tiny-model text rarely re-encodes to the same tokens; the drift check still runs
     # (it is part of mua's cost) but its per-trajectory warnings would flood the bench output
     logging.getLogger("mua.rollout").setLevel(logging.ERROR)
+    load_start = os.getloadavg()[0]
     tokenizer = load_tokenizer(MODEL)
     engine_server, engine_url = _start_engine_server()
     server = None
@@ -348,7 +353,7 @@ def run() -> tuple[dict[str, float], str]:
         engine = SGLangEngine(engine_url, max_concurrency=SCALE_TASKS * SCALE_SAMPLES)
         server, base_url = _start_user_server()
         workload = _turn_workload(asyncio.run(_mua_run(engine, tokenizer, base_url)))
-        times = interleaved(
+        rounds = interleaved_rounds(
             {
                 "mua": _fresh(engine, lambda: asyncio.run(_mua_run(engine, tokenizer, base_url))),
                 "turn_sync": _fresh(
@@ -357,49 +362,60 @@ def run() -> tuple[dict[str, float], str]:
                 "generation_only": _fresh(
                     engine, lambda: asyncio.run(_replay(engine, workload, None))
                 ),
-            },
-            repeats=5,
-            warmup=1,
-        )
-        one_row = interleaved(
-            {
                 "one_conversation": _fresh(
                     engine, lambda: asyncio.run(_replay(engine, workload[:1], None))
-                )
+                ),
             },
-            repeats=3,
-            warmup=0,
-        )["one_conversation"]
+            repeats=ROUNDS,
+            warmup=1,
+        )
         scale = _runner_cpu_ms_per_turn(engine, tokenizer, base_url)
     finally:
         for proc in (server, engine_server):
             if proc is not None:
                 proc.terminate()
                 proc.wait(timeout=10)
+    load_end = os.getloadavg()[0]
     sampled = sum(n for conv in workload for _, n in conv)
-    steps_per_conversation = sum(n for _, n in workload[0])
-    ideal = _ideal_engine(
-        one_row / steps_per_conversation, times["generation_only"] / steps_per_conversation
-    )
-    speedup = times["turn_sync"] / times["mua"]
+    steps = sum(n for _, n in workload[0])
+    # Each round's ratios against the ideal engine fitted to that round's own step costs: the
+    # two sides of a ratio are measured seconds apart, under the same load.
+    per_round = []
+    for r in range(ROUNDS):
+        mua, sync = rounds["mua"][r], rounds["turn_sync"][r]
+        gen, one = rounds["generation_only"][r], rounds["one_conversation"][r]
+        ideal = _ideal_engine(one / steps, gen / steps)
+        per_round.append(
+            {
+                "wall_vs_ideal": mua / ideal["ideal_seconds"],
+                "speedup_fraction_of_ideal": (sync / mua) / ideal["ideal_speedup_vs_turn_sync"],
+                "ratio_vs_generation_only": mua / gen,
+                "speedup_vs_turn_sync": sync / mua,
+                "mua_seconds": mua,
+                "turn_sync_seconds": sync,
+                "generation_only_seconds": gen,
+                **ideal,
+            }
+        )
+    median = {k: statistics.median(row[k] for row in per_round) for k in per_round[0]}
     metrics = {
-        "wall_vs_ideal": times["mua"] / ideal["ideal_seconds"],
-        "speedup_fraction_of_ideal": speedup / ideal["ideal_speedup_vs_turn_sync"],
+        "wall_vs_ideal": median.pop("wall_vs_ideal"),
+        "speedup_fraction_of_ideal": median.pop("speedup_fraction_of_ideal"),
         "runner_cpu_ms_per_turn": scale.pop("runner_cpu_ms_per_turn"),
-        "ratio_vs_generation_only": times["mua"] / times["generation_only"],
-        "speedup_vs_turn_sync": speedup,
-        "mua_seconds": times["mua"],
-        "turn_sync_seconds": times["turn_sync"],
-        "generation_only_seconds": times["generation_only"],
+        **median,
+        "wall_vs_ideal_worst_round": max(row["wall_vs_ideal"] for row in per_round),
         "sampled_tokens": float(sampled),
-        **ideal,
         **scale,
+        "load_1min_start": load_start,
+        "load_1min_end": load_end,
     }
     notes = (
         f"{NUM_CONVERSATIONS} conversations x {NUM_TURNS} turns x {NEW_TOKENS_PER_TURN} tokens, "
         f"{MODEL}, hf engine behind mua serve (CPU, {THREADS} thread(s)), user latency "
-        f"log-normal mean {USER_LATENCY_MS} ms over HTTP; median of 5 interleaved after 1 "
-        f"warm-up; runner CPU at {SCALE_TASKS} x {SCALE_SAMPLES} conversations"
+        f"log-normal mean {USER_LATENCY_MS} ms over HTTP; {ROUNDS} rounds of (a) (b) (c) and "
+        f"one conversation alone, interleaved after 1 warm-up round, ratios taken round by round "
+        f"then their median; runner CPU at {SCALE_TASKS} x {SCALE_SAMPLES} conversations; "
+        f"1-minute load average {load_start:.1f} at the start, {load_end:.1f} at the end"
     )
     return metrics, notes
 

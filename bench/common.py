@@ -17,10 +17,11 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def interleaved(
+def interleaved_rounds(
     fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1
-) -> dict[str, float]:
-    """Median seconds of each callable, measured A B A B ... after `warmup` rounds."""
+) -> dict[str, list[float]]:
+    """Seconds of each callable in each round, measured A B A B ... after `warmup` rounds: a
+    ratio of two callables taken round by round compares runs made seconds apart."""
     times: dict[str, list[float]] = {k: [] for k in fns}
     for i in range(warmup + repeats):
         for name, fn in fns.items():
@@ -29,7 +30,15 @@ def interleaved(
             dt = time.perf_counter() - t0
             if i >= warmup:
                 times[name].append(dt)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1
+) -> dict[str, float]:
+    """Median seconds of each callable, measured A B A B ... after `warmup` rounds."""
+    rounds = interleaved_rounds(fns, repeats, warmup)
+    return {k: statistics.median(v) for k, v in rounds.items()}
 
 
 def _check(value: float, rule: str) -> bool:

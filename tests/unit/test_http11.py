@@ -317,3 +317,67 @@ def test_deadlines_fail_late_requests_soonest_first_and_spare_the_rest():
         '"hang" timed out after 0.2',
         '"hang" timed out after 0.6',
     ]
+
+
+def test_https_with_the_callers_tls_context(tmp_path):
+    """TLS endpoints (the OpenAI API) go through the same client: a local server with a
+    self-signed certificate that the caller's context trusts; one that it does not is refused."""
+    import datetime
+    import ipaddress
+    import ssl
+
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert_path, key_path)
+
+    async def go():
+        server = await asyncio.start_server(
+            ScriptedServer(echo)._serve, "127.0.0.1", 0, ssl=server_ctx
+        )
+        url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+        try:
+            trusted = http11.ConnectionPool(url, ssl.create_default_context(cafile=cert_path))
+            answers = [
+                (await trusted.request("POST", "/x", http11.dumps({"n": n}))).json()
+                for n in range(3)
+            ]
+            assert trusted.opened == 1  # kept alive over TLS too
+            await trusted.aclose()
+            with pytest.raises(ssl.SSLError):
+                await http11.ConnectionPool(url, ssl.create_default_context()).request("GET", "/")
+            return answers
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(go()) == [{"echo": {"n": n}} for n in range(3)]
