@@ -461,7 +461,7 @@ def _make_handler(app: MuaServer):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         # headers and body go out in two writes: on a kept-alive connection Nagle's algorithm
-        # would hold the body until the client's delayed ACK (about 40 ms a request)
+        # would hold the body of every answer until the client's delayed ACK
         disable_nagle_algorithm = True
 
         def log_message(self, *args) -> None:  # keep the console quiet; counts are in server_info

@@ -247,7 +247,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         timeout = 30
         # headers and body are two writes: without this, Nagle's algorithm holds the body of a
-        # kept-alive connection's answer until the client's delayed ACK (about 40 ms)
+        # kept-alive connection's answer until the client's delayed ACK
         disable_nagle_algorithm = True
 
         def setup(self) -> None:
