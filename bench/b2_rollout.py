@@ -1,13 +1,13 @@
 """B2: multi-turn rollout with a slow LLM user - mua's async runner against the ideal engine.
 
 Workload: 64 conversations of 4 user turns, each answered by one agent turn of exactly 32 sampled
-tokens (tiny:qwen2-1m, 2 threads, fixed seeds). The engine runs in its own process and speaks
-SGLang's protocol, as in production: `mua serve` (the hf engine behind SGLang's native HTTP
-API), driven through the sglang client (`mua.rollout.sglang_engine.SGLangEngine`). Every user
-turn comes from an LLM user served over HTTP on 127.0.0.1 by the fake OpenAI-compatible server
-(another process; log-normal latency, mean 200 ms). As in tau-bench, the simulated user opens the
-conversation from its scenario, and the conversation ends with the agent's answer to the 4th
-user turn.
+tokens (tiny:qwen2-1m, 2 engine threads or 1 on a 2-core machine, fixed seeds). The engine runs
+in its own process and speaks SGLang's protocol, as in production: `mua serve` (the hf engine
+behind SGLang's native HTTP API), driven through the sglang client
+(`mua.rollout.sglang_engine.SGLangEngine`). Every user turn comes from an LLM user served over
+HTTP on 127.0.0.1 by the fake OpenAI-compatible server (another process; log-normal latency,
+mean 200 ms). As in tau-bench, the simulated user opens the conversation from its scenario, and
+the conversation ends with the agent's answer to the 4th user turn.
 
 (a) mua: `run_rollouts` with an env whose user is `LLMClient`; trajectories run independently,
     so one conversation's user wait overlaps others' generation.
@@ -45,7 +45,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.common import interleaved_rounds
+from bench.common import cpu_cores, interleaved_rounds
 
 ID = "B2"
 BAR = {
@@ -61,9 +61,11 @@ NEW_TOKENS_PER_TURN = 32
 USER_LATENCY_MS = 200
 ROUNDS = 5  # timed rounds of (a) (b) (c) and one conversation alone, after a warm-up round
 MODEL = "tiny:qwen2-1m"
-# 2 as specified; on a machine whose other core is busy, 2 OpenMP threads spin against each
-# other (a linear layer measured 40x slower), so MUA_BENCH_THREADS=1 gives saner numbers there.
-THREADS = int(os.environ.get("MUA_BENCH_THREADS", "2"))
+# The engine's torch threads: 2, but 1 on a machine of 2 cores, where the runner and the user
+# server need the other core: the engine's two OpenMP threads spin against whatever else runs
+# (a linear layer measured 40x slower), so the engine ran at another speed whenever the runner
+# was busy than in the generation-only runs its ideal is fitted to. MUA_BENCH_THREADS overrides.
+THREADS = int(os.environ.get("MUA_BENCH_THREADS") or (2 if cpu_cores() > 2 else 1))
 USER_PROMPT = [{"role": "system", "content": "You are a traveller talking to an agent."}]
 
 

@@ -58,7 +58,7 @@ def write_result(
         "metrics": metrics,
         "bar": bar,
         "ok": ok,
-        "machine": f"{platform.machine()} {platform.processor() or ''} {platform.system()} cores={_cores()}".strip(),
+        "machine": f"{platform.machine()} {platform.processor() or ''} {platform.system()} cores={cpu_cores()}".strip(),
         "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     if notes:
@@ -68,7 +68,7 @@ def write_result(
     return doc
 
 
-def _cores() -> int:
+def cpu_cores() -> int:
     import os
 
     return (
