@@ -295,7 +295,7 @@ class HFEngine:
     def _finish(self, rows: list[Row]) -> None:
         for row in rows:
             self.stats["tokens"] += len(row.token_ids)
-            _deliver(row, row.result())
+        _deliver_all([(row, row.result()) for row in rows])
 
     def _while_held(self, fn, *args) -> Any:
         """Run fn with no rows in flight: admission pauses, running rows finish first."""
@@ -361,20 +361,30 @@ class _Drive:
 
 def _deliver(row: Row, outcome: GenerationResult | BaseException) -> None:
     """Resolve the row's future on its own event loop (from any thread)."""
-    future = row.handle
+    _deliver_all([(row, outcome)])
 
-    def resolve() -> None:
-        if future.done():
-            return
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
 
-    try:
-        future.get_loop().call_soon_threadsafe(resolve)
-    except RuntimeError:  # the caller's event loop is closed: nobody is waiting any more
-        pass
+def _deliver_all(outcomes: list[tuple[Row, GenerationResult | BaseException]]) -> None:
+    """Resolve each row's future with its outcome: one wake-up per event loop, however many
+    rows of a step finished (each wake-up interrupts the serving thread)."""
+    by_loop: dict[Any, list] = {}
+    for row, outcome in outcomes:
+        by_loop.setdefault(row.handle.get_loop(), []).append((row.handle, outcome))
+
+    def resolve(pairs) -> None:
+        for future, outcome in pairs:
+            if future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+    for loop, pairs in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(resolve, pairs)
+        except RuntimeError:  # the caller's event loop is closed: nobody is waiting any more
+            pass
 
 
 def _flatten_named(items: Any):

@@ -10,7 +10,8 @@ conversation's last allowed turn) puts nothing.
 Requests without a route key (those reaching `mua serve` over SGLang's protocol, which carries
 none) are matched by content instead: their entries stay in the store when taken, and a keyless
 request reuses the entry sharing the longest prefix with its prompt, as SGLang's radix cache
-would, found by a scan of the keyless entries (no tree).
+would, found by a scan of the keyless entries (no tree), the most recently used first: once an
+entry matches, any other must also match the token after it to do better, one comparison each.
 
 Entries are evicted least recently used beyond `max_bytes`; the engine clears the store whenever
 its weights change, since a KV computed with old weights is not the new policy's. Deliberately
@@ -80,8 +81,18 @@ class PrefixStore:
 
     def _take_by_content(self, prompt_ids: list[int]) -> tuple[int, list[tuple] | None]:
         best, best_key = 0, None
-        for key in self._keyless:
-            common = _common_prefix(self._entries[key][0], prompt_ids)
+        most = len(prompt_ids) - 1  # at least one prompt token is left to prefill
+        for key in reversed(self._entries):  # the most recently used first: usually the match
+            if best >= most:
+                break
+            if key not in self._keyless:
+                continue
+            stored = self._entries[key][0]
+            # an entry can share more than `best` tokens only if it also has token `best`:
+            # once the match is found, every other entry is passed over in one comparison
+            if len(stored) <= best or stored[best] != prompt_ids[best]:
+                continue
+            common = _common_prefix(stored, prompt_ids)
             if common > best:
                 best, best_key = common, key
         if best_key is None:
@@ -108,10 +119,15 @@ def _common_prefix(stored: list[int], prompt_ids: list[int]) -> int:
     limit = min(len(stored), len(prompt_ids) - 1)
     if stored[:limit] == prompt_ids[:limit]:  # the usual case: a whole earlier turn
         return limit
-    lo, hi = 0, limit  # stored[:lo] matches, stored[:hi] does not
+    # stored[:lo] matches, stored[:hi] does not: widen lo by doubling while it matches (prompts
+    # of other conversations part early: small slices), then halve the gap
+    lo, hi, step = 0, limit, 16
+    while lo + step < hi and stored[lo : lo + step] == prompt_ids[lo : lo + step]:
+        lo, step = lo + step, step * 2
+    hi = min(hi, lo + step)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if stored[:mid] == prompt_ids[:mid]:
+        if stored[lo:mid] == prompt_ids[lo:mid]:
             lo = mid
         else:
             hi = mid

@@ -20,9 +20,10 @@ release's `version`, and refuses what that release refuses, with its status code
 `sampling_seed` before 0.5.3, a tensor push outside a weight-update session from 0.5.21, a push
 with a `load_format` or payload it cannot load. Where the real scheduler would die or hang instead
 of answering, `mua serve` refuses with 400 too: resuming a tag that is not released, releasing
-memory while requests run (0.5.x), a second in-flight request with the same rid. The HTTP side is the standard library's threaded server (one thread per
-request); the engine lives on one asyncio loop in a background thread, so concurrent requests
-reach it together and it batches them.
+memory while requests run (0.5.x), a second in-flight request with the same rid. The engine lives on one asyncio loop in a background thread, and the HTTP
+listener (`mua.serve.http_front`) runs on that same loop: generation and chat requests are
+awaited there, so concurrent requests reach the engine together and it batches them; the other
+calls (weights, memory, cache) run in a small thread pool, since they wait on the engine.
 
 Tensor payloads are unpickled with an allowlist that only rebuilds tensors (as SGLang's own
 safe unpickler does), so a payload cannot run code; the tensors are shared through this host's
@@ -35,23 +36,17 @@ the KV of earlier requests by content (the longest shared prefix), as SGLang's r
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import mua
 from mua.serve import protocol
+from mua.serve.http_front import BadBody, Listener, start_listener
 from mua.serve.protocol import ProtocolError
 from mua.serve.releases import NEWEST_COVERED, ReleaseTraits
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    # The standard library's listen backlog is 5: a burst of concurrent clients (every rollout
-    # of a training step connects at once) would see connections reset.
-    request_queue_size = 1024
 
 
 class HTTPError(Exception):
@@ -61,7 +56,8 @@ class HTTPError(Exception):
 
 
 class MuaServer:
-    """An HTTP front for one RolloutEngine. `start()` runs it in background threads."""
+    """An HTTP front for one RolloutEngine. `start()` runs it on an event loop in a background
+    thread."""
 
     def __init__(
         self,
@@ -90,8 +86,9 @@ class MuaServer:
         self.weight_version = 0
         self.counts = {"generate": 0, "chat": 0, "weight_requests": 0, "flushes": 0}
         self._loop = asyncio.new_event_loop()
-        self._threads: list[threading.Thread] = []
-        self._http: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._listener: Listener | None = None
+        self._calls = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mua-serve-call")
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -100,25 +97,22 @@ class MuaServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> MuaServer:
-        self._http = _HTTPServer((self.host, self.port), _make_handler(self))
-        self._http.daemon_threads = True
-        self.port = self._http.server_address[1]
-        loop_thread = threading.Thread(
+        self._thread = threading.Thread(
             target=self._loop.run_forever, name="mua-serve-engine", daemon=True
         )
-        http_thread = threading.Thread(
-            target=self._http.serve_forever, name="mua-serve-http", daemon=True
-        )
-        self._threads = [loop_thread, http_thread]
-        for t in self._threads:
-            t.start()
+        self._thread.start()
+        try:
+            self._listener = self._run(start_listener(self._dispatch, self.host, self.port), 30)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            raise
+        self.port = self._listener.port
         return self
 
     def stop(self) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
         if self._loop.is_running():
+            if self._listener is not None:
+                self._loop.call_soon_threadsafe(self._listener.close)
             close = getattr(self.engine, "close", None)
             if close is not None:
                 try:
@@ -126,8 +120,9 @@ class MuaServer:
                 except Exception:
                     pass
             self._loop.call_soon_threadsafe(self._loop.stop)
-        for t in self._threads:
-            t.join(timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._calls.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> MuaServer:
         return self.start()
@@ -173,6 +168,9 @@ class MuaServer:
             )
 
     def generate(self, body: Any) -> Any:
+        return self._run(self.generate_async(body))
+
+    async def generate_async(self, body: Any) -> Any:
         from mua.rollout.engine import GenerationRequest
 
         self._require_awake()
@@ -182,14 +180,13 @@ class MuaServer:
             GenerationRequest(prompt_ids=ids, sampling=sp, request_id=rid or uuid.uuid4().hex)
             for ids, sp, rid in prompts
         ]
-
-        async def run_all():
-            return await asyncio.gather(*(self.engine.generate(r) for r in requests))
-
         rids = [r.request_id for r in requests]
         self._start_running(rids)
         try:
-            results = self._run(run_all())
+            results = await asyncio.wait_for(
+                asyncio.gather(*(self.engine.generate(r) for r in requests)),
+                self.request_timeout_s,
+            )
         finally:
             self._stop_running(rids)
         self.counts["generate"] += len(requests)
@@ -344,6 +341,9 @@ class MuaServer:
     # ---- OpenAI-compatible chat -----------------------------------------------------------
 
     def chat(self, body: Any) -> dict:
+        return self._run(self.chat_async(body))
+
+    async def chat_async(self, body: Any) -> dict:
         from mua.models import render_ids
         from mua.rollout.engine import GenerationRequest, SamplingParams
 
@@ -372,11 +372,9 @@ class MuaServer:
             for i in range(int(body.get("n", 1)))
         ]
         requests = [GenerationRequest(prompt_ids=prompt, sampling=s) for s in sampling]
-
-        async def run_all():
-            return await asyncio.gather(*(self.engine.generate(r) for r in requests))
-
-        results = self._run(run_all())
+        results = await asyncio.wait_for(
+            asyncio.gather(*(self.engine.generate(r) for r in requests)), self.request_timeout_s
+        )
         self.counts["chat"] += 1
         choices = [self._choice(i, res, body.get("stop")) for i, res in enumerate(results)]
         completion = sum(len(r.token_ids) for r in results)
@@ -417,6 +415,33 @@ class MuaServer:
 
     # ---- routing --------------------------------------------------------------------------
 
+    async def _dispatch(self, method: str, target: str, body: Any) -> tuple[int, Any]:
+        """(status, JSON payload) of one HTTP request; errors become their status codes.
+        Generation and chat are awaited on this loop; every other call, which waits on the
+        engine itself, runs in the call pool."""
+        path = target.split("?", 1)[0].rstrip("/") or "/"
+        try:
+            if isinstance(body, BadBody):
+                raise ProtocolError(str(body))
+            if method == "POST" and path == "/generate":
+                payload = await self.generate_async(body)
+            elif method == "POST" and path == "/v1/chat/completions":
+                payload = await self.chat_async(body)
+            else:
+                loop = asyncio.get_running_loop()
+                payload = await loop.run_in_executor(self._calls, self.route, method, path, body)
+            return 200, payload
+        except HTTPError as err:
+            return err.status, _error(str(err), path)
+        except Refused as err:
+            return 400, {"success": False, "message": str(err)}
+        except (ProtocolError, ValueError) as err:
+            return 400, _error(str(err), path)
+        except TimeoutError:
+            return 504, _error("the engine did not answer in time", path)
+        except Exception as err:  # the engine failed: tell the client, keep serving
+            return 500, _error(f"{type(err).__name__}: {err}", path)
+
     def route(self, method: str, path: str, body: Any) -> Any:
         path = path.split("?", 1)[0].rstrip("/") or "/"
         gets = {
@@ -455,56 +480,6 @@ class MuaServer:
 
 class Refused(Exception):
     """A weight call SGLang's scheduler turns down: HTTP 400 with {"success": false, message}."""
-
-
-def _make_handler(app: MuaServer):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # headers and body go out in two writes: on a kept-alive connection Nagle's algorithm
-        # would hold the body of every answer until the client's delayed ACK
-        disable_nagle_algorithm = True
-
-        def log_message(self, *args) -> None:  # keep the console quiet; counts are in server_info
-            pass
-
-        def do_GET(self) -> None:
-            self._handle("GET")
-
-        def do_POST(self) -> None:
-            self._handle("POST")
-
-        def _handle(self, method: str) -> None:
-            try:
-                body = self._read_json() if method == "POST" else None
-                status, payload = 200, app.route(method, self.path, body)
-            except HTTPError as err:
-                status, payload = err.status, _error(str(err), self.path)
-            except Refused as err:
-                status, payload = 400, {"success": False, "message": str(err)}
-            except (ProtocolError, ValueError) as err:
-                status, payload = 400, _error(str(err), self.path)
-            except TimeoutError:
-                status, payload = 504, _error("the engine did not answer in time", self.path)
-            except Exception as err:  # the engine failed: tell the client, keep serving
-                status, payload = 500, _error(f"{type(err).__name__}: {err}", self.path)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _read_json(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            if not raw:
-                return {}
-            try:
-                return json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise ProtocolError(f"the request body is not JSON: {err}") from err
-
-    return Handler
 
 
 def _error(message: str, path: str) -> dict:

@@ -47,3 +47,35 @@ def test_keyless_entries_are_evicted_least_recently_used():
     assert store.take("", list(range(0, 30)))[0] == 20
     store.clear()
     assert len(store) == 0 and store.take("", list(range(0, 30))) == (0, None)
+
+
+def test_a_keyless_prompt_gets_the_longest_prefix_of_many_entries_in_any_order():
+    """Many conversations sharing a system prompt, stored in random order: every prompt reuses
+    exactly the longest common prefix any entry has (checked by brute force), whichever entry
+    the scan meets first."""
+    import random
+
+    rng = random.Random(0)
+    system = [1] * 12
+    stored = []
+    store = PrefixStore(max_bytes=10**9)
+    for i in range(60):
+        tokens = system + [rng.randint(2, 5) for _ in range(rng.randint(0, 40))]
+        stored.append(tokens)
+        store.put("", tokens, _layers(len(tokens), float(i)))
+    for _ in range(200):
+        base = rng.choice(stored)
+        cut = rng.randint(0, len(base))
+        prompt = base[:cut] + [rng.randint(2, 5) for _ in range(rng.randint(1, 30))]
+
+        def shared(tokens, prompt=prompt):
+            n = 0
+            while n < min(len(tokens), len(prompt) - 1) and tokens[n] == prompt[n]:
+                n += 1
+            return n
+
+        want = max(shared(t) for t in stored)
+        n, layers = store.take("", prompt)
+        assert n == (want if want >= store.min_reuse_tokens else 0)
+        if n:  # the layers are those of an entry that really shares n tokens
+            assert shared(stored[int(layers[0][0][0, 0, 0])]) >= n
