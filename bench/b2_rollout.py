@@ -18,6 +18,13 @@ the conversation ends with the agent's answer to the 4th user turn.
     fitted through this engine's measured seconds per step at 1 row (one conversation replayed
     alone) and at 64 rows (generation alone), both measured in the same round as (a) and (b).
 
+The engine gets cores of its own, as it has its own device in production: `mua serve` runs on
+the last THREADS cores and the runner and the user server on the others (when the machine has
+more cores than THREADS; the cores are in the notes). Sharing every core, the runner and the
+user server waking for each turn preempt the engine, which then runs slower in (a) than in the
+generation-only runs the ideal is fitted to: a cost of the benchmark's single machine, not of
+the runner.
+
 (b) and (c) replay the prompts and per-turn token counts of one (a) run, so all sample the same
 number of tokens from prompts of the same lengths; each replayed conversation extends its own
 sampled tokens under its own route key, and every timed run starts from a flushed cache. The stop
@@ -33,16 +40,25 @@ the CPU the runner's process spends per agent turn (chat templates, tokenization
 HTTP to the engine and the user; the engine and the user are other processes) at the scale of a
 real step, 32 tasks x 8 samples = 256 conversations, median of 3 runs after a warm-up. Still
 reported: `ratio_vs_generation_only` ((a)/(c)) and `speedup_vs_turn_sync` ((b)/(a)).
+
+Where a gap to the ideal comes from: (e) "arrivals alone" replays, right after each (a), that
+run's requests with its recorded waits (each conversation's next request sent as long after the
+previous answer as in (a)) from a client that does nothing else. The engine then sees (a)'s
+arrivals without the runner: `wall_vs_arrivals_alone` = (a)/(e) is the runner's share, and
+`arrivals_alone_vs_ideal` = (e)/(d) the engine's own cost of requests that arrive one by one
+(each admission is a forward of its own group) that the ideal's step costs do not contain.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from bench.common import cpu_cores, interleaved_rounds
@@ -78,6 +94,43 @@ class _NoStopEngine:
     async def generate(self, request):
         request.sampling.stop_token_ids = []  # the policy builds a fresh request each turn
         return await self.engine.generate(request)
+
+
+class _Recording:
+    """The engine, remembering each request with the moments it left and its answer came back,
+    so that the conversations' arrivals can be replayed without the runner (`_replay_arrivals`)."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.start_s = 0.0
+        self.calls: list[tuple] = []  # (request, sent, answered), in answer order
+
+    def restart(self) -> None:
+        self.start_s, self.calls = time.perf_counter(), []
+
+    async def generate(self, request):
+        sent = time.perf_counter()
+        result = await self.engine.generate(request)
+        self.calls.append((request, sent, time.perf_counter()))
+        return result
+
+
+async def _replay_arrivals(engine, recording: _Recording) -> None:
+    """The recorded run's requests, each conversation's next one sent as long after the previous
+    answer as in the recording (the user's reply and the runner's work on it): the same
+    arrivals at the engine, from a client that does nothing else."""
+    conversations: dict[str, list] = {}
+    for request, sent, answered in sorted(recording.calls, key=lambda c: c[1]):
+        conversations.setdefault(request.route_key, []).append((request, sent, answered))
+
+    async def one(calls) -> None:
+        previous = recording.start_s
+        for request, sent, answered in calls:
+            await asyncio.sleep(sent - previous)
+            await engine.generate(copy.deepcopy(request))
+            previous = answered
+
+    await asyncio.gather(*(one(calls) for calls in conversations.values()))
 
 
 class _UserEnv:
@@ -272,8 +325,20 @@ async def _replay(engine, workload, base_url: str | None) -> None:
             await llm.aclose()
 
 
+def _split_cores() -> tuple[set[int], set[int]] | None:
+    """(the engine's cores, the runner's and the user server's), or None when the machine has
+    no more cores than the engine's threads (or no way to pin)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) <= THREADS:
+        return None
+    return set(cores[-THREADS:]), set(cores[:-THREADS])
+
+
 def _start_engine_server() -> tuple[subprocess.Popen, str]:
-    """`mua serve` for MODEL on a free port, with THREADS torch threads; (process, URL)."""
+    """`mua serve` for MODEL on a free port, with THREADS torch threads; (process, URL). It
+    runs on this process's cores at the time of the call."""
     cmd = [sys.executable, "-m", "mua.cli.main", "serve", "--model", MODEL, "--port", "0"]
     cmd += ["--max-batch-size", str(SCALE_TASKS * SCALE_SAMPLES)]
     env = {**os.environ, "OMP_NUM_THREADS": str(THREADS), "COLUMNS": "200"}
@@ -340,6 +405,13 @@ def _ideal_engine(step_s_one_row: float, step_s_full: float) -> dict[str, float]
     }
 
 
+def _cores_note(split: tuple[set[int], set[int]] | None) -> str:
+    if split is None:
+        return "sharing every core with the runner"
+    engine, runner = (",".join(map(str, sorted(c))) for c in split)
+    return f"on core(s) {engine}; runner and user server on {runner}"
+
+
 def run() -> tuple[dict[str, float], str]:
     from mua.models import load_tokenizer
     from mua.rollout.sglang_engine import SGLangEngine
@@ -349,15 +421,31 @@ def run() -> tuple[dict[str, float], str]:
     logging.getLogger("mua.rollout").setLevel(logging.ERROR)
     load_start = os.getloadavg()[0]
     tokenizer = load_tokenizer(MODEL)
-    engine_server, engine_url = _start_engine_server()
-    server = None
+    split = _split_cores()
+    engine_cores, runner_cores = split or (None, None)
+    own_cores = os.sched_getaffinity(0) if split else None
+    if split:  # a child starts on its parent's cores
+        os.sched_setaffinity(0, engine_cores)
+    engine_server = server = None
     try:
+        engine_server, engine_url = _start_engine_server()
+        if split:  # this process (the runner) and the user server
+            os.sched_setaffinity(0, runner_cores)
         engine = SGLangEngine(engine_url, max_concurrency=SCALE_TASKS * SCALE_SAMPLES)
         server, base_url = _start_user_server()
         workload = _turn_workload(asyncio.run(_mua_run(engine, tokenizer, base_url)))
+        recording = _Recording(engine)
+
+        def mua_recorded():
+            recording.restart()
+            return asyncio.run(_mua_run(recording, tokenizer, base_url))
+
         rounds = interleaved_rounds(
             {
-                "mua": _fresh(engine, lambda: asyncio.run(_mua_run(engine, tokenizer, base_url))),
+                "mua": _fresh(engine, mua_recorded),
+                "arrivals_alone": _fresh(
+                    engine, lambda: asyncio.run(_replay_arrivals(engine, recording))
+                ),
                 "turn_sync": _fresh(
                     engine, lambda: asyncio.run(_replay(engine, workload, base_url))
                 ),
@@ -373,6 +461,8 @@ def run() -> tuple[dict[str, float], str]:
         )
         scale = _runner_cpu_ms_per_turn(engine, tokenizer, base_url)
     finally:
+        if own_cores:
+            os.sched_setaffinity(0, own_cores)
         for proc in (server, engine_server):
             if proc is not None:
                 proc.terminate()
@@ -384,7 +474,7 @@ def run() -> tuple[dict[str, float], str]:
     # two sides of a ratio are measured seconds apart, under the same load.
     per_round = []
     for r in range(ROUNDS):
-        mua, sync = rounds["mua"][r], rounds["turn_sync"][r]
+        mua, sync, alone = rounds["mua"][r], rounds["turn_sync"][r], rounds["arrivals_alone"][r]
         gen, one = rounds["generation_only"][r], rounds["one_conversation"][r]
         ideal = _ideal_engine(one / steps, gen / steps)
         per_round.append(
@@ -392,10 +482,13 @@ def run() -> tuple[dict[str, float], str]:
                 "wall_vs_ideal": mua / ideal["ideal_seconds"],
                 "speedup_fraction_of_ideal": (sync / mua) / ideal["ideal_speedup_vs_turn_sync"],
                 "ratio_vs_generation_only": mua / gen,
+                "arrivals_alone_vs_ideal": alone / ideal["ideal_seconds"],
+                "wall_vs_arrivals_alone": mua / alone,
                 "speedup_vs_turn_sync": sync / mua,
                 "mua_seconds": mua,
                 "turn_sync_seconds": sync,
                 "generation_only_seconds": gen,
+                "arrivals_alone_seconds": alone,
                 **ideal,
             }
         )
@@ -413,9 +506,11 @@ def run() -> tuple[dict[str, float], str]:
     }
     notes = (
         f"{NUM_CONVERSATIONS} conversations x {NUM_TURNS} turns x {NEW_TOKENS_PER_TURN} tokens, "
-        f"{MODEL}, hf engine behind mua serve (CPU, {THREADS} thread(s)), user latency "
-        f"log-normal mean {USER_LATENCY_MS} ms over HTTP; {ROUNDS} rounds of (a) (b) (c) and "
-        f"one conversation alone, interleaved after 1 warm-up round, ratios taken round by round "
+        f"{MODEL}, hf engine behind mua serve (CPU, {THREADS} thread(s), "
+        f"{_cores_note(split)}), user latency "
+        f"log-normal mean {USER_LATENCY_MS} ms over HTTP; {ROUNDS} rounds of (a), (a)'s "
+        f"arrivals replayed alone, (b), (c) and one conversation alone, interleaved after 1 "
+        f"warm-up round, ratios taken round by round "
         f"then their median; runner CPU at {SCALE_TASKS} x {SCALE_SAMPLES} conversations; "
         f"1-minute load average {load_start:.1f} at the start, {load_end:.1f} at the end"
     )
