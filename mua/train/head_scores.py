@@ -12,8 +12,14 @@ autograd Function), so memory grows with K x hidden, never with K x V.
 `mua.train.packed_forward.scored_forward` puts it in the place of a model's output layer for one
 forward.
 
-Gradients (z = logits / T, p = softmax(z), H the entropy, g the incoming gradients):
-    d z = g_logp * (onehot(target) - p) - g_H * p * (log p + H)
+Gradients come from autograd, chunk by chunk: the backward rebuilds a chunk's computation with
+the operations of the whole-logits path, in its order (linear, float32, division by T, log_softmax,
+gather; entropy -(exp(log p) * log p).sum), on detached views of the chunk's hidden rows and of
+the head, and differentiates it with the incoming gradients of the outputs that have one (a loss
+of the log-probs alone gets no entropy term). No gradient formula is written here. With one chunk
+the gradients are bit for bit those of the whole-logits path; with several, each hidden row's
+comes from its own chunk and the head's gradients add up over chunks in float32.
+
 Not here: the model's forward (`mua.train.packed_forward`), the losses (`mua.algo`), fused GPU
 kernels.
 """
@@ -24,7 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-# Bytes of one chunk's fp32 logits; the backward holds about three such buffers at once.
+# Bytes of one chunk's fp32 logits. Autograd's backward of a chunk holds about four such
+# buffers at once, six when the entropy has a gradient too (the log-softmax and its exponential
+# are saved, and each gets a gradient).
 CHUNK_BYTES = 64 * 2**20
 
 
@@ -49,20 +57,29 @@ def _chunk_logits(hidden, weight, bias, temperature: float):
     return z if temperature == 1.0 else z / temperature
 
 
+def _chunk_scores(hidden, weight, bias, targets, temperature: float, logp: bool, entropy: bool):
+    """(log-probs [C] or None, entropies [C] or None) of a chunk: the whole-logits path's
+    operations, in its order, so that autograd differentiates them the same way."""
+    logp_all = torch.log_softmax(_chunk_logits(hidden, weight, bias, temperature), dim=-1)
+    picked = logp_all.gather(-1, targets[:, None]).squeeze(-1) if logp else None
+    spread = -(logp_all.exp() * logp_all).sum(-1) if entropy else None
+    return picked, spread
+
+
 class _HeadScores(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets, temperature, chunk):
         logps, entropies = [], []
         for start in range(0, hidden.shape[0], chunk):
-            z = _chunk_logits(hidden[start : start + chunk], weight, bias, temperature)
-            logp_all = torch.log_softmax(z, dim=-1)  # [C, V]
-            picked = logp_all.gather(-1, targets[start : start + chunk, None]).squeeze(-1)
+            stop = start + chunk
+            picked, spread = _chunk_scores(
+                hidden[start:stop], weight, bias, targets[start:stop], temperature, True, True
+            )
             logps.append(picked)
-            entropies.append(-(logp_all.exp() * logp_all).sum(-1))
-            del z, logp_all
+            entropies.append(spread)
         logp = torch.cat(logps) if logps else hidden.new_zeros(0, dtype=torch.float32)
         entropy = torch.cat(entropies) if entropies else logp.clone()
-        ctx.save_for_backward(hidden, weight, bias, targets, entropy)
+        ctx.save_for_backward(hidden, weight, bias, targets)
         ctx.temperature, ctx.chunk = temperature, chunk
         ctx.set_materialize_grads(False)
         return logp, entropy
@@ -70,50 +87,48 @@ class _HeadScores(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_logp, grad_entropy):
-        hidden, weight, bias, targets, entropy = ctx.saved_tensors
+        hidden, weight, bias, targets = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        need_b = need_b and bias is not None
+        incoming = [g for g in (grad_logp, grad_entropy) if g is not None]
+        if not incoming or hidden.shape[0] == 0:
+            d_hidden = torch.zeros_like(hidden) if need_h else None
+            d_weight = torch.zeros_like(weight) if need_w else None
+            d_bias = torch.zeros_like(bias) if need_b else None
+            return d_hidden, d_weight, d_bias, None, None, None
+        wanted = (grad_logp is not None, grad_entropy is not None)  # (log-probs, entropies)
         d_hidden = torch.empty_like(hidden) if need_h else None
         # the head's gradients add up over chunks in float32 (in bf16 every chunk would round)
-        d_weight = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
-        d_bias = (
-            torch.zeros_like(bias, dtype=torch.float32) if need_b and bias is not None else None
-        )
-
-        def as_param(grad, like):
-            return None if grad is None else grad.to(like.dtype)
-
-        if grad_logp is None and grad_entropy is None:
-            d_hidden = d_hidden.zero_() if need_h else None
-            return d_hidden, as_param(d_weight, weight), as_param(d_bias, bias), None, None, None
-        temperature = ctx.temperature
+        d_weight = d_bias = None
         for start in range(0, hidden.shape[0], ctx.chunk):
             stop = min(start + ctx.chunk, hidden.shape[0])
-            h = hidden[start:stop]
-            z = _chunk_logits(h, weight, bias, temperature)
-            logp_all = torch.log_softmax(z, dim=-1)
-            del z
-            p = logp_all.exp()  # [C, V]
-            if grad_entropy is not None:  # -g_H * p * (log p + H)
-                logp_all.add_(entropy[start:stop, None]).mul_(grad_entropy[start:stop, None])
-                d_z = logp_all.mul_(p).neg_()
-            else:
-                d_z = torch.zeros_like(p)
-            del logp_all
-            if grad_logp is not None:  # g_logp * (onehot - p)
-                g = grad_logp[start:stop, None]
-                d_z.addcmul_(p, g, value=-1.0)
-                d_z.scatter_add_(-1, targets[start:stop, None], g)
-            del p
-            if temperature != 1.0:
-                d_z.div_(temperature)
-            d_logits = d_z.to(hidden.dtype)
-            del d_z
+            h = hidden[start:stop].detach().requires_grad_(need_h)
+            w = weight.detach().requires_grad_(need_w)
+            b = None if bias is None else bias.detach().requires_grad_(need_b)
+            with torch.enable_grad():
+                picked, spread = _chunk_scores(
+                    h, w, b, targets[start:stop], ctx.temperature, *wanted
+                )
+            outputs = [o for o in (picked, spread) if o is not None]
+            leaves = [t for t, need in ((h, need_h), (w, need_w), (b, need_b)) if need]
+            grads = iter(torch.autograd.grad(outputs, leaves, [g[start:stop] for g in incoming]))
             if need_h:
-                torch.mm(d_logits, weight, out=d_hidden[start:stop])
-            if need_w and d_logits.dtype == torch.float32:
-                d_weight.addmm_(d_logits.t(), h)
-            elif need_w:
-                d_weight.add_(torch.mm(d_logits.t(), h))
-            if d_bias is not None:
-                d_bias.add_(d_logits.sum(0))
-        return d_hidden, as_param(d_weight, weight), as_param(d_bias, bias), None, None, None
+                d_hidden[start:stop] = next(grads)
+            if need_w:
+                d_weight = _summed(d_weight, next(grads))
+            if need_b:
+                d_bias = _summed(d_bias, next(grads))
+        return (
+            d_hidden,
+            None if d_weight is None else d_weight.to(weight.dtype),
+            None if d_bias is None else d_bias.to(bias.dtype),
+            None,
+            None,
+            None,
+        )
+
+
+def _summed(total, part):
+    """`total + part` in float32, in place when `total` exists; `part` (a fresh gradient) is
+    the float32 total itself when it is the first and already float32."""
+    return part.float() if total is None else total.add_(part)

@@ -187,15 +187,14 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
 def head_scoring_bytes(model: ModelShape, tokens: int, compute_bytes: int) -> int:
     """What the scored tokens' log-probs and entropies hold (`mua.train.head_scores`): the
     hidden states they are computed from (every token of the micro-batch at most), the LM head's
-    gradient (summed over chunks in fp32, plus one chunk's in the compute dtype when that is
-    not fp32), and about three fp32 [chunk, V] buffers of one chunk in the backward. Never
+    gradient (summed over chunks in fp32, plus one chunk's in the compute dtype), and up to six
+    fp32 [chunk, V] buffers of one chunk in the backward (with an entropy bonus). Never
     [tokens, V]: that would be tokens x V x 4 bytes per tensor."""
     from mua.train.head_scores import CHUNK_BYTES
 
     hidden = tokens * model.hidden_size * compute_bytes
-    head_size = model.vocab_size * model.hidden_size
-    head_grad = head_size * 4 + (head_size * compute_bytes if compute_bytes != 4 else 0)
-    return hidden + head_grad + 3 * CHUNK_BYTES
+    head_grad = model.vocab_size * model.hidden_size * (4 + compute_bytes)
+    return hidden + head_grad + 6 * CHUNK_BYTES
 
 
 def format_table(est: MemoryEstimate) -> str:

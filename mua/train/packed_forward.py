@@ -95,11 +95,13 @@ def token_logprobs(
 
 
 @contextmanager
-def _head_swapped(head, targets, temperature: float, captured: list):
-    """Make `head(hidden [1, K, H])` return [1, K, 2] (log-prob, entropy) for this call only."""
+def _head_swapped(head, targets, temperature: float, entropy_grad: bool, captured: list):
+    """Make `head(hidden [1, K, H])` return [1, K, 2] (log-prob, entropy) for this call only;
+    the entropy off the graph without `entropy_grad`, so the backward does not recompute it."""
 
     def scores(hidden):
         logp, entropy = head_scores(hidden[0], head.weight, head.bias, targets, temperature)
+        entropy = entropy if entropy_grad else entropy.detach()
         out = torch.stack((logp, entropy), dim=-1)[None]  # [1, K, 2]
         captured.append(out)
         return out
@@ -134,7 +136,7 @@ def scored_forward(
     if not usable:
         return scored_logprobs(packed_logits(model, mb), mb, temperature, entropy_grad)
     captured: list = []
-    with _head_swapped(head, mb.targets, temperature, captured):
+    with _head_swapped(head, mb.targets, temperature, entropy_grad, captured):
         out = model(
             input_ids=mb.input_ids,
             position_ids=mb.position_ids,
