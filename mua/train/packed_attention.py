@@ -21,13 +21,14 @@ reused by every layer. Cost: about Σ len², the same numbers as attending each 
 (tested, gradients too).
 
 On CPU, when every batch's score matrix is small (at most `_MATMUL_SCORES_MAX` elements), the
-whole plan is attended with batched matmuls and a hand-written backward (`matmul_attention`):
+whole plan is attended with batched matmuls and a backward of its own (`matmul_attention`):
 each batch's queries, keys and values are gathered from the row with one `index_select` each,
 straight into the layout the matmuls read ([n * Hkv, H / Hkv * Qw, D]: each kv head's query
 heads stacked as rows, so no key or value is repeated per query head), and the outputs of all
 batches land in one buffer that one more `index_select` puts back in row order. The backward is
-written out (softmax backward, four batched matmuls per batch, and one `index_add_` per input
-into a single zeroed gradient) instead of being left to autograd, which records about thirty
+four batched matmuls per batch, the softmax's backward taken from autograd on the recomputed
+scores (so it rounds exactly as autograd does), and one `index_add_` per input into a single
+zeroed gradient, instead of leaving the whole to autograd, which records about thirty
 operations per layer for the gathers, views and copies around the matmuls, each with its own
 zero-filled buffer. Padded query positions read a zero gradient (a sentinel row past the last
 token), so they add exact zeros; masked keys get zero probability, so they add nothing either.
@@ -332,7 +333,7 @@ class _MatmulAttention(torch.autograd.Function):
             indices.append(index)
             saved += [q, k, v, probs]
         ctx.save_for_backward(*saved)  # through saved-tensor hooks (activation checkpointing)
-        ctx.indices, ctx.scale = indices, scale
+        ctx.indices, ctx.scale, ctx.batches = indices, scale, plan.batches
         ctx.shapes = (heads, kv_heads, tokens, dim)
         out = outputs.index_select(0, plan.output_rows(heads, query.device))
         return out.view(1, tokens, heads, dim)
@@ -346,15 +347,20 @@ class _MatmulAttention(torch.autograd.Function):
         dq = grad.new_zeros(tokens * heads, dim)
         dk = grad.new_zeros(tokens * kv_heads, dim)
         dv = grad.new_zeros(tokens * kv_heads, dim)
-        saved = ctx.saved_tensors
+        saved, batches = ctx.saved_tensors, ctx.batches
         for i, index in enumerate(ctx.indices):
             q, k, v, probs = saved[4 * i : 4 * i + 4]
             d_out = grad_rows.index_select(0, index.grad_queries).view(q.shape)
             dv.index_add_(0, index.keys, torch.bmm(probs.transpose(1, 2), d_out).view(-1, dim))
             d_probs = torch.bmm(d_out, v.transpose(1, 2))
-            # softmax backward: probs * (d_probs - sum(d_probs * probs)), times the scale
-            row_dot = (d_probs * probs).sum(-1, keepdim=True)
-            d_scores = d_probs.sub_(row_dot).mul_(probs).mul_(ctx.scale)
+            # the softmax backward is autograd's own, on recomputed scores (their softmax is
+            # the forward's probs bit for bit), so it rounds exactly as autograd does
+            additive = batches[i].additive_mask(kv_heads, heads // kv_heads, q.dtype, q.device)
+            with torch.enable_grad():
+                scores = torch.baddbmm(additive, q, k.transpose(1, 2), alpha=ctx.scale)
+                scores.requires_grad_(True)
+                (d_scores,) = torch.autograd.grad(scores.softmax(-1), scores, d_probs)
+            d_scores.mul_(ctx.scale)
             dq.index_add_(0, index.queries, torch.bmm(d_scores, k).view(-1, dim))
             dk.index_add_(0, index.keys, torch.bmm(d_scores.transpose(1, 2), q).view(-1, dim))
 
