@@ -20,10 +20,12 @@ release's `version`, and refuses what that release refuses, with its status code
 `sampling_seed` before 0.5.3, a tensor push outside a weight-update session from 0.5.21, a push
 with a `load_format` or payload it cannot load. Where the real scheduler would die or hang instead
 of answering, `mua serve` refuses with 400 too: resuming a tag that is not released, releasing
-memory while requests run (0.5.x), a second in-flight request with the same rid. The engine lives on one asyncio loop in a background thread, and the HTTP
-listener (`mua.serve.http_front`) runs on that same loop: generation and chat requests are
-awaited there, so concurrent requests reach the engine together and it batches them; the other
-calls (weights, memory, cache) run in a small thread pool, since they wait on the engine.
+memory while requests run (0.5.x), a second in-flight request with the same rid.
+
+The engine lives on one asyncio loop in a background thread, and the HTTP listener
+(`mua.serve.http_front`) runs on that same loop: generation and chat requests are awaited there,
+so concurrent requests reach the engine together and it batches them; the other calls (weights,
+memory, cache) run in a small thread pool, since they wait on the engine.
 
 Tensor payloads are unpickled with an allowlist that only rebuilds tensors (as SGLang's own
 safe unpickler does), so a payload cannot run code; the tensors are shared through this host's
