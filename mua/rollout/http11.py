@@ -408,14 +408,8 @@ def _parse_response(buffer: bytearray, method: str, eof: bool) -> tuple[Response
         start = end + len(_HEAD_END)
         if not 100 <= status < 200:
             break  # 1xx: an interim answer; the real one follows
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise HTTPProtocolError(f"bad response header line {line[:80]!r}")
-        headers[name.strip().lower()] = value.strip()
-    connection = headers.get("connection", "").lower()
-    keep = "close" not in connection and (version == "HTTP/1.1" or "keep-alive" in connection)
+    headers = parse_header_lines(lines[1:])
+    keep = keeps_alive(version, headers)
     if method == "HEAD" or status in (204, 304):
         return Response(status, headers, b""), keep, start
     if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -439,6 +433,25 @@ def _parse_response(buffer: bytearray, method: str, eof: bool) -> tuple[Response
     if not eof:
         return None  # the body runs to the close
     return Response(status, headers, bytes(buffer[start:])), False, len(buffer)
+
+
+def parse_header_lines(lines: list[str]) -> dict[str, str]:
+    """Header lines of a request or an answer -> {lowercased name: value} (a repeated header
+    keeps its last value); `HTTPProtocolError` for a line that is not `name: value`."""
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise HTTPProtocolError(f"malformed header line {line[:80]!r}")
+        headers[name.strip().lower()] = value.strip()
+    return headers
+
+
+def keeps_alive(version: str, headers: dict[str, str]) -> bool:
+    """Whether the connection stays open after this message: HTTP/1.1 unless it says close,
+    HTTP/1.0 only when it says keep-alive."""
+    connection = headers.get("connection", "").lower()
+    return "close" not in connection and (version == "HTTP/1.1" or "keep-alive" in connection)
 
 
 def _status_line(line: str) -> tuple[str, int]:

@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any
 
+from mua.rollout.http11 import keeps_alive, parse_header_lines
+
 Handle = Callable[[str, str, Any], Awaitable[tuple[int, Any]]]
 
 _MAX_HEAD = 64 * 1024
@@ -109,8 +111,7 @@ async def _serve_connection(
         if headers.get("expect", "").lower() == "100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         raw = await reader.readexactly(length) if length else b""
-        connection = headers.get("connection", "").lower()
-        keep_alive = connection != "close" and (version == "HTTP/1.1" or connection == "keep-alive")
+        keep_alive = keeps_alive(version, headers)
         status, payload = await handle(method, target, _json_body(raw))
         await _answer(writer, status, payload, keep_alive)
         if not keep_alive:
@@ -126,14 +127,7 @@ def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
         raise _BadRequest("the request line is not 'METHOD target HTTP/1.x'") from None
     if not version.startswith("HTTP/1."):
         raise _BadRequest(f"{version} is not served (HTTP/1.x only)")
-    headers = {}
-    for line in lines[1:]:
-        if line:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise _BadRequest(f"malformed header line {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip()
-    return method, target, version, headers
+    return method, target, version, parse_header_lines([line for line in lines[1:] if line])
 
 
 def _json_body(raw: bytes) -> Any:

@@ -169,10 +169,7 @@ class MuaServer:
                 "POST /resume_memory_occupation first",
             )
 
-    def generate(self, body: Any) -> Any:
-        return self._run(self.generate_async(body))
-
-    async def generate_async(self, body: Any) -> Any:
+    async def generate(self, body: Any) -> Any:
         from mua.rollout.engine import GenerationRequest
 
         self._require_awake()
@@ -342,10 +339,7 @@ class MuaServer:
 
     # ---- OpenAI-compatible chat -----------------------------------------------------------
 
-    def chat(self, body: Any) -> dict:
-        return self._run(self.chat_async(body))
-
-    async def chat_async(self, body: Any) -> dict:
+    async def chat(self, body: Any) -> dict:
         from mua.models import render_ids
         from mua.rollout.engine import GenerationRequest, SamplingParams
 
@@ -425,10 +419,9 @@ class MuaServer:
         try:
             if isinstance(body, BadBody):
                 raise ProtocolError(str(body))
-            if method == "POST" and path == "/generate":
-                payload = await self.generate_async(body)
-            elif method == "POST" and path == "/v1/chat/completions":
-                payload = await self.chat_async(body)
+            awaited = self._awaited_posts().get(path) if method == "POST" else None
+            if awaited is not None:
+                payload = await awaited(body)
             else:
                 loop = asyncio.get_running_loop()
                 payload = await loop.run_in_executor(self._calls, self.route, method, path, body)
@@ -444,8 +437,12 @@ class MuaServer:
         except Exception as err:  # the engine failed: tell the client, keep serving
             return 500, _error(f"{type(err).__name__}: {err}", path)
 
+    def _awaited_posts(self) -> dict:
+        """The POST calls served on the event loop itself."""
+        return {"/generate": self.generate, "/v1/chat/completions": self.chat}
+
     def route(self, method: str, path: str, body: Any) -> Any:
-        path = path.split("?", 1)[0].rstrip("/") or "/"
+        """The answer to a call other than `_awaited_posts` (`path` without its query)."""
         gets = {
             "/health": lambda: {},
             "/health_generate": lambda: {},
@@ -459,14 +456,12 @@ class MuaServer:
             },
         }
         posts = {
-            "/generate": self.generate,
             "/update_weights_from_tensor": self.update_from_tensor,
             "/update_weights_from_disk": self.update_from_disk,
             "/abort_request": self.abort,
             "/release_memory_occupation": self.release,
             "/resume_memory_occupation": self.resume,
             "/flush_cache": lambda _b: self.flush_cache(),
-            "/v1/chat/completions": self.chat,
         }
         if self.traits.weight_sessions:
             posts["/begin_weight_update"] = self.begin_weight_update
@@ -475,7 +470,7 @@ class MuaServer:
             return gets[path]()
         if method == "POST" and path in posts:
             return posts[path](body)
-        if path in gets or path in posts:
+        if path in gets or path in posts or path in self._awaited_posts():
             raise HTTPError(405, f"{method} is not allowed on {path}")
         raise HTTPError(404, f"no endpoint {path}")
 

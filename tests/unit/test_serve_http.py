@@ -86,8 +86,7 @@ def _closed(sock: socket.socket) -> bool:
 
 
 def _connect(srv: MuaServer) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-    return sock
+    return socket.create_connection(("127.0.0.1", srv.port), timeout=30)
 
 
 def test_one_connection_carries_many_requests_until_the_client_asks_to_close(serve):
