@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test test-all demo bench bench-peers lint fmt clean sglang-releases
+.PHONY: setup test test-all demo bench bench-peers gpu-check lint fmt clean sglang-releases
 
 setup: $(STAMP)
 
@@ -60,6 +60,11 @@ bench-peers: $(BENCH_STAMP)
 
 bench: setup bench-peers
 	$(BIN)/python -m bench $(B)
+
+# On a GPU host (installed with `pip install -e ".[gpu]"`, no CPU constraints): the GPU tests, B6 and a
+# two-step bf16 GRPO run under torchrun + FSDP2 on NCCL, one table, under 10 minutes.
+gpu-check:
+	$(BIN)/python scripts/gpu_check.py
 
 lint: setup
 	$(BIN)/ruff check mua gyms data_prep tests bench
