@@ -28,6 +28,7 @@ SKIPS = (  # (pattern in the command, why it does not run here)
         "a make target: `make test` is this suite; bench/lint are not tests",
     ),
     (r"^make demo", "runs as tests/integration/test_demo.py (its --quick form)"),
+    (r"^make gpu-check", "needs a GPU (tests/unit/test_gpu_check.py checks its refusal here)"),
     (r"^MUA_B2_ENGINE=|make bench", "a benchmark"),
     (r"^(pip|python -m venv)|pip install", "installs packages"),
     (r"^source ", "shell activation; this test runs .venv's python directly"),
