@@ -114,7 +114,9 @@ def main(argv: list[str]) -> int:
         if name == "two-step bf16 GRPO" and passed:
             passed, detail = _train_check(run_dir)
         results.append((name, passed, seconds, detail))
-        print(f"  {name:<20} {'ok' if passed else 'FAIL':<5} {seconds:6.1f} s  {detail}", flush=True)
+        print(
+            f"  {name:<20} {'ok' if passed else 'FAIL':<5} {seconds:6.1f} s  {detail}", flush=True
+        )
     failed = [name for name, passed, _, _ in results if not passed]
     print("gpu-check: " + ("all parts passed" if not failed else f"failed: {', '.join(failed)}"))
     return 0 if not failed else 1

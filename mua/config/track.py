@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveInt
+from typing import Literal
+
+from pydantic import Field, PositiveInt, field_validator
 
 from mua.config.base import Section
 
@@ -15,6 +17,20 @@ class TrackConfig(Section):
     experiment: str = Field("mua", description="MLflow experiment name.")
     run_name: str | None = Field(None, description="MLflow run name (default: the run dir name).")
     transcripts_per_step: int = Field(4, ge=0, description="Sample transcripts logged per step.")
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(
+        default_factory=list,
+        description="Also send the metrics (same names, same steps) to TensorBoard "
+        "(<run_dir>/tensorboard) and/or Weights & Biases; MLflow always gets them. Each is an "
+        "optional extra: pip install 'mua[tensorboard]' / 'mua[wandb]'.",
+    )
+
+    @field_validator("report_to")
+    @classmethod
+    def _once_each(cls, v: list[str]) -> list[str]:
+        repeated = sorted({s for s in v if v.count(s) > 1})
+        if repeated:
+            raise ValueError(f"{repeated[0]} is listed twice; list each sink once")
+        return v
 
 
 class EvalConfig(Section):

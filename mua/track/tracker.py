@@ -6,7 +6,8 @@ their values; URL credentials redacted), numeric metrics per step (NaN and infin
 the resolved recipe file and sampled transcripts as artifacts (`transcripts/step_N.txt`, and
 `transcripts/val_N.txt` for the validation after step N). The same metrics and transcripts
 also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`,
-`transcripts/val_N.jsonl`) for `mua view`. A resumed run continues the same MLflow run (its id is
+`transcripts/val_N.jsonl`) for `mua view`, and, with `track.report_to`, to TensorBoard and W&B
+(`mua.track.sinks`, same metric names). A resumed run continues the same MLflow run (its id is
 kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute metrics.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from mua.config.redact import redact_text
 from mua.track.console import StepConsole
 from mua.track.run_files import append_metrics, write_transcripts
+from mua.track.sinks import open_sinks
 
 _MAX_PARAM_LEN = 500
 _SECRET_HINTS = ("api_key", "secret", "password", "token")
@@ -75,6 +77,7 @@ class Tracker:
         self.run_dir = Path(run_dir)
         self.gym = recipe.gym.name
         self._mlflow = None
+        self._sinks = []
         self._console = StepConsole(recipe.total_steps) if (enabled and console) else None
         if not enabled:
             return
@@ -90,10 +93,14 @@ class Tracker:
         )
         id_file = self.run_dir / "mlflow_run_id"
         run_id = id_file.read_text().strip() if id_file.exists() else None
-        run = mlflow.start_run(run_id=run_id, run_name=recipe.track.run_name or self.run_dir.name)
+        run_name = recipe.track.run_name or self.run_dir.name
+        run = mlflow.start_run(run_id=run_id, run_name=run_name)
+        params = flatten_params(recipe.model_dump(mode="json"))
+        self._sinks = open_sinks(
+            recipe.track.report_to, self.run_dir, recipe.track.experiment, run_name, params
+        )
         if run_id is None:
             id_file.write_text(run.info.run_id)
-            params = flatten_params(recipe.model_dump(mode="json"))
             items = list(params.items())
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i : i + 100]))
@@ -112,6 +119,8 @@ class Tracker:
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
         self._mlflow.log_metrics(clean, step=step)
+        for sink in self._sinks:
+            sink.log(step, clean)
         append_metrics(self.run_dir, step, metrics)
         if self._console is not None:
             self._console.step(step, clean)
@@ -138,5 +147,7 @@ class Tracker:
     def close(self, status: str = "FINISHED") -> None:
         if self._console is not None:
             self._console.close()
+        for sink in self._sinks:
+            sink.close(status)
         if self.enabled and self._mlflow is not None:
             self._mlflow.end_run(status=status)

@@ -37,6 +37,9 @@ def check_inputs(recipe) -> None:
     if recipe.algo.kind != "sft":
         _check_gym_name(recipe.gym.name)
         _check_rl_inputs(recipe)
+    from mua.track.sinks import check_report_to
+
+    check_report_to(recipe.track.report_to)  # a sink whose package is missing: one line, exit 2
     from mua.train.data import check_data_files
 
     check_data_files(recipe)  # bad rows: one line naming file and row, before any rank starts
