@@ -9,6 +9,7 @@ arguments and prints the table and where the outputs are.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import typer
 
@@ -16,9 +17,11 @@ HELP = """Evaluate a model on gyms' held-out tasks: a table, results.jsonl, summ
 
 --model: tiny:<preset>, a Hugging Face folder, a training run or checkpoint (merged first),
 openai:<name> (any OpenAI-compatible endpoint: rollout.openai.base_url or $OPENAI_BASE_URL),
-or expert. --gym replaces the recipe's gym (or gyms); a gym the recipe has a section for keeps its
+or expert; none: the final model of the newest finished training run under ./runs. --gym replaces the recipe's gym (or gyms); a gym the recipe has a section for keeps its
 options.
 Re-running the same command resumes an interrupted evaluation (--fresh starts over).
+
+  mua eval --gym travel
 
   mua eval --gym travel --model runs/quickstart/hf/final
 
@@ -34,20 +37,44 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_")[-80:] or "model"
 
 
-def require_model(path: str | None, overrides: list[str]) -> None:
-    """Refuse to evaluate the schema's default model: nobody asked for a score of it."""
+def newest_final_model(runs_root: Path = Path("runs")) -> Path | None:
+    """The final model of the training run under `runs_root` that finished last, if any: the
+    `hf/final` folder whose `merge_info.json` (written last by the export) is newest."""
+    finished = [p.parent for p in runs_root.glob("*/hf/final/merge_info.json")]
+    return max(finished, key=lambda p: (p / "merge_info.json").stat().st_mtime, default=None)
+
+
+def model_from_recipe(path: str | None, overrides: list[str]) -> bool:
+    """Whether the recipe file or an override names the model."""
     from mua.config.loading import read_yaml
-    from mua.errors import UsageError
 
     if any(o.split("=", 1)[0] == "model.path" for o in overrides):
-        return
+        return True
     raw = read_yaml(path) if path else {}
-    if isinstance(raw.get("model"), dict) and raw["model"].get("path"):
-        return
-    raise UsageError(
-        "say what to evaluate: --model tiny:qwen3-1m, a Hugging Face folder, a training run, "
-        "openai:<name> or expert (or a recipe that sets model.path)"
+    return isinstance(raw.get("model"), dict) and bool(raw["model"].get("path"))
+
+
+def default_model() -> str:
+    """With no model named: the newest finished training run's final model under ./runs (never the
+    schema's default model: nobody asked for a score of it)."""
+    from mua.errors import UsageError
+
+    final = newest_final_model()
+    if final is None:
+        raise UsageError(
+            "say what to evaluate: no finished training run under ./runs (none has hf/final); "
+            "--model tiny:qwen3-1m, a Hugging Face folder, a training run, openai:<name> or expert "
+            "(or a recipe that sets model.path)"
+        )
+    from mua.cli.common import console
+
+    console().print(
+        f"no --model given: evaluating {final}, the final model of the newest finished training "
+        "run under ./runs; pick another with --model PATH",
+        soft_wrap=True,
+        markup=False,
     )
+    return str(final)
 
 
 def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperature):
@@ -57,8 +84,8 @@ def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperatur
     from mua.errors import UsageError
 
     path, overrides = split_recipe_args(args)
-    if model is None:
-        require_model(path, overrides)
+    if model is None and not model_from_recipe(path, overrides):
+        model = default_model()
     flags = {
         "model.path": model,
         "eval.n": n,

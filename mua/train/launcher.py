@@ -63,6 +63,14 @@ def _check_rl_inputs(recipe) -> None:
                 "installed; install it on a CUDA machine, or give rollout.sglang.base_urls (e.g. a "
                 "`mua serve` address)"
             )
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(
+                "rollout.engine=sglang without rollout.sglang.base_urls launches an SGLang server, "
+                "which needs a CUDA GPU and this machine has none; run on a GPU host, use "
+                "rollout.engine=hf, or give rollout.sglang.base_urls (e.g. a `mua serve` address)"
+            )
     for path in [*recipe.data.train_files, *recipe.data.test_files]:
         gyms = sorted({t.gym for t in read_tasks(path)})
         if gyms and gyms != [recipe.gym.name]:

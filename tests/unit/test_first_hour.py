@@ -131,9 +131,52 @@ def test_every_gym_declares_budgets():
         assert {"max_turns", "max_total_tokens"} <= set(get_gym(name).budgets), name
 
 
-def test_eval_refuses_to_run_without_a_model():
-    code, out, err = _cli("eval", "--gym", "travel")
-    assert code == 2 and "--model" in err and "Traceback" not in err
+def test_eval_without_a_model_or_a_finished_run_lists_the_choices(tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "mua.cli.main", "eval", "--gym", "travel"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # no ./runs here
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "no finished training run under ./runs" in res.stderr and "--model" in res.stderr
+
+
+def test_eval_without_a_model_takes_the_newest_finished_run(tmp_path):
+    from mua.models.loading import load_model, load_tokenizer
+    from mua.models.saving import save_hf
+
+    model, tokenizer = load_model("tiny:qwen3-1m"), load_tokenizer("tiny:qwen3-1m")
+    for i, name in enumerate(["older", "newer", "unfinished"]):
+        final = save_hf(model, tokenizer, tmp_path / "runs" / name / "hf" / "final")
+        if name != "unfinished":  # merge_info.json is what a finished export writes last
+            (final / "merge_info.json").write_text("{}")
+            os.utime(final / "merge_info.json", (1_000_000 + i, 1_000_000 + i))
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mua.cli.main",
+            "eval",
+            "--gym",
+            "guess",
+            "--max-tasks",
+            "1",
+            "-n",
+            "1",
+            "--no-mlflow",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    first = res.stdout.splitlines()[0]
+    assert "runs/newer/hf/final" in first and "--model" in first, first
 
 
 # ---- 6: usage errors and --version ------------------------------------------------------------
@@ -357,3 +400,23 @@ def test_html_has_one_span_per_run_of_same_kind_tokens(tmp_path):
     assert [kind for kind, _ in runs] == ["prompt", "trained", "user", "trained"]
     page = write_html([_trajectory()], tmp_path / "p.html", tok).read_text()
     assert page.count("<span") == 4 and page.count("k-trained") >= 2
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda", "needle"),
+    [(None, False, "which is not installed"), ("0.5.23", False, "needs a CUDA GPU")],
+)
+def test_a_launched_sglang_server_without_sglang_or_gpu_is_one_line(
+    monkeypatch, version, cuda, needle
+):
+    import torch
+
+    import mua.rollout.sglang_engine as sglang_engine
+    from mua.config import load_recipe
+    from mua.train.launcher import _check_rl_inputs
+
+    monkeypatch.setattr(sglang_engine, "sglang_version", lambda: version)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    recipe = load_recipe(None, ["rollout.engine=sglang"], verb="train")
+    with pytest.raises(UsageError, match=needle):
+        _check_rl_inputs(recipe)
