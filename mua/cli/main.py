@@ -65,6 +65,27 @@ def _global_options(
 verbs.register_all(app)
 
 
+def reflow_help(text: str | None) -> str | None:
+    """A verb's help with each prose paragraph on one line, so the terminal wraps it at its own
+    width; indented lines (examples) stay as written, in colour. The colour tag also keeps their
+    indentation: typer dedents the help by the indentation its lines share."""
+    if not text:
+        return text
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(" ") and line.strip():
+            out.append(f"[cyan]{line}[/cyan]")
+        elif line.strip() and out and out[-1].strip() and not out[-1].startswith("[cyan]"):
+            out[-1] = f"{out[-1]} {line.strip()}"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+for _command in app.registered_commands:
+    _command.help = reflow_help(_command.help)
+
+
 def _err(message: str) -> None:
     from rich.console import Console
 

@@ -86,6 +86,7 @@ def _help_examples() -> list[str]:
 
     def walk(cmd):
         for line in (cmd.help or "").splitlines():
+            line = re.sub(r"^\[cyan\](.*)\[/cyan\]$", r"\1", line)  # examples are coloured
             line = re.sub(r"^\s*(Example:\s*)?", "", line)
             line = re.sub(r"\s+\(.*\)$", "", line)  # a trailing remark in parentheses
             if (

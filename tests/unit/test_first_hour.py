@@ -420,3 +420,11 @@ def test_a_launched_sglang_server_without_sglang_or_gpu_is_one_line(
     recipe = load_recipe(None, ["rollout.engine=sglang"], verb="train")
     with pytest.raises(UsageError, match=needle):
         _check_rl_inputs(recipe)
+
+
+def test_help_prose_wraps_at_the_terminal_and_examples_keep_their_indent():
+    code, out, _ = _cli("merge", "--help", env={"COLUMNS": "100"})
+    lines = [line.rstrip() for line in out.splitlines()]
+    assert code == 0
+    assert "one;" not in [line.strip() for line in lines]  # no hard break inside the prose
+    assert "   mua merge runs/quickstart" in lines  # the border's space, then the 2-space indent
