@@ -25,7 +25,8 @@ and the API agent (`mua.rollout.openai_policy`) share it. Its policy:
 When retries are spent it raises `mua.gym.UserFailure` naming the endpoint and the last error.
 The API key is read from the environment variable `api_key_env` at each request and sent as a
 header; it is never stored here, logged, or put in an error (a server message echoing it is
-redacted); an unset variable sends the placeholder `EMPTY`, as local servers expect. Errors name
+redacted); an unset variable sends the placeholder `EMPTY`, as local servers expect. Credentials
+in the URL (`http://user:pw@host/v1`) are sent as HTTP Basic auth instead of the key. Errors name
 the endpoint by `public_url` (no credentials, no query).
 
 Not here: streaming, the user's prompts, caching (`mua.rollout.llm_cache`), rate limits shared
@@ -35,6 +36,7 @@ across processes.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import os
@@ -161,6 +163,15 @@ class ChatEndpoint:
         self.typed_replies = typed_replies
         self.base_url_setting = base_url_setting
         self.counts: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
+        # where requests go: the base URL's path + /chat/completions, its query kept; credentials
+        # in the URL travel as HTTP Basic auth, in place of the key (as httpx sends them)
+        url = URL(self.base_url)
+        path = url.path.rstrip("/") + "/chat/completions"
+        self._target = url.with_user(None).with_path(path).with_query(url.query)
+        self._url_auth = None
+        if url.user or url.password:
+            pair = f"{url.user or ''}:{url.password or ''}".encode()
+            self._url_auth = "Basic " + base64.b64encode(pair).decode("ascii")
         self._jitter = random.Random()
         self._sessions = LoopSessions()
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -251,14 +262,15 @@ class ChatEndpoint:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "Authorization": f"Bearer {os.environ.get(self.api_key_env) or LOCAL_PLACEHOLDER_KEY}",
+            "Authorization": self._url_auth
+            or f"Bearer {os.environ.get(self.api_key_env) or LOCAL_PLACEHOLDER_KEY}",
         }
         session = await self._sessions.get()
         async with self._semaphore():
             self.counts["requests"] += 1
             try:
                 async with session.post(
-                    self.base_url + "/chat/completions",
+                    self._target,
                     data=body,
                     headers=headers,
                     allow_redirects=False,
@@ -319,7 +331,7 @@ class ChatEndpoint:
     def _redirect_message(self, status: int, location: str | None) -> str:
         if not location:
             return f"{self.where} answered a redirect (HTTP {status}) without a Location"
-        target = str(URL(self.base_url + "/chat/completions").join(URL(location)))
+        target = str(self._target.join(URL(location)))
         base = target.split("?", 1)[0].removesuffix("/").removesuffix("/chat/completions")
         return (
             f"{self.where} answered a redirect (HTTP {status}) to {public_url(target)}; "

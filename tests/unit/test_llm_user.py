@@ -337,3 +337,18 @@ def test_client_keeps_connections_alive_across_requests():
         asyncio.run(ask_many(client))
     assert server.total_requests == 17
     assert 1 <= server.connections <= 4  # the concurrency cap bounds the pool in use
+
+
+def test_credentials_in_the_url_go_as_basic_auth_and_never_into_errors(monkeypatch):
+    import base64
+
+    monkeypatch.setenv(KEY_ENV, "sk-not-sent-0123")
+    with FakeOpenAIServer(faults=["http500", None, "http500", "http500"]) as server:
+        url = server.base_url.replace("http://", "http://bob:pw-secret@")
+        client = client_for(server, base_url=url, max_retries=1, backoff_s=0.01)
+        assert asyncio.run(client.complete(ASK)).startswith("Thanks")
+        with pytest.raises(UserFailure) as info:
+            asyncio.run(client.complete(ASK))  # two 500s: retries spent
+    sent = server.requests[0]["headers"]["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"bob:pw-secret").decode()
+    assert "pw-secret" not in str(info.value) and f"127.0.0.1:{server.port}/v1" in str(info.value)

@@ -102,7 +102,9 @@ def test_a_redirect_is_reported_as_one_with_the_url_to_set():
             preflight_user(user_cfg(server))
         requests = server.total_requests
     message = str(info.value)
-    assert "answered a redirect (HTTP 307) to https://llm.example.com/v1/chat/completions" in message
+    assert (
+        "answered a redirect (HTTP 307) to https://llm.example.com/v1/chat/completions" in message
+    )
     assert "set user.base_url to https://llm.example.com/v1" in message
     assert "JSON" not in message and "\n" not in message and requests == 1
 
