@@ -10,9 +10,9 @@ loop's async generators, one of which holds the session) or by `aclose()` on tha
 Sessions keep connections alive for `KEEPALIVE_S`, under the 5 s keep-alive of uvicorn (which
 SGLang and vLLM serve with), so a connection the server is about to drop is not reused. They cap
 connections only where asked (`max_connections`; the chat endpoint caps requests in flight with
-its own semaphore instead, so time waiting there is not part of a request's deadline), read proxies from the environment
-(`HTTPS_PROXY`, `NO_PROXY`, ...) and never follow redirects: a POST with a key in its headers is
-not sent on to another address. Also here: `read_capped`, which reads a body up to a size limit.
+its own semaphore instead, so time waiting there is not part of a request's deadline). Proxies
+come from the environment (`HTTPS_PROXY`, `NO_PROXY`, ...); callers pass `allow_redirects=False`
+where a key travels in the headers. Also here: `read_capped`, which reads a body up to a limit.
 
 Not here: retries, deadlines, status handling (each caller has its own policy).
 """

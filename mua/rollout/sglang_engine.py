@@ -131,9 +131,11 @@ class SGLangEngine:
                 self.base_url + path,
                 data=data,
                 headers=_JSON,
+                allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=timeout_s),
             ) as response:
                 raw, status = await response.read(), response.status
+                location = response.headers.get("Location")
         except asyncio.TimeoutError:
             raise self._unreachable(f"no answer to {path} within {timeout_s:g} s") from None
         except (aiohttp.ClientConnectionError, OSError) as err:
@@ -143,6 +145,12 @@ class SGLangEngine:
         finally:
             if rid is not None:
                 self._track(rid, -1)
+        if 300 <= status < 400:
+            raise ServerHTTPError(
+                f"SGLang server {self.base_url}{path} answered a redirect (HTTP {status}) to "
+                f"{location}; fix rollout.sglang.base_urls",
+                status,
+            )
         if status >= 400:
             raise ServerHTTPError(
                 f"SGLang server {self.base_url}{path} answered HTTP {status}: "
