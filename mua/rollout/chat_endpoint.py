@@ -173,7 +173,7 @@ class ChatEndpoint:
             pair = f"{url.user or ''}:{url.password or ''}".encode()
             self._url_auth = "Basic " + base64.b64encode(pair).decode("ascii")
         self._jitter = random.Random()
-        self._sessions = LoopSessions()
+        self._sessions = LoopSessions(self.base_url)
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     @property
@@ -274,6 +274,7 @@ class ChatEndpoint:
                     data=body,
                     headers=headers,
                     allow_redirects=False,
+                    proxy=self._sessions.proxy,
                     timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 ) as response:
                     raw = await read_capped(response, MAX_REPLY_BYTES)

@@ -11,8 +11,9 @@ Sessions keep connections alive for `KEEPALIVE_S`, under the 5 s keep-alive of u
 SGLang and vLLM serve with), so a connection the server is about to drop is not reused. They cap
 connections only where asked (`max_connections`; the chat endpoint caps requests in flight with
 its own semaphore instead, so time waiting there is not part of a request's deadline). Proxies
-come from the environment (`HTTPS_PROXY`, `NO_PROXY`, ...); callers pass `allow_redirects=False`
-where a key travels in the headers. Also here: `read_capped`, which reads a body up to a limit.
+come from the environment (`HTTPS_PROXY`, `NO_PROXY`, ...), looked up once for the base URL
+(`proxy`, which callers pass with each request): a lookup per request costs more CPU than the
+rest of the request. Callers pass `allow_redirects=False` where a key travels in the headers. Also here: `read_capped`, which reads a body up to a limit.
 
 Not here: retries, deadlines, status handling (each caller has its own policy).
 """
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -42,6 +45,17 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+def proxy_for(base_url: str) -> str | None:
+    """The proxy the environment sets for `base_url` (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
+    less `NO_PROXY`), or None."""
+    parts = urlsplit(base_url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
+
+
 async def _held_until_loop_ends(session: aiohttp.ClientSession) -> AsyncIterator[None]:
     """An async generator the loop finalizes at shutdown: its `finally` closes the session."""
     try:
@@ -53,8 +67,10 @@ async def _held_until_loop_ends(session: aiohttp.ClientSession) -> AsyncIterator
 class LoopSessions:
     """One `aiohttp.ClientSession` per running event loop (see the module docstring)."""
 
-    def __init__(self, max_connections: int = 0) -> None:
+    def __init__(self, base_url: str, max_connections: int = 0) -> None:
         self.max_connections = max_connections  # per loop; 0: no cap
+        # the proxy for `base_url` from the environment, looked up once (not per request)
+        self.proxy = proxy_for(base_url)
         self._per_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.opened = 0  # connections opened, over every loop's session
         self._trace = aiohttp.TraceConfig()
@@ -73,7 +89,6 @@ class LoopSessions:
                 limit=self.max_connections, keepalive_timeout=KEEPALIVE_S
             ),
             headers={"User-Agent": USER_AGENT},
-            trust_env=True,
             trace_configs=[self._trace],
         )
         closer = _held_until_loop_ends(session)

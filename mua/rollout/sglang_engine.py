@@ -96,7 +96,7 @@ class SGLangEngine:
         self._inflight: dict[str, int] = {}  # rid -> HTTP calls still open
         self._inflight_lock = threading.Lock()
         # connections at once per loop: the runner's requests in flight, plus control calls
-        self._sessions = LoopSessions(max_connections=max_concurrency + 4)
+        self._sessions = LoopSessions(self.base_url, max_connections=max_concurrency + 4)
         self._given_up: set[asyncio.Task] = set()  # /generate calls whose caller gave up
         self._prompts = _PromptJSON()
 
@@ -132,6 +132,7 @@ class SGLangEngine:
                 data=data,
                 headers=_JSON,
                 allow_redirects=False,
+                proxy=self._sessions.proxy,
                 timeout=aiohttp.ClientTimeout(total=timeout_s),
             ) as response:
                 raw, status = await response.read(), response.status

@@ -352,3 +352,27 @@ def test_credentials_in_the_url_go_as_basic_auth_and_never_into_errors(monkeypat
     sent = server.requests[0]["headers"]["authorization"]
     assert sent == "Basic " + base64.b64encode(b"bob:pw-secret").decode()
     assert "pw-secret" not in str(info.value) and f"127.0.0.1:{server.port}/v1" in str(info.value)
+
+
+def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
+    from mua.rollout.http_session import proxy_for
+
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert proxy_for("https://api.openai.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    assert proxy_for("https://api.openai.com/v1") == "http://proxy.internal:3128"
+    assert proxy_for("http://127.0.0.1:8000/v1") is None  # the proxy is for https only
+    monkeypatch.setenv("NO_PROXY", "api.openai.com")
+    assert proxy_for("https://api.openai.com/v1") is None
+    endpoint = ChatEndpoint(
+        base_url="https://example.org/v1",
+        model="m",
+        api_key_env=KEY_ENV,
+        timeout_s=1,
+        max_retries=0,
+        backoff_s=0.1,
+        max_concurrency=1,
+    )
+    assert endpoint._sessions.proxy == "http://proxy.internal:3128"

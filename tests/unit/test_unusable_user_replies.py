@@ -160,3 +160,28 @@ def test_retry_after_as_seconds_milliseconds_or_a_date():
     when = email.utils.formatdate(time.time() + 5, usegmt=True)
     assert 3.5 <= retry_after_s({"retry-after": when}) <= 5.0
     assert retry_after_s({}) is None
+
+
+def test_mua_eval_with_a_user_that_answers_null_exits_1_in_one_line(tmp_path, mua_cli):
+    out = tmp_path / "eval"
+    with FakeOpenAIServer(lambda _request: {"content": None}) as server:
+        code, _, err = mua_cli(
+            "eval",
+            "--gym",
+            "tau",
+            "--model",
+            "expert",
+            "--user",
+            "llm",
+            "--max-tasks",
+            "2",
+            "--out",
+            str(out),
+            f"user.base_url={server.base_url}",
+            "user.max_retries=1",
+            "user.backoff_s=0.01",
+        )
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
+    assert "its content is null, not text" in lines[0] and "nothing was run" in lines[0]
+    assert not (out / "results.jsonl").exists()
