@@ -35,11 +35,11 @@ minutes at a time, so each ratio is taken within a round (its two sides measured
 round's `wall_vs_ideal` and the 1-minute load average at the start and end are reported too.
 
 Metrics: `wall_vs_ideal` = (a) / (d)'s asynchronous time; `speedup_fraction_of_ideal` = (b)/(a)
-divided by the ideal engine's own speed-up over its turn-synchronous loop. `runner_cpu_ms_per_turn`:
-the CPU the runner's process spends per agent turn (chat templates, tokenization, the drift check,
-HTTP to the engine and the user; the engine and the user are other processes) at the scale of a
-real step, 32 tasks x 8 samples = 256 conversations, median of 3 runs after a warm-up. Still
-reported: `ratio_vs_generation_only` ((a)/(c)) and `speedup_vs_turn_sync` ((b)/(a)).
+divided by the ideal engine's own speed-up over its turn-synchronous loop. Reported as a figure,
+with no bar: `runner_cpu_ms_per_turn`, the CPU the runner's process spends per agent turn (chat
+templates, tokenization, the drift check, aiohttp to the engine and the user; the engine and the
+user are other processes) at the scale of a real step, 32 tasks x 8 samples = 256 conversations,
+median of 3 runs after a warm-up. Also reported: `ratio_vs_generation_only` ((a)/(c)) and `speedup_vs_turn_sync` ((b)/(a)).
 
 Where a gap to the ideal comes from: (e) "arrivals alone" replays, right after each (a), that
 run's requests with its recorded waits (each conversation's next request sent as long after the
@@ -67,7 +67,6 @@ ID = "B2"
 BAR = {
     "wall_vs_ideal": "<= 1.15",
     "speedup_fraction_of_ideal": ">= 0.9",
-    "runner_cpu_ms_per_turn": "<= 2",
 }
 
 NUM_CONVERSATIONS = 64

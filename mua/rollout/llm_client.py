@@ -1,84 +1,47 @@
-"""LLM-backed simulated users and judges: a resilient client for OpenAI-compatible endpoints.
+"""LLM-backed simulated users and judges: `LLMClient`, the gym's `JudgeClient` for `user.kind: llm`.
 
-`LLMClient` implements the gym's `JudgeClient` protocol (`complete`, `complete_json`) on top of
-`ChatEndpoint`, which owns the transport policy shared with the OpenAI agent policy:
+`LLMClient(cfg)` implements `complete(messages) -> str` and `complete_json(messages, validate)`
+on a `mua.rollout.chat_endpoint.ChatEndpoint` (retries with backoff and Retry-After, deadlines
+per attempt, a concurrency cap, counted failures, credentials redacted from errors), reading
+replies as text only: a reply that is not usable text (null content, tool calls nobody offered,
+text far over `max_tokens`) is retried and, when retries are spent, a `UserFailure` (the
+trajectory is masked, never scored). JSON replies have fences stripped, are parsed, validated
+and re-asked on failure (the re-ask shows the model its bad reply and the error). An optional
+on-disk cache keeps validated replies (`llm_cache.ReplyCache`).
 
-- the async `openai` client with its own retries switched off (mua retries, so it can count);
-- a total timeout per attempt (`timeout_s`), enforced on top of the client's socket timeouts
-  and counted from when the request leaves the concurrency queue;
-- retries with exponential backoff and jitter on timeouts, connection errors, unreadable
-  bodies, HTTP 429 (honouring Retry-After) and 5xx; other 4xx fail at once with the server's
-  message (401/403/404 as `RunFailure`: a wrong key, URL or model breaks every request, so the
-  run stops; `preflight()` sends one small request before a run starts to find out early);
-- the whole of a `chat` call (queue, attempts, backoff) is left out of the rollout runner's time
-  budgets (`mua.rollout.wait_clock.outside_budgets`): the endpoint bounds its own time;
-- reply text cleaned of unencodable characters (`mua.text.clean_text`) as it arrives;
-- JSON replies: fences stripped, parsed, validated, and re-asked on failure (counts as a retry;
-  the re-ask shows the model its bad reply and the error);
-- at most `max_concurrency` requests in flight per client (one semaphore per event loop);
-- with `typed_replies=False` (the simulated users and judges, which read only the text), the
-  request is plain JSON over mua's own keep-alive HTTP/1.1 connections (`mua.rollout.http11`)
-  and the reply is read as plain JSON: no SDK request or response models and no httpx pool
-  bookkeeping, which were most of the runner's CPU per user turn. Where that client does not
-  apply (a proxy configured for the URL, credentials or a query in it) the SDK's generic `post`
-  carries the same body;
-- an optional on-disk cache of validated replies (`llm_cache.ReplyCache`).
+`preflight_user` sends one request before a run starts, so a wrong key, URL or model, a
+redirect, or a user that never answers usable text stops the run with one line before anything
+runs. For the OpenAI API itself (no `base_url`) an unset key variable is a `UsageError` when
+the client is built; a local endpoint gets the placeholder key `EMPTY`.
 
-When retries are spent it raises `mua.gym.UserFailure` naming the endpoint and the last error.
-Errors name the endpoint by `public_url` (credentials in the URL left out).
-
-The API key is read from the environment variable named by `api_key_env` at each request and
-sent as a header; it is never stored on these objects, logged, or put in an error message (a
-server message echoing it is redacted). For a local endpoint (`base_url` set) an unset variable
-is fine: the placeholder key `EMPTY` is sent, as local vLLM/SGLang servers expect. For the
-OpenAI API itself an unset variable is a `UsageError` when the client is built.
-
-Not here: the user's persona prompts (each gym builds its own messages), streaming, tool use by
-the simulated user, and any global rate limiting across processes.
+Not here: the user's persona prompts (each gym builds its own messages), streaming, and any
+global rate limiting across processes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import importlib
 import json
 import logging
 import os
-import random
 import re
-import weakref
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
-from mua.rollout import http11
+from mua.rollout.chat_endpoint import (  # noqa: F401 - the names other modules import from here
+    COUNTER_NAMES,
+    LOCAL_PLACEHOLDER_KEY,
+    MAX_BACKOFF_S,
+    REASK_TEMPLATE,
+    ChatEndpoint,
+    public_url,
+)
 from mua.rollout.llm_cache import ReplyCache, request_key
-from mua.rollout.wait_clock import outside_budgets
-from mua.text import clean_text
 
 OPENAI_API_URL = "https://api.openai.com/v1"
-LOCAL_PLACEHOLDER_KEY = "EMPTY"
-MAX_BACKOFF_S = 60.0
-# Requests in flight per HTTP connection pool. httpx checks every idle connection of a pool (a
-# system call each) whenever a request starts or ends, so one pool of N connections costs O(N)
-# per request; the endpoint spreads its concurrency over pools of at most this many.
-REQUESTS_PER_POOL = 8
-COUNTER_NAMES = (
-    "requests",
-    "retries",
-    "failures",
-    "cache_hits",
-    "timeouts",
-    "connection_errors",
-    "rate_limited",
-    "server_errors",
-    "malformed",
-)
 # Counters a run reports for its LLM user (eval summary and table, MLflow), by report name.
 REPORTED_COUNTERS = {
     "user_requests": "requests",
@@ -87,35 +50,6 @@ REPORTED_COUNTERS = {
     "user_timeouts": "timeouts",
     "user_failures": "failures",
 }
-REASK_TEMPLATE = (
-    "Your previous reply could not be used ({error}). Answer again with only the requested "
-    "JSON, no prose and no code fences."
-)
-
-
-def public_url(url: str) -> str:
-    """`url` without user:password and without a query string (where keys sometimes travel)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "<unparseable URL>"
-    netloc = f"[{host}]" if ":" in host else host
-    if port is not None:
-        netloc += f":{port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-class _Retryable(Exception):
-    """A failed attempt worth retrying; `reason` is what the final error will report."""
-
-    def __init__(self, reason: str, retry_after_s: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after_s = retry_after_s
 
 
 def parse_json_text(text: str) -> Any:
@@ -134,320 +68,6 @@ def parse_json_text(text: str) -> Any:
             except json.JSONDecodeError:
                 pass
         raise ValueError(f"not valid JSON ({err.msg} at char {err.pos})") from None
-
-
-def _retry_after_s(response: Any) -> float | None:
-    headers = getattr(response, "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return min(MAX_BACKOFF_S, max(0.0, float(value) * scale))
-        except ValueError:
-            continue  # an HTTP date; fall back to our own backoff
-    return None
-
-
-def _server_message(err: Any) -> str:
-    body = getattr(err, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else None
-        if message:
-            return str(message)[:300]
-    return str(getattr(err, "message", err))[:300]
-
-
-class ChatEndpoint:
-    """One OpenAI-compatible chat endpoint with retries, backoff, a concurrency cap and counters."""
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key_env: str,
-        timeout_s: float,
-        max_retries: int,
-        backoff_s: float,
-        max_concurrency: int,
-        label: str = "LLM user",
-        typed_replies: bool = True,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.api_key_env = api_key_env
-        self.timeout_s = float(timeout_s)
-        self.max_retries = int(max_retries)
-        self.backoff_s = float(backoff_s)
-        self.max_concurrency = int(max_concurrency)
-        self.label = label
-        self.typed_replies = typed_replies
-        self._plain_http = not typed_replies and http11.supports(self.base_url)
-        self.counts: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
-        self._jitter = random.Random()
-        # asyncio primitives and HTTP pools belong to one event loop; keep one set per loop.
-        self._per_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
-        """This loop's transport (a `http11.ConnectionPool`, or the SDK's `_Pools`) and cap."""
-        loop = asyncio.get_running_loop()
-        state = self._per_loop.get(loop)
-        if state is None and self._plain_http:
-            tls = _tls_context() if self.base_url.startswith("https:") else None
-            pool = http11.ConnectionPool(self.base_url, tls)
-            state = self._per_loop[loop] = (pool, asyncio.Semaphore(self.max_concurrency))
-        if state is None:
-            import openai
-
-            # The real key travels per request in a header (read at call time, never stored).
-            tls = _tls_context()
-            clients = [
-                openai.AsyncOpenAI(
-                    api_key=LOCAL_PLACEHOLDER_KEY,
-                    base_url=self.base_url,
-                    timeout=self.timeout_s,
-                    max_retries=0,
-                    **({"http_client": openai.DefaultAsyncHttpxClient(verify=tls)} if tls else {}),
-                )
-                for _ in range(-(-self.max_concurrency // REQUESTS_PER_POOL))
-            ]
-            state = (_Pools(clients), asyncio.Semaphore(self.max_concurrency))
-            self._per_loop[loop] = state
-        return state
-
-    def _api_key(self) -> str:
-        return os.environ.get(self.api_key_env) or LOCAL_PLACEHOLDER_KEY
-
-    def _redact(self, text: str) -> str:
-        key = os.environ.get(self.api_key_env)
-        return text.replace(key, "***") if key and len(key) >= 4 else text
-
-    def backoff_delay_s(self, retry_number: int, retry_after_s: float | None = None) -> float:
-        """Equal-jitter exponential backoff: half fixed, half random; never below Retry-After."""
-        base_s = min(MAX_BACKOFF_S, self.backoff_s * 2 ** (retry_number - 1))
-        delay_s = base_s / 2 + self._jitter.uniform(0, base_s / 2)
-        if retry_after_s is not None:
-            delay_s = max(delay_s, retry_after_s)
-        return min(MAX_BACKOFF_S, delay_s)
-
-    async def chat(
-        self,
-        messages: list[dict],
-        *,
-        parse: Callable[[Any], Any] | None = None,
-        reask: bool = True,
-        **create_kwargs: Any,
-    ) -> tuple[Any, Any]:
-        """Return (assistant message, parse(message)) or raise UserFailure after retries.
-
-        `parse` raising ValueError/TypeError/KeyError marks the reply malformed: it is retried,
-        with a re-ask message appended when `reask` is true.
-        """
-        with outside_budgets():
-            return await self._chat(messages, parse, reask, create_kwargs)
-
-    async def _chat(
-        self,
-        messages: list[dict],
-        parse: Callable[[Any], Any] | None,
-        reask: bool,
-        create_kwargs: dict,
-    ) -> tuple[Any, Any]:
-        attempts = 1 + self.max_retries
-        asked = list(messages)
-        last_reason, retry_after_s = "no attempt made", None
-        for attempt in range(attempts):
-            if attempt:
-                self.counts["retries"] += 1
-                await asyncio.sleep(self.backoff_delay_s(attempt, retry_after_s))
-            retry_after_s = None
-            try:
-                message = await self._request_once(asked, create_kwargs)
-            except _Retryable as err:
-                last_reason, retry_after_s = err.reason, err.retry_after_s
-                continue
-            if parse is None:
-                return message, None
-            try:
-                return message, parse(message)
-            except (ValueError, TypeError, KeyError) as err:
-                self.counts["malformed"] += 1
-                last_reason = f"malformed reply: {err}"
-                if reask:
-                    bad = {"role": "assistant", "content": message.content or ""}
-                    note = {"role": "user", "content": REASK_TEMPLATE.format(error=err)}
-                    asked = [*messages, bad, note]
-        self.counts["failures"] += 1
-        raise UserFailure(
-            f"{self.where} gave no usable reply after {attempts} attempt(s): "
-            f"{self._redact(last_reason)}"
-        )
-
-    @property
-    def where(self) -> str:
-        """How errors name this endpoint: label, URL without credentials, model."""
-        return f"{self.label} at {public_url(self.base_url)} (model {self.model})"
-
-    async def preflight(self, **create_kwargs: Any) -> None:
-        """One small request, retried like any other; returns when it was answered.
-
-        A wrong key, URL or model (401/403/404) raises `RunFailure` at the first attempt; an
-        endpoint that is down or keeps failing raises `UserFailure` after the retries."""
-        await self.chat([{"role": "user", "content": "Reply with OK."}], **create_kwargs)
-
-    async def _request_once(self, messages: list[dict], create_kwargs: dict) -> Any:
-        import openai
-
-        transport, semaphore = self._loop_state()
-        headers = {"Authorization": f"Bearer {self._api_key()}"}
-        async with semaphore:
-            self.counts["requests"] += 1
-            try:
-                if self._plain_http:
-                    response = await self._post_plain(transport, messages, headers, create_kwargs)
-                else:
-                    with transport.lease() as client:
-                        response = await asyncio.wait_for(
-                            self._send(client, messages, headers, create_kwargs),
-                            timeout=self.timeout_s,
-                        )
-            except (asyncio.TimeoutError, openai.APITimeoutError):
-                self.counts["timeouts"] += 1
-                raise _Retryable(f"request timed out after {self.timeout_s:g} s") from None
-            except (openai.APIStatusError, http11.HTTPStatusError) as err:
-                raise self._status_error(err) from None
-            except (openai.APIConnectionError, OSError) as err:
-                self.counts["connection_errors"] += 1
-                raise _Retryable(f"connection error: {err}") from None
-            except (openai.APIResponseValidationError, ValueError) as err:
-                self.counts["malformed"] += 1
-                raise _Retryable(f"unreadable response body: {type(err).__name__}") from None
-        if not getattr(response, "choices", None):
-            self.counts["malformed"] += 1
-            raise _Retryable("response without choices")
-        return _cleaned(response.choices[0].message)
-
-    async def _send(self, client: Any, messages: list[dict], headers: dict, create_kwargs: dict):
-        """One request; a typed ChatCompletion, or with `typed_replies=False` an object whose
-        `choices[0].message.content` is the reply text (choices empty when the body has none)."""
-        if self.typed_replies:
-            return await client.chat.completions.create(
-                model=self.model, messages=messages, extra_headers=headers, **create_kwargs
-            )
-        body = await client.post(
-            "/chat/completions",
-            cast_to=object,
-            body={"model": self.model, "messages": messages, **create_kwargs},
-            options={"headers": headers},
-        )
-        return _plain_reply(body)
-
-    async def _post_plain(
-        self, pool: http11.ConnectionPool, messages: list[dict], headers: dict, create_kwargs: dict
-    ) -> Any:
-        """`_send` with `typed_replies=False` over mua's own HTTP client: the same body."""
-        body = http11.dumps({"model": self.model, "messages": messages, **create_kwargs})
-        response = await pool.request(
-            "POST",
-            "/chat/completions",
-            body,
-            {"Content-Type": "application/json", **headers},
-            timeout_s=self.timeout_s,
-        )
-        return _plain_reply(response.raise_for_status().json())
-
-    def _status_error(self, err: Any) -> Exception:
-        status = int(getattr(err, "status_code", 0) or 0)
-        message = self._redact(_server_message(err))
-        if status == 429:
-            self.counts["rate_limited"] += 1
-            return _Retryable(f"HTTP 429: {message}", _retry_after_s(err.response))
-        if status >= 500:
-            self.counts["server_errors"] += 1
-            return _Retryable(f"HTTP {status}: {message}")
-        self.counts["failures"] += 1
-        where = self.where
-        if status in (401, 403):
-            return RunFailure(
-                f"{where} refused the credentials (HTTP {status}: {message}); check the key in "
-                f"${self.api_key_env}"
-            )
-        if status == 404:
-            return RunFailure(
-                f"{where} answered HTTP 404 ({message}); check the URL and model name"
-            )
-        return UserFailure(f"{where} rejected the request (HTTP {status}): {message}")
-
-    async def aclose(self) -> None:
-        """Close the HTTP pools of the current event loop (others close with their loop)."""
-        state = self._per_loop.pop(asyncio.get_running_loop(), None)
-        if state is None:
-            return
-        if isinstance(state[0], http11.ConnectionPool):
-            await state[0].aclose()
-            return
-        for client in state[0].clients:
-            await client.close()
-
-
-@functools.cache
-def _tls_context() -> Any:
-    """One TLS context for every pool of the process, made as the openai client's HTTP library
-    makes its default one; None where that library cannot (each client then loads the CA
-    bundle itself, which is slow)."""
-    for name in ("httpx2", "httpx"):
-        try:
-            return importlib.import_module(name).create_ssl_context()
-        except (ImportError, AttributeError):
-            continue
-    return None
-
-
-class _Pools:
-    """One event loop's clients (each its own connection pool); `lease` hands out the one with
-    the fewest requests in flight."""
-
-    def __init__(self, clients: list[Any]) -> None:
-        self.clients = clients
-        self.in_flight = [0] * len(clients)
-
-    @contextlib.contextmanager
-    def lease(self):
-        i = min(range(len(self.clients)), key=self.in_flight.__getitem__)
-        self.in_flight[i] += 1
-        try:
-            yield self.clients[i]
-        finally:
-            self.in_flight[i] -= 1
-
-
-def _cleaned(message: Any) -> Any:
-    """The reply message with its text and tool-call arguments cleaned (`mua.text`)."""
-    content = getattr(message, "content", None)
-    if isinstance(content, str):
-        message.content = clean_text(content)
-    for call in getattr(message, "tool_calls", None) or []:
-        fn = getattr(call, "function", None)
-        for name in ("name", "arguments"):
-            value = getattr(fn, name, None)
-            if isinstance(value, str):
-                setattr(fn, name, clean_text(value))
-    return message
-
-
-def _plain_reply(body: Any) -> Any:
-    """A chat completion body read as plain JSON, shaped like the SDK's reply as far as
-    `choices[0].message.content` (no choices when the body has no message)."""
-    try:
-        message = body["choices"][0]["message"]
-        content = message["content"] if isinstance(message, dict) else None
-    except (KeyError, IndexError, TypeError):
-        return SimpleNamespace(choices=[])
-    return SimpleNamespace(
-        choices=[SimpleNamespace(message=SimpleNamespace(role="assistant", content=content))]
-    )
 
 
 def _content_text(message: Any) -> str:
@@ -471,6 +91,7 @@ class LLMClient:
             backoff_s=cfg.backoff_s,
             max_concurrency=cfg.max_concurrency,
             typed_replies=False,
+            base_url_setting="user.base_url",
         )
         self.cache = ReplyCache(cfg.cache_dir) if cfg.cache_dir else None
         self._reported: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
@@ -535,9 +156,14 @@ class LLMClient:
 
     async def preflight(self) -> None:
         """`ChatEndpoint.preflight` with this client's sampling settings (a parameter the
-        server rejects fails here as it would on every request); the cache is not consulted."""
-        await self.endpoint.preflight(
-            temperature=self.cfg.temperature, max_tokens=min(self.cfg.max_tokens, 16)
+        server rejects fails here as it would on every request) and its reading of replies (an
+        empty one is not usable either); the cache is not consulted."""
+        await self.endpoint.chat(
+            [{"role": "user", "content": "Reply with OK."}],
+            parse=_content_text,
+            reask=False,
+            temperature=self.cfg.temperature,
+            max_tokens=min(self.cfg.max_tokens, 16),
         )
 
     async def aclose(self) -> None:

@@ -13,8 +13,8 @@ Native `tool_calls` are used when the server returns them; otherwise tool calls 
 `message_to_action` turns the dict into the gym's `AgentAction`.
 
 Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
-is `mua.rollout.llm_client.ChatEndpoint`, set up from `rollout.openai` (the same endpoint settings
-as an LLM user's); when its retries are spent the run stops with a
+is `mua.rollout.chat_endpoint.ChatEndpoint` (aiohttp), set up from `rollout.openai` (the same
+endpoint settings as an LLM user's); when its retries are spent the run stops with a
 `RunFailure` naming the endpoint, since an agent that cannot answer makes the evaluation
 meaningless. Mua's internal messages (tool-call arguments as dicts, tool results by name, `env`
 interventions) are converted to the wire format here and nowhere else.
@@ -28,7 +28,8 @@ from typing import Any
 
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import AgentAction, ToolCall, UserFailure
-from mua.rollout.llm_client import OPENAI_API_URL, ChatEndpoint
+from mua.rollout.chat_endpoint import ChatEndpoint
+from mua.rollout.llm_client import OPENAI_API_URL
 from mua.rollout.toolcalls import ParserName, action_as_message, parse_action, read_native_calls
 
 
@@ -157,6 +158,7 @@ class OpenAIPolicy:
             backoff_s=cfg.backoff_s,
             max_concurrency=cfg.max_concurrency,
             label="agent endpoint",
+            base_url_setting="rollout.openai.base_url",
         )
         return cls(
             endpoint,
@@ -180,7 +182,7 @@ class OpenAIPolicy:
         if tools:
             kwargs["tools"] = tools
         if self.top_k > 0:  # not part of the OpenAI API; vLLM and SGLang read it from the body
-            kwargs["extra_body"] = {"top_k": self.top_k}
+            kwargs["top_k"] = self.top_k
         try:
             reply, _ = await self.endpoint.chat(to_wire_messages(messages), **kwargs)
         except UserFailure as err:

@@ -20,11 +20,11 @@ requests still running on the server, so memory is never released under a runnin
 Request ids carry a per-client tag and a counter: unique across the ranks sharing a server.
 Launching a server is `mua.rollout.sglang_launch`.
 
-`/generate`, the call of every turn, goes over keep-alive connections on the caller's event
-loop (`mua.rollout.http11`, one pool per loop); a caller that gives up leaves its connection to
-read the answer, so the request counts as in flight and `drain()` waits for it until the server
-answered. The other calls (weight pushes with large bodies, memory, cache) go through the
-standard library in a thread pool. The event loop never blocks. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
+Every call goes over aiohttp on the caller's event loop (`mua.rollout.http_session`, one session
+per loop, connections kept alive); bodies of weight pushes are encoded on a worker thread, so
+the loop never blocks. A `/generate` whose caller gives up (a trajectory timeout) runs on to its
+answer: the request counts as in flight until the server answered it, and `drain()` aborts it
+and waits for that. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
 NCCL weight broadcast, multi-node servers, router/load-balancer processes.
 """
 
@@ -36,21 +36,19 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
-import weakref
 import zlib
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from itertools import count
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
+
 from mua.errors import RunFailure
-from mua.rollout import http11, weight_sync
+from mua.rollout import weight_sync
 from mua.rollout.engine import GenerationRequest, GenerationResult
+from mua.rollout.http_session import LoopSessions
 from mua.serve import protocol
 from mua.serve.releases import ReleaseTraits
 
@@ -95,13 +93,12 @@ class SGLangEngine:
         self.stats = {"requests": 0, "tokens": 0, "weight_buckets": 0, "weight_bytes": 0}
         self._client_tag = uuid.uuid4().hex[:12]
         self._rid_counter = count()
-        self._inflight: dict[str, int] = {}  # rid -> HTTP calls still open (thread side)
+        self._inflight: dict[str, int] = {}  # rid -> HTTP calls still open
         self._inflight_lock = threading.Lock()
-        self._per_loop: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # connections at once per loop: the runner's requests in flight, plus control calls
+        self._sessions = LoopSessions(self.base_url, max_connections=max_concurrency + 4)
+        self._given_up: set[asyncio.Task] = set()  # /generate calls whose caller gave up
         self._prompts = _PromptJSON()
-        self._pool = ThreadPoolExecutor(
-            max_workers=max_concurrency + 4, thread_name_prefix="mua-sglang"
-        )
 
     @property
     def asleep(self) -> bool:
@@ -109,7 +106,7 @@ class SGLangEngine:
 
     # ---- HTTP -----------------------------------------------------------------------------
 
-    def _call_sync(
+    async def _call(
         self,
         method: str,
         path: str,
@@ -117,33 +114,54 @@ class SGLangEngine:
         timeout_s: float | None = None,
         rid: str | None = None,
     ) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.base_url + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
+        """One call with a JSON body (encoded on a worker thread: weight pushes are large);
+        the answer's JSON (`{"text": ...}` for a plain-text answer, `{}` for none)."""
+        data = None if body is None else await asyncio.to_thread(_encode, body)
+        return await self._send(method, path, data, timeout_s or self.timeout_s, rid)
+
+    async def _send(
+        self, method: str, path: str, data: bytes | None, timeout_s: float, rid: str | None
+    ) -> Any:
+        session = await self._sessions.get()
         if rid is not None:
             self._track(rid, 1)
         try:
-            with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as err:
-            raise ServerHTTPError(
-                f"SGLang server {self.base_url}{path} answered HTTP {err.code}: "
-                f"{_server_message(err.read())}",
-                err.code,
-            ) from None
-        except (urllib.error.URLError, OSError) as err:
-            raise self._unreachable(getattr(err, "reason", err)) from None
+            async with session.request(
+                method,
+                self.base_url + path,
+                data=data,
+                headers=_JSON,
+                allow_redirects=False,
+                proxy=self._sessions.proxy,
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as response:
+                raw, status = await response.read(), response.status
+                location = response.headers.get("Location")
+        except asyncio.TimeoutError:
+            raise self._unreachable(f"no answer to {path} within {timeout_s:g} s") from None
+        except (aiohttp.ClientConnectionError, OSError) as err:
+            raise self._unreachable(f"{type(err).__name__}: {err}") from None
+        except aiohttp.ClientError as err:
+            raise RunFailure(f"SGLang server {self.base_url}{path}: {err}") from None
         finally:
             if rid is not None:
                 self._track(rid, -1)
+        if 300 <= status < 400:
+            raise ServerHTTPError(
+                f"SGLang server {self.base_url}{path} answered a redirect (HTTP {status}) to "
+                f"{location}; fix rollout.sglang.base_urls",
+                status,
+            )
+        if status >= 400:
+            raise ServerHTTPError(
+                f"SGLang server {self.base_url}{path} answered HTTP {status}: "
+                f"{_server_message(raw)}",
+                status,
+            )
         return _read_body(raw)
 
     def _track(self, rid: str, delta: int) -> None:
-        """Count `rid`'s HTTP calls still open (thread side and loop side)."""
+        """Count `rid`'s HTTP calls still open."""
         with self._inflight_lock:
             left = self._inflight.get(rid, 0) + delta
             if left > 0:
@@ -151,52 +169,35 @@ class SGLangEngine:
             else:
                 self._inflight.pop(rid, None)
 
-    def _connections(self) -> http11.ConnectionPool:
-        loop = asyncio.get_running_loop()
-        pool = self._per_loop.get(loop)
-        if pool is None:
-            pool = self._per_loop[loop] = http11.ConnectionPool(self.base_url)
-        return pool
+    @property
+    def connections_opened(self) -> int:
+        """Connections opened to the server so far (kept alive, they serve many calls)."""
+        return self._sessions.opened
 
     async def _post_generate(self, data: bytes, rid: str) -> Any:
-        """POST /generate on this loop's keep-alive connections. The request counts as in
-        flight until its answer is read: a caller that gives up (a trajectory timeout) leaves
-        the connection to read it, so `drain()` sees the request for as long as the server
-        runs it."""
-        self._track(rid, 1)
+        """POST /generate. The request counts as in flight until its answer is read: a caller
+        that gives up (a trajectory timeout) leaves the call to run to its answer, so `drain()`
+        sees the request for as long as the server runs it."""
+        call = asyncio.ensure_future(self._send("POST", "/generate", data, self.timeout_s, rid))
         try:
-            response = await self._connections().request(
-                "POST",
-                "/generate",
-                data,
-                _JSON,
-                on_settled=lambda: self._track(rid, -1),
-                timeout_s=self.timeout_s,
-            )
-        except asyncio.TimeoutError:
-            raise self._unreachable("timed out") from None
-        except OSError as err:
-            raise self._unreachable(err) from None
-        except http11.HTTPProtocolError as err:
-            raise RunFailure(f"SGLang server {self.base_url}/generate: {err}") from None
-        if response.status >= 400:
-            raise ServerHTTPError(
-                f"SGLang server {self.base_url}/generate answered HTTP {response.status}: "
-                f"{_server_message(response.body)}",
-                response.status,
-            )
-        return _read_body(response.body)
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            if not call.done():
+                self._given_up.add(call)
+                call.add_done_callback(self._forget)
+            raise
+
+    def _forget(self, call: asyncio.Task) -> None:
+        """A given-up /generate ended: its answer (or failure) has nobody to go to."""
+        self._given_up.discard(call)
+        if not call.cancelled():
+            call.exception()
 
     def _unreachable(self, reason: Any) -> RunFailure:
         return RunFailure(
             f"cannot reach the SGLang server at {self.base_url} ({reason}); start "
             "it (or `mua serve`) or fix rollout.sglang.base_urls"
         )
-
-    async def _call(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
-        """`_call_sync` (same arguments) on the engine's threads: HTTP never blocks the loop."""
-        call = partial(self._call_sync, method, path, body, **options)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     async def server_traits(self) -> ReleaseTraits:
         """The release facts of this server, read once from `/get_server_info`."""
@@ -343,11 +344,13 @@ class SGLangEngine:
     async def model_info(self) -> dict:
         return await self._call("GET", "/get_model_info")
 
+    async def close_connections(self) -> None:
+        """Close this event loop's connections to the server (other loops' close with them)."""
+        await self._sessions.aclose()
+
     async def close(self) -> None:
-        connections = self._per_loop.pop(asyncio.get_running_loop(), None)
-        if connections is not None:
-            await connections.aclose()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Close this loop's connections and stop the server process this engine launched."""
+        await self._sessions.aclose()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -356,7 +359,11 @@ class SGLangEngine:
                 self.process.kill()
 
 
-_JSON = {"Content-Type": "application/json"}
+_JSON = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+def _encode(body: Any) -> bytes:
+    return json.dumps(body).encode()
 
 
 class _PromptJSON:

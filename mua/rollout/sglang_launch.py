@@ -11,6 +11,7 @@ it answers 200 (SGLang answers 503 while it warms up; a server without `/health`
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -102,26 +103,39 @@ def wait_until_ready(
     log_file: Path | None = None,
 ) -> None:
     """Poll `/health` until it answers 200 (SGLang answers 503 while starting); a server without
-    `/health` (404) is polled on `/get_model_info` instead."""
+    `/health` (404) is polled on `/get_model_info` instead. Runs its own event loop (call it
+    where none runs); `TimeoutError` past `deadline`."""
+    asyncio.run(_poll_until_ready(engine, process, deadline, log_file))
+
+
+async def _poll_until_ready(
+    engine: SGLangEngine,
+    process: subprocess.Popen | None,
+    deadline: float,
+    log_file: Path | None,
+) -> None:
     path = "/health"
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            tail = log_file.read_text(errors="replace").splitlines()[-5:] if log_file else []
-            raise RunFailure(
-                f"SGLang exited with code {process.returncode} while starting "
-                f"(log {log_file}): {' | '.join(tail)}"
-            )
-        try:
-            engine._call_sync("GET", path, timeout_s=5)
-            return
-        except ServerHTTPError as err:
-            if err.status == 404 and path == "/health":
-                path = "/get_model_info"
-                continue
-        except RunFailure:
-            pass
-        time.sleep(1)
-    raise TimeoutError
+    try:
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                tail = log_file.read_text(errors="replace").splitlines()[-5:] if log_file else []
+                raise RunFailure(
+                    f"SGLang exited with code {process.returncode} while starting "
+                    f"(log {log_file}): {' | '.join(tail)}"
+                )
+            try:
+                await engine._call("GET", path, timeout_s=5)
+                return
+            except ServerHTTPError as err:
+                if err.status == 404 and path == "/health":
+                    path = "/get_model_info"
+                    continue
+            except RunFailure:
+                pass
+            await asyncio.sleep(1)
+        raise TimeoutError
+    finally:
+        await engine.close_connections()
 
 
 def start_server_process(

@@ -114,7 +114,10 @@ class MuaServer:
     def stop(self) -> None:
         if self._loop.is_running():
             if self._listener is not None:
-                self._loop.call_soon_threadsafe(self._listener.close)
+                try:
+                    self._run(self._listener.close(), timeout_s=30)
+                except Exception:
+                    pass
             close = getattr(self.engine, "close", None)
             if close is not None:
                 try:
@@ -124,6 +127,8 @@ class MuaServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if not self._loop.is_running() and not self._loop.is_closed():
+            self._loop.close()
         self._calls.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> MuaServer:

@@ -4,7 +4,7 @@ It answers `POST /v1/chat/completions` (the OpenAI response shape, with `usage`)
 `GET /v1/models`. What the assistant says comes from a Python handler `reply(request_json)`
 returning the content string (or a message dict with `tool_calls`). Per request it can inject
 faults (a hang, HTTP 500, HTTP 429 with Retry-After, malformed JSON content, a non-JSON body, a
-dropped connection) and latency (fixed, or log-normal with a given mean, seeded). It counts
+dropped connection, a redirect) and latency (fixed, or log-normal with a given mean, seeded). It counts
 requests, TCP connections (HTTP/1.1 keep-alive, as real servers) and the most requests it had in
 flight at once.
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-FAULT_KINDS = ("hang", "http500", "http429", "status", "malformed", "garbage", "drop")
+FAULT_KINDS = ("hang", "http500", "http429", "status", "malformed", "garbage", "drop", "redirect")
 # sigma of the log-normal latency (of the underlying normal); the mean is set per server
 LATENCY_SIGMA = 0.5
 
@@ -51,12 +51,15 @@ class Fault:
     malformed: HTTP 200 whose assistant content is not valid JSON.
     garbage: HTTP 200 whose body is not JSON at all.
     drop: close the connection without answering.
+    redirect: answer `status` (307 unless a 3xx is given) with `Location: location`, as a proxy
+    or a server moved to https does.
     """
 
     kind: str
     retry_after_s: float = 0.1
     status: int = 400
     message: str = "injected error"
+    location: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -317,6 +320,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     "retry-after-ms": str(int(wait_s * 1000)),
                 }
                 self._send_json(429, {"error": {"message": "injected rate limit"}}, headers)
+            elif kind == "redirect":
+                status = fault.status if 300 <= fault.status < 400 else 307
+                self._send_json(status, {}, {"Location": fault.location})
             elif kind == "status":
                 self._send_json(fault.status, {"error": {"message": fault.message}})
             elif kind == "garbage":

@@ -143,7 +143,7 @@ def ask_at_once(
     questions: int, max_concurrency: int, typed_replies: bool = False
 ) -> tuple[list[str], FakeOpenAIServer]:
     """`questions` asks gathered at once through one client against a 60 ms server; with
-    `typed_replies` through the SDK's typed path (the OpenAI agent policy's) instead."""
+    `typed_replies` through the endpoint as the OpenAI agent policy uses it instead."""
 
     async def many(client: LLMClient) -> list[str]:
         asks = [[{"role": "user", "content": f"q{i}"}] for i in range(questions)]
@@ -178,28 +178,53 @@ def test_concurrency_limit_is_never_exceeded(typed_replies):
     assert server.connections <= 3
 
 
-def test_high_concurrency_is_spread_over_small_connection_pools(monkeypatch):
-    """On the SDK's path (typed replies), httpx checks every idle connection of a pool whenever
-    a request starts or ends, so the endpoint spreads max_concurrency 20 over 3 pools, each
-    leased when it is the least busy."""
-    import contextlib
+def test_a_cancelled_request_is_never_left_running():
+    """Callers that give up (a trajectory's deadline) end their requests: the server sees every
+    connection close, and the concurrency slots are free for the next requests at once."""
 
-    from mua.rollout import llm_client as users
+    async def scenario():
+        ended: list[float] = []
+        seen = asyncio.Event()
+        opened = 0
 
-    seen: list[tuple[int, int]] = []
-    real_lease = users._Pools.lease
+        async def hold(reader, writer):  # reads a request and never answers
+            nonlocal opened
+            opened += 1
+            await reader.readuntil(b"\r\n\r\n")
+            if opened == 4:
+                seen.set()
+            await reader.read()  # until the client closes
+            ended.append(time.monotonic())
+            writer.close()
 
-    @contextlib.contextmanager
-    def watched(self):
-        with real_lease(self) as client:
-            seen.append((len(self.clients), max(self.in_flight)))
-            yield client
+        server = await asyncio.start_server(hold, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        endpoint = ChatEndpoint(
+            base_url=f"http://127.0.0.1:{port}/v1",
+            model="m",
+            api_key_env=KEY_ENV,
+            timeout_s=60,
+            max_retries=0,
+            backoff_s=0.01,
+            max_concurrency=4,
+        )
+        calls = [asyncio.create_task(endpoint.chat(ASK)) for _ in range(4)]
+        await asyncio.wait_for(seen.wait(), 10)
+        cancelled_at = time.monotonic()
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        deadline = time.monotonic() + 5
+        while len(ended) < 4 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        free = endpoint._semaphore()._value
+        await endpoint.aclose()
+        server.close()
+        return ended, cancelled_at, free
 
-    monkeypatch.setattr(users._Pools, "lease", watched)
-    replies, server = ask_at_once(40, max_concurrency=20, typed_replies=True)
-    assert len(replies) == 40 and server.max_in_flight == 20
-    assert {pools for pools, _ in seen} == {3}
-    assert max(peak for _, peak in seen) == 7  # 20 in flight over 3 pools: 7, 7, 6
+    ended, cancelled_at, free = asyncio.run(scenario())
+    assert len(ended) == 4 and max(ended) - cancelled_at < 2
+    assert free == 4
 
 
 def test_cache_hits_skip_the_server(tmp_path):
@@ -312,3 +337,42 @@ def test_client_keeps_connections_alive_across_requests():
         asyncio.run(ask_many(client))
     assert server.total_requests == 17
     assert 1 <= server.connections <= 4  # the concurrency cap bounds the pool in use
+
+
+def test_credentials_in_the_url_go_as_basic_auth_and_never_into_errors(monkeypatch):
+    import base64
+
+    monkeypatch.setenv(KEY_ENV, "sk-not-sent-0123")
+    with FakeOpenAIServer(faults=["http500", None, "http500", "http500"]) as server:
+        url = server.base_url.replace("http://", "http://bob:pw-secret@")
+        client = client_for(server, base_url=url, max_retries=1, backoff_s=0.01)
+        assert asyncio.run(client.complete(ASK)).startswith("Thanks")
+        with pytest.raises(UserFailure) as info:
+            asyncio.run(client.complete(ASK))  # two 500s: retries spent
+    sent = server.requests[0]["headers"]["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"bob:pw-secret").decode()
+    assert "pw-secret" not in str(info.value) and f"127.0.0.1:{server.port}/v1" in str(info.value)
+
+
+def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
+    from mua.rollout.http_session import proxy_for
+
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert proxy_for("https://api.openai.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    assert proxy_for("https://api.openai.com/v1") == "http://proxy.internal:3128"
+    assert proxy_for("http://127.0.0.1:8000/v1") is None  # the proxy is for https only
+    monkeypatch.setenv("NO_PROXY", "api.openai.com")
+    assert proxy_for("https://api.openai.com/v1") is None
+    endpoint = ChatEndpoint(
+        base_url="https://example.org/v1",
+        model="m",
+        api_key_env=KEY_ENV,
+        timeout_s=1,
+        max_retries=0,
+        backoff_s=0.1,
+        max_concurrency=1,
+    )
+    assert endpoint._sessions.proxy == "http://proxy.internal:3128"

@@ -312,7 +312,7 @@ def test_unreadable_native_calls_are_counted_parse_errors_with_an_observation():
 
 def test_message_policy_reads_wire_format_tool_calls_from_any_actor():
     """An actor that hands back the server's message as it came (arguments as JSON strings)."""
-    import openai
+    openai = pytest.importorskip("openai")
 
     with FakeOpenAIServer(weather_reply) as server:
 

@@ -37,6 +37,18 @@ def client(server):
     asyncio.run(engine.close())
 
 
+def _sync(engine: SGLangEngine, method: str, path: str, body=None):
+    """One control call of `engine`, run to its end on a loop of its own."""
+
+    async def call():
+        try:
+            return await engine._call(method, path, body)
+        finally:
+            await engine.close_connections()
+
+    return asyncio.run(call())
+
+
 def _greedy(max_new_tokens=6, stop=()):
     return SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens, stop_token_ids=list(stop))
 
@@ -257,7 +269,7 @@ def test_sleep_blocks_generation_until_wake(server, client):
     with pytest.raises(RuntimeError, match="asleep"):
         asyncio.run(client.generate(req))
     with pytest.raises(RunFailure, match="503.*resume_memory_occupation"):
-        client._call_sync("POST", "/generate", protocol.generate_body(req))
+        _sync(client, "POST", "/generate", protocol.generate_body(req))
     asyncio.run(client.wake(tags=["weights"]))  # SGLang's order: weights, push, then the rest
     assert server.released_tags == {"kv_cache", "cuda_graph"}
     asyncio.run(client.wake())
@@ -292,20 +304,20 @@ def test_pool_keeps_a_trajectory_on_one_engine(server_055):
 
 def test_errors_are_one_clear_line(server, client):
     with pytest.raises(RunFailure, match="cannot reach the SGLang server"):
-        SGLangEngine("http://127.0.0.1:9", timeout_s=2)._call_sync("GET", "/health")
+        _sync(SGLangEngine("http://127.0.0.1:9", timeout_s=2), "GET", "/health")
     with pytest.raises(RunFailure, match="400.*input_ids"):
-        client._call_sync("POST", "/generate", {"text": "hello"})
+        _sync(client, "POST", "/generate", {"text": "hello"})
     with pytest.raises(RunFailure, match="404"):
-        client._call_sync("GET", "/no_such_thing")
+        _sync(client, "GET", "/no_such_thing")
     body = {"serialized_named_tensors": ["AAAA"], "load_format": None, "flush_cache": True}
     with pytest.raises(RunFailure, match="400.*begin_weight_update"):  # 0.5.23: no session
-        client._call_sync("POST", "/update_weights_from_tensor", body)
-    client._call_sync("POST", "/begin_weight_update", {})
+        _sync(client, "POST", "/update_weights_from_tensor", body)
+    _sync(client, "POST", "/begin_weight_update", {})
     try:
         with pytest.raises(RunFailure, match="400.*not a serialized tensor list"):
-            client._call_sync("POST", "/update_weights_from_tensor", body)
+            _sync(client, "POST", "/update_weights_from_tensor", body)
     finally:
-        client._call_sync("POST", "/end_weight_update", {})
+        _sync(client, "POST", "/end_weight_update", {})
     with pytest.raises(RunFailure, match="no weight named"):
         asyncio.run(client.update_weights([("not.a.weight", torch.zeros(2))]))
 
@@ -317,14 +329,14 @@ def test_generate_keeps_its_connections_alive_and_names_failures(server, client)
     async def turns():
         for _ in range(4):
             await client.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2)))
-        sequential = client._connections().opened
+        sequential = client.connections_opened
         await asyncio.gather(
             *(
                 client.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2)))
                 for _ in range(3)
             )
         )
-        return sequential, client._connections().opened
+        return sequential, client.connections_opened
 
     assert asyncio.run(turns()) == (1, 3)
     down = SGLangEngine("http://127.0.0.1:9", timeout_s=2)
