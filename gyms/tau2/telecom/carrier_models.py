@@ -11,7 +11,7 @@ datetimes, as in tau2. This module holds data only; the agent's tools live in
 from __future__ import annotations
 
 import datetime
-import tomllib
+import sys
 from enum import Enum
 from pathlib import Path
 
@@ -19,7 +19,18 @@ from pydantic import Field
 
 from gyms.tau2.toolkit import DBModel
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 ACCOUNT_CREATION_DEFAULT = datetime.date(2025, 1, 1)
+
+
+def read_toml(path: Path | str) -> dict:
+    """The contents of a TOML file (tau2 keeps both telecom databases as TOML)."""
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)
 
 
 class Address(DBModel):
@@ -152,5 +163,4 @@ class TelecomDB(DBModel):
 
     @classmethod
     def load(cls, path: Path | str) -> TelecomDB:
-        with open(path, "rb") as fh:
-            return cls.model_validate(tomllib.load(fh))
+        return cls.model_validate(read_toml(path))

@@ -10,12 +10,12 @@ The phone's behaviour is in `phone_network.py` and `phone_tools.py`.
 
 from __future__ import annotations
 
-import tomllib
 from enum import Enum
 from pathlib import Path
 
 from pydantic import Field
 
+from gyms.tau2.telecom.carrier_models import read_toml
 from gyms.tau2.toolkit import DBModel
 
 
@@ -183,5 +183,4 @@ class TelecomUserDB(DBModel):
 
     @classmethod
     def load(cls, path: Path | str) -> TelecomUserDB:
-        with open(path, "rb") as fh:
-            return cls.model_validate(tomllib.load(fh))
+        return cls.model_validate(read_toml(path))
