@@ -229,8 +229,17 @@ class PhoneBehaviour:
         if self.device.vpn_connected:
             return None
         self.device.vpn_connected = True
-        self.device.vpn_details = default_vpn()
+        self.device.vpn_details = self._vpn_profile()
         return True
+
+    def _vpn_profile(self) -> VpnDetails:
+        """The one VPN profile of this phone, shared by reference with `device.vpn_details`
+        while connected: a fault set on it (`break_vpn`) survives disconnecting and
+        reconnecting, as in tau2 (where the profile lives for the whole process; here, for
+        the environment)."""
+        if getattr(self, "_vpn", None) is None:
+            self._vpn = default_vpn()
+        return self._vpn
 
     def _disconnect_vpn(self) -> bool:
         if not self.device.vpn_connected:
