@@ -139,7 +139,7 @@ def function_schema(name: str, func: Callable) -> dict:
     """OpenAI tool schema of a bound method (parameters via pydantic, as tau2 builds them)."""
     short, long, arg_docs = parse_docstring(func.__doc__)
     fields: dict[str, Any] = {}
-    for pname, param in inspect.signature(func).parameters.items():
+    for pname, param in inspect.signature(func, eval_str=True).parameters.items():
         anno = Any if param.annotation is param.empty else param.annotation
         default = ... if param.default is param.empty else param.default
         if pname in arg_docs:

@@ -1,0 +1,32 @@
+"""Load a domain database once per process and hand out independent copies.
+
+The first load validates the file into the domain's pydantic model; later environments get a
+deep copy of that validated model, so episodes never share state. Files are JSON or TOML.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tomllib
+from pydantic import BaseModel
+
+_CACHE: dict[tuple[str, type], BaseModel] = {}
+
+
+def read_data_file(path: Path) -> object:
+    """Parsed JSON or TOML (by suffix)."""
+    if path.suffix == ".toml":
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    with path.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+def fresh_db(path: Path, model: type[BaseModel]) -> BaseModel:
+    """A private copy of the database at `path`, validated as `model`."""
+    key = (str(Path(path).resolve()), model)
+    if key not in _CACHE:
+        _CACHE[key] = model.model_validate(read_data_file(Path(path)))
+    return _CACHE[key].model_copy(deep=True)
