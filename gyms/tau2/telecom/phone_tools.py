@@ -6,11 +6,8 @@ APN reset, VPN, app permissions, reboot, and paying a bill the agent requested. 
 text is tau2-bench v1.0.1's. Set-up functions (`set_user_info`, `break_*`, `turn_*`,
 `unseat_sim_card`, ...) and assertions (`assert_*`) are environment functions that tasks call
 by name; they are in `phone_setup.py`. The rules behind them are in `phone_network.py`.
+Annotations stay evaluated (no postponed annotations): the tool schemas are built from them.
 """
-
-from __future__ import annotations
-
-from typing import Any
 
 from gyms.tau2.telecom.phone_models import (
     APNSettings,
@@ -81,7 +78,7 @@ class TelecomUserTools(PhoneSetup, PhoneBehaviour, Toolkit):
         return f"Network Mode Preference: {self.device.network_mode_preference.value}"
 
     @tool(WRITE)
-    def set_network_mode_preference(self, mode: Any) -> str:
+    def set_network_mode_preference(self, mode: NetworkModePreference | str) -> str:
         """Choose which kind of cellular network the phone prefers (faster 4G/5G or older 3G/2G).
 
         Args:
@@ -162,7 +159,7 @@ class TelecomUserTools(PhoneSetup, PhoneBehaviour, Toolkit):
         )
 
     @tool(WRITE)
-    def set_apn_settings(self, apn_settings: Any) -> str:
+    def set_apn_settings(self, apn_settings: APNSettings | dict) -> str:
         """Replace the phone's APN settings.
 
         Args:
