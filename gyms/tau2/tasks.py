@@ -125,13 +125,20 @@ def load_domain_checked(root: Path, domain: str):
     return spec
 
 
-def task_row(domain: str, split: str, task: dict) -> Task:
+def task_row(domain: str, split: str, task: dict, policy: str) -> Task:
+    """One row; its prompt is the agent's opening view (system prompt and greeting)."""
+    from gyms.tau2.env import GREETING, system_prompt
+
     payload = {"domain": domain, "task": task}
+    prompt = [
+        {"role": "system", "content": system_prompt(policy, False, None)},
+        {"role": "assistant", "content": GREETING},
+    ]
     return Task(
         task_id=f"tau2-{domain}-{task['id']}",
         gym=GYM_NAME,
         split=split,
-        prompt=[],
+        prompt=prompt,
         payload=payload,
         source=f"tau2-bench:{domain}",
     )
@@ -149,7 +156,10 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
     out: dict[str, list[Task]] = {}
     for name in PUBLISHED if domain == "all" else (domain,):
         tasks, splits = read_tasks(root, name)
+        policy = load_domain(name, root).policy
         by_id = {str(t["id"]): t for t in tasks}
         for split, ids in splits.items():
-            out.setdefault(split, []).extend(task_row(name, split, by_id[str(i)]) for i in ids)
+            out.setdefault(split, []).extend(
+                task_row(name, split, by_id[str(i)], policy) for i in ids
+            )
     return out
