@@ -1,4 +1,8 @@
-"""Telecom solo mode: the agent alone, with the ticket and the phone's tools."""
+"""Telecom solo mode at the environment level: the agent alone holds both tool sets.
+
+The conversation rules of solo mode (ticket in the system prompt, tool calls only, the `done`
+tool) belong to the gym's env; here the environment underneath is checked against tau2.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gyms.tau2.domain import load_domain
-from gyms.tau2.telecom.solo import DONE_TOOL, NO_TEXT, SoloEpisode, can_run_solo
+from gyms.tau2.domain import AGENT, USER, load_domain
 from tests.conftest import shared_dir
 
 REFERENCE = Path(__file__).resolve().parents[1] / "golden" / "tau2_telecom_reference.json.gz"
@@ -24,36 +27,39 @@ def telecom():
     return load_domain("telecom", shared), json.loads(tasks_file.read_text())
 
 
-def test_gold_actions_alone_solve_every_task(telecom):
-    """The agent doing the customer's gold actions itself ends where tau2's synced replay does."""
+def test_gold_actions_by_the_agent_alone_end_as_tau2(telecom):
+    """Every gold action called by the agent in a solo environment ends in tau2's synced end
+    state (both DB hashes) with every env assertion met, for every task (all have a ticket)."""
     domain, tasks = telecom
     expected = json.loads(gzip.decompress(REFERENCE.read_bytes()))["tasks"]
     failures = []
     for task in tasks:
-        assert can_run_solo(task)
-        episode = SoloEpisode(domain, task)
+        assert task.get("ticket") and task["evaluation_criteria"]["actions"]
+        env = domain.new_environment(solo=True)
+        env.apply_initial_state(task["initial_state"])
         for action in task["evaluation_criteria"]["actions"]:
-            step = episode.step(None, [{"name": action["name"], "arguments": action["arguments"]}])
-            assert not any(error for _text, error in step.results), (task["id"], step.results)
-        assert episode.step(None, [{"name": DONE_TOOL, "arguments": {}}]).done
-        env = episode.env
+            _text, error = env.tool_call(AGENT, action["name"], action["arguments"])
+            assert not error, (task["id"], action)
         met = [
             env.run_assertion(a["env_type"], a["func_name"], a.get("arguments"), a["assert_value"])
             for a in task["evaluation_criteria"]["env_assertions"]
         ]
-        hashes = [env.db_hash()[:12], env.user_db_hash()[:12]]
-        if not all(met) or hashes != expected[task["id"]][4:6]:
+        if (
+            not all(met)
+            or [env.db_hash()[:12], env.user_db_hash()[:12]] != expected[task["id"]][4:6]
+        ):
             failures.append(task["id"])
     assert not failures, f"{len(failures)} tasks: {failures[:5]}"
 
 
-def test_solo_rules(telecom):
+def test_solo_environment(telecom):
     domain, tasks = telecom
-    episode = SoloEpisode(domain, tasks[0])
-    names = [t["function"]["name"] for t in episode.tools()]
-    assert names[-1] == DONE_TOOL and "toggle_roaming" in names and "enable_roaming" in names
-    assert tasks[0]["ticket"] in episode.system_prompt
-    assert "main_policy_solo" not in episode.system_prompt  # the text, not the file name
-    assert episode.step("I will help", []).feedback == NO_TEXT
-    assert episode.step(None, []).feedback.startswith("You sent an empty message")
-    assert episode.env.tool_call("user", "toggle_data", {})[1]  # no user side in solo
+    env = domain.new_environment(solo=True)
+    names = [t["function"]["name"] for t in env.agent_schemas()]
+    assert "toggle_roaming" in names and "enable_roaming" in names
+    assert env.user_schemas() == []
+    assert env.policy != domain.policy and "<tech_support_policy>" in env.policy
+    assert env.tool_call(USER, "toggle_data", {}) == (
+        "Error: User tool calls are not allowed in solo mode",
+        True,
+    )

@@ -127,7 +127,7 @@ def requested_tools(sentence: str) -> list[str]:
     """User tools a sentence asks for, in priority order (a tool's own name counts too)."""
     found: list[str] = []
     for name, pattern in REQUESTS:
-        if name in sentence or re.search(pattern, sentence):
+        if re.search(rf"(?<![a-z_]){name}(?![a-z_])", sentence) or re.search(pattern, sentence):
             if not SUPPRESSED_BY.get(name, set()) & set(found):
                 found.append(name)
     return found
@@ -184,7 +184,8 @@ class TelecomScriptedUser:
         if name == "grant_app_permission":
             gold = self._gold_arguments(name) or {}
             app = next((a for a in APPS if a in sentence), gold.get("app_name", "messaging"))
-            perms = [p for p in PERMISSIONS if re.search(rf"\b{p}\b", sentence)]
+            asked = re.sub(r"\b(?:your|the|my|this) (?:phone|device)\b", "", sentence)
+            perms = [p for p in PERMISSIONS if re.search(rf"\b{p}\b", asked)]
             if not perms:
                 perms = [gold["permission"]] if "permission" in gold else []
             return [{"app_name": app, "permission": p} for p in perms]
