@@ -12,10 +12,12 @@ user action of that name.
 
 Personas (tau2's telecom tasks carry `[PERSONA:None|Easy|Hard]`; mua's `non_cooperative`
 maps to Hard): None and Easy give their name and number at once and do everything asked in a
-message; Hard gives details only when asked, does one thing per message, and hesitates once
-before a restart (tau2's Hard persona fears losing photos). The user ends with `###STOP###`
-when the agent says the work is done and no gold user action is left, `###TRANSFER###` after
-a transfer. It is a test and quickstart partner, not a measure of anything.
+message; Hard gives details only when asked, does one thing per message (the oldest request
+first; later ones wait their turn) and hesitates once before a restart (tau2's Hard persona
+fears losing photos). The user ends with `###STOP###` when the agent says the work is done
+and no gold user action is left (or after three "still not working" replies), and with
+`###TRANSFER###` after a transfer. It is a test and quickstart partner, not a measure of
+anything.
 """
 
 from __future__ import annotations
@@ -106,8 +108,10 @@ MODES = [
 APPS = ("messaging", "browser")
 PERMISSIONS = ("sms", "storage", "phone", "network")
 DONE = re.compile(
-    r"\b(resolved|fixed|all set|anything else|should (?:now )?work|is working|are working)\b"
+    r"\b(resolved|fixed|all set|anything else|complet\w*|should (?:now )?work|is working|"
+    r"are working)\b"
 )
+MAX_COMPLAINTS = 3  # "it still does not work" replies before the user gives up
 ASKS_NAME = re.compile(r"\b(name|phone number|number|who am i speaking|identify|verify)\b")
 
 
@@ -161,6 +165,8 @@ class TelecomScriptedUser:
         gold = (task.get("evaluation_criteria") or {}).get("actions") or []
         self.pending = [dict(a) for a in gold if a.get("requestor") == USER]
         self.hesitated = False
+        self.queue: list[tuple[str, str]] = []  # (tool, the sentence asking for it)
+        self.complaints = 0
 
     def opening(self) -> str:
         text = f"Hi. {self.reason}"
@@ -208,27 +214,42 @@ class TelecomScriptedUser:
             return TelecomUserTurn("Sorry, I did not get that.")
         if re.search(r"\btransferr?(?:ed|ing)?\b.*\b(human|agent|specialist)", low):
             return TelecomUserTurn(TRANSFER)
-        calls, said = [], []
         for sentence in sentences(text):
             for name in requested_tools(sentence):
-                if self.persona == "Hard" and calls:
-                    break
-                if name == "reboot_device" and self.persona == "Hard" and not self.hesitated:
-                    self.hesitated = True
-                    said.append("Will restarting delete the photos of my grandchildren?")
-                    continue
-                said.extend(self._perform(name, sentence, calls))
-        if calls or said:
-            return TelecomUserTurn(" ".join(said) or "Done.", calls)
+                takes_arguments = name in ("grant_app_permission", "set_network_mode_preference")
+                if takes_arguments or all(name != queued for queued, _ in self.queue):
+                    self.queue.append((name, sentence))  # a switch asked for twice: once
+        if self.queue:
+            return self._work_queue()
         if ASKS_NAME.search(low) and self.known:
             return TelecomUserTurn(self.known)
         if DONE.search(low):
             if not self.pending:
                 return TelecomUserTurn(f"Thank you, that is all. {STOP}")
+            self.complaints += 1
+            if self.complaints > MAX_COMPLAINTS:
+                return TelecomUserTurn(f"It still does not work. I give up. {STOP}")
             return TelecomUserTurn("It is still not working for me. What else can I try?")
         if "?" in low:
             return TelecomUserTurn("Yes, please go ahead.")
         return TelecomUserTurn("Okay. What should I do next?")
+
+    def _work_queue(self) -> TelecomUserTurn:
+        """Do what was asked: everything at once, or (Hard) the oldest request only, after
+        one worried question before the first restart."""
+        calls: list[dict] = []
+        said: list[str] = []
+        while self.queue:
+            name, sentence = self.queue[0]
+            if name == "reboot_device" and self.persona == "Hard" and not self.hesitated:
+                self.hesitated = True
+                said.append("Will restarting delete the photos of my grandchildren?")
+                break
+            self.queue.pop(0)
+            said.extend(self._perform(name, sentence, calls))
+            if self.persona == "Hard":
+                break
+        return TelecomUserTurn(" ".join(said) or "Done.", calls)
 
     def _perform(self, name: str, sentence: str, calls: list[dict]) -> list[str]:
         device = self.env.user.db.device
