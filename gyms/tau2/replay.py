@@ -68,9 +68,18 @@ def replay_domain(data_dir, name: str) -> dict[str, dict]:
     return {str(t["id"]): replay_task(domain, t) for t in tasks}
 
 
-def mismatches(ours: dict[str, dict], reference: dict[str, dict]) -> list[str]:
-    lines = [f"{tid}: missing from our replay" for tid in reference if tid not in ours]
-    for tid, want in reference.items():
+def digest(records: dict[str, dict]) -> str:
+    """sha256 of every task's record in task-id order (the reference file's `digests`)."""
+    return hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
+
+
+def mismatches(ours: dict[str, dict], reference: dict, name: str) -> list[str]:
+    """Differences from the reference file's records and digest for domain `name`."""
+    records = reference[name]
+    lines = [f"{tid}: missing from our replay" for tid in records if tid not in ours]
+    if digest(ours) != reference["digests"][name]:
+        lines.append(f"{name}: digest over all {len(ours)} tasks differs from tau2's")
+    for tid, want in records.items():
         got = ours.get(tid)
         if got is None:
             continue
@@ -84,8 +93,8 @@ if __name__ == "__main__":
     data, name = sys.argv[1], sys.argv[2]
     result = replay_domain(data, name)
     if len(sys.argv) > 3:
-        ref = json.loads(open(sys.argv[3], encoding="utf-8").read())[name]
-        bad = mismatches(result, ref)
-        print("\n".join(bad[:50]) or f"{name}: all {len(ref)} tasks agree with tau2")
+        ref = json.loads(open(sys.argv[3], encoding="utf-8").read())
+        bad = mismatches(result, ref, name)
+        print("\n".join(bad[:50]) or f"{name}: all {len(result)} tasks agree with tau2")
     else:
         print(json.dumps(result, indent=0, sort_keys=True))
