@@ -1,6 +1,6 @@
 """Step-by-step coupling of the carrier database and the phone, against tau2's own runs.
 
-`tests/golden/tau2_telecom_sequences.json.gz` holds 238 random sequences of 14 tool calls each
+`tests/golden/tau2_telecom_sequences.json.gz` holds 232 random sequences of 14 tool calls each
 (user and agent requestors, valid and invalid arguments, unknown tools) on telecom tasks, as
 tau2-bench v1.0.1's environment answered them: after every call, a digest of the tool-message
 text, the error flag and both database hashes after the sync. Replaying them with our
