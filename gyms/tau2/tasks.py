@@ -103,6 +103,11 @@ def load_domain_checked(root: Path, domain: str):
     check_domain(domain)
     try:
         spec = load_domain(domain, root)
+    except ModuleNotFoundError as err:
+        raise UsageError(
+            f"tau2: the {domain} domain's code is not in this installation ({err.name} is "
+            "missing); choose another domain"
+        ) from err
     except FileNotFoundError as err:
         raise UsageError(
             f"tau2: missing {err.filename}; the data folder is incomplete (copy tau2-bench "
