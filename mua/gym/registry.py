@@ -22,6 +22,7 @@ BUILTIN_GYMS: dict[str, str] = {
     "search": "gyms.search:GYM",
     "travel": "gyms.travel:GYM",
     "tau": "gyms.tau:GYM",
+    "tau2": "gyms.tau2:GYM",
     "math": "gyms.math:GYM",
 }
 

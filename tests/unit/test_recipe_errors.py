@@ -123,15 +123,16 @@ SEEDS = {  # one recipe per published training setup (docs/seed_recipes.md trace
     **{f"userrl_{g}.yaml": g for g in ("function", "telepathy", "turtle", "intention", "persuade")},
     "userrl_travel.yaml": "travel",
 }
+EVAL_SEEDS = ("mua_rl_tau2_eval.yaml",)  # published evaluation setups (verb eval)
 
 
 def test_seed_recipes_are_all_there_and_validate(mua_cli):
     seeds = REPO / "recipes" / "seeds"
-    assert sorted(p.name for p in seeds.glob("*.yaml")) == sorted(SEEDS)
-    assert all(str(seeds / name) in _shipped_recipes() for name in SEEDS)
+    assert sorted(p.name for p in seeds.glob("*.yaml")) == sorted([*SEEDS, *EVAL_SEEDS])
+    assert all(str(seeds / name) in _shipped_recipes() for name in [*SEEDS, *EVAL_SEEDS])
     code, out, err = mua_cli("recipe", "validate", "recipes/seeds/*.yaml")
     assert code == 0, err
-    assert out.count("ok ") == len(SEEDS)
+    assert out.count("ok ") == len(SEEDS) + len(EVAL_SEEDS)
 
 
 @pytest.mark.parametrize("name", sorted(SEEDS))

@@ -1,0 +1,248 @@
+"""The tau2 episode: tau2's conversation protocol around a `Tau2Environment`.
+
+`reset(task)` builds the task's domain environment from `gym.options.data_dir`, applies the
+task's initial state (a failing initialization action stops the run with one line naming the
+task), and opens as tau2 does: the agent's greeting "Hi! How can I help you today?", then the
+user's first message. Per agent turn: one tool call (the first of the turn; others are ignored
+and counted) answered by a tool message, or one text message answered by the user, whose own
+tool calls run on the user's side first. The user ends the conversation with ###STOP###,
+###TRANSFER### or ###OUT-OF-SCOPE### (`user_stop`); the agent with ###STOP### in its text or,
+in solo mode, the `done` tool (`agent_stop`); `max_errors` tool errors end it unscored
+(`too_many_errors`), as do the runner's turn and token limits.
+
+The last step carries tau2's reward and its components (reward.py), the termination reason,
+the user model and, under the judge-free basis, `comparable: false`.
+Deliberately not here: tool semantics (domain packages), scoring rules (reward.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from gyms.tau2 import reward
+from gyms.tau2.domain import AGENT, InitialStateError, Tau2Domain
+from gyms.tau2.judge import judge_assertions
+from gyms.tau2.options import check_options
+from gyms.tau2.users import STOP, LLMUser, ScriptedUser, is_stop
+from mua.errors import UsageError
+from mua.gym.api import AgentAction, GymContext, ResetResult, StepResult, Task
+
+GREETING = "Hi! How can I help you today?"
+DONE_TOOL = "done"
+AGENT_INSTRUCTION = """You are a customer service agent. Help the user as the <policy> below says.
+In each turn do one of two things: send one message to the user, or make one tool call; never both.
+Be helpful, follow the policy exactly, and make every tool call valid JSON."""
+SOLO_INSTRUCTION = """You are a customer service agent solving the <ticket> below as the <policy> says.
+You cannot talk to the user: only make tool calls, one per turn, each valid JSON.
+When the ticket is solved, call the `done` tool, alone."""
+DONE_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": DONE_TOOL,
+        "description": "Call this when the ticket is solved; it ends the session.",
+        "parameters": {"properties": {}, "title": "parameters", "type": "object"},
+    },
+}
+
+_DOMAINS: dict[tuple[str, str], Tau2Domain] = {}
+_DOMAINS_LOCK = threading.Lock()
+_JUDGES: dict[str, object] = {}
+
+
+def domain_for(name: str, data_dir) -> Tau2Domain:
+    """The domain, checked and loaded once per process and data folder."""
+    from gyms.tau2.tasks import load_domain_checked
+
+    key = (name, str(data_dir))
+    with _DOMAINS_LOCK:
+        if key not in _DOMAINS:
+            _DOMAINS[key] = load_domain_checked(data_dir, name)
+        return _DOMAINS[key]
+
+
+def system_prompt(policy: str, solo: bool, ticket: str | None) -> str:
+    if solo:
+        return (
+            f"<instructions>\n{SOLO_INSTRUCTION}\n</instructions>\n<policy>\n{policy}\n"
+            f"</policy>\n<ticket>\n{ticket}\n</ticket>"
+        )
+    return f"<instructions>\n{AGENT_INSTRUCTION}\n</instructions>\n<policy>\n{policy}\n</policy>"
+
+
+class Tau2Env:
+    """One tau2 conversation (domain from the task row)."""
+
+    def __init__(self, ctx: GymContext):
+        self.ctx = ctx
+        self.options = check_options(ctx.options)
+        if ctx.user_kind == "llm" and ctx.llm is None:
+            raise UsageError(
+                "tau2: user.kind is llm but no LLM client was given; set user.base_url/model "
+                "or use user.kind: scripted"
+            )
+        self.task: Task | None = None
+        self.done = False
+
+    def _judge(self):
+        judge = self.options.judge
+        if judge == "user":
+            if self.ctx.llm is None:
+                raise UsageError("tau2: gym.options.judge is `user` but user.kind is not llm")
+            return self.ctx.llm
+        if isinstance(judge, dict):
+            key = json.dumps(judge, sort_keys=True)
+            if key not in _JUDGES:
+                from mua.config.rollout import LLMUserConfig
+                from mua.rollout.llm_client import LLMClient
+
+                _JUDGES[key] = LLMClient(LLMUserConfig(**{"kind": "llm", **judge}))
+            return _JUDGES[key]
+        return None
+
+    async def reset(self, task: Task) -> ResetResult:
+        if self.options.data_dir is None:
+            raise UsageError(
+                "tau2: set gym.options.data_dir to the tau2-bench data folder given to mua prep"
+            )
+        name = task.payload["domain"]
+        self.task, self.done = task, False
+        self.tau2 = task.payload["task"]
+        self.domain = domain_for(name, self.options.data_dir)
+        criteria = self.tau2.get("evaluation_criteria") or {}
+        self.skip = ()
+        if "NL_ASSERTION" in (criteria.get("reward_basis") or []) and criteria.get("nl_assertions"):
+            if self.options.basis == "no_nl":
+                self.skip = ("NL_ASSERTION",)
+            elif self._judge() is None:
+                raise UsageError(
+                    f"tau2: task {task.task_id} is scored with NL assertions; set "
+                    "gym.options.judge (an endpoint, or `user`) or gym.options.basis: no_nl "
+                    "(not comparable with tau2's published numbers)"
+                )
+        solo = self.options.solo
+        self.env = self.domain.new_environment(solo=solo)
+        try:
+            self.env.apply_initial_state(self.tau2.get("initial_state"))
+        except InitialStateError as err:
+            raise UsageError(f"tau2: task {task.task_id}: {err}") from err
+        self.calls, self.texts, self.errors = [], [], 0
+        self.transcript: list[dict] = []
+        tools = self.env.agent_schemas() + ([DONE_SCHEMA] if solo else [])
+        policy = system_prompt(self.env.policy, solo, self.tau2.get("ticket"))
+        messages = [{"role": "system", "content": policy}]
+        if solo:
+            self.user = None
+            return ResetResult(messages=messages, tools=tools)
+        persona = self.options.persona
+        scenario = self.tau2.get("user_scenario") or {}
+        if self.ctx.user_kind == "llm":
+            self.user = LLMUser(self.ctx.llm, self.env, self.domain.data_dir, scenario, persona)
+            opening = await self.user.reply(GREETING)
+            first, calls = opening.text, opening.calls
+        else:
+            self.user = ScriptedUser(self.env, self.tau2, persona=persona)
+            first, calls = self.user.opening(), []
+        self.calls.extend(calls)
+        self.transcript += [
+            {"role": "assistant", "content": GREETING},
+            {"role": "user", "content": first},
+        ]
+        messages += [{"role": "assistant", "content": GREETING}, {"role": "user", "content": first}]
+        return ResetResult(messages=messages, tools=tools)
+
+    async def step(self, action: AgentAction) -> StepResult:
+        if self.task is None:
+            return StepResult(
+                done=True, info={"error_kind": "not_reset", "termination": "not_reset"}
+            )
+        if self.done:
+            return StepResult(done=True, info={"termination": "already_done"})
+        if action.tool_calls or action.parse_errors:
+            return await self._tool_turn(action)
+        text = action.text or ""
+        self.texts.append(text)
+        self.transcript.append({"role": "assistant", "content": text})
+        if STOP in text:
+            return await self._finish([], "agent_stop")
+        if self.user is None:
+            note = "Error: in solo mode there is no user to talk to; make a tool call."
+            return StepResult(messages=[{"role": "user", "content": note}])
+        turn = await self.user.reply(text)
+        self.calls.extend(turn.calls)
+        self.transcript.append({"role": "user", "content": turn.text})
+        messages = [{"role": "user", "content": turn.text}]
+        if is_stop(turn.text):
+            return await self._finish(messages, "user_stop")
+        return StepResult(messages=messages)
+
+    async def _tool_turn(self, action: AgentAction) -> StepResult:
+        errors: dict[str, int] = {}
+        ignored = len(action.tool_calls) + len(action.parse_errors) - 1
+        if ignored:
+            errors["ignored_tool_calls"] = ignored
+        if action.tool_calls:
+            call = action.tool_calls[0]
+            if self.options.solo and call.name == DONE_TOOL:
+                return await self._finish([], "agent_stop")
+            arguments = call.arguments if isinstance(call.arguments, dict) else {}
+            content, error = self.env.tool_call(AGENT, call.name, arguments)
+            self.calls.append({"requestor": AGENT, "name": call.name, "arguments": arguments})
+            name = call.name
+            self.transcript.append({"role": "assistant", "content": None})
+        else:
+            content, error, name = f"Error: {action.parse_errors[0]}", True, "parser"
+            errors["parse_error"] = 1
+        self.transcript.append({"role": "tool", "content": content})
+        messages = [{"role": "tool", "name": name, "content": content}]
+        if error:
+            self.errors += 1
+            errors["tool_error"] = errors.get("tool_error", 0) + 1
+            if self.errors >= self.options.max_errors:
+                return await self._finish(messages, "too_many_errors", {"errors": errors})
+        return StepResult(messages=messages, info={"errors": errors} if errors else {})
+
+    async def _finish(self, messages: list[dict], termination: str, info: dict | None = None):
+        self.done = True
+        criteria = self.tau2.get("evaluation_criteria") or {}
+        nl = None
+        if (
+            termination in reward.ENDED
+            and "NL_ASSERTION" in (criteria.get("reward_basis") or [])
+            and criteria.get("nl_assertions")
+            and not self.skip
+        ):
+            nl = await judge_assertions(self._judge(), self.transcript, criteria["nl_assertions"])
+        value, components, details = reward.score(
+            self.domain,
+            self.tau2,
+            self.calls,
+            self.texts,
+            termination,
+            nl_results=nl,
+            solo=self.options.solo,
+            skip=self.skip,
+        )
+        info = {
+            **(info or {}),
+            "termination": termination,
+            "reward_info": details,
+            "domain": self.task.payload["domain"],
+            "comparable": not self.skip,
+            "user_model": self._user_model(),
+        }
+        return StepResult(
+            messages=messages, reward=value, components=components, done=True, info=info
+        )
+
+    def _user_model(self) -> str:
+        if self.user is None:
+            return "none (solo)"
+        if isinstance(self.user, ScriptedUser):
+            return "scripted"
+        endpoint = getattr(self.ctx.llm, "endpoint", None)
+        return getattr(endpoint, "model", None) or "llm"
+
+    async def close(self) -> None:
+        self.env = None
+        self.user = None

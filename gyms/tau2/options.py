@@ -1,0 +1,80 @@
+"""The tau2 gym's options (`gym.options` in a recipe, `--option` for `mua prep`), checked once.
+
+- `data_dir`: the tau2-bench data folder (the `--source` given to `mua prep`); required to
+  run tasks, since rows never store a path.
+- `domain`: retail | airline | telecom | telecom-workflow | all; read by `mua prep` only (each
+  row carries its own domain).
+- `solo`: telecom solo mode (no user; the agent gets the ticket and the user's tools).
+- `persona`: `task` (default: as the task says) or `non_cooperative`.
+- `judge`: where NL assertions are judged: `user` (the recipe's LLM user endpoint), or an
+  endpoint section like `user:` (`base_url`, `model`, `api_key_env`, `cache_dir`, ...).
+- `basis`: `tau2` (default: every reward_basis component; a task that needs a judge refuses
+  to run without one) or `no_nl` (NL_ASSERTION left out: NOT comparable with tau2's numbers,
+  and every result row says so).
+- `max_errors`: tool errors after which the conversation ends unscored (tau2: 10).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from gyms.tau2.domain import DOMAINS
+from mua.errors import UsageError
+
+KNOWN = ("data_dir", "domain", "solo", "persona", "judge", "basis", "max_errors")
+PERSONAS = ("task", "non_cooperative")
+BASES = ("tau2", "no_nl")
+
+
+@dataclass(frozen=True)
+class Tau2Options:
+    data_dir: Path | None = None
+    solo: bool = False
+    persona: str = "task"
+    judge: object = None
+    basis: str = "tau2"
+    max_errors: int = 10
+
+
+def _one_of(key: str, value, allowed) -> str:
+    if value not in allowed:
+        raise UsageError(f"gym.options.{key}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def check_options(options: dict | None) -> Tau2Options:
+    options = dict(options or {})
+    for key in options:
+        if key not in KNOWN:
+            close = difflib.get_close_matches(key, KNOWN, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(KNOWN)}"
+            raise UsageError(f"gym.options.{key}: unknown tau2 option; {hint}")
+    if "domain" in options and options["domain"] != "all":
+        _one_of("domain", options["domain"], tuple(DOMAINS))
+    data_dir = options.get("data_dir")
+    if data_dir is not None:
+        data_dir = Path(str(data_dir)).expanduser()
+        if not data_dir.is_dir():
+            raise UsageError(
+                f"gym.options.data_dir: {data_dir} is not a folder; point it at tau2-bench's "
+                "data folder (the one holding tau2/domains/)"
+            )
+    judge = options.get("judge")
+    if judge is not None and judge != "user" and not isinstance(judge, dict):
+        raise UsageError(
+            "gym.options.judge: give `user` (judge with the LLM user's endpoint) or an endpoint "
+            "section {base_url, model, api_key_env, cache_dir}"
+        )
+    max_errors = options.get("max_errors", 10)
+    if not isinstance(max_errors, int) or max_errors < 1:
+        raise UsageError(f"gym.options.max_errors must be a positive integer, got {max_errors!r}")
+    return Tau2Options(
+        data_dir=data_dir,
+        solo=bool(options.get("solo", False)),
+        persona=_one_of("persona", options.get("persona", "task"), PERSONAS),
+        judge=judge,
+        basis=_one_of("basis", options.get("basis", "tau2"), BASES),
+        max_errors=max_errors,
+    )

@@ -1,0 +1,121 @@
+"""A tau2 results table from a `mua eval` folder: per domain, tau2's pass^k, each reward
+component's pass rate, tau2's termination reasons, the user model and comparability.
+
+    python -m gyms.tau2.report <eval out dir>
+
+pass^k is tau2's estimator: per task with n trials and c successes (reward 1), C(c,k)/C(n,k),
+averaged over tasks, for k = 1..n. A component's pass rate is the share of trials, among
+those whose task has that component in its basis, where it scored 1. Termination reasons are
+read from each conversation's end as tau2 names them (user_stop, agent_stop,
+too_many_errors, or the runner's own reason, e.g. max_turns). A run under the judge-free
+basis is labelled NOT comparable with tau2's published numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter, defaultdict
+from math import comb
+from pathlib import Path
+
+from gyms.tau2.users import STOP_TOKENS
+
+COMPONENT_ORDER = ("db", "env_assertion", "action", "communicate", "nl_assertion")
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    return comb(c, k) / comb(n, k)
+
+
+def termination_of(row: dict) -> str:
+    messages = row.get("messages") or []
+    last = messages[-1] if messages else {}
+    text = last.get("content") or ""
+    if last.get("role") == "user" and any(t in text for t in STOP_TOKENS):
+        return "user_stop"
+    if last.get("role") == "assistant" and ("###STOP###" in text or _called_done(last)):
+        return "agent_stop"
+    if row.get("termination") == "done":
+        return "too_many_errors" if last.get("role") == "tool" else "ended"
+    return str(row.get("termination"))
+
+
+def _called_done(message: dict) -> bool:
+    calls = message.get("tool_calls") or []
+    return any((c.get("function") or {}).get("name") == "done" for c in calls)
+
+
+def domain_of(task_id: str) -> str:
+    parts = task_id.split("-")
+    if len(parts) > 2 and parts[1] == "telecom" and parts[2] == "workflow":
+        return "telecom-workflow"
+    return parts[1] if len(parts) > 1 else "?"
+
+
+def summarize(out_dir: Path) -> dict:
+    rows = [
+        json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines() if line
+    ]
+    config = json.loads((out_dir / "eval_config.json").read_text())
+    options = (config.get("gym_options") or {}).get("tau2") or {}
+    user = config.get("user") or {}
+    by_domain: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        if row.get("gym") == "tau2" and not row.get("excluded"):
+            by_domain[domain_of(str(row["task_id"]))].append(row)
+    out = {
+        "user_model": user.get("model") if user.get("kind") == "llm" else "scripted",
+        "basis": options.get("basis", "tau2"),
+        "comparable_with_tau2": options.get("basis", "tau2") == "tau2"
+        and user.get("kind") == "llm",
+        "domains": {},
+    }
+    for domain, items in sorted(by_domain.items()):
+        trials: dict[str, list[bool]] = defaultdict(list)
+        for row in items:
+            trials[str(row["task_id"])].append(float(row["reward"]) >= 1.0 - 1e-6)
+        n = min(len(v) for v in trials.values())
+        passes = {
+            f"pass^{k}": sum(pass_hat_k(len(v), sum(v), k) for v in trials.values()) / len(trials)
+            for k in range(1, n + 1)
+        }
+        comps: dict[str, list[float]] = defaultdict(list)
+        for row in items:
+            for name, value in (row.get("reward_components") or {}).items():
+                comps[name].append(float(value))
+        out["domains"][domain] = {
+            "tasks": len(trials),
+            "trials": len(items),
+            "reward_mean": sum(float(r["reward"]) for r in items) / len(items),
+            **passes,
+            "component_pass_rate": {
+                c: sum(comps[c]) / len(comps[c]) for c in COMPONENT_ORDER if comps.get(c)
+            },
+            "terminations": dict(Counter(termination_of(r) for r in items)),
+        }
+    return out
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 1 or not (Path(argv[0]) / "results.jsonl").is_file():
+        print("usage: python -m gyms.tau2.report <mua eval output folder>", file=sys.stderr)
+        raise SystemExit(2)
+    summary = summarize(Path(argv[0]))
+    label = (
+        "comparable with tau2"
+        if summary["comparable_with_tau2"]
+        else "NOT comparable with tau2's published numbers"
+    )
+    print(f"user: {summary['user_model']} · basis: {summary['basis']} · {label}")
+    for domain, s in summary["domains"].items():
+        ks = " ".join(f"{k}={v:.3f}" for k, v in s.items() if k.startswith("pass^"))
+        comps = " ".join(f"{k}={v:.3f}" for k, v in s["component_pass_rate"].items())
+        print(
+            f"{domain}: tasks={s['tasks']} trials={s['trials']} reward={s['reward_mean']:.3f} "
+            f"{ks} | {comps} | {s['terminations']}"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

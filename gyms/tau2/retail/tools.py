@@ -1,0 +1,435 @@
+"""The retail agent's tools over `RetailDB`, with tau2-bench's semantics and error texts.
+
+Behaviour (checks, their order, the exact `ValueError` messages, rounding, and tau2's quirk
+that `modify_pending_order_items` prices every swapped item at the last new variant's price)
+follows tau2-bench v1.0.1 so that tool messages and database hashes agree with it. The tool
+descriptions shown to the model are written for mua; see docs/fidelity.md.
+"""
+
+from __future__ import annotations
+
+import json
+
+from gyms.tau2.retail.models import (
+    GiftCard,
+    Order,
+    OrderPayment,
+    Product,
+    RetailDB,
+    User,
+    UserAddress,
+    Variant,
+)
+from gyms.tau2.toolkit import GENERIC, READ, WRITE, Toolkit, tool
+
+
+class RetailTools(Toolkit):
+    """Tools of the retail domain (class name kept: Python puts it in argument errors)."""
+
+    db: RetailDB
+
+    # ---- lookups (environment functions, not tools) ----------------------------------------
+    def _get_order(self, order_id: str) -> Order:
+        if order_id not in self.db.orders:
+            raise ValueError("Order not found")
+        return self.db.orders[order_id]
+
+    def _get_user(self, user_id: str) -> User:
+        if user_id not in self.db.users:
+            raise ValueError("User not found")
+        return self.db.users[user_id]
+
+    def _get_product(self, product_id: str) -> Product:
+        if product_id not in self.db.products:
+            raise ValueError("Product not found")
+        return self.db.products[product_id]
+
+    def _get_item(self, item_id: str) -> Variant:
+        for product in self.db.products.values():
+            if item_id in product.variants:
+                return product.variants[item_id]
+        raise ValueError("Item not found")
+
+    def _get_variant(self, product_id: str, variant_id: str) -> Variant:
+        product = self._get_product(product_id)
+        if variant_id not in product.variants:
+            raise ValueError("Variant not found")
+        return product.variants[variant_id]
+
+    def _get_payment_method(self, user_id: str, payment_method_id: str):
+        user = self._get_user(user_id)
+        if payment_method_id not in user.payment_methods:
+            raise ValueError("Payment method not found")
+        return user.payment_methods[payment_method_id]
+
+    @staticmethod
+    def _check_counts(order: Order, item_ids: list[str], message: str) -> None:
+        have = [item.item_id for item in order.items]
+        for item_id in item_ids:
+            if item_ids.count(item_id) > have.count(item_id):
+                raise ValueError(message.format(item_id=item_id))
+
+    # ---- tools -----------------------------------------------------------------------------
+    @tool(GENERIC)
+    def calculate(self, expression: str) -> str:
+        """Evaluate an arithmetic expression and return the result rounded to 2 decimals.
+
+        Args:
+            expression: Numbers, + - * /, parentheses and spaces only, e.g. '(12.5 + 3) * 2'.
+        """
+        if not all(char in "0123456789+-*/(). " for char in expression):
+            raise ValueError("Invalid characters in expression")
+        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))  # noqa: S307
+
+    @tool(WRITE)
+    def cancel_pending_order(self, order_id: str, reason: str) -> Order:
+        """Cancel an order that is still pending and refund its payments.
+
+        Only pending orders can be cancelled. Explain the cancellation and get an explicit
+        yes from the user first. Gift-card payments are refunded at once, other methods in
+        5-7 business days. Returns the order after cancellation.
+
+        Args:
+            order_id: The order id, starting with '#', such as '#W0000000'.
+            reason: Either 'no longer needed' or 'ordered by mistake'.
+        """
+        order = self._get_order(order_id)
+        if order.status != "pending":
+            raise ValueError("Non-pending order cannot be cancelled")
+        if reason not in {"no longer needed", "ordered by mistake"}:
+            raise ValueError("Invalid reason")
+        refunds = []
+        for payment in order.payment_history:
+            refunds.append(
+                OrderPayment(
+                    transaction_type="refund",
+                    amount=payment.amount,
+                    payment_method_id=payment.payment_method_id,
+                )
+            )
+            user = self._get_user(order.user_id)
+            method = self._get_payment_method(user.user_id, payment.payment_method_id)
+            if isinstance(method, GiftCard):
+                method.balance = round(method.balance + payment.amount, 2)
+        order.status = "cancelled"
+        order.cancel_reason = reason
+        order.payment_history.extend(refunds)
+        return order
+
+    @tool(WRITE)
+    def exchange_delivered_order_items(
+        self, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
+    ) -> Order:
+        """Request an exchange of delivered items for other variants of the same products.
+
+        A delivered order can be returned or exchanged only once. Explain the exchange and
+        get an explicit yes from the user first. Returns the order after the request.
+
+        Args:
+            order_id: The order id, starting with '#', such as '#W0000000'.
+            item_ids: Item ids to exchange (repeat an id to exchange several of it).
+            new_item_ids: The replacement item ids, position by position, each of the same
+                product as the item it replaces.
+            payment_method_id: The payment method id that pays or receives the price
+                difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
+        """
+        order = self._get_order(order_id)
+        if order.status != "delivered":
+            raise ValueError("Non-delivered order cannot be exchanged")
+        self._check_counts(order, item_ids, "Number of {item_id} not found.")
+        if len(item_ids) != len(new_item_ids):
+            raise ValueError("The number of items to be exchanged should match.")
+        diff_price = 0
+        for item_id, new_item_id in zip(item_ids, new_item_ids):
+            item = next((i for i in order.items if i.item_id == item_id), None)
+            if item is None:
+                raise ValueError(f"Item {item_id} not found")
+            variant = self._get_variant(item.product_id, new_item_id)
+            if not variant.available:
+                raise ValueError(f"New item {new_item_id} not found or available")
+            diff_price += variant.price - item.price
+        diff_price = round(diff_price, 2)
+        method = self._get_payment_method(order.user_id, payment_method_id)
+        if isinstance(method, GiftCard) and method.balance < diff_price:
+            raise ValueError("Insufficient gift card balance to pay for the price difference")
+        order.status = "exchange requested"
+        order.exchange_items = sorted(item_ids)
+        order.exchange_new_items = sorted(new_item_ids)
+        order.exchange_payment_method_id = payment_method_id
+        order.exchange_price_difference = diff_price
+        return order
+
+    @tool(READ)
+    def find_user_id_by_name_zip(self, first_name: str, last_name: str, zip: str) -> str:
+        """Look up a user id by first name, last name and zip code (case-insensitive names).
+
+        Try the email lookup first; use this one when the user cannot give an email or it
+        was not found.
+
+        Args:
+            first_name: The customer's first name, e.g. 'John'.
+            last_name: The customer's last name, e.g. 'Doe'.
+            zip: The customer's zip code, e.g. '12345'.
+        """
+        for user_id, user in self.db.users.items():
+            if (
+                user.name.first_name.lower() == first_name.lower()
+                and user.name.last_name.lower() == last_name.lower()
+                and user.address.zip == zip
+            ):
+                return user_id
+        raise ValueError("User not found")
+
+    @tool(READ)
+    def find_user_id_by_email(self, email: str) -> str:
+        """Look up a user id by email address (case-insensitive).
+
+        Args:
+            email: The user's email, e.g. 'someone@example.com'.
+        """
+        for user_id, user in self.db.users.items():
+            if user.email.lower() == email.lower():
+                return user_id
+        raise ValueError("User not found")
+
+    @tool(READ)
+    def get_order_details(self, order_id: str) -> Order:
+        """Show an order: status, items, address, fulfillments and payments.
+
+        Args:
+            order_id: The order id, starting with '#', such as '#W0000000'.
+        """
+        return self._get_order(order_id)
+
+    @tool(READ)
+    def get_product_details(self, product_id: str) -> Product:
+        """Show a product type and all its variants (item ids, options, price, stock).
+
+        Args:
+            product_id: The product id, e.g. '6086499569' (not an item id).
+        """
+        return self._get_product(product_id)
+
+    @tool(READ)
+    def get_item_details(self, item_id: str) -> Variant:
+        """Show one item (a product variant): options, price and availability.
+
+        Args:
+            item_id: The item id, e.g. '1008292230' (not a product id).
+        """
+        return self._get_item(item_id)
+
+    @tool(READ)
+    def get_user_details(self, user_id: str) -> User:
+        """Show a user's profile: name, address, email, payment methods and order ids.
+
+        Args:
+            user_id: The user id, e.g. 'sara_doe_496'.
+        """
+        return self._get_user(user_id)
+
+    @tool(READ)
+    def list_all_product_types(self) -> str:
+        """List every product type (there are 50) as a JSON object from name to product id."""
+        names = {p.name: p.product_id for p in self.db.products.values()}
+        return json.dumps(names, sort_keys=True)
+
+    @tool(WRITE)
+    def modify_pending_order_address(
+        self,
+        order_id: str,
+        address1: str,
+        address2: str,
+        city: str,
+        state: str,
+        country: str,
+        zip: str,
+    ) -> Order:
+        """Change the shipping address of a pending order.
+
+        Explain the change and get an explicit yes from the user first. Returns the order.
+
+        Args:
+            order_id: The order id, starting with '#', such as '#W0000000'.
+            address1: First address line, e.g. '123 Main St'.
+            address2: Second address line, e.g. 'Apt 1', or ''.
+            city: City, e.g. 'San Francisco'.
+            state: State, e.g. 'CA'.
+            country: Country, e.g. 'USA'.
+            zip: Zip code, e.g. '12345'.
+        """
+        order = self._get_order(order_id)
+        if "pending" not in order.status:
+            raise ValueError("Non-pending order cannot be modified")
+        order.address = UserAddress(
+            address1=address1, address2=address2, city=city, state=state, country=country, zip=zip
+        )
+        return order
+
+    @tool(WRITE)
+    def modify_pending_order_items(
+        self, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
+    ) -> Order:
+        """Swap items of a pending order for other variants of the same products (once only).
+
+        Explain the change and get an explicit yes from the user first. Returns the order.
+
+        Args:
+            order_id: The order id, starting with '#', such as '#W0000000'.
+            item_ids: Item ids to swap (repeat an id to swap several of it).
+            new_item_ids: The replacement item ids, position by position, each a different
+                variant of the same product.
+            payment_method_id: The payment method id that pays or receives the price
+                difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
+        """
+        order = self._get_order(order_id)
+        if order.status != "pending":
+            raise ValueError("Non-pending order cannot be modified")
+        self._check_counts(order, item_ids, "{item_id} not found")
+        if len(item_ids) != len(new_item_ids):
+            raise ValueError("The number of items to be exchanged should match")
+        diff_price = 0
+        variant = None
+        for item_id, new_item_id in zip(item_ids, new_item_ids):
+            if item_id == new_item_id:
+                raise ValueError("The new item id should be different from the old item id")
+            item = next((i for i in order.items if i.item_id == item_id), None)
+            if item is None:
+                raise ValueError(f"Item {item_id} not found")
+            variant = self._get_variant(item.product_id, new_item_id)
+            if not variant.available:
+                raise ValueError(f"New item {new_item_id} not found or available")
+            diff_price += variant.price - item.price
+        method = self._get_payment_method(order.user_id, payment_method_id)
+        if isinstance(method, GiftCard) and method.balance < diff_price:
+            raise ValueError("Insufficient gift card balance to pay for the new item")
+        order.payment_history.append(
+            OrderPayment(
+                transaction_type="payment" if diff_price > 0 else "refund",
+                amount=abs(diff_price),
+                payment_method_id=payment_method_id,
+            )
+        )
+        if isinstance(method, GiftCard):
+            method.balance = round(method.balance - diff_price, 2)
+        for item_id, new_item_id in zip(item_ids, new_item_ids):
+            item = next((i for i in order.items if i.item_id == item_id), None)
+            if item is None:
+                raise ValueError(f"Item {item_id} not found")
+            item.item_id = new_item_id
+            item.price = variant.price  # tau2 prices every swapped item at the last variant
+            item.options = variant.options
+        order.status = "pending (item modified)"
+        return order
+
+    @tool(WRITE)
+    def modify_pending_order_payment(self, order_id: str, payment_method_id: str) -> Order:
+        """Pay a pending order with another payment method (the old one is refunded).
+
+        Explain the change and get an explicit yes from the user first. Returns the order.
+
+        Args:
+            order_id: The order id, starting with '#', such as '#W0000000'.
+            payment_method_id: The new payment method id, such as 'gift_card_0000000' or
+                'credit_card_0000000'.
+        """
+        order = self._get_order(order_id)
+        if "pending" not in order.status:
+            raise ValueError("Non-pending order cannot be modified")
+        method = self._get_payment_method(order.user_id, payment_method_id)
+        history = order.payment_history
+        if len(history) != 1 or history[0].transaction_type != "payment":
+            raise ValueError("There should be exactly one payment for a pending order")
+        if history[0].payment_method_id == payment_method_id:
+            raise ValueError("The new payment method should be different from the current one")
+        amount = history[0].amount
+        if isinstance(method, GiftCard) and method.balance < amount:
+            raise ValueError("Insufficient gift card balance to pay for the order")
+        old_id = history[0].payment_method_id
+        history.extend(
+            [
+                OrderPayment(
+                    transaction_type="payment", amount=amount, payment_method_id=payment_method_id
+                ),
+                OrderPayment(transaction_type="refund", amount=amount, payment_method_id=old_id),
+            ]
+        )
+        if isinstance(method, GiftCard):
+            method.balance = round(method.balance - amount, 2)
+        old_method = self._get_payment_method(order.user_id, old_id)
+        if isinstance(old_method, GiftCard):
+            old_method.balance = round(old_method.balance + amount, 2)
+        return order
+
+    @tool(WRITE)
+    def modify_user_address(
+        self,
+        user_id: str,
+        address1: str,
+        address2: str,
+        city: str,
+        state: str,
+        country: str,
+        zip: str,
+    ) -> User:
+        """Change a user's default address.
+
+        Explain the change and get an explicit yes from the user first. Returns the user.
+
+        Args:
+            user_id: The user id, e.g. 'sara_doe_496'.
+            address1: First address line, e.g. '123 Main St'.
+            address2: Second address line, e.g. 'Apt 1', or ''.
+            city: City, e.g. 'San Francisco'.
+            state: State, e.g. 'CA'.
+            country: Country, e.g. 'USA'.
+            zip: Zip code, e.g. '12345'.
+        """
+        user = self._get_user(user_id)
+        user.address = UserAddress(
+            address1=address1, address2=address2, city=city, state=state, country=country, zip=zip
+        )
+        return user
+
+    @tool(WRITE)
+    def return_delivered_order_items(
+        self, order_id: str, item_ids: list[str], payment_method_id: str
+    ) -> Order:
+        """Request a return of items from a delivered order; the status becomes
+        'return requested' and the user gets return instructions by email.
+
+        Explain the return and get an explicit yes from the user first. Returns the order.
+
+        Args:
+            order_id: The order id, starting with '#', such as '#W0000000'.
+            item_ids: Item ids to return (repeat an id to return several of it).
+            payment_method_id: Where the refund goes: the order's original payment method or
+                a gift card, such as 'gift_card_0000000'.
+        """
+        order = self._get_order(order_id)
+        if order.status != "delivered":
+            raise ValueError("Non-delivered order cannot be returned")
+        user = self._get_user(order.user_id)
+        method = self._get_payment_method(user.user_id, payment_method_id)
+        if (
+            not isinstance(method, GiftCard)
+            and payment_method_id != order.payment_history[0].payment_method_id
+        ):
+            raise ValueError("Payment method should be the original payment method")
+        self._check_counts(order, item_ids, "Some item not found")
+        order.status = "return requested"
+        order.return_items = sorted(item_ids)
+        order.return_payment_method_id = payment_method_id
+        return order
+
+    @tool(GENERIC)
+    def transfer_to_human_agents(self, summary: str) -> str:
+        """Hand the user over to a human agent with a summary of the issue.
+
+        Transfer only when the user explicitly asks for a human, or when the policy and
+        these tools cannot resolve the issue.
+
+        Args:
+            summary: A short summary of the user's issue.
+        """
+        return "Transfer successful"
