@@ -65,7 +65,9 @@ class Trainer:
         from mua.track import Tracker
         from mua.train.guards import StepWatch
 
-        self.tracker = Tracker(recipe, self.run_dir, enabled=dist.is_main)
+        self.tracker = Tracker(
+            recipe, self.run_dir, enabled=dist.is_main, start_step=self.start_step
+        )
         self.watch = StepWatch(recipe.stop, show=dist.is_main)
 
     def _setup_sft(self) -> None:
@@ -207,8 +209,8 @@ class Trainer:
             latest = ckpt.latest_checkpoint(self.run_dir)
             kept = f"the latest complete checkpoint is {latest}" if latest else "no checkpoint yet"
             raise RunFailure(
-                f"cannot write the {what} in {self.run_dir} ({_first_line(_cause(e))}); {kept}; "
-                "free space and run the same command to resume"
+                f"cannot write the {what} in {self.run_dir} ({_write_cause(e, self.run_dir)}); "
+                f"{kept}; free space and run the same command to resume"
             ) from None
 
     def _periodic_export_due(self, step: int) -> bool:
@@ -269,6 +271,23 @@ def _cause(error: BaseException) -> BaseException:
     if isinstance(cause, KeyboardInterrupt):
         raise KeyboardInterrupt
     return cause
+
+
+_NEARLY_FULL = 1 << 20  # bytes: less free space than this means the disk filled up
+
+
+def _write_cause(error: BaseException, folder: Path) -> str:
+    """Why a write failed: torch's writers report a full disk as a position mismatch, not as
+    ENOSPC, so a filesystem left with almost no free space is named as the cause."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    if free is not None and free < _NEARLY_FULL:
+        return f"no space left on device: {free // 1024} KiB free"
+    return _first_line(_cause(error))
 
 
 def _first_line(error: BaseException) -> str:
