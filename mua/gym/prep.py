@@ -4,6 +4,7 @@
 writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`); every task is
 checked first (`TaskRowCheck`: usable, unique ids per split), so bad source data fails here,
 naming it. `mix_task_dirs` combines several such folders into one by weight, deterministically.
+Both hold the output folder's lock (`mua.run_dir.FolderLock`) while they write.
 `check_options` validates a gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
 prints: the CLI renders the returned counts.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from mua.errors import UsageError
 from mua.gym.api import Task
 from mua.gym.taskfile import TaskRowCheck, read_tasks, write_tasks
+from mua.run_dir import FolderLock
 
 
 def parse_option_args(items: list[str]) -> dict:
@@ -101,9 +103,10 @@ def build_and_write(
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     written = {}
-    for split in sorted(splits):
-        path = write_tasks(splits[split], out / f"{split}.parquet")
-        written[split] = (path, len(splits[split]))
+    with FolderLock(out, what="prep output folder", verb="mua prep"):
+        for split in sorted(splits):
+            path = write_tasks(splits[split], out / f"{split}.parquet")
+            written[split] = (path, len(splits[split]))
     return written
 
 
@@ -186,6 +189,14 @@ def mix_task_dirs(
 ) -> dict[str, dict[str, int]]:
     """Write `<out>/<split>.parquet` mixing every split found; returns {split: {folder: rows}}."""
     splits = sorted({p.stem for s in sources for p in s.folder.glob("*.parquet")})
+    with FolderLock(out_dir, what="prep output folder", verb="mua prep"):
+        report = _mix_splits(sources, splits, out_dir, seed, rows)
+    if not report:
+        raise UsageError("prep mix: the given folders hold no task rows")
+    return report
+
+
+def _mix_splits(sources: list[MixSource], splits: list[str], out_dir, seed: int, rows) -> dict:
     report = {}
     for split in splits:
         present = [
@@ -210,6 +221,4 @@ def mix_task_dirs(
         random.Random(f"{seed}:{split}:mix").shuffle(mixed)
         write_tasks(_unique_ids(mixed), Path(out_dir) / f"{split}.parquet")
         report[split] = {str(s.folder): c for (_, s, _), c in zip(present, counts, strict=True)}
-    if not report:
-        raise UsageError("prep mix: the given folders hold no task rows")
     return report
