@@ -26,7 +26,7 @@ import yaml
 from mua.errors import UsageError
 from mua.run_dir import LOCK, FolderLock
 
-__all__ = ["LOCK", "RunLock", "claim", "check_resume_recipe", "has_checkpoint"]
+__all__ = ["LOCK", "RunLock", "claim", "check_resume_recipe", "has_checkpoint", "latest_step_dir"]
 CHANGES = "recipe_changes.yaml"
 FREE_KEYS = ("total_steps",)  # may change on resume without --allow-recipe-change
 # Restored from the checkpoint on resume, whatever the recipe says now.
@@ -56,10 +56,21 @@ class RunLock(FolderLock):
 
 
 def has_checkpoint(run_dir: Path) -> bool:
+    return latest_step_dir(run_dir) is not None
+
+
+def latest_step_dir(run_dir: Path) -> Path | None:
+    """The complete checkpoint `checkpoints/global_step_N` with the largest N, or None (read
+    from the folder names: no torch here)."""
     root = run_dir / "checkpoints"
-    return root.is_dir() and any(
-        _STEP_DIR.match(p.name) and (p / "trainer_state.pt").exists() for p in root.iterdir()
-    )
+    if not root.is_dir():
+        return None
+    steps = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _STEP_DIR.match(p.name)) and (p / "trainer_state.pt").exists()
+    ]
+    return max(steps)[1] if steps else None
 
 
 def recipe_changes(old: dict, new: dict) -> dict[str, tuple]:

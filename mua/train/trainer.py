@@ -27,6 +27,10 @@ from mua.train.sft import sft_steps_total
 from mua.train.trained_model import export_hf, hf_side_files, load_policy, load_tokenizer_for
 
 
+class Preempted(Exception):
+    """SIGTERM stopped the run between two steps, after a checkpoint of the last one."""
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
@@ -234,6 +238,12 @@ class Trainer:
             if self._periodic_export_due(step):
                 self.export(f"global_step_{step}", step)
 
+    def save_unless_saved(self, step: int) -> None:
+        """A checkpoint of `step` (the last finished one) unless it is saved or resumed from."""
+        if step > self.saved_at:
+            self.save(step)
+            self.saved_at = step
+
     def finish(self) -> None:
         """After the last step: its checkpoint unless saved already, `hf/final`, and a barrier."""
         if self.saved_at != self.total_steps and self.total_steps > self.start_step:
@@ -246,13 +256,13 @@ class Trainer:
 
     @contextmanager
     def tracked(self):
-        """The steps' block: the tracker's run ends FINISHED when it completes, KILLED on Ctrl-C,
-        FAILED otherwise; the rollout engine is closed in every case."""
+        """The steps' block: the tracker's run ends FINISHED when it completes, KILLED on Ctrl-C
+        or SIGTERM (`Preempted`), FAILED otherwise; the rollout engine is closed in every case."""
         status = "FAILED"
         try:
             yield
             status = "FINISHED"
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Preempted):
             status = "KILLED"
             raise
         finally:
