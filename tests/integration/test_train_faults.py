@@ -321,3 +321,45 @@ def test_sigkill_of_mua_train_alone_takes_torchrun_and_the_ranks_with_it(tmp_pat
     proc.communicate(timeout=60)
     assert not _gone_within(run_dir, 10), "torchrun or a rank outlived `mua train`"
     RunLock(run_dir).release()  # free: a requeued job is not refused
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 20 MiB filesystem (tmpfs), grown later with `grow()`; needs root (mount)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(folder)]
+    if os.geteuid() != 0 or subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs (a real full disk)")
+
+    def grow() -> None:
+        remount = ["mount", "-o", "remount,size=256m", str(folder)]
+        subprocess.run(remount, check=True, capture_output=True)
+
+    try:
+        yield folder, grow
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_a_full_disk_gives_one_line_and_the_run_resumes_once_there_is_space(tmp_path, small_disk):
+    folder, grow = small_disk
+    recipe = write_sft_recipe(
+        tmp_path,
+        write_sft_data(tmp_path),
+        total_steps=4,
+        run_dir=str(folder / "run"),
+        checkpoint={"save_freq": 1, "keep_last": 2},
+    )
+    res = run_train(recipe)
+    assert res.returncode == 1, res.stderr[-3000:]
+    (line,) = _lines(res.stderr)  # not MLflow's SQLite traceback from its own failed writes
+    assert line.startswith("error: cannot write ") and "no space left on device" in line
+    assert line.endswith("free space and run the same command to resume")
+    grow()  # space freed
+    res = run_train(recipe)
+    assert res.returncode == 0, res.stderr[-3000:]
+    from mua.track.run_files import METRICS_FILE
+
+    rows = [json.loads(x) for x in (folder / "run" / METRICS_FILE).read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]  # the redone steps are logged once
