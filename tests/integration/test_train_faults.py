@@ -261,6 +261,18 @@ def _without_library_warnings(text: str) -> list[str]:
     return lines
 
 
+def _stderr_at_exit(proc: subprocess.Popen, run_dir, timeout_s: float) -> str:
+    """`proc`'s stderr once it and every process holding its pipes ended; on a timeout (a
+    torchrun training on holds them) the run's processes are killed and the test fails."""
+    try:
+        return proc.communicate(timeout=timeout_s)[1]
+    except subprocess.TimeoutExpired:
+        left = _gone_within(run_dir, 0)
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"the run's processes {left} went on after `mua train` ended")
+
+
 def _preemptible_recipe(tmp_path):
     return write_sft_recipe(
         tmp_path,
@@ -280,7 +292,7 @@ def test_sigterm_to_mua_train_checkpoints_stops_the_ranks_and_the_run_resumes(tm
     _wait_for_step(proc, 3)
     ranks = _run_processes(run_dir)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    err = _stderr_at_exit(proc, run_dir, timeout_s=120)
     assert sorted(ranks.values()) == ["rank", "rank", "torchrun"]
     assert not _gone_within(run_dir, 10), "torchrun or a rank outlived `mua train`"
     assert proc.returncode == 143, err[-3000:]
@@ -318,7 +330,7 @@ def test_sigkill_of_mua_train_alone_takes_torchrun_and_the_ranks_with_it(tmp_pat
     _wait_for_step(proc, 2)
     assert sorted(_run_processes(run_dir).values()) == ["rank", "torchrun"]
     proc.kill()
-    proc.communicate(timeout=60)
+    _stderr_at_exit(proc, run_dir, timeout_s=60)
     assert not _gone_within(run_dir, 10), "torchrun or a rank outlived `mua train`"
     RunLock(run_dir).release()  # free: a requeued job is not refused
 
