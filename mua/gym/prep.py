@@ -30,13 +30,15 @@ def parse_option_args(items: list[str]) -> dict:
     """`["k=v", ...]` -> dict, values read as YAML scalars (`3` -> 3, `true` -> True)."""
     import yaml
 
+    from mua.config.recipe_yaml import load_text  # recipe YAML's limits (aliases, depth)
+
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--option {item!r}: expected key=value (e.g. --option num_train=100)")
         try:
-            out[key.strip()] = yaml.safe_load(value) if value != "" else ""
+            out[key.strip()] = load_text(value) if value != "" else ""
         except yaml.YAMLError:
             out[key.strip()] = value
     return out
