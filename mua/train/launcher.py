@@ -224,8 +224,9 @@ def _run_ranks(cmd: list[str], env: dict, pass_fds: tuple) -> int:
     except KeyboardInterrupt:
         _stop(proc, signal.SIGINT)
         return INTERRUPTED
-    except _SigTerm:
-        return _stop(proc, signal.SIGTERM)
+    except _SigTerm:  # whatever became of the ranks, the run was stopped and can resume
+        code = _stop(proc, signal.SIGTERM)
+        return code if code in (0, 1, 2) else TERMINATED
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -234,19 +235,24 @@ class _SigTerm(Exception):
     """SIGTERM reached `mua train` while torchrun ran."""
 
 
-def _stop(proc: subprocess.Popen, sig: int, wait_s: float = 120) -> int:
+def _stop(proc: subprocess.Popen, sig: int) -> int:
     """Send `sig` to torchrun once and wait for it (its ranks may be writing a checkpoint);
-    further signals of either kind are ignored meanwhile, except a second Ctrl-C, which kills it
-    (as does a torchrun still running after `wait_s`)."""
+    further SIGTERMs are ignored meanwhile, and a second Ctrl-C kills it, as does a torchrun
+    still running a minute past its ranks' shutdown timeout."""
+    import os
     import signal
+
+    wait_s = int(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30")) + 60
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     proc.send_signal(sig)
     try:
-        return proc.wait(timeout=wait_s)
+        code = proc.wait(timeout=wait_s)
     except (KeyboardInterrupt, subprocess.TimeoutExpired):
         proc.kill()
-        return proc.wait()
+        code = proc.wait()
+    # killed by the signal itself (before its handlers were installed): the shell's 128 + N
+    return 128 + sig if code == -sig else code
 
 
 def _checked_resume_from(resume_from: str | None, run_dir: Path, resume: bool) -> str | None:
