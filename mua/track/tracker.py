@@ -133,7 +133,7 @@ class Tracker:
             raise RunFailure(
                 f"cannot write {what} to {store} ({_root_cause(e)}); free space (or fix the "
                 "tracking store) and run the same command to resume"
-            ) from None
+            ) from e  # the chain shows with MUA_DEBUG=1; the console gets the line alone
         finally:
             logger.setLevel(level)
 
