@@ -300,9 +300,7 @@ def merge_checkpoint(
     info = {"checkpoint": str(step_dir.resolve()), "step": step, "checkpoint_signature": signature}
     # one `mua merge` per folder at a time; the folder is replaced whole, so its lock is beside it
     lock_file = out_dir.parent / f".{out_dir.name}{LOCK}"
-    with FolderLock(
-        out_dir, what="merge output folder", verb="mua merge", lock_file=lock_file
-    ):
+    with FolderLock(out_dir, what="merge output folder", verb="mua merge", lock_file=lock_file):
         export_full_state(
             state,
             config,
