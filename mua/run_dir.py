@@ -9,13 +9,22 @@ write. `legacy_proof` names files whose presence shows an older mua wrote the fo
 `merge_info.json` in a merged model folder): such a folder is marked and accepted.
 A verb that writes one file (`mua view`'s page) calls `claim_file`: a new file (its folder made
 and claimed when missing) or one the verb recognises as its own, never another file.
-Deliberately not here: locking a folder against concurrent runs, or deciding what to write.
+`FolderLock` keeps a second command out of a folder while one writes it: an exclusive `flock` on
+`.mua-run.lock` in the folder (or a given lock file), held for as long as the process lives (and
+the processes it starts with the descriptor); the kernel drops it when they die, even by SIGKILL,
+so a lock left by a dead process is simply taken over (with a line saying so). The file records
+who holds it (verb, pid, host, start), and a refusal names them (exit 2). Every verb that writes
+an output folder takes it: `mua train` its run dir, `mua eval` its `--out`, `mua rollout` its run
+dir, `mua prep` its `--out`, `mua merge` each merged folder.
+Deliberately not here: deciding what to write.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +32,7 @@ from pathlib import Path
 from mua.errors import UsageError
 
 MARKER = ".mua-dir"
+LOCK = ".mua-run.lock"
 
 
 def is_claimed(path: str | Path) -> bool:
@@ -55,7 +65,7 @@ def claim_dir(path: str | Path, *, what: str, legacy_proof: tuple[str, ...] = ()
         return folder
     if is_claimed(folder):
         return folder
-    entries = list(folder.iterdir())
+    entries = [p for p in folder.iterdir() if p.name != LOCK]
     if not entries or any((folder / name).exists() for name in legacy_proof):
         mark_dir(folder, what)
         return folder
@@ -79,3 +89,64 @@ def claim_file(path: str | Path, *, what: str, ours: Callable[[Path], bool]) -> 
             f"{what} {file}: a file mua did not write is there; choose another path (--out)"
         )
     return file
+
+
+class FolderLock:
+    """An exclusive lock on `folder` (created when missing) for this process and the processes it
+    starts with the descriptor (`fd`, for `subprocess.Popen(pass_fds=...)`), or a UsageError
+    naming the holder. `what` names the folder and `verb` this command in the messages;
+    `lock_file` replaces `folder/.mua-run.lock` where the folder itself is replaced whole."""
+
+    def __init__(
+        self, folder: str | Path, *, what: str, verb: str, lock_file: str | Path | None = None
+    ):
+        folder = Path(folder).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{what} {folder}: exists and is not a folder; choose another path")
+        self.path = Path(lock_file) if lock_file is not None else folder / LOCK
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder, holder_verb = _read_holder(self.fd)
+            os.close(self.fd)
+            raise UsageError(
+                f"{what} {folder} is in use by another `{holder_verb or verb}` ({holder}); "
+                f"wait for it to end or give another {what}"
+            ) from None
+        previous, _ = _read_holder(self.fd)
+        if previous != "unknown process":
+            print(f"{what} {folder}: took over the lock of {previous}, which is gone", flush=True)
+        os.ftruncate(self.fd, 0)
+        record = {
+            "verb": verb,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+        }
+        os.pwrite(self.fd, (json.dumps(record) + "\n").encode(), 0)
+
+    def release(self) -> None:
+        if self.fd < 0:
+            return
+        os.ftruncate(self.fd, 0)  # a clean end leaves no holder to report
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = -1
+
+    def __enter__(self) -> FolderLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> tuple[str, str | None]:
+    """("pid P on HOST, started T", verb) of the lock file's record, or ("unknown process", None)."""
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode() or "null")
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data["started"]))
+        return f"pid {data['pid']} on {data['host']}, started {started}", data.get("verb")
+    except (ValueError, TypeError, KeyError, AttributeError, OSError):
+        return "unknown process", None

@@ -2,7 +2,8 @@
 the trajectories as JSONL, optionally printing some conversations or writing an HTML page.
 
 Tasks come from `data.train_files` (parquet from `mua prep`) or the gym's built-in split. The
-resolved recipe is written to the run dir first. No training happens here.
+resolved recipe is written to the run dir first, and the run dir is locked against a second
+`mua rollout` while this one writes (`mua.run_dir.FolderLock`). No training happens here.
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.rollout.llm_client import make_llm_client, preflight_user
     from mua.rollout.progress import rollout_progress
     from mua.rollout.runner import run_rollouts
+    from mua.run_dir import FolderLock
 
     recipe = load(args, "rollout")
     gym = get_gym(recipe.gym.name)
@@ -135,29 +137,31 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     )
     tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
     run_dir = Path(recipe.run_dir)
-    write_resolved(recipe, run_dir)
-    output = recipe.output.replace("{run_dir}", str(run_dir))
-    policy, close = _make_policy(recipe, gym, ctx)
+    # one `mua rollout` per run dir at a time: two would mix their recipe and trajectories
+    with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"):
+        write_resolved(recipe, run_dir)
+        output = recipe.output.replace("{run_dir}", str(run_dir))
+        policy, close = _make_policy(recipe, gym, ctx)
 
-    async def collect(progress):
-        try:
-            return await run_rollouts(
-                tasks,
-                n=recipe.rollout.n,
-                policy=policy,
-                gym_spec=gym,
-                gym_ctx=ctx,
-                tokenizer=tokenizer,
-                rollout_cfg=recipe.rollout,
-                progress=progress,
-            )
-        finally:
-            if close is not None:
-                await close()
+        async def collect(progress):
+            try:
+                return await run_rollouts(
+                    tasks,
+                    n=recipe.rollout.n,
+                    policy=policy,
+                    gym_spec=gym,
+                    gym_ctx=ctx,
+                    tokenizer=tokenizer,
+                    rollout_cfg=recipe.rollout,
+                    progress=progress,
+                )
+            finally:
+                if close is not None:
+                    await close()
 
-    with rollout_progress(len(tasks) * recipe.rollout.n) as progress:
-        trajectories = asyncio.run(collect(progress))
-    _write_jsonl(trajectories, output)
+        with rollout_progress(len(tasks) * recipe.rollout.n) as progress:
+            trajectories = asyncio.run(collect(progress))
+        _write_jsonl(trajectories, output)
     out = console()
     if show:
         from mua.rollout.render import print_conversations

@@ -1,7 +1,9 @@
 """Load a recipe: read YAML, apply `key=value` overrides to the raw tree, validate, explain errors.
 
 Every problem becomes one line `file: a.b.c: message (got X)` inside a `UsageError`; unknown keys
-get a did-you-mean from the fields that exist at that place. Nothing here runs a recipe.
+get a did-you-mean from the fields that exist at that place. The YAML is read with the limits of
+`mua.config.recipe_yaml` (size, UTF-8, depth, alias expansion, repeated keys), and infinite or
+NaN numbers are refused. Nothing here runs a recipe.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from mua.config.recipe_yaml import load_text, non_finite_path, read_recipe_text
 from mua.config.recipes import RECIPE_MODELS
 from mua.errors import UsageError
 
@@ -25,7 +28,7 @@ _SECRET_KEY = re.compile(r"(api_?key|secret|token|password)$", re.IGNORECASE)
 
 def _yaml_scalar(text: str) -> Any:
     try:
-        return yaml.safe_load(text) if text != "" else ""
+        return load_text(text) if text != "" else ""
     except yaml.YAMLError:
         return text
 
@@ -187,6 +190,12 @@ def parse_recipe_dict(raw: dict, verb: str, source: str = "<recipe>"):
             f"{source}: {secrets[0]}: looks like a secret written inline; put it in an environment "
             "variable and name that variable (e.g. user.api_key_env: OPENAI_API_KEY)"
         )
+    bad_number = non_finite_path(raw)
+    if bad_number is not None:
+        where, value = bad_number
+        raise UsageError(
+            f"{source}: {where}: must be a finite number (got {value}); write a finite number"
+        )
     declared = raw.get("verb")
     if declared is not None and declared != verb:
         raise UsageError(f"{source}: verb: this recipe is for `mua {declared}`, not `mua {verb}`")
@@ -203,10 +212,14 @@ def read_yaml(path: str | Path) -> dict:
     if p.is_dir():
         raise UsageError(f"{path}: is a folder; give a recipe .yaml file")
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = load_text(read_recipe_text(p))
+    except ValueError as err:
+        raise UsageError(f"{path}: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        if isinstance(err, yaml.reader.ReaderError):  # a control character: no mark, a position
+            where = f"character {err.position + 1}"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UsageError(f"{path}: invalid YAML at {where}: {problem}") from None
     if raw is None:

@@ -3,7 +3,8 @@
 `run_evaluation(recipe, model=..., gyms=..., out_dir=...)` writes `<out_dir>/results.jsonl`
 (one line per trajectory), `summary.json` and `eval_config.json`, logs an MLflow run unless
 `track` is False, and returns the per-gym summaries. The output folder must be one mua created
-or an empty one (`mua.run_dir.claim_dir`). Re-running the same command after an interruption
+or an empty one (`mua.run_dir.claim_dir`), and no other `mua eval` may be writing it
+(`mua.run_dir.FolderLock`). Re-running the same command after an interruption
 continues where it stopped, provided the model, tokenizer and tasks have the same content
 (`mua.eval.fingerprint`; file digests are cached in `content_hashes.json`); otherwise it is
 refused with a hint to use --fresh. The CLI prints the table; nothing here parses arguments.
@@ -115,16 +116,24 @@ def run_evaluation(
     on_row=None,
 ) -> tuple[dict, dict]:
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
-    from mua.eval.agents import load_agent, model_source
-    from mua.eval.fingerprint import HashCache, task_digest
     from mua.eval.tasks import load_eval_tasks
     from mua.rollout.llm_client import preflight_user
-    from mua.rollout.progress import rollout_progress
-    from mua.run_dir import claim_dir
+    from mua.run_dir import FolderLock, claim_dir
 
     tasks_by_gym = load_eval_tasks(recipe, gyms)
     preflight_user(recipe.user)  # a wrong key or model stops here, before anything is written
     out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
+    # one `mua eval` per folder at a time: two would mix their rows under one summary
+    with FolderLock(out_dir, what="eval output folder", verb="mua eval"):
+        return _evaluate_into(recipe, model, tasks_by_gym, out_dir, fresh, track, on_row)
+
+
+def _evaluate_into(recipe, model: str, tasks_by_gym: dict, out_dir: Path, fresh, track, on_row):
+    """`run_evaluation`'s work once the folder is claimed and locked."""
+    from mua.eval.agents import load_agent, model_source
+    from mua.eval.fingerprint import HashCache, task_digest
+    from mua.rollout.progress import rollout_progress
+
     source = model_source(model, recipe)
     cache = HashCache(out_dir / HASH_CACHE_FILE)
     fingerprint = _fingerprint(recipe, model, source[0], cache)

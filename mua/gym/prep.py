@@ -4,6 +4,7 @@
 writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`); every task is
 checked first (`TaskRowCheck`: usable, unique ids per split), so bad source data fails here,
 naming it. `mix_task_dirs` combines several such folders into one by weight, deterministically.
+Both hold the output folder's lock (`mua.run_dir.FolderLock`) while they write.
 `check_options` validates a gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
 prints: the CLI renders the returned counts.
 
@@ -22,11 +23,14 @@ from pathlib import Path
 from mua.errors import UsageError
 from mua.gym.api import Task
 from mua.gym.taskfile import TaskRowCheck, read_tasks, write_tasks
+from mua.run_dir import FolderLock
 
 
 def parse_option_args(items: list[str]) -> dict:
     """`["k=v", ...]` -> dict, values read as YAML scalars (`3` -> 3, `true` -> True)."""
     import yaml
+
+    from mua.config.recipe_yaml import load_text  # recipe YAML's limits (aliases, depth)
 
     out = {}
     for item in items or []:
@@ -34,7 +38,7 @@ def parse_option_args(items: list[str]) -> dict:
         if not sep or not key.strip():
             raise UsageError(f"--option {item!r}: expected key=value (e.g. --option num_train=100)")
         try:
-            out[key.strip()] = yaml.safe_load(value) if value != "" else ""
+            out[key.strip()] = load_text(value) if value != "" else ""
         except yaml.YAMLError:
             out[key.strip()] = value
     return out
@@ -101,9 +105,10 @@ def build_and_write(
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     written = {}
-    for split in sorted(splits):
-        path = write_tasks(splits[split], out / f"{split}.parquet")
-        written[split] = (path, len(splits[split]))
+    with FolderLock(out, what="prep output folder", verb="mua prep"):
+        for split in sorted(splits):
+            path = write_tasks(splits[split], out / f"{split}.parquet")
+            written[split] = (path, len(splits[split]))
     return written
 
 
@@ -186,6 +191,14 @@ def mix_task_dirs(
 ) -> dict[str, dict[str, int]]:
     """Write `<out>/<split>.parquet` mixing every split found; returns {split: {folder: rows}}."""
     splits = sorted({p.stem for s in sources for p in s.folder.glob("*.parquet")})
+    with FolderLock(out_dir, what="prep output folder", verb="mua prep"):
+        report = _mix_splits(sources, splits, out_dir, seed, rows)
+    if not report:
+        raise UsageError("prep mix: the given folders hold no task rows")
+    return report
+
+
+def _mix_splits(sources: list[MixSource], splits: list[str], out_dir, seed: int, rows) -> dict:
     report = {}
     for split in splits:
         present = [
@@ -210,6 +223,4 @@ def mix_task_dirs(
         random.Random(f"{seed}:{split}:mix").shuffle(mixed)
         write_tasks(_unique_ids(mixed), Path(out_dir) / f"{split}.parquet")
         report[split] = {str(s.folder): c for (_, s, _), c in zip(present, counts, strict=True)}
-    if not report:
-        raise UsageError("prep mix: the given folders hold no task rows")
     return report

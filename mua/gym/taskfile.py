@@ -5,7 +5,8 @@ source, version. Writing is atomic (temp file, then rename). Reading checks the 
 every row, and says in one line which file, row and problem: text that is not UTF-8, a prompt
 that is not a non-empty list of chat messages, a payload that is not an object, an empty
 task_id or gym, a task_id that repeats an earlier row's (tasks are keyed by id, so a repeat
-would silently take the place of the first). `TaskRowCheck` is that check, one task at a time,
+would silently take the place of the first), a column of the wrong type (named, with the type
+it must have), a null in a required column. `TaskRowCheck` is that check, one task at a time,
 for files and for tasks built in memory (`mua prep`). An empty file reads as no tasks; whether
 that is an error is the reader's call (an empty train file is refused at launch).
 """
@@ -20,6 +21,20 @@ from mua.errors import UsageError
 from mua.gym.api import Task
 
 COLUMNS = ("task_id", "gym", "split", "prompt", "payload", "source", "version")
+REQUIRED = ("task_id", "gym", "prompt", "payload")
+# What each column may be stored as: the canonical text, or what a hand-made file may hold
+# that still reads as the same task.
+COLUMN_TYPES = {
+    "task_id": ("text or integer", ("text", "integer")),
+    "gym": ("text", ("text",)),
+    "split": ("text", ("text",)),
+    "prompt": ("text (a JSON list of chat messages) or a list of messages", ("text", "list")),
+    "payload": ("text (a JSON object) or a struct", ("text", "struct")),
+    "source": ("text", ("text",)),
+    "version": ("text or integer", ("text", "integer")),
+}
+# What the JSON text of a column must decode to
+JSON_KINDS = {"prompt": (list, "a JSON list of chat messages"), "payload": (dict, "a JSON object")}
 
 
 def write_tasks(tasks: list[Task], path: str | Path) -> Path:
@@ -113,6 +128,62 @@ def utf8_rows(table, path: Path) -> list[dict]:
     return rows
 
 
+def _kind(arrow_type) -> str:
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_string(arrow_type) or t.is_large_string(arrow_type):
+        return "text"
+    if t.is_binary(arrow_type) or t.is_large_binary(arrow_type):
+        return "text"  # decoded as UTF-8 row by row
+    if t.is_integer(arrow_type):
+        return "integer"
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
+        return "list"
+    if t.is_struct(arrow_type) or t.is_map(arrow_type):
+        return "struct"
+    return str(arrow_type)
+
+
+def check_column_types(table, path: Path) -> None:
+    """Every known column holds a type a task can be read from, or one UsageError naming it."""
+    for field in table.schema:
+        kind = _kind(field.type)
+        if field.name not in COLUMN_TYPES or kind == "null":  # all null: named row by row
+            continue
+        expected, kinds = COLUMN_TYPES[field.name]
+        if kind not in kinds:
+            raise UsageError(
+                f"{path}: column {field.name!r} holds {field.type}, expected {expected}; "
+                "write the file with `mua prep` (or fix that column)"
+            )
+
+
+def _decoded(row: dict, i: int, path: Path) -> dict:
+    """The row with `prompt` and `payload` decoded from JSON text and of the kind they need."""
+    for column in REQUIRED:
+        if row.get(column) is None:
+            raise UsageError(
+                f"{path}: row {i}: column {column!r} is null, expected "
+                f"{COLUMN_TYPES[column][0]}; every task needs one"
+            )
+    for column, (kind, expected) in JSON_KINDS.items():
+        value = row[column]
+        if isinstance(value, str):
+            try:
+                value = row[column] = json.loads(value)
+            except ValueError as e:
+                raise UsageError(
+                    f"{path}: row {i}: column {column!r} is not valid JSON ({e})"
+                ) from None
+        if not isinstance(value, kind):
+            raise UsageError(
+                f"{path}: row {i}: column {column!r} must be {expected}, got "
+                f"{type(value).__name__} {value!r:.60}"
+            )
+    return row
+
+
 def read_tasks(path: str | Path) -> list[Task]:
     import pyarrow.parquet as pq
 
@@ -132,17 +203,11 @@ def read_tasks(path: str | Path) -> list[Task]:
         raise UsageError(
             f"{path}: missing column(s) {missing}; a task file needs {list(COLUMNS)} (written by `mua prep`)"
         )
+    check_column_types(table, path)
     tasks = []
     rows = TaskRowCheck(str(path), "row", " (regenerate the file with `mua prep`)")
     for i, row in enumerate(utf8_rows(table, path)):
-        for column in ("prompt", "payload"):
-            if isinstance(row.get(column), str):
-                try:
-                    row[column] = json.loads(row[column])
-                except ValueError as e:
-                    raise UsageError(
-                        f"{path}: row {i}: column {column!r} is not valid JSON ({e})"
-                    ) from None
+        row = _decoded(row, i, path)
         try:
             task = Task.from_row(row)
         except (ValueError, TypeError, KeyError, AttributeError) as e:

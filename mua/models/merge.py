@@ -13,7 +13,9 @@ generation config beside them). Output, per step (default `<run>/hf/global_step_
 folder has it (with the same dtype, merged from the same checkpoint files: their stat
 signatures are recorded, so a checkpoint rewritten by a new training run is merged again) is
 skipped unless `force`. An existing output folder is replaced only when mua wrote it (its
-`.mua-dir` marker, or a `merge_info.json` from an older mua; `mua.run_dir.claim_dir`). Tied embeddings: the checkpoint
+`.mua-dir` marker, or a `merge_info.json` from an older mua; `mua.run_dir.claim_dir`); a second
+`mua merge` into the same folder meanwhile is refused (`mua.run_dir.FolderLock`, whose lock file
+`.<folder>.mua-run.lock` is beside the folder, which is replaced whole). Tied embeddings: the checkpoint
 stores `lm_head.weight` beside the embedding; for a tied config the two must be equal and the
 file keeps one copy, as Hugging Face expects. `verify` rebuilds the model from the checkpoint's
 tensors and compares its logits on a fixed probe batch with the merged folder's (loaded through
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mua.errors import RunFailure, UsageError
-from mua.run_dir import claim_dir, mark_dir
+from mua.run_dir import LOCK, FolderLock, claim_dir, mark_dir
 
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 MERGE_INFO = "merge_info.json"
@@ -296,9 +298,18 @@ def merge_checkpoint(
             "merge an earlier one"
         )
     info = {"checkpoint": str(step_dir.resolve()), "step": step, "checkpoint_signature": signature}
-    export_full_state(
-        state, config, out_dir, dtype, tokenizer=tokenizer, generation_config=generation, info=info
-    )
+    # one `mua merge` per folder at a time; the folder is replaced whole, so its lock is beside it
+    lock_file = out_dir.parent / f".{out_dir.name}{LOCK}"
+    with FolderLock(out_dir, what="merge output folder", verb="mua merge", lock_file=lock_file):
+        export_full_state(
+            state,
+            config,
+            out_dir,
+            dtype,
+            tokenizer=tokenizer,
+            generation_config=generation,
+            info=info,
+        )
     if verify:
         diff = verify_merged(state, config, out_dir, dtype)
         result.max_logit_diff = diff

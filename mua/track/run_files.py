@@ -6,7 +6,9 @@ Rank 0 writes them next to MLflow (which holds the same metrics) so a run can be
 its folder alone (`mua view RUN`), whatever tracking store it logged to. A transcript line is a
 `Trajectory` as JSON plus `step`, `gym` and `token_runs` (the token stream cut into runs of one
 kind, trained tokens marked, decoded with the run's tokenizer), so reading needs no tokenizer.
-A step logged twice (steps redone after a resume) reads back as its last record.
+A resumed run first drops the rows of the steps after its checkpoint (`keep_metrics_through`):
+those steps are run and logged again, so the file holds each step once. A step logged twice
+anyway (a file of an older version) reads back as its last record.
 Nothing here decides what to sample or computes metrics.
 """
 
@@ -31,6 +33,28 @@ def append_metrics(run_dir: str | Path, step: int, metrics: dict) -> None:
     }
     with open(Path(run_dir) / METRICS_FILE, "a", encoding="utf-8") as f:
         f.write(json.dumps({"step": int(step), **clean}) + "\n")
+
+
+def keep_metrics_through(run_dir: str | Path, step: int) -> None:
+    """Drop the rows of steps after `step` (and torn lines), rewriting the file atomically; a
+    file with nothing to drop is left untouched."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if _row_step(line) is not None and _row_step(line) <= step]
+    if len(kept) == len(lines):
+        return
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _row_step(line: str) -> int | None:
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:

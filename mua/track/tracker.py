@@ -8,17 +8,25 @@ the resolved recipe file and sampled transcripts as artifacts (`transcripts/step
 also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`,
 `transcripts/val_N.jsonl`) for `mua view`, and, with `track.report_to`, to TensorBoard and W&B
 (`mua.track.sinks`, same metric names). A resumed run continues the same MLflow run (its id is
-kept in `run_dir/mlflow_run_id`). mlflow is imported lazily. Does not compute metrics.
+kept in `run_dir/mlflow_run_id`), and its `metrics.jsonl` keeps only the steps up to the
+checkpoint it resumed from (the steps after it are run and logged again). A write that fails
+(a full disk, a store gone) stops the run with one `RunFailure` line naming what could not be
+written and where, without MLflow's own error log; closing a run that already failed never
+raises, so the first error is the one reported. mlflow is imported lazily. Does not compute
+metrics.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from mua.config.redact import redact_text
-from mua.track.console import StepConsole
-from mua.track.run_files import append_metrics, write_transcripts
+from mua.errors import MuaError, RunFailure
+from mua.track.console import StepConsole, verbose
+from mua.track.run_files import append_metrics, keep_metrics_through, write_transcripts
 from mua.track.sinks import open_sinks
 
 _MAX_PARAM_LEN = 500
@@ -72,7 +80,14 @@ def flatten_params(tree, prefix: str = "") -> dict[str, str]:
 
 
 class Tracker:
-    def __init__(self, recipe, run_dir: str | Path, enabled: bool, console: bool = True):
+    def __init__(
+        self,
+        recipe,
+        run_dir: str | Path,
+        enabled: bool,
+        console: bool = True,
+        start_step: int = 0,
+    ):
         self.enabled = enabled
         self.run_dir = Path(run_dir)
         self.gym = recipe.gym.name
@@ -81,32 +96,52 @@ class Tracker:
         self._console = StepConsole(recipe.total_steps) if (enabled and console) else None
         if not enabled:
             return
-        import logging
-
         import mlflow
 
         # its INFO lines (creating tables, a new experiment) would bury the run's own output
         logging.getLogger("mlflow").setLevel(logging.WARNING)
-        self._mlflow = mlflow
-        open_experiment(
-            mlflow, tracking_uri(recipe.track.mlflow_uri, run_dir), recipe.track.experiment
-        )
-        id_file = self.run_dir / "mlflow_run_id"
-        run_id = id_file.read_text().strip() if id_file.exists() else None
-        run_name = recipe.track.run_name or self.run_dir.name
-        run = mlflow.start_run(run_id=run_id, run_name=run_name)
-        params = flatten_params(recipe.model_dump(mode="json"))
-        self._sinks = open_sinks(
-            recipe.track.report_to, self.run_dir, recipe.track.experiment, run_name, params
-        )
-        if run_id is None:
-            id_file.write_text(run.info.run_id)
-            items = list(params.items())
-            for i in range(0, len(items), 100):
-                mlflow.log_params(dict(items[i : i + 100]))
-            resolved = self.run_dir / "recipe.resolved.yaml"
-            if resolved.exists():
-                mlflow.log_artifact(str(resolved))
+        self.uri = tracking_uri(recipe.track.mlflow_uri, run_dir)
+        with self._writing("the start of the run"):
+            keep_metrics_through(self.run_dir, start_step)  # later steps are logged again
+            open_experiment(mlflow, self.uri, recipe.track.experiment)
+            self._mlflow = mlflow
+            id_file = self.run_dir / "mlflow_run_id"
+            run_id = id_file.read_text().strip() if id_file.exists() else None
+            run_name = recipe.track.run_name or self.run_dir.name
+            run = mlflow.start_run(run_id=run_id, run_name=run_name)
+            params = flatten_params(recipe.model_dump(mode="json"))
+            self._sinks = open_sinks(
+                recipe.track.report_to, self.run_dir, recipe.track.experiment, run_name, params
+            )
+            if run_id is None:
+                id_file.write_text(run.info.run_id)
+                items = list(params.items())
+                for i in range(0, len(items), 100):
+                    mlflow.log_params(dict(items[i : i + 100]))
+                resolved = self.run_dir / "recipe.resolved.yaml"
+                if resolved.exists():
+                    mlflow.log_artifact(str(resolved))
+
+    @contextmanager
+    def _writing(self, what: str):
+        """A failed write to the store or the run dir becomes one line; MLflow's own error log
+        of it (a traceback with the SQL) is held back unless `mua -v`."""
+        logger = logging.getLogger("mlflow")
+        level = logger.level
+        if not verbose():
+            logger.setLevel(logging.CRITICAL)
+        try:
+            yield
+        except MuaError:
+            raise
+        except Exception as e:
+            store = self.run_dir if isinstance(e, OSError) else redact_text(self.uri)
+            raise RunFailure(
+                f"cannot write {what} to {store} ({_root_cause(e)}); free space (or fix the "
+                "tracking store) and run the same command to resume"
+            ) from e  # the chain shows with MUA_DEBUG=1; the console gets the line alone
+        finally:
+            logger.setLevel(level)
 
     def log_step(self, step: int, metrics: dict) -> None:
         if not self.enabled:
@@ -118,10 +153,11 @@ class Tracker:
             for k, v in metrics.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
-        self._mlflow.log_metrics(clean, step=step)
-        for sink in self._sinks:
-            sink.log(step, clean)
-        append_metrics(self.run_dir, step, metrics)
+        with self._writing(f"the metrics of step {step}"):
+            self._mlflow.log_metrics(clean, step=step)
+            for sink in self._sinks:
+                sink.log(step, clean)
+            append_metrics(self.run_dir, step, metrics)
         if self._console is not None:
             self._console.step(step, clean)
 
@@ -134,6 +170,10 @@ class Tracker:
         records to the run dir."""
         if not self.enabled or not trajectories:
             return
+        with self._writing(f"the transcripts of step {step}"):
+            self._write_transcripts(step, trajectories, tokenizer, kind)
+
+    def _write_transcripts(self, step: int, trajectories, tokenizer, kind: str) -> None:
         path = write_transcripts(self.run_dir, step, trajectories, self.gym, tokenizer, kind)
         texts = []
         for t in trajectories:
@@ -145,9 +185,28 @@ class Tracker:
         self._mlflow.log_text(text, f"transcripts/{path.stem}.txt")
 
     def close(self, status: str = "FINISHED") -> None:
+        """End the MLflow run with `status`. After a failure (`status` other than FINISHED) a
+        store that cannot record it is left as it is: the run's own error is the one to show."""
         if self._console is not None:
             self._console.close()
         for sink in self._sinks:
             sink.close(status)
-        if self.enabled and self._mlflow is not None:
-            self._mlflow.end_run(status=status)
+        if not (self.enabled and self._mlflow is not None):
+            return
+        try:
+            with self._writing("the end of the run"):
+                self._mlflow.end_run(status=status)
+        except RunFailure:
+            if status == "FINISHED":
+                raise
+
+
+def _root_cause(error: BaseException) -> str:
+    """`Type: first line` of the innermost exception (MLflow wraps SQLAlchemy, which wraps the
+    driver's own error, whose message is the useful one)."""
+    seen = {id(error)}
+    while error.__cause__ is not None and id(error.__cause__) not in seen:
+        error = error.__cause__
+        seen.add(id(error))
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:200]

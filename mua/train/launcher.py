@@ -7,7 +7,11 @@ another `mua train`, and a resumed run must keep its recipe unless `--allow-reci
 (`mua.train.run_dir`). Then torchrun (`mua.train.torchrun`: without its own error dumps) starts
 the ranks, each running `mua.train.loop.train_rank` (`python -m mua.train.loop RUN_DIR`: the step
 loop that calls `rl_step` / `sft_step`), which reads only the resolved recipe.
-Ctrl-C stops the ranks and exits 130 with one line saying how to resume.
+Ctrl-C stops the ranks and exits 130 with one line saying how to resume; SIGTERM (what a
+cluster scheduler sends to preempt a job) is forwarded to torchrun, whose ranks finish their step
+and write a checkpoint (`mua.train.loop`), and exits 143 with one line naming that checkpoint.
+torchrun runs in a session of its own, so each signal reaches it once, from here, and it dies
+with this process (`mua.train.torchrun`); the run dir's lock is released when it has ended.
 One node: `--standalone`. Many nodes: the same command on every node with `--nnodes M
 --node-rank R --rdzv-endpoint HOST:PORT` (static rendezvous: HOST:PORT is node 0's address).
 Does not manage processes itself: torchrun does.
@@ -180,6 +184,12 @@ def launch(
             f"interrupted; run the same command again to resume {run_dir} from its latest "
             "checkpoint"
         )
+    if code == TERMINATED:
+        latest = run_folder.latest_step_dir(run_dir)
+        kept = f"its latest checkpoint is {latest}" if latest else "it has no checkpoint yet"
+        raise Terminated(
+            f"stopped by SIGTERM; {kept}; run the same command again to resume {run_dir}"
+        )
     if code in (1, 2):  # a rank (or mua.train.torchrun) printed its one line already
         raise SystemExit(code)
     if code != 0:
@@ -189,6 +199,7 @@ def launch(
 
 
 INTERRUPTED = 130
+TERMINATED = 128 + 15  # SIGTERM
 
 
 class Interrupted(RunFailure):
@@ -197,27 +208,62 @@ class Interrupted(RunFailure):
     exit_code = INTERRUPTED
 
 
+class Terminated(RunFailure):
+    """SIGTERM: the ranks checkpointed (if they could) and stopped; the run can resume."""
+
+    exit_code = TERMINATED
+
+
 def _run_ranks(cmd: list[str], env: dict, pass_fds: tuple) -> int:
-    """Run torchrun; on Ctrl-C let it stop its ranks (it gets the terminal's SIGINT too, or this
-    process forwards it) and return 130."""
+    """Run torchrun in a session of its own and forward Ctrl-C (SIGINT) and SIGTERM to it once;
+    returns its code, 130 after Ctrl-C. A second Ctrl-C, or torchrun still running long after
+    its ranks' shutdown timeout, kills it."""
     import signal
 
-    proc = subprocess.Popen(cmd, env=env, pass_fds=pass_fds)
+    from mua.train.torchrun import OF_LAUNCHER
+
+    def on_sigterm(signum, frame):
+        raise _SigTerm
+
+    proc = subprocess.Popen(
+        cmd, env={**env, OF_LAUNCHER: "1"}, pass_fds=pass_fds, start_new_session=True
+    )
+    previous = signal.getsignal(signal.SIGTERM)
     try:
+        signal.signal(signal.SIGTERM, on_sigterm)
         return proc.wait()
     except KeyboardInterrupt:
-        try:
-            try:  # a terminal's Ctrl-C reached torchrun too: it is stopping its ranks already
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # only this process was signalled
-                proc.send_signal(signal.SIGINT)
-                proc.wait(timeout=60)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):  # a second Ctrl-C, or stuck
-            pass
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(proc, signal.SIGINT)
         return INTERRUPTED
+    except _SigTerm:  # whatever became of the ranks, the run was stopped and can resume
+        code = _stop(proc, signal.SIGTERM)
+        return code if code in (0, 1, 2) else TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _SigTerm(Exception):
+    """SIGTERM reached `mua train` while torchrun ran."""
+
+
+def _stop(proc: subprocess.Popen, sig: int) -> int:
+    """Send `sig` to torchrun once and wait for it (its ranks may be writing a checkpoint);
+    further SIGTERMs are ignored meanwhile, and a second Ctrl-C kills it, as does a torchrun
+    still running a minute past its ranks' shutdown timeout."""
+    import os
+    import signal
+
+    wait_s = int(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30")) + 60
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    proc.send_signal(sig)
+    try:
+        code = proc.wait(timeout=wait_s)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        proc.kill()
+        code = proc.wait()
+    # killed by the signal itself (before its handlers were installed): the shell's 128 + N
+    return 128 + sig if code == -sig else code
 
 
 def _checked_resume_from(resume_from: str | None, run_dir: Path, resume: bool) -> str | None:

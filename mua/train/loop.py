@@ -9,10 +9,14 @@ body of `train_rank` is the whole life of a rank: join the process group, build 
 
 User-facing errors print one line and exit with their code: on rank 0, and on any other rank
 whose error is its own (an error all ranks raise alike after a collective is printed once).
-Ctrl-C exits 130 without a traceback. On Linux a rank started by torchrun dies with its torchrun
-agent (parent-death signal, armed before anything heavy is imported): torchrun puts every rank in
-a session of its own, so a SIGKILL of `mua train` and torchrun would otherwise leave orphaned
-ranks training on and writing checkpoints into the run dir.
+Ctrl-C exits 130 without a traceback. SIGTERM (a cluster's preemption, forwarded by torchrun)
+lets the running step finish; before the next one the ranks agree to stop (a reduction, so a
+signal that reached one rank stops all at the same step), write a checkpoint of the last finished
+step unless it has one, end the tracker's run as KILLED and exit 143 without a line (`mua train`
+prints it). On Linux a rank started by torchrun dies with its torchrun agent (parent-death
+signal, armed before anything heavy is imported): torchrun puts every rank in a session of its
+own, so a SIGKILL of `mua train` and torchrun would otherwise leave orphaned ranks training on
+and writing checkpoints into the run dir.
 Not here: building the pieces, checkpoints and exports (`Trainer`), the steps themselves.
 """
 
@@ -26,13 +30,17 @@ import time
 
 _PR_SET_PDEATHSIG = 1  # prctl option, linux/prctl.h
 INTERRUPTED = 130
+TERMINATED = 128 + signal.SIGTERM
+_signals = {"terminate": False}
 
 
 def train_rank(argv: list[str] | None = None) -> int:
     """The torchrun target: this rank's part of the run in RUN_DIR; returns its exit code."""
     args = _parse_args(argv)
-    die_with_launcher()
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        die_with_parent()
     signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _note_terminate)
 
     import torch
 
@@ -43,7 +51,7 @@ def train_rank(argv: list[str] | None = None) -> int:
     from mua.train.guards import RunStopped
     from mua.train.rl import rl_step
     from mua.train.sft import sft_step
-    from mua.train.trainer import Trainer
+    from mua.train.trainer import Preempted, Trainer
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     apply_torch()  # deterministic mode only
@@ -55,6 +63,9 @@ def train_rank(argv: list[str] | None = None) -> int:
         )
         with trainer.tracked():  # the tracker's run ends FINISHED, FAILED or KILLED
             for step in range(trainer.start_step + 1, trainer.total_steps + 1):
+                if _terminate_agreed():  # SIGTERM: keep what the finished steps did, and stop
+                    trainer.save_unless_saved(step - 1)
+                    raise Preempted
                 clock = time.perf_counter()
                 try:
                     if trainer.is_sft:
@@ -87,6 +98,8 @@ def train_rank(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:  # Ctrl-C: `mua train` prints how to resume
         return INTERRUPTED
+    except Preempted:  # SIGTERM: the checkpoint is written; `mua train` prints how to resume
+        return TERMINATED
     finally:
         destroy()
     return 0
@@ -100,18 +113,32 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def die_with_launcher() -> None:
-    """SIGKILL this process when its parent (the torchrun agent) exits (Linux, under torchrun)."""
-    if not sys.platform.startswith("linux") or "TORCHELASTIC_RUN_ID" not in os.environ:
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Have the kernel send `sig` to this process when its parent exits (Linux; elsewhere a
+    no-op). Ranks arm it against their torchrun agent, the agent against `mua train`."""
+    if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        return  # not fatal: the rank just keeps the default behaviour
-    if os.getppid() != parent:  # the agent died before the signal was armed
+    if libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        return  # not fatal: the process just keeps the default behaviour
+    if os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(1)
+
+
+def _note_terminate(signum, frame) -> None:
+    """SIGTERM: remembered; the loop stops before its next step (`_terminate_agreed`)."""
+    _signals["terminate"] = True
+
+
+def _terminate_agreed() -> bool:
+    """True on every rank when SIGTERM reached any rank (a collective: every rank calls it once
+    per step, at the same place)."""
+    from mua.dist import all_reduce_max
+
+    return bool(all_reduce_max([float(_signals["terminate"])])[0] > 0)
 
 
 def _interrupt_once(signum, frame) -> None:

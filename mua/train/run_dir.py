@@ -4,10 +4,8 @@
   writes only into a folder it created (`mua.run_dir`'s marker) or an empty one, which it then
   marks. A folder of older runs (no marker, but a `recipe.resolved.yaml`) is adopted. Anything
   else is refused (exit 2) before a byte is written.
-- Lock: one `mua train` per run dir at a time. `RunLock` holds an exclusive `flock` on
-  `.mua-run.lock` for as long as the launcher (and the torchrun it started, which inherits the
-  descriptor) lives; the kernel drops it when they die, even by SIGKILL, so a lock left by a dead
-  process is simply taken over (with a line saying so). The file records who holds it.
+- Lock: one `mua train` per run dir at a time. `RunLock` (`mua.run_dir.FolderLock`) is held for
+  as long as the launcher (and the torchrun it started, which inherits the descriptor) lives.
 - Recipe changes on resume: a run resumed from a checkpoint with a recipe that differs from the
   one it was started with is refused with the differences listed (exit 2), unless the caller
   allows it; allowed changes are appended to `recipe_changes.yaml` with what took effect.
@@ -19,19 +17,16 @@ Not here: what the ranks do with a checkpoint (`mua.train.checkpoint`), locking 
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import re
-import socket
 import time
 from pathlib import Path
 
 import yaml
 
 from mua.errors import UsageError
+from mua.run_dir import LOCK, FolderLock
 
-LOCK = ".mua-run.lock"
+__all__ = ["LOCK", "RunLock", "claim", "check_resume_recipe", "has_checkpoint", "latest_step_dir"]
 CHANGES = "recipe_changes.yaml"
 FREE_KEYS = ("total_steps",)  # may change on resume without --allow-recipe-change
 # Restored from the checkpoint on resume, whatever the recipe says now.
@@ -53,52 +48,29 @@ def claim(run_dir: Path) -> None:
     claim_dir(run_dir, what="run_dir", legacy_proof=(RESOLVED_NAME,))
 
 
-class RunLock:
-    """An exclusive lock on a run dir for this process and the processes it starts with the
-    descriptor (`fd`, for `subprocess.run(pass_fds=...)`)."""
+class RunLock(FolderLock):
+    """The run dir's lock, held by `mua train` (see `mua.run_dir.FolderLock`)."""
 
     def __init__(self, run_dir: Path):
-        self.path = run_dir / LOCK
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(self.fd)
-            os.close(self.fd)
-            raise UsageError(
-                f"run_dir {run_dir} is in use by another `mua train` ({holder}); wait for it to "
-                "end or give another run_dir"
-            ) from None
-        previous = _read_holder(self.fd)
-        if previous != "unknown process":
-            print(f"run_dir {run_dir}: took over the lock of {previous}, which is gone", flush=True)
-        os.ftruncate(self.fd, 0)
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
-        os.pwrite(self.fd, (json.dumps(record) + "\n").encode(), 0)
-
-    def release(self) -> None:
-        if self.fd < 0:
-            return
-        os.ftruncate(self.fd, 0)  # a clean end leaves no holder to report
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-        self.fd = -1
-
-
-def _read_holder(fd: int) -> str:
-    try:
-        data = json.loads(os.pread(fd, 4096, 0).decode() or "null")
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data["started"]))
-        return f"pid {data['pid']} on {data['host']}, started {started}"
-    except (ValueError, TypeError, KeyError, OSError):
-        return "unknown process"
+        super().__init__(run_dir, what="run_dir", verb="mua train")
 
 
 def has_checkpoint(run_dir: Path) -> bool:
+    return latest_step_dir(run_dir) is not None
+
+
+def latest_step_dir(run_dir: Path) -> Path | None:
+    """The complete checkpoint `checkpoints/global_step_N` with the largest N, or None (read
+    from the folder names: no torch here)."""
     root = run_dir / "checkpoints"
-    return root.is_dir() and any(
-        _STEP_DIR.match(p.name) and (p / "trainer_state.pt").exists() for p in root.iterdir()
-    )
+    if not root.is_dir():
+        return None
+    steps = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _STEP_DIR.match(p.name)) and (p / "trainer_state.pt").exists()
+    ]
+    return max(steps)[1] if steps else None
 
 
 def recipe_changes(old: dict, new: dict) -> dict[str, tuple]:

@@ -4,8 +4,12 @@ The ranks print their own one-line errors (`mua.train.loop`); torchrun would add
 the failed ranks, its log lines about stopping the others, and on Ctrl-C the traceback of its
 own interrupted wait. This runs the same launcher with its logger quietened and turns each
 ending into an exit code for `mua train`: the first failed rank's code (1 runtime, 2 usage),
-130 for Ctrl-C (SIGINT), and 1 with one line for a rank killed by a signal (which printed
-nothing). Does not change how ranks are started, placed or restarted.
+130 for Ctrl-C (SIGINT), 143 for SIGTERM (the ranks got it from torchrun and checkpointed if
+they could within torchrun's shutdown timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 30 s by default),
+and 1 with one line for a rank killed by a signal (which printed nothing). Started by
+`mua train` (MUA_TORCHRUN_OF_LAUNCHER=1), it dies with that launcher: the launcher puts it in a
+session of its own, so that the launcher alone receives a terminal's or a scheduler's signals
+and forwards them once. Does not change how ranks are started, placed or restarted.
 """
 
 from __future__ import annotations
@@ -16,9 +20,14 @@ import signal
 import sys
 
 INTERRUPTED = 130
+OF_LAUNCHER = "MUA_TORCHRUN_OF_LAUNCHER"
 
 
 def main(argv: list[str]) -> int:
+    if os.environ.pop(OF_LAUNCHER, None) == "1":
+        from mua.train.loop import die_with_parent
+
+        die_with_parent()  # a SIGKILLed `mua train` takes torchrun, and so the ranks, with it
     # torch's elastic loggers take their level from LOGLEVEL when created (a user's wins)
     os.environ.setdefault("LOGLEVEL", "ERROR")
     from torch.distributed.elastic.multiprocessing.api import SignalException

@@ -27,6 +27,10 @@ from mua.train.sft import sft_steps_total
 from mua.train.trained_model import export_hf, hf_side_files, load_policy, load_tokenizer_for
 
 
+class Preempted(Exception):
+    """SIGTERM stopped the run between two steps, after a checkpoint of the last one."""
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
@@ -65,7 +69,9 @@ class Trainer:
         from mua.track import Tracker
         from mua.train.guards import StepWatch
 
-        self.tracker = Tracker(recipe, self.run_dir, enabled=dist.is_main)
+        self.tracker = Tracker(
+            recipe, self.run_dir, enabled=dist.is_main, start_step=self.start_step
+        )
         self.watch = StepWatch(recipe.stop, show=dist.is_main)
 
     def _setup_sft(self) -> None:
@@ -207,8 +213,8 @@ class Trainer:
             latest = ckpt.latest_checkpoint(self.run_dir)
             kept = f"the latest complete checkpoint is {latest}" if latest else "no checkpoint yet"
             raise RunFailure(
-                f"cannot write the {what} in {self.run_dir} ({_first_line(_cause(e))}); {kept}; "
-                "free space and run the same command to resume"
+                f"cannot write the {what} in {self.run_dir} ({_write_cause(e, self.run_dir)}); "
+                f"{kept}; free space and run the same command to resume"
             ) from None
 
     def _periodic_export_due(self, step: int) -> bool:
@@ -232,6 +238,12 @@ class Trainer:
             if self._periodic_export_due(step):
                 self.export(f"global_step_{step}", step)
 
+    def save_unless_saved(self, step: int) -> None:
+        """A checkpoint of `step` (the last finished one) unless it is saved or resumed from."""
+        if step > self.saved_at:
+            self.save(step)
+            self.saved_at = step
+
     def finish(self) -> None:
         """After the last step: its checkpoint unless saved already, `hf/final`, and a barrier."""
         if self.saved_at != self.total_steps and self.total_steps > self.start_step:
@@ -244,13 +256,13 @@ class Trainer:
 
     @contextmanager
     def tracked(self):
-        """The steps' block: the tracker's run ends FINISHED when it completes, KILLED on Ctrl-C,
-        FAILED otherwise; the rollout engine is closed in every case."""
+        """The steps' block: the tracker's run ends FINISHED when it completes, KILLED on Ctrl-C
+        or SIGTERM (`Preempted`), FAILED otherwise; the rollout engine is closed in every case."""
         status = "FAILED"
         try:
             yield
             status = "FINISHED"
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Preempted):
             status = "KILLED"
             raise
         finally:
@@ -269,6 +281,23 @@ def _cause(error: BaseException) -> BaseException:
     if isinstance(cause, KeyboardInterrupt):
         raise KeyboardInterrupt
     return cause
+
+
+_NEARLY_FULL = 1 << 20  # bytes: less free space than this means the disk filled up
+
+
+def _write_cause(error: BaseException, folder: Path) -> str:
+    """Why a write failed: torch's writers report a full disk as a position mismatch, not as
+    ENOSPC, so a filesystem left with almost no free space is named as the cause."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    if free is not None and free < _NEARLY_FULL:
+        return f"no space left on device: {free // 1024} KiB free"
+    return _first_line(_cause(error))
 
 
 def _first_line(error: BaseException) -> str:

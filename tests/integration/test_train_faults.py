@@ -4,6 +4,7 @@ refuses them, Ctrl-C exits 130 with one line, and a run with nothing to learn sa
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -193,3 +194,184 @@ def test_a_run_with_nothing_to_learn_says_so_and_stops(tmp_path_factory, tmp_pat
     # (transformers draws its weight-loading bars on stderr for a model folder)
     (line,) = [line for line in _lines(res.stderr) if "Loading weights" not in line]
     assert "stopped after 2 steps in a row with nothing to learn from" in line
+
+
+def _start_train(recipe, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mua.cli.main", "train", str(recipe), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+        start_new_session=True,  # like a job's launcher: a signal to it alone, not to a group
+    )
+
+
+def _wait_for_step(proc: subprocess.Popen, step: int, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    for line in proc.stdout:  # as a user would see the steps go by
+        if f"step {step}/" in line or time.monotonic() > deadline:
+            return
+
+
+def _run_processes(run_dir) -> dict[int, str]:
+    """{pid: "torchrun" or "rank"} of the processes of `run_dir`'s training."""
+    from pathlib import Path
+
+    found = {}
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
+            state = (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state == "Z" or str(run_dir).encode() not in argv or b"mua.train.loop" not in argv:
+            continue
+        found[int(proc_dir.name)] = "torchrun" if b"mua.train.torchrun" in argv else "rank"
+    return found
+
+
+def _gone_within(run_dir, timeout_s: float) -> dict[int, str]:
+    """The run's processes still alive after `timeout_s` (SIGKILLed then, so none outlives a
+    failed test)."""
+    deadline = time.monotonic() + timeout_s
+    while (alive := _run_processes(run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    return alive
+
+
+def _without_library_warnings(text: str) -> list[str]:
+    """The lines of `text` without Python warnings (`file:line: XWarning: ...` and the source
+    line under it): torch's FSDP2 warns on stderr about the 2-rank model's output view."""
+    lines, skip_next = [], False
+    for line in _lines(text):
+        if skip_next and line.startswith(" "):
+            skip_next = False
+            continue
+        skip_next = "Warning: " in line and ".py:" in line
+        if not skip_next:
+            lines.append(line)
+    return lines
+
+
+def _stderr_at_exit(proc: subprocess.Popen, run_dir, timeout_s: float) -> str:
+    """`proc`'s stderr once it and every process holding its pipes ended; on a timeout (a
+    torchrun training on holds them) the run's processes are killed and the test fails."""
+    try:
+        return proc.communicate(timeout=timeout_s)[1]
+    except subprocess.TimeoutExpired:
+        left = _gone_within(run_dir, 0)
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"the run's processes {left} went on after `mua train` ended")
+
+
+def _preemptible_recipe(tmp_path):
+    return write_sft_recipe(
+        tmp_path,
+        write_sft_data(tmp_path, num=64),
+        total_steps=400,
+        algo={"kind": "sft", "batch_size": 2, "epochs": 100},
+        checkpoint={"save_freq": 100, "keep_last": 2},
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_to_mua_train_checkpoints_stops_the_ranks_and_the_run_resumes(tmp_path):
+    """What a cluster scheduler does to preempt a job: SIGTERM to the launcher alone."""
+    recipe = _preemptible_recipe(tmp_path)
+    run_dir = tmp_path / "run"
+    proc = _start_train(recipe, "--nproc-per-node", "2")
+    _wait_for_step(proc, 3)
+    ranks = _run_processes(run_dir)
+    proc.send_signal(signal.SIGTERM)
+    err = _stderr_at_exit(proc, run_dir, timeout_s=120)
+    assert sorted(ranks.values()) == ["rank", "rank", "torchrun"]
+    assert not _gone_within(run_dir, 10), "torchrun or a rank outlived `mua train`"
+    assert proc.returncode == 143, err[-3000:]
+    (line,) = _without_library_warnings(err)
+    assert line.startswith("error: stopped by SIGTERM; its latest checkpoint is ")
+    assert "run the same command again to resume" in line
+    saved = int(line.split("global_step_")[1].split(";")[0])
+    assert 3 <= saved < 100  # the step it was in, not a periodic checkpoint (every 100 steps)
+    assert not (run_dir / ".mua-run.lock").read_text()  # released
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{run_dir.resolve() / 'mlflow.db'}")
+    run_id = (run_dir / "mlflow_run_id").read_text().strip()
+    assert client.get_run(run_id).info.status == "KILLED"
+
+    # the requeued job: the same command (here with a nearer end) resumes where it stopped
+    res = run_train(recipe, f"total_steps={saved + 2}", "--nproc-per-node", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"global_step_{saved} (step {saved})" in res.stdout
+    from mua.track.run_files import METRICS_FILE
+
+    rows = [json.loads(x) for x in (run_dir / METRICS_FILE).read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, saved + 3))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal")
+def test_sigkill_of_mua_train_alone_takes_torchrun_and_the_ranks_with_it(tmp_path):
+    """A launcher killed outright (its process only, not its group) leaves nothing training on
+    and nothing holding the run dir's lock."""
+    from mua.train.run_dir import RunLock
+
+    recipe = _preemptible_recipe(tmp_path)
+    run_dir = tmp_path / "run"
+    proc = _start_train(recipe)
+    _wait_for_step(proc, 2)
+    assert sorted(_run_processes(run_dir).values()) == ["rank", "torchrun"]
+    proc.kill()
+    _stderr_at_exit(proc, run_dir, timeout_s=60)
+    assert not _gone_within(run_dir, 10), "torchrun or a rank outlived `mua train`"
+    RunLock(run_dir).release()  # free: a requeued job is not refused
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 20 MiB filesystem (tmpfs), grown later with `grow()`; needs root (mount)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(folder)]
+    if os.geteuid() != 0 or subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs (a real full disk)")
+
+    def grow() -> None:
+        remount = ["mount", "-o", "remount,size=256m", str(folder)]
+        subprocess.run(remount, check=True, capture_output=True)
+
+    try:
+        yield folder, grow
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_a_full_disk_gives_one_line_and_the_run_resumes_once_there_is_space(tmp_path, small_disk):
+    folder, grow = small_disk
+    recipe = write_sft_recipe(
+        tmp_path,
+        write_sft_data(tmp_path),
+        total_steps=4,
+        run_dir=str(folder / "run"),
+        checkpoint={"save_freq": 1, "keep_last": 2},
+    )
+    res = run_train(recipe)
+    assert res.returncode == 1, res.stderr[-3000:]
+    (line,) = _lines(res.stderr)  # not MLflow's SQLite traceback from its own failed writes
+    assert line.startswith("error: cannot write ") and "no space left on device" in line
+    assert line.endswith("free space and run the same command to resume")
+    grow()  # space freed
+    res = run_train(recipe)
+    assert res.returncode == 0, res.stderr[-3000:]
+    from mua.track.run_files import METRICS_FILE
+
+    rows = [json.loads(x) for x in (folder / "run" / METRICS_FILE).read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]  # the redone steps are logged once

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from mua.track import flatten_params, tracking_uri
 
 
@@ -59,3 +61,69 @@ def test_artifacts_stay_beside_the_store_not_in_the_working_folder(tmp_path, mon
     run_id = (run_dir / "mlflow_run_id").read_text().strip()
     assert [a.path for a in client.list_artifacts(run_id)] == ["recipe.resolved.yaml"]
     assert list((run_dir / "mlartifacts").rglob("recipe.resolved.yaml"))
+
+
+def _store_full(*args, **kwargs):
+    """What MLflow raises when its SQLite store is on a full disk: its own exception, from
+    SQLAlchemy's, from the driver's (the only useful message, at the bottom of the chain)."""
+    import sqlite3
+
+    from mlflow.exceptions import MlflowException
+
+    try:
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as driver:
+            raise RuntimeError("(raised as a result of Query-invoked autoflush; ...)") from driver
+    except RuntimeError as wrapped:
+        raise MlflowException("(raised as a result of Query-invoked autoflush; ...)") from wrapped
+
+
+def _open_tracker(tmp_path, **kwargs):
+    from mua.config import load_recipe
+    from mua.track import Tracker
+
+    recipe = load_recipe(None, [f"run_dir={tmp_path}"], verb="train")
+    return Tracker(recipe, tmp_path, enabled=True, console=False, **kwargs)
+
+
+def test_a_store_that_cannot_be_written_gives_one_line_and_closing_a_failed_run_does_not_fail(
+    tmp_path, monkeypatch, capsys
+):
+    import mlflow
+    import pytest
+
+    from mua.errors import RunFailure
+
+    tracker = _open_tracker(tmp_path)
+    monkeypatch.setattr(mlflow, "log_metrics", _store_full)
+    monkeypatch.setattr(mlflow, "end_run", _store_full)
+    with pytest.raises(RunFailure) as failed:
+        tracker.log_step(3, {"loss": 1.0})
+    (line,) = str(failed.value).splitlines()
+    assert line.startswith("cannot write the metrics of step 3 to sqlite:///")
+    assert "(OperationalError: database or disk is full)" in line
+    assert "run the same command to resume" in line
+    tracker.close("FAILED")  # the failure path does not fail again
+    with pytest.raises(RunFailure, match="cannot write the end of the run"):
+        tracker.close("FINISHED")  # a finished run that cannot be recorded says so
+    assert "Traceback" not in capsys.readouterr().err
+    monkeypatch.undo()
+    mlflow.end_run()  # the run the broken store could not end: the next test starts its own
+
+
+def test_a_resumed_run_keeps_one_metrics_row_per_step(tmp_path):
+    from mua.track.run_files import METRICS_FILE, read_metrics
+
+    tracker = _open_tracker(tmp_path)
+    for step in (1, 2, 3):
+        tracker.log_step(step, {"loss": float(step)})
+    tracker.close("KILLED")
+    with open(tmp_path / METRICS_FILE, "a") as f:
+        f.write('{"step": 4, "lo')  # a row torn by the kill
+    tracker = _open_tracker(tmp_path, start_step=2)  # resumed from the checkpoint of step 2
+    tracker.log_step(3, {"loss": 30.0})
+    tracker.close("FINISHED")
+    rows = [json.loads(line) for line in (tmp_path / METRICS_FILE).read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert rows[-1]["loss"] == 30.0 and read_metrics(tmp_path)[-1]["loss"] == 30.0
