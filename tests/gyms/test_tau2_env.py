@@ -181,6 +181,8 @@ def test_only_the_first_tool_call_of_a_turn_runs(tasks, tau2_dir):
 def test_bad_data_folders_are_one_line_usage_errors(tmp_path, tau2_dir):
     with pytest.raises(UsageError, match="does not exist"):
         GYM.build_tasks(str(tmp_path / "nope"), 0, {"domain": "airline"})
+    with pytest.raises(UsageError, match="unknown prep option 'domian'"):
+        GYM.build_tasks(str(tau2_dir), 0, {"domian": "airline"})
     with pytest.raises(UsageError, match="unknown domain 'shop'"):
         GYM.build_tasks(str(tau2_dir), 0, {"domain": "shop"})
     copy_dir = tmp_path / "data"
