@@ -55,5 +55,6 @@ GYM = GymSpec(
         "nl_assertion": 1.0,
     },
     random_action=random_action,
+    needs_data=True,
     budgets={"max_turns": 60, "max_total_tokens": 32768, "max_new_tokens_per_turn": 1024},
 )
