@@ -7,10 +7,39 @@ README.md for data, options, reward and what is comparable with tau2's leaderboa
 
 from __future__ import annotations
 
+import json
+import random
+
 from gyms.tau2.env import Tau2Env
 from gyms.tau2.expert import expert
 from gyms.tau2.tasks import build_tasks
 from mua.gym import GymSpec
+
+_NAMES = (
+    "get_user_details",
+    "cancel_reservation",
+    "modify_pending_order_items",
+    "calculate",
+    "book_reservation",
+    "toggle_airplane_mode",
+    "done",
+    "no_such_tool",
+)
+_VALUES = ("#W0000000", "", None, -1, 3.5, [1, "x"], {"flight_number": 5}, "1/0", "###STOP###")
+
+
+def random_action(rng: random.Random) -> str:
+    """A random assistant output: text (stop tokens included), broken markup, bad calls."""
+    pick = rng.random()
+    if pick < 0.3:
+        return " ".join(rng.choice(("hi", "###STOP###", "{", "ok", "done?")) for _ in range(5))
+    if pick < 0.45:
+        return '<tool_call>\n{"name": \n</tool_call>'
+    keys = ("user_id", "order_id", "item_ids", "expression", "flights", "bogus")
+    args = {rng.choice(keys): rng.choice(_VALUES) for _ in range(rng.randint(0, 3))}
+    call = {"name": rng.choice(_NAMES), "arguments": args if rng.random() < 0.8 else [1]}
+    return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+
 
 GYM = GymSpec(
     name="tau2",
@@ -25,5 +54,7 @@ GYM = GymSpec(
         "communicate": 1.0,
         "nl_assertion": 1.0,
     },
+    random_action=random_action,
+    needs_data=True,
     budgets={"max_turns": 60, "max_total_tokens": 32768, "max_new_tokens_per_turn": 1024},
 )

@@ -156,6 +156,12 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
             "tau2 has no built-in tasks; run `mua prep --gym tau2 --source <tau2 data folder> "
             "--option domain=retail|airline|telecom|all`, or give data.test_files"
         )
+    for key in options or {}:
+        if key != "domain":
+            raise UsageError(
+                f"tau2: unknown prep option {key!r}; the only one is domain=retail|airline|"
+                "telecom|telecom-workflow|all"
+            )
     domain = check_domain((options or {}).get("domain", "retail"))
     root = check_data_dir(source)
     out: dict[str, list[Task]] = {}

@@ -1,7 +1,7 @@
 """Held-out tasks per gym for `mua eval`: from `data.test_files`, else each gym's built-in test split.
 
 Task files may mix gyms (each row names its gym); `--gym all` then means every gym in the files.
-Without files, `all` means every registered gym and each gym builds its built-in dataset with
+Without files, `all` means every registered gym with a built-in dataset and each gym builds its built-in dataset with
 `data.seed` (the same seed `mua prep` uses by default, so the split equals data/<gym>/test.parquet).
 Each gym gets the options of its own section (`gym`, or its entry in `gyms`). `eval.max_tasks`
 keeps the first N per gym.
@@ -23,8 +23,10 @@ def gym_names(requested: list[str], from_files: list[str] | None) -> list[str]:
         names.extend(p.strip() for p in item.split(",") if p.strip())
     if not names:
         raise UsageError("no gym to evaluate; pass --gym NAME (or --gym all)")
-    if "all" in names:
-        return sorted(set(from_files)) if from_files else list_gyms()
+    if "all" in names:  # without files: every gym with a built-in dataset
+        if from_files:
+            return sorted(set(from_files))
+        return [n for n in list_gyms() if not get_gym(n).needs_data]
     for name in names:
         get_gym(name)  # UsageError with a did-you-mean for an unknown name
     return list(dict.fromkeys(names))

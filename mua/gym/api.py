@@ -190,6 +190,8 @@ class GymSpec:
     budgets: the rollout budgets (`max_turns`, `max_total_tokens`, `max_new_tokens_per_turn`) its
     tasks need, used wherever a recipe leaves them unset (`mua.gym.budgets`): set so the
     scripted expert finishes every built-in task.
+    needs_data: True for a gym without a built-in dataset (its tasks come only from public data
+    through `mua prep --source`); `mua eval --gym all` without task files leaves it out.
     """
 
     name: str
@@ -202,3 +204,4 @@ class GymSpec:
     trivial_baseline: Callable[[list[Task]], float] | None = None
     random_action: Callable[[Any], str] | None = None
     budgets: dict[str, int] = field(default_factory=dict)
+    needs_data: bool = False

@@ -40,6 +40,7 @@ OWN_CONTRACT_TESTS = {
     "guess": "tests/gyms/test_guess.py",
     "math": "tests/gyms/test_math.py",
     "tau": "tests/gyms/test_tau_env.py",
+    "tau2": "tests/gyms/test_tau2_env.py",
     "travel": "tests/gyms/test_travel.py",
 }
 

@@ -181,6 +181,8 @@ def test_only_the_first_tool_call_of_a_turn_runs(tasks, tau2_dir):
 def test_bad_data_folders_are_one_line_usage_errors(tmp_path, tau2_dir):
     with pytest.raises(UsageError, match="does not exist"):
         GYM.build_tasks(str(tmp_path / "nope"), 0, {"domain": "airline"})
+    with pytest.raises(UsageError, match="unknown prep option 'domian'"):
+        GYM.build_tasks(str(tau2_dir), 0, {"domian": "airline"})
     with pytest.raises(UsageError, match="unknown domain 'shop'"):
         GYM.build_tasks(str(tau2_dir), 0, {"domain": "shop"})
     copy_dir = tmp_path / "data"
@@ -221,3 +223,23 @@ def test_unknown_option_and_missing_data_dir(tasks):
     env = GYM.make_env(GymContext(options={}))
     with pytest.raises(UsageError, match="gym.options.data_dir"):
         asyncio.run(env.reset(tasks["airline"]["base"][0]))
+
+
+def test_300_adversarial_actions_raise_nothing(tasks, tau2_dir):
+    import random
+
+    from gyms.tau2 import random_action
+    from mua.rollout.toolcalls import parse_action
+
+    rng = random.Random(0)
+    ended = 0
+    for task in tasks["airline"]["base"][:3] + tasks["retail"]["base"][:3]:
+        env = GYM.make_env(GymContext(options={"data_dir": str(tau2_dir), "basis": "no_nl"}))
+        asyncio.run(env.reset(task))
+        for _ in range(50):
+            result = asyncio.run(env.step(parse_action(random_action(rng), "hermes")))
+            if result.done:
+                ended += 1
+                assert result.reward == 0.0 or result.info["termination"] in reward.ENDED
+                break
+    assert ended >= 1

@@ -165,6 +165,7 @@ async def _conversation(server, options, data_dir):
             GymContext(options={"data_dir": str(data_dir), **options}, user_kind="llm", llm=client)
         )
         reset = await env.reset(_task())
+        env.service_at_start = env.env.user.db.has_service  # synced after the init action
         seen = list(reset.messages)
         asked = await env.step(
             AgentAction(text="Please do this on your phone: toggle_airplane_mode.")
@@ -190,6 +191,7 @@ def test_llm_user_calls_its_tools_and_judge_scores(data_dir):
     assert not any("Airplane mode is now" in (m.get("content") or "") for m in seen)
     # the bad call reached the user as an error, the good one ran and sync restored service
     assert env.calls[0]["arguments"] == {"bogus": 1}
+    assert env.service_at_start is False
     assert env.env.user.db.airplane is False and env.env.user.db.has_service is True
     user_prompt = env.user.messages[0]["content"]
     assert user_prompt.startswith("GUIDE-TOOLSend") and "<scenario>" in user_prompt

@@ -126,3 +126,36 @@ def test_seed_eval_recipe_covers_three_domains_with_four_trials(tmp_path):
     get_gym("tau2").make_env(GymContext(options=options))
     train = load_recipe(str(REPO / "recipes/tau2_grpo.yaml"), [], verb="train")
     assert train.data.train_files == ["data/tau2_all/train.parquet"]
+
+
+def test_report_per_domain_components_terminations_and_comparability(tmp_path):
+    from gyms.tau2.report import summarize
+
+    def row(task, reward, comps, last):
+        return {
+            "gym": "tau2",
+            "task_id": task,
+            "reward": reward,
+            "excluded": False,
+            "termination": "done",
+            "reward_components": comps,
+            "messages": [last],
+        }
+
+    stop = {"role": "user", "content": "bye ###STOP###"}
+    rows = [
+        row("tau2-airline-1", 1.0, {"db": 1.0, "communicate": 1.0}, stop),
+        row("tau2-airline-1", 0.0, {"db": 1.0, "communicate": 0.0}, stop),
+        row("tau2-retail-7", 0.0, {}, {"role": "tool", "content": "Error: x"}),
+        row("tau2-retail-7", 0.0, {}, {"role": "tool", "content": "Error: x"}),
+    ]
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    config = {"gym_options": {"tau2": {"basis": "no_nl"}}, "user": {"kind": "scripted"}}
+    (tmp_path / "eval_config.json").write_text(json.dumps(config))
+    out = summarize(tmp_path)
+    assert out["comparable_with_tau2"] is False and out["user_model"] == "scripted"
+    airline = out["domains"]["airline"]
+    assert airline["pass^1"] == 0.5 and airline["pass^2"] == 0.0
+    assert airline["component_pass_rate"] == {"db": 1.0, "communicate": 0.5}
+    assert airline["terminations"] == {"user_stop": 2}
+    assert out["domains"]["retail"]["terminations"] == {"too_many_errors": 2}
