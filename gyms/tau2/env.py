@@ -141,7 +141,7 @@ class Tau2Env:
             opening = await self.user.reply(GREETING)
             first, calls = opening.text, opening.calls
         else:
-            self.user = ScriptedUser(self.env, self.tau2, persona=persona)
+            self.user = scripted_user(self.env, self.tau2, self.task.payload["domain"], persona)
             first, calls = self.user.opening(), []
         self.calls.extend(calls)
         self.transcript += [
@@ -238,7 +238,7 @@ class Tau2Env:
     def _user_model(self) -> str:
         if self.user is None:
             return "none (solo)"
-        if isinstance(self.user, ScriptedUser):
+        if not isinstance(self.user, LLMUser):
             return "scripted"
         endpoint = getattr(self.ctx.llm, "endpoint", None)
         return getattr(endpoint, "model", None) or "llm"
@@ -246,3 +246,13 @@ class Tau2Env:
     async def close(self) -> None:
         self.env = None
         self.user = None
+
+
+def scripted_user(env, task: dict, domain: str, persona: str):
+    """The offline customer of `domain`: telecom's works the phone it holds; the others play the
+    task's instructions and its gold user actions."""
+    if domain.startswith("telecom"):
+        from gyms.tau2.telecom.scripted_user import TelecomScriptedUser
+
+        return TelecomScriptedUser(env, task, persona=None if persona == "task" else persona)
+    return ScriptedUser(env, task, persona=persona)
