@@ -19,8 +19,13 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install -q $(PIP_ARGS) -c $(CONSTRAINTS) -e ".[dev]"
 	@touch $(STAMP)
 
+# `make test` is what CI runs (tests marked `slow` left out); `make test-all` runs every test.
+# Both print their slowest tests.
 test: setup sglang-releases
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -m "not slow" --durations=25
+
+test-all: setup sglang-releases
+	$(BIN)/python -m pytest -q --durations=40
 
 # The SGLang releases the contract tests (tests/contract) check mua against, each installed with
 # --no-deps into its own side folder, plus the small packages their request, sampling and

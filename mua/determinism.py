@@ -1,18 +1,13 @@
-"""Deterministic mode (`MUA_DETERMINISTIC=1`): the same numbers from a CPU run on any x86-64 machine.
+"""Deterministic mode (`MUA_DETERMINISTIC=1`): repeatable numbers from CPU runs on one machine.
 
-Meant for tests that compare a run's numbers with stored ones (the golden GRPO run). A CPU run's
-floating-point results depend on more than its inputs: on the thread count (parallel reductions
-split their sums by thread), on the vector instructions of the CPU (ATen picks AVX-512, AVX2 or
-plain kernels at run time, MKL and oneDNN do the same with their own), and, in the `hf` engine,
-on which rows share a decoding step (the rows of one product, and the width of the attention's
-padded reductions). A last-bit difference anywhere grows: AdamW divides each gradient by its own
-running scale, so a tiny gradient that flips sign moves a weight by a full learning-rate step,
-and later sampled tokens change.
+What it promises: two CPU runs of the same recipe on the same machine, with the same installed
+libraries, give the same numbers whatever the thread settings, the load or the order in which
+requests reach the `hf` engine. What it does not promise: the same numbers on another machine.
+A CPU run's floating-point results depend on more than its inputs, and the mode pins only some
+of those dependencies:
 
-The mode pins each of these in the processes it starts (`child_env`, before torch is imported
-there) and in the process that calls `apply_torch`:
-
-- one thread (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `torch.set_num_threads(1)`);
+- one thread (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `torch.set_num_threads(1)`): parallel
+  reductions no longer split their sums by thread;
 - ATen's portable kernels (`ATEN_CPU_CAPABILITY=default`), whatever the CPU offers;
 - MKL's conditional numerical reproducibility in its cross-CPU branch (`MKL_CBWR=COMPATIBLE`);
 - oneDNN off for ATen (`torch.backends.mkldnn.enabled = False`) and limited to SSE4.1 kernels
@@ -21,9 +16,18 @@ there) and in the process that calls `apply_torch`:
 - the `hf` engine decodes one request at a time (`engine_batch_size`), so how requests share a
   step never depends on when they arrived.
 
-It is slower (no vector kernels, no batching in the engine) and not meant for real runs.
-Not covered: GPUs, other C libraries (glibc's `expf` picks an FMA variant at run time; it did
-not change a golden number in the measurements behind the golden test's tolerance).
+Not pinned, so different on another CPU or C library: glibc chooses its math kernels (`expf`,
+`logf`, with or without FMA) by CPU when it loads, and other libraries do the same. One last-bit
+difference is enough to change a sampled run: AdamW divides each gradient by its own running
+scale, so a tiny gradient that flips sign moves a weight by a whole learning-rate step, and
+from then on other tokens are sampled. A 20-step sampled GRPO run was seen to take another
+path on an AMD EPYC than on the machine it was recorded on. GPUs are not covered at all.
+
+So the test suite never compares a sampled run with numbers stored from another machine: it
+compares mua's update with a float64 reference on fixed inputs (relative tolerances), and two
+runs on the same machine with each other. The mode remains for debugging (two runs that should
+agree do, bit for bit) and is slower (no vector kernels, no batching in the engine); it is not
+meant for real runs.
 """
 
 from __future__ import annotations

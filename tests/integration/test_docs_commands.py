@@ -38,10 +38,6 @@ SKIPS = (  # (pattern in the command, why it does not run here)
     (r"Qwen/|\./Qwen|\./my_model|--device cuda", "needs a real model on a GPU host"),
     (r"--nnodes 2", "needs a second machine"),
     (r"^mua serve", "starts a server (tests/unit/test_serve.py)"),
-    (
-        r"scripts/regen_golden\.py",
-        "rewrites tests/golden (tests/integration/test_train_grpo_golden.py checks that file)",
-    ),
 )
 RL_CUT = ["total_steps=2", "checkpoint.save_freq=1", "data.tasks_per_step=2", "rollout.n=2"]
 

@@ -152,7 +152,7 @@ def test_scored_forward_equals_whole_logits_with_model_gradients(entropy_grad, m
 
 @pytest.mark.parametrize("entropy_grad", [False, True])
 def test_scored_forward_in_one_chunk_is_bit_identical_to_whole_logits(entropy_grad):
-    """With one chunk (a small vocabulary, as in the golden GRPO run), the chunked forward's
+    """With one chunk (a small vocabulary, as in the tiny models' runs), the chunked forward's
     log-probs, entropies and every parameter's gradient are exactly the whole-logits path's."""
     from mua.models import load_model
 
