@@ -112,7 +112,9 @@ class GymConfig(Section):
         None, ge=0.0, description="Policy sampling temperature (rollout and eval only)."
     )
     n: PositiveInt | None = Field(None, description="Samples per task (group size) for this gym.")
-    score: Literal[SCORE_KINDS] | None = Field(None, description="GRPO trajectory score (this gym).")
+    score: Literal[SCORE_KINDS] | None = Field(
+        None, description="GRPO trajectory score (this gym)."
+    )
     credit: Literal[GRPO_CREDIT_KINDS] | None = Field(
         None, description="GRPO turn-level credit (this gym)."
     )

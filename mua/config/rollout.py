@@ -16,6 +16,7 @@ from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
 from mua.config.gyms import GYM_NAME_HELP, GymConfig, PrepGymConfig  # noqa: F401  (re-exported)
 
+
 class ScriptedUserConfig(Section):
     kind: Literal["scripted"] = "scripted"
 

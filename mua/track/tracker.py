@@ -73,7 +73,7 @@ class Tracker:
     def __init__(self, recipe, run_dir: str | Path, enabled: bool, console: bool = True):
         self.enabled = enabled
         self.run_dir = Path(run_dir)
-        self.gym = recipe.gym.name
+        self.gym = ",".join(g.key for g in recipe.gyms)  # a transcript's own gym wins
         self._mlflow = None
         self._console = StepConsole(recipe.total_steps) if (enabled and console) else None
         if not enabled:

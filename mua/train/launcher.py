@@ -24,7 +24,7 @@ from mua.errors import RunFailure, UsageError
 
 def check_inputs(recipe) -> None:
     """Fast checks the schema cannot do: files exist, the gym is registered, lengths agree."""
-    if not recipe.data.train_files:
+    if not recipe.data.train_files and not any(e.train_files for e in recipe.gyms):
         kind = "conversation JSONL/parquet" if recipe.algo.kind == "sft" else "task parquet"
         raise UsageError(
             f"data.train_files is empty; give {kind} files (e.g. data.train_files=[data/guess/train.parquet])"
@@ -35,7 +35,9 @@ def check_inputs(recipe) -> None:
                 f"data file {p} not found; create it with `mua prep` (tasks) or `mua rollout` (SFT data)"
             )
     if recipe.algo.kind != "sft":
-        _check_gym_name(recipe.gym.name)
+        from mua.gym.mix import check_gyms
+
+        check_gyms(recipe, "train")  # names, files' gyms, overrides: one line naming the entry
         _check_rl_inputs(recipe)
     from mua.train.data import check_data_files
 
@@ -60,6 +62,8 @@ def _check_rl_inputs(recipe) -> None:
                 "installed; install it on a CUDA machine, or give rollout.sglang.base_urls (e.g. a "
                 "`mua serve` address)"
             )
+    if recipe.gym is None:
+        return  # several gyms: `check_gyms` routed every row to its entry
     for path in [*recipe.data.train_files, *recipe.data.test_files]:
         gyms = sorted({t.gym for t in read_tasks(path)})
         if gyms and gyms != [recipe.gym.name]:
