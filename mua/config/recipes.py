@@ -10,9 +10,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from mua.config.gyms import check_entries, gyms_from_raw
-
 from mua.config.base import Section
+from mua.config.gyms import check_entries, gyms_from_raw
 from mua.config.model import ModelConfig
 from mua.config.rollout import (
     GymConfig,

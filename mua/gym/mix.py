@@ -255,6 +255,12 @@ def _check_file_routing(recipe, verb: str) -> None:
                 )
             field_name = "train_files" if path in recipe.data.train_files else "test_files"
             sharing = [e for e in entries if not getattr(e, field_name)]
+            if not sharing:
+                raise UsageError(
+                    f"{path} holds tasks of gym {task.gym!r}, but its gyms entry "
+                    f"({entries[0].key}) has its own {field_name}, so they would not be used; "
+                    f"move the file to that entry's {field_name}"
+                )
             if len(sharing) > 1:
                 raise UsageError(
                     f"{path}: rows of gym {task.gym!r} would go to both "
