@@ -65,15 +65,15 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
 async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) -> dict:
     from mua.eval.runner import evaluate
     from mua.gym import GymContext, get_gym
-    from mua.gym.budgets import with_gym_budgets
+    from mua.gym.mix import entry_rollout, entry_user
     from mua.rollout.llm_client import make_llm_client, user_call_report
 
-    user = recipe.user
     summaries = {}
     try:
-        for gym_name, tasks in tasks_by_gym.items():
-            spec = get_gym(gym_name)
+        for gym_name, tasks in tasks_by_gym.items():  # keyed by the entry's label
             section = recipe.gym_section(gym_name)
+            spec = get_gym(section.name)
+            user = entry_user(recipe.user, section)
             ctx = GymContext(
                 options=dict(section.options),
                 reward_weights=dict(section.reward_weights),
@@ -87,7 +87,7 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
                 gym_spec=spec,
                 gym_ctx=ctx,
                 tokenizer=agent.tokenizer,
-                rollout_cfg=with_gym_budgets(recipe.rollout, spec),
+                rollout_cfg=entry_rollout(recipe.rollout, section, spec),
                 n=recipe.eval.n,
                 k_values=recipe.eval.k,
                 success_threshold=recipe.eval.success_threshold,
@@ -118,12 +118,15 @@ def run_evaluation(
     from mua.eval.agents import load_agent, model_source
     from mua.eval.fingerprint import HashCache, task_digest
     from mua.eval.tasks import load_eval_tasks
+    from mua.gym.mix import check_gyms, entry_user
     from mua.rollout.llm_client import preflight_user
     from mua.rollout.progress import rollout_progress
     from mua.run_dir import claim_dir
 
+    check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)
-    preflight_user(recipe.user)  # a wrong key or model stops here, before anything is written
+    for label in tasks_by_gym:  # a wrong key or model stops here, before anything is written
+        preflight_user(entry_user(recipe.user, recipe.gym_section(label)))
     out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     source = model_source(model, recipe)
     cache = HashCache(out_dir / HASH_CACHE_FILE)

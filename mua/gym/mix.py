@@ -166,12 +166,13 @@ def check_gyms(recipe, verb: str) -> None:
         if entry.name == "all" and verb == "eval":
             continue
         if entry.name not in names:
-            import difflib
+            from mua.gym.registry import get_gym
 
-            close = difflib.get_close_matches(entry.name, names, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; one of {', '.join(names)}"
             where = "gym.name" if len(recipe.gyms) == 1 else _where(i, entry)
-            raise UsageError(f"{where}: unknown gym {entry.name!r}{hint}")
+            try:
+                get_gym(entry.name)
+            except UsageError as e:  # its did-you-mean
+                raise UsageError(f"{where}: {e}") from None
         _check_reward_weights(i, entry)
         _check_overrides(i, entry, recipe, verb)
     _check_file_routing(recipe, verb)
@@ -204,11 +205,17 @@ def _check_reward_weights(i: int, entry) -> None:
 
 
 def _check_overrides(i: int, entry, recipe, verb: str) -> None:
-    set_keys = [k for k in TRAIN_ONLY if k in entry.model_fields_set and k != "weight"]
+    allowed = {"weight"} | ({"n"} if verb == "rollout" else set())
+    set_keys = [k for k in TRAIN_ONLY if k in entry.model_fields_set and k not in allowed]
     if verb != "train" and set_keys:
         raise UsageError(
             f"{_where(i, entry)}: {set_keys[0]} is a training setting, which `mua {verb}` does "
             "not use; remove it from the entry"
+        )
+    if verb == "eval" and entry.temperature is not None:
+        raise UsageError(
+            f"{_where(i, entry)}: `mua eval` samples every gym at eval.temperature; remove the "
+            "entry's temperature (or evaluate that gym alone with --temperature)"
         )
     if verb != "train":
         return
