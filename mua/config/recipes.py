@@ -197,15 +197,6 @@ class PrepRecipe(_RecipeBase):
     source: str | None = Field(None, description="Public data path; default: the built-in dataset.")
     out: str = Field("data/{gym}", description="Output folder for <split>.parquet files.")
     seed: int = Field(0, description="Seed for generation and splits.")
-    mix: dict[str, float] = Field(
-        default_factory=dict,
-        description="Mix instead of build: task folder -> weight (relative share of rows), written to `out`.",
-    )
-    rows: int | None = Field(
-        None,
-        ge=1,
-        description="Mix only: rows per split (default: the largest mix without repeats).",
-    )
 
     @field_validator("gym", mode="before")
     @classmethod
