@@ -502,7 +502,7 @@ def validate(trainer) -> dict[str, float]:
                     n=r.eval.n,
                     k_values=r.eval.k,
                     success_threshold=r.eval.success_threshold,
-                    on_trajectory=finished.append if keep else None,
+                    on_trajectory=_keep_labelled(finished, label) if keep else None,
                 )
             )
         results = await asyncio.gather(*jobs)  # the gyms' conversations run together
@@ -532,6 +532,16 @@ def validate(trainer) -> dict[str, float]:
     if parts.multi_gym:
         out.update(per_gym_validation(parts, every_row, k_values))
     return out
+
+
+def _keep_labelled(finished: list, label: str):
+    """An `on_trajectory` that keeps a validation trajectory with its gym's label."""
+
+    def keep(trajectory) -> None:
+        trajectory.gym = label
+        finished.append(trajectory)
+
+    return keep
 
 
 def per_gym_validation(parts, every_row, k_values) -> dict[str, float]:

@@ -141,3 +141,48 @@ def test_rows_of_an_unlisted_gym_are_refused_before_launch(setup, tmp_path):
     assert res.returncode == 2
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "guess" in lines[0] and "gyms" in lines[0], lines
+
+
+@pytest.mark.slow
+def test_userrl_all_seed_runs_one_step_with_scripted_users_on_cpu(tmp_path, mua_cli):
+    """The all-gym seed as shipped, with built-in tasks in its data folders, scripted users, a
+    tiny model and short budgets: one GRPO step over its five gyms."""
+    from mua.gym import get_gym
+    from mua.gym.taskfile import write_tasks
+    from tests.conftest import REPO
+
+    for gym in ("travel", "turtle", "persuade", "function", "tau"):
+        options = {"domain": "retail"} if gym == "tau" else {}
+        splits = get_gym(gym).build_tasks(None, seed=0, options=options)
+        for split in ("train", "test"):
+            write_tasks(splits[split][:4], tmp_path / "data" / f"userrl_{gym}" / f"{split}.parquet")
+    recipe = tmp_path / "userrl_all.yaml"
+    text = (REPO / "recipes" / "seeds" / "userrl_all.yaml").read_text()
+    recipe.write_text(text.replace("data/", f"{tmp_path}/data/"))
+    res = run_train(
+        recipe,
+        "user.kind=scripted",
+        "model.path=tiny:qwen3-1m",
+        "model.dtype=float32",
+        "rollout.engine=hf",
+        "parallel.mixed_precision=auto",
+        "parallel.activation_checkpointing=false",
+        "data.tasks_per_step=10",
+        "rollout.n=2",
+        "algo.mini_batches=1",
+        "rollout.max_new_tokens_per_turn=16",
+        "rollout.max_total_tokens=4096",
+        "rollout.max_turns=2",
+        "total_steps=1",
+        "eval.test_freq=0",
+        "checkpoint.save_freq=0",
+        f"run_dir={tmp_path / 'run'}",
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    shares = {
+        g: metric_history(tmp_path / "run", f"train/{g}/share")
+        for g in ("travel", "turtle", "persuade", "tau", "function")
+    }
+    assert all(len(v) == 1 for v in shares.values())
+    assert abs(sum(v[0] for v in shares.values()) - 1.0) < 1e-9
+    assert sum(1 for v in shares.values() if v[0] > 0) >= 3  # equal rows: most gyms are drawn

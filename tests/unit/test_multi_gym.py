@@ -366,3 +366,18 @@ def test_macro_average_and_console_split():
     assert (
         line.startswith("gyms: a 0.5") and "(25%)" in line and "b 0.1" in line and "val 0.3" in line
     )
+
+
+def test_view_charts_each_gyms_reward_of_a_mixed_run():
+    from mua.view.sources import per_gym_series
+
+    metrics = [
+        {"step": 1, "reward/mean": 0.2, "train/a/reward": 0.1, "train/b/reward": 0.3},
+        {"step": 2, "train/a/reward": 0.4, "val/a/reward_mean": 0.5, "val/a/termination/done": 3},
+    ]
+    assert per_gym_series(metrics) == {
+        "train/a/reward": [(1, 0.1), (2, 0.4)],
+        "train/b/reward": [(1, 0.3)],
+        "val/a/reward_mean": [(2, 0.5)],
+    }
+    assert per_gym_series([{"step": 1, "reward/mean": 0.2, "val/reward_mean": 0.1}]) == {}
