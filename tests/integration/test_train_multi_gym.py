@@ -158,6 +158,8 @@ def test_userrl_all_seed_runs_one_step_with_scripted_users_on_cpu(tmp_path, mua_
             write_tasks(splits[split][:4], tmp_path / "data" / f"userrl_{gym}" / f"{split}.parquet")
     recipe = tmp_path / "userrl_all.yaml"
     text = (REPO / "recipes" / "seeds" / "userrl_all.yaml").read_text()
+    # built-in tau tasks carry their own database: no tau-bench folder (`data_dir`) is needed
+    text = text.replace("data_dir: data/tau_bench, ", "")
     recipe.write_text(text.replace("data/", f"{tmp_path}/data/"))
     res = run_train(
         recipe,
