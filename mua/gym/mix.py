@@ -181,6 +181,8 @@ def check_gyms(recipe, verb: str) -> None:
             "data.weights weighs the files of one gym; with several gyms give each entry a "
             "`weight` instead"
         )
+    if verb == "train" and recipe.algo.kind != "sft" and len(recipe.gyms) > 1:
+        _check_every_entry_has_tasks(recipe)
     if verb == "train":
         from pathlib import Path
 
@@ -190,6 +192,21 @@ def check_gyms(recipe, verb: str) -> None:
                     raise UsageError(
                         f"{_where(i, entry)}: task file {path} not found; create it with `mua prep`"
                     )
+
+
+def _check_every_entry_has_tasks(recipe) -> None:
+    from pathlib import Path
+
+    files = [*recipe.data.train_files, *(p for e in recipe.gyms for p in e.train_files)]
+    if not all(Path(p).exists() for p in files):
+        return  # the launcher names the missing file
+    by_gym = entry_tasks(recipe, "train", builtin=False)
+    for i, entry in enumerate(recipe.gyms):
+        if not by_gym.get(entry.key):
+            raise UsageError(
+                f"{_where(i, entry)}: no training tasks; give the entry train_files, or rows of "
+                f"gym {entry.name} in data.train_files"
+            )
 
 
 def _check_reward_weights(i: int, entry) -> None:

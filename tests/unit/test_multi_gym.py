@@ -381,3 +381,12 @@ def test_view_charts_each_gyms_reward_of_a_mixed_run():
         "val/a/reward_mean": [(2, 0.5)],
     }
     assert per_gym_series([{"step": 1, "reward/mean": 0.2, "val/reward_mean": 0.1}]) == {}
+
+
+def test_an_entry_without_training_tasks_is_refused(tmp_path):
+    guess = write_tasks(_tasks("guess", 4), tmp_path / "guess.parquet")
+    with pytest.raises(UsageError, match=r"gyms\[1\] \(math\): no training tasks"):
+        _checked(
+            tmp_path,
+            {"gyms": [{"name": "guess"}, {"name": "math"}], "data": {"train_files": [str(guess)]}},
+        )
