@@ -95,8 +95,9 @@ class GymConfig(Section):
     )
     weight: float | None = Field(
         None,
-        description="Share of each training batch's tasks (relative to the other entries); "
-        "default: proportional to the entry's training rows, as if the files were concatenated.",
+        description="Share of each training batch's tasks (relative to the other entries; give "
+        "every entry one, or none); default: proportional to the entry's training rows, as if "
+        "the files were concatenated.",
     )
     user: GymUserConfig | None = Field(
         None, description="This gym's simulated user: keys that replace the top-level user's."
@@ -169,7 +170,15 @@ def gyms_from_raw(data):
 
 
 def check_entries(gyms: list[GymConfig]) -> None:
-    """Shape rules across entries: labels unique, weights positive."""
+    """Shape rules across entries: labels unique, weights positive, and given for every entry or
+    for none (rows and chosen weights are not on one scale)."""
+    weighted = [e.weight is not None for e in gyms]
+    if any(weighted) and not all(weighted):
+        i = weighted.index(False)
+        raise ValueError(
+            f"gyms[{i}] ({gyms[i].key}): no weight while other entries have one; give every entry "
+            "a weight, or none (shares then follow the rows)"
+        )
     seen: dict[str, int] = {}
     for i, entry in enumerate(gyms):
         if entry.weight is not None and not entry.weight > 0:

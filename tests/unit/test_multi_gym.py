@@ -39,7 +39,7 @@ def test_single_gym_is_a_one_entry_list(tmp_path):
     again = _recipe(tmp_path, {"gyms": dumped["gyms"]})  # the resolved form reads back
     assert again.gym == one.gym
     assert _recipe(tmp_path, {}).gym.name == "guess"  # neither: the default gym
-    two = _recipe(tmp_path, {"gyms": [{"name": "guess"}, {"name": "travel", "weight": 2}]})
+    two = _recipe(tmp_path, {"gyms": [{"name": "guess"}, {"name": "travel"}]})
     assert two.gym is None and [g.key for g in two.gyms] == ["guess", "travel"]
     for verb in ("rollout", "eval"):
         assert _recipe(tmp_path, {"gyms": [{"name": "guess"}, {"name": "math"}]}, verb).gym is None
@@ -50,7 +50,8 @@ def test_single_gym_is_a_one_entry_list(tmp_path):
     [
         ([{"name": "tau"}, {"name": "tau"}], "gyms[1] (tau): label 'tau' is also gyms[0]'s"),
         ([{"name": "guess", "weight": 0}], "gyms[0] (guess): weight 0 must be > 0"),
-        ([{"name": "guess", "weight": -1}, {"name": "math"}], "weight -1 must be > 0"),
+        ([{"name": "guess", "weight": -1}, {"name": "math", "weight": 1}], "weight -1 must be > 0"),
+        ([{"name": "guess", "weight": 2}, {"name": "math"}], "gyms[1] (math): no weight while"),
         ([{"name": "guess", "curriculum": {"easy_above": 0.1, "hard_below": 0.5}}], "hard_below"),
     ],
 )
