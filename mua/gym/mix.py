@@ -14,7 +14,7 @@ sets), and its group size. Nothing here rolls out or trains.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mua.errors import UsageError
 
@@ -33,7 +33,6 @@ class GymRun:
     n: int
     entry: object  # the GymConfig
     user_cfg: object = None
-    extra: dict = field(default_factory=dict)
 
 
 def _where(i: int, entry) -> str:

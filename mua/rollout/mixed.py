@@ -36,7 +36,7 @@ def entry_rollout_tasks(recipe) -> dict[str, list]:
     return by_gym
 
 
-def mixed_routes(recipe, runs, make_policy) -> dict:
+def mixed_routes(runs, make_policy) -> dict:
     """One Route per entry, its policy from `make_policy(run)`."""
     from mua.rollout.runner import Route
 
@@ -51,7 +51,7 @@ def mixed_routes(recipe, runs, make_policy) -> dict:
 async def mixed_rollouts(recipe, runs, tasks_by_gym, make_policy, tokenizer, progress) -> list:
     from mua.rollout.runner import run_rollouts
 
-    routes = mixed_routes(recipe, runs, make_policy)
+    routes = mixed_routes(runs, make_policy)
     tasks, task_routes = [], []
     for label, gym_tasks in tasks_by_gym.items():
         tasks += gym_tasks
