@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
         mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log an MLflow run."),
     ) -> None:
         from mua.cli.common import console, is_tty
-        from mua.eval.report import summary_table
+        from mua.eval.report import macro_average, summary_table
         from mua.eval.session import run_evaluation
 
         recipe, path = build_recipe(
@@ -156,7 +156,7 @@ def register(app: typer.Typer) -> None:
             temperature=temperature,
         )
         out_dir = out or (recipe.run_dir if path else f"runs/eval/{_slug(recipe.model.path)}")
-        gyms = [section.name for section in recipe.gym_sections()]
+        gyms = [section.key for section in recipe.gym_sections()]
         console().print(
             f"evaluating {recipe.model.path} on {', '.join(gyms)} "
             f"(n={recipe.eval.n}, T={recipe.eval.temperature:g})",
@@ -175,6 +175,14 @@ def register(app: typer.Typer) -> None:
             con.width = max(con.width, 160)  # a log file has room for the whole table
         title = f"mua eval · {meta['model']} · n={meta['n']} · T={meta['temperature']:g}"
         con.print(summary_table(summaries, title))
+        macro = macro_average(summaries)
+        if macro:
+            con.print(
+                f"macro average over {len(summaries)} gyms (unweighted mean of each gym's mean; "
+                f"every gym counts the same whatever its task count): reward "
+                f"{macro['reward_mean']:.3f} · success {macro['success_rate']:.3f}",
+                soft_wrap=True,
+            )
         resumed = (
             f" (resumed: {meta['resumed_rows']} trajectories were already done)"
             if meta["resumed_rows"]

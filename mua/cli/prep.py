@@ -1,10 +1,10 @@
-"""`mua prep`: write a gym's tasks as parquet split files, list gyms, or mix gyms' task folders.
+"""`mua prep`: write a gym's tasks as parquet split files, or list gyms.
 
 Forms:
   mua prep --gym NAME [--source PATH] [--out DIR] [--seed S] [--option k=v ...]
-  mua prep RECIPE.yaml [k=v ...]           (a PrepRecipe; with `mix:` set it mixes)
-  mua prep mix --out DIR FOLDER:WEIGHT ... [--seed S] [--rows N]
+  mua prep RECIPE.yaml [k=v ...]           (a PrepRecipe)
   mua prep --list
+Gyms are mixed where they are used, by a recipe's `gyms:` list (with weights), not in files.
 The work is in `mua.gym.prep`; this module parses arguments and prints a table of what it wrote.
 """
 
@@ -14,15 +14,14 @@ from pathlib import Path
 
 import typer
 
-HELP = """Write a gym's tasks to <out>/<split>.parquet, list gyms, or mix task folders.
+HELP = """Write a gym's tasks to <out>/<split>.parquet, or list gyms. To train or evaluate on several
+gyms, list them in a recipe's `gyms:` (each with its files and weight).
 
 Examples:
 
   mua prep --gym travel --option num_train=200
 
   mua prep --gym math --source limo.jsonl --out data/limo
-
-  mua prep mix --out data/mix data/travel:3 data/guess:1   (weights = relative share of rows)
 
   mua prep --list
 """
@@ -36,19 +35,6 @@ def _print_written(gym: str, written: dict) -> None:
     table = Table("split", "rows", "file", title=f"{gym} tasks")
     for split, (path, count) in written.items():
         table.add_row(split, str(count), str(path))
-    console().print(table)
-
-
-def _print_mix(report: dict, out: str) -> None:
-    from rich.table import Table
-
-    from mua.cli.common import console
-
-    table = Table("split", "source folder", "rows", title=f"mix written to {out}")
-    for split, counts in report.items():
-        for folder, count in counts.items():
-            table.add_row(split, folder, str(count))
-        table.add_row(split, "[bold]total[/]", f"[bold]{sum(counts.values())}[/]")
     console().print(table)
 
 
@@ -68,20 +54,6 @@ def _list_gyms() -> None:
     console().print(table)
 
 
-def _mix(items: list[str], out: str | None, seed: int, rows: int | None) -> None:
-    from mua.errors import UsageError
-    from mua.gym.prep import mix_task_dirs, parse_mix_sources
-
-    if not out:
-        raise UsageError(
-            "prep mix: --out DIR is required (where the mixed <split>.parquet files go)"
-        )
-    if rows is not None and rows < 1:
-        raise UsageError(f"prep mix: --rows must be >= 1, got {rows}")
-    report = mix_task_dirs(parse_mix_sources(items), out, seed=seed, rows=rows)
-    _print_mix(report, out)
-
-
 def _build(gym: str, source: str | None, out: str | None, seed: int, options: dict) -> None:
     from mua.gym.prep import build_and_write
 
@@ -89,15 +61,11 @@ def _build(gym: str, source: str | None, out: str | None, seed: int, options: di
     _print_written(gym, build_and_write(gym, out_dir, source=source, seed=seed, options=options))
 
 
-def _from_recipe(args: list[str], gym, source, out, seed, options, rows) -> None:
+def _from_recipe(args: list[str], gym, source, out, seed, options) -> None:
     from mua.cli.common import load
 
     recipe = load(args, "prep")
     seed = recipe.seed if seed is None else seed
-    if recipe.mix:
-        items = [f"{folder}:{weight}" for folder, weight in recipe.mix.items()]
-        _mix(items, out or recipe.out.replace("{gym}", "mix"), seed, rows or recipe.rows)
-        return
     gym = gym or recipe.gym.name
     recipe_options = recipe.gym.options if gym == recipe.gym.name else {}
     _build(
@@ -113,7 +81,7 @@ def register(app: typer.Typer) -> None:
     @app.command("prep", help=HELP)
     def prep(
         args: list[str] | None = typer.Argument(
-            None, help="`mix FOLDER:WEIGHT ...`, or a recipe file then key=value overrides."
+            None, help="A prep recipe file, then key=value overrides."
         ),
         gym: str | None = typer.Option(
             None, "--gym", "-g", help="Gym whose tasks to write (see --list)."
@@ -123,13 +91,10 @@ def register(app: typer.Typer) -> None:
         ),
         out: str | None = typer.Option(None, "--out", help="Output folder (default data/<gym>)."),
         seed: int | None = typer.Option(
-            None, "--seed", help="Seed for generation, splits and mixing (default 0)."
+            None, "--seed", help="Seed for generation and splits (default 0)."
         ),
         option: list[str] | None = typer.Option(
             None, "--option", "-o", help="Gym prep option key=value (repeatable)."
-        ),
-        rows: int | None = typer.Option(
-            None, "--rows", help="mix: rows per split (default: largest mix without repeats)."
         ),
         list_gyms: bool = typer.Option(False, "--list", help="List gyms with their descriptions."),
     ) -> None:
@@ -142,12 +107,15 @@ def register(app: typer.Typer) -> None:
             return
         options = parse_option_args(list(option or []))
         if args and args[0] == "mix":
-            _mix(args[1:], out, seed or 0, rows)
-        elif args:
-            _from_recipe(args, gym, source, out, seed, options, rows)
+            raise UsageError(
+                "`mua prep mix` is gone: list the gyms in a recipe's `gyms:` instead, each with "
+                "its task files and a weight (see docs/multi_gym.md)"
+            )
+        if args:
+            _from_recipe(args, gym, source, out, seed, options)
         elif gym:
             _build(gym, source, out, seed or 0, options)
         else:
             raise UsageError(
-                "mua prep: give --gym NAME (see `mua prep --list`), a prep recipe file, or `mix`"
+                "mua prep: give --gym NAME (see `mua prep --list`) or a prep recipe file"
             )

@@ -105,14 +105,25 @@ def _summary_line(trajectories, output) -> str:
         f"{k} {v}" for k, v in Counter(t.termination for t in trajectories).most_common()
     )
     drift = sum(1 for t in trajectories if t.metrics.get("drift"))
-    return f"{n} trajectories · mean reward {mean:.3f} · {reasons} · drift {drift} · wrote {output}"
+    gyms = list(dict.fromkeys(t.gym for t in trajectories if t.gym))
+    split = ""
+    if len(gyms) > 1:
+        means = []
+        for gym in gyms:
+            rewards = [t.reward for t in trajectories if t.gym == gym]
+            means.append(f"{gym} {sum(rewards) / len(rewards):.3f}")
+        split = " (" + ", ".join(means) + ")"
+    return (
+        f"{n} trajectories · mean reward {mean:.3f}{split} · {reasons} · drift {drift} · "
+        f"wrote {output}"
+    )
 
 
 def run(args: list[str], show: int, html_path: str | None, full: bool = False) -> None:
     import asyncio
     from pathlib import Path
 
-    from mua.cli.common import console, load
+    from mua.cli.common import load
     from mua.config import write_resolved
     from mua.gym import GymContext, get_gym
     from mua.gym.budgets import with_gym_budgets
@@ -123,6 +134,8 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.run_dir import FolderLock
 
     recipe = load(args, "rollout")
+    if recipe.gym is None:
+        return run_mixed(recipe, show, html_path, full)
     gym = get_gym(recipe.gym.name)
     recipe.rollout = with_gym_budgets(recipe.rollout, gym)
     tasks = _load_tasks(recipe, gym)
@@ -161,7 +174,73 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
 
         with rollout_progress(len(tasks) * recipe.rollout.n) as progress:
             trajectories = asyncio.run(collect(progress))
-        _write_jsonl(trajectories, output)
+        _report(trajectories, output, tokenizer, show, html_path, full)
+
+
+def run_mixed(recipe, show: int, html_path: str | None, full: bool) -> None:
+    """`mua rollout` over several gyms (`mua.rollout.mixed`)."""
+    from pathlib import Path
+
+    from mua.gym.mix import check_gyms, gym_runs
+    from mua.models import load_tokenizer
+    from mua.rollout.llm_client import preflight_user
+    from mua.rollout.mixed import entry_rollout_tasks
+    from mua.run_dir import FolderLock
+
+    check_gyms(recipe, "rollout")
+    runs = gym_runs(recipe)
+    for run in runs:
+        preflight_user(run.user_cfg)
+    tasks_by_gym = entry_rollout_tasks(recipe)
+    tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
+    run_dir = Path(recipe.run_dir)
+    with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"):
+        _run_mixed_in(recipe, runs, tasks_by_gym, tokenizer, run_dir, show, html_path, full)
+
+
+def _run_mixed_in(recipe, runs, tasks_by_gym, tokenizer, run_dir, show, html_path, full) -> None:
+    import asyncio
+
+    from mua.config import write_resolved
+    from mua.rollout.mixed import mixed_rollouts
+    from mua.rollout.policies import EnginePolicy, expert_policy
+    from mua.rollout.progress import rollout_progress
+
+    write_resolved(recipe, run_dir)
+    output = recipe.output.replace("{run_dir}", str(run_dir))
+    shared, close = (None, None)
+    if recipe.policy == "model":
+        shared, close = _make_policy(recipe, runs[0].spec, runs[0].ctx)
+
+    def make_policy(run):
+        if recipe.policy == "expert":
+            return expert_policy(run.spec, run.ctx)
+        if isinstance(shared, EnginePolicy):  # the entry's own sampling temperature
+            return EnginePolicy.from_config(
+                shared.engine, run.rollout_cfg, recipe.model.tool_parser
+            )
+        return shared
+
+    async def collect(progress):
+        try:
+            return await mixed_rollouts(
+                recipe, runs, tasks_by_gym, make_policy, tokenizer, progress
+            )
+        finally:
+            if close is not None:
+                await close()
+
+    by_label = {run.label: run.n for run in runs}
+    total = sum(len(ts) * by_label[label] for label, ts in tasks_by_gym.items())
+    with rollout_progress(total) as progress:
+        trajectories = asyncio.run(collect(progress))
+    _report(trajectories, output, tokenizer, show, html_path, full)
+
+
+def _report(trajectories, output, tokenizer, show, html_path, full) -> None:
+    from mua.cli.common import console
+
+    _write_jsonl(trajectories, output)
     out = console()
     if show:
         from mua.rollout.render import print_conversations

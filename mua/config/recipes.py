@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from mua.config.base import Section
+from mua.config.gyms import check_entries, gyms_from_raw
 from mua.config.model import ModelConfig
 from mua.config.rollout import (
     GymConfig,
@@ -39,13 +40,52 @@ class _RecipeBase(Section):
 
 
 class _ConversationRecipe(_RecipeBase):
-    """The sections of every verb that runs conversations: a model talks in a gym with a user."""
+    """The sections of every verb that runs conversations: a model talks in gyms with a user.
+
+    `gyms:` is the one shape; `gym: {...}` is read as a one-entry `gyms:` list, and afterwards
+    `recipe.gym` is that entry (None when there are several)."""
 
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
-    gym: GymConfig = Field(default_factory=GymConfig)
+    gym: GymConfig | None = Field(
+        None,
+        exclude=True,
+        description="One gym: the same as a one-entry `gyms:` list (default: guess).",
+    )
+    gyms: list[GymConfig] = Field(
+        default_factory=list,
+        description="The gyms, each a section like `gym` plus its own files, weight and "
+        "overrides (see docs/multi_gym.md); instead of `gym`.",
+    )
     user: UserConfig = Field(default_factory=ScriptedUserConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_gym_is_a_list(cls, data):
+        return gyms_from_raw(data)
+
+    @model_validator(mode="after")
+    def _entries(self):
+        if not self.gyms:
+            object.__setattr__(self, "gyms", [GymConfig()])
+        check_entries(self.gyms)
+        object.__setattr__(self, "gym", self.gyms[0] if len(self.gyms) == 1 else None)
+        return self
+
+    def gym_sections(self) -> list[GymConfig]:
+        """The gym entries, in order."""
+        return list(self.gyms)
+
+    def gym_section(self, name: str) -> GymConfig:
+        """The entry labelled (else named) `name`, or a bare section for that gym."""
+        for section in self.gyms:
+            if section.key == name:
+                return section
+        for section in self.gyms:
+            if section.name == name:
+                return section
+        return GymConfig(name=name)
 
 
 class TrainRecipe(_ConversationRecipe):
@@ -97,65 +137,24 @@ def _eval_rollout_defaults() -> RolloutConfig:
 
 
 class EvalRecipe(_ConversationRecipe):
-    """One gym in `gym:` (`name: all` for every gym), or several in `gyms:`, each a gym section
-    with its own options; not both. Neither: the default gym."""
+    """The gyms to evaluate in `gyms:` (or one in `gym:`; `name: all` for every gym), each with its
+    own options, files and overrides."""
 
     verb: Literal["eval"] = "eval"
-    gym: GymConfig | None = Field(
-        None, description="The gym to evaluate (`name: all`: every gym); default: guess."
-    )
-    gyms: list[GymConfig] = Field(
-        default_factory=list,
-        description="Several gyms to evaluate, each a section like `gym` (name, options, "
-        "reward_weights); instead of `gym`.",
-    )
     rollout: RolloutConfig = Field(default_factory=lambda: _eval_rollout_defaults())
     eval: EvalConfig = Field(default_factory=EvalConfig)
     track: TrackConfig = Field(default_factory=TrackConfig)
-
-    @field_validator("gyms", mode="before")
-    @classmethod
-    def _gyms_are_sections(cls, v):
-        names = [v] if isinstance(v, str) else v if isinstance(v, list) else []
-        if any(isinstance(item, str) for item in names):
-            listed = [str(item.get("name") if isinstance(item, dict) else item) for item in names]
-            if len(listed) == 1:
-                raise ValueError(f"write one gym as a section, `gym: {{name: {listed[0]}}}`")
-            sections = ", ".join(f"{{name: {name}}}" for name in listed)
-            raise ValueError(f"write each gym as a section, `gyms: [{sections}]`")
-        return v
-
-    @model_validator(mode="after")
-    def _gym_or_gyms(self):
-        if self.gyms and self.gym is not None:
-            raise ValueError(
-                "gym and gyms both set; give one gym as `gym: {name: ...}` or several as "
-                "`gyms: [{name: ...}, ...]`"
-            )
-        names = [g.name for g in self.gyms]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise ValueError(f"gyms: {repeated[0]} is listed twice; list each gym once")
-        return self
-
-    def gym_sections(self) -> list[GymConfig]:
-        """The gyms to evaluate, in order (a name may be `all`)."""
-        return list(self.gyms) or [self.gym or GymConfig()]
-
-    def gym_section(self, name: str) -> GymConfig:
-        """The recipe's section for gym `name`, or a bare one (no options) if it has none."""
-        for section in self.gym_sections():
-            if section.name == name:
-                return section
-        return GymConfig(name=name)
 
     def with_gyms(self, names: list[str]) -> EvalRecipe:
         """This recipe evaluating `names` (distinct) instead, e.g. from `--gym`; a gym it has a
         section for keeps that section."""
         sections = [self.gym_section(name) for name in names]
-        if len(sections) == 1:
-            return self.model_copy(update={"gym": sections[0], "gyms": []})
-        return self.model_copy(update={"gym": None, "gyms": sections})
+        return type(self).model_validate(
+            {
+                **self.model_dump(exclude={"gyms"}, exclude_unset=True),
+                "gyms": [s.model_dump(exclude_unset=True) for s in sections],
+            }
+        )
 
     @model_validator(mode="after")
     def _one_temperature(self):
@@ -198,15 +197,6 @@ class PrepRecipe(_RecipeBase):
     source: str | None = Field(None, description="Public data path; default: the built-in dataset.")
     out: str = Field("data/{gym}", description="Output folder for <split>.parquet files.")
     seed: int = Field(0, description="Seed for generation and splits.")
-    mix: dict[str, float] = Field(
-        default_factory=dict,
-        description="Mix instead of build: task folder -> weight (relative share of rows), written to `out`.",
-    )
-    rows: int | None = Field(
-        None,
-        ge=1,
-        description="Mix only: rows per split (default: the largest mix without repeats).",
-    )
 
     @field_validator("gym", mode="before")
     @classmethod

@@ -14,28 +14,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
-
-GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
-
-
-class GymConfig(Section):
-    name: str = Field("guess", description=GYM_NAME_HELP)
-    options: dict = Field(
-        default_factory=dict, description="Gym-specific options passed to the environment."
-    )
-    reward_weights: dict[str, float] = Field(
-        default_factory=dict,
-        description="Weights of named reward components; unnamed components keep the gym default.",
-    )
-
-
-class PrepGymConfig(Section):
-    """`mua prep`'s gym: which one, and the options its task builder takes."""
-
-    name: str = Field("guess", description=GYM_NAME_HELP)
-    options: dict = Field(
-        default_factory=dict, description="Gym-specific prep options (sizes, domains, ...)."
-    )
+from mua.config.gyms import GYM_NAME_HELP, GymConfig, PrepGymConfig  # noqa: F401  (re-exported)
 
 
 class ScriptedUserConfig(Section):

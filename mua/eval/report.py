@@ -25,8 +25,30 @@ def _num(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+MACRO_KEYS = ("reward_mean", "success_rate", "turns_mean")
+
+
+def macro_average(summaries: dict[str, dict]) -> dict[str, float]:
+    """With several gyms, the unweighted mean over gyms of each gym's own mean (reward, success,
+    turns, and pass@k / pass^k where every gym has them): a gym with few tasks counts as much as
+    one with many. Empty for one gym."""
+    if len(summaries) < 2:
+        return {}
+    out = {}
+    keys = [
+        *MACRO_KEYS,
+        *sorted({k for s in summaries.values() for k in s if k.startswith("pass")}),
+    ]
+    for key in keys:
+        values = [s.get(key) for s in summaries.values()]
+        if all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            out[key] = sum(values) / len(values)
+    return out
+
+
 def summary_table(summaries: dict[str, dict], title: str):
-    """One row per gym; termination reasons go in the last column, the LLM user's retries,
+    """One row per gym, then (several gyms) a `macro avg` row: the unweighted mean over gyms of
+    reward, success, pass@k and turns (`macro_average`); termination reasons go in the last column, the LLM user's retries,
     429 answers and timed-out attempts before it (when a gym had an LLM user)."""
     from rich.table import Table
 
@@ -69,6 +91,18 @@ def summary_table(summaries: dict[str, dict], title: str):
             *([_user_calls(s)] if user_calls else []),
             ends,
         )
+    macro = macro_average(summaries)
+    if macro:
+        table.add_section()
+        table.add_row(
+            "macro avg",
+            f"{len(summaries)} gyms",
+            _num(macro.get("reward_mean")),
+            _num(macro.get("success_rate")),
+            *[_num(macro.get(k)) for k in pass_keys],
+            _num(macro.get("turns_mean"), 1),
+            *[""] * (6 + int(user_calls)),
+        )
     return table
 
 
@@ -92,7 +126,9 @@ def _json_safe(value):
 def write_summary(out_dir: Path, summaries: dict[str, dict], meta: dict) -> Path:
     path = Path(out_dir) / SUMMARY_FILE
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    clean = redact_urls(_json_safe({**meta, "gyms": summaries}))
+    macro = macro_average(summaries)
+    extra = {"macro_average": macro} if macro else {}
+    clean = redact_urls(_json_safe({**meta, "gyms": summaries, **extra}))
     tmp.write_text(json.dumps(clean, indent=2, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)
     return path
@@ -120,7 +156,11 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
             items = list(redact_urls(params).items())
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i : i + 100]))
-        metrics = {metric_name(k): v for k, v in flat_metrics(summaries).items()}
+        macro = macro_average(summaries)
+        metrics = {
+            metric_name(k): v
+            for k, v in flat_metrics({**summaries, **({"macro": macro} if macro else {})}).items()
+        }
         mlflow.log_metrics(metrics)
         for name in (SUMMARY_FILE, "results.jsonl"):
             if (Path(out_dir) / name).exists():

@@ -66,15 +66,15 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
 async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) -> dict:
     from mua.eval.runner import evaluate
     from mua.gym import GymContext, get_gym
-    from mua.gym.budgets import with_gym_budgets
+    from mua.gym.mix import entry_rollout, entry_user
     from mua.rollout.llm_client import make_llm_client, user_call_report
 
-    user = recipe.user
     summaries = {}
     try:
-        for gym_name, tasks in tasks_by_gym.items():
-            spec = get_gym(gym_name)
+        for gym_name, tasks in tasks_by_gym.items():  # keyed by the entry's label
             section = recipe.gym_section(gym_name)
+            spec = get_gym(section.name)
+            user = entry_user(recipe.user, section)
             ctx = GymContext(
                 options=dict(section.options),
                 reward_weights=dict(section.reward_weights),
@@ -88,7 +88,7 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
                 gym_spec=spec,
                 gym_ctx=ctx,
                 tokenizer=agent.tokenizer,
-                rollout_cfg=with_gym_budgets(recipe.rollout, spec),
+                rollout_cfg=entry_rollout(recipe.rollout, section, spec),
                 n=recipe.eval.n,
                 k_values=recipe.eval.k,
                 success_threshold=recipe.eval.success_threshold,
@@ -117,11 +117,14 @@ def run_evaluation(
 ) -> tuple[dict, dict]:
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
     from mua.eval.tasks import load_eval_tasks
+    from mua.gym.mix import check_gyms, entry_user
     from mua.rollout.llm_client import preflight_user
     from mua.run_dir import FolderLock, claim_dir
 
+    check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)
-    preflight_user(recipe.user)  # a wrong key or model stops here, before anything is written
+    for label in tasks_by_gym:  # a wrong key or model stops here, before anything is written
+        preflight_user(entry_user(recipe.user, recipe.gym_section(label)))
     out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     # one `mua eval` per folder at a time: two would mix their rows under one summary
     with FolderLock(out_dir, what="eval output folder", verb="mua eval"):

@@ -3,7 +3,8 @@
 Task files may mix gyms (each row names its gym); `--gym all` then means every gym in the files.
 Without files, `all` means every registered gym with a built-in dataset and each gym builds its built-in dataset with
 `data.seed` (the same seed `mua prep` uses by default, so the split equals data/<gym>/test.parquet).
-Each gym gets the options of its own section (`gym`, or its entry in `gyms`). `eval.max_tasks`
+Each gym gets the options of its own entry in `gyms` (found by label, then by name), and an
+entry's own `test_files` come first. Results are keyed by the entry's label. `eval.max_tasks`
 keeps the first N per gym.
 A task id that appears twice among the files is refused (results are keyed by it).
 """
@@ -15,7 +16,8 @@ from mua.errors import UsageError
 HELD_OUT_SPLITS = ("test", "validation", "dev")
 
 
-def gym_names(requested: list[str], from_files: list[str] | None) -> list[str]:
+def gym_names(requested: list[str], from_files: list[str] | None, recipe=None) -> list[str]:
+    """The entries to evaluate, by label (an entry's label, else its gym's name)."""
     from mua.gym.registry import get_gym, list_gyms
 
     names: list[str] = []
@@ -28,12 +30,13 @@ def gym_names(requested: list[str], from_files: list[str] | None) -> list[str]:
             return sorted(set(from_files))
         return [n for n in list_gyms() if not get_gym(n).needs_data]
     for name in names:
-        get_gym(name)  # UsageError with a did-you-mean for an unknown name
+        gym = recipe.gym_section(name).name if recipe is not None else name
+        get_gym(gym)  # UsageError with a did-you-mean for an unknown name
     return list(dict.fromkeys(names))
 
 
-def _builtin_split(spec, recipe) -> list:
-    options = dict(recipe.gym_section(spec.name).options)
+def _builtin_split(spec, recipe, label: str | None = None) -> list:
+    options = dict(recipe.gym_section(label or spec.name).options)
     splits = spec.build_tasks(None, seed=recipe.data.seed, options=options)
     for split in HELD_OUT_SPLITS:
         if splits.get(split):
@@ -62,17 +65,23 @@ def load_eval_tasks(recipe, requested: list[str]) -> dict[str, list]:
                     )
                 first_file[key] = str(path)
                 by_gym.setdefault(task.gym, []).append(task)
-    names = gym_names(requested, list(by_gym) if recipe.data.test_files else None)
+    names = gym_names(requested, list(by_gym) if recipe.data.test_files else None, recipe)
     limit = recipe.eval.max_tasks
     out = {}
-    for name in names:
-        if recipe.data.test_files:
+    for label in names:
+        section = recipe.gym_section(label)
+        name = section.name
+        if section.test_files:  # the entry's own held-out files
+            from mua.gym.taskfile import read_tasks
+
+            tasks = [t for path in section.test_files for t in read_tasks(path)]
+        elif recipe.data.test_files:
             if name not in by_gym:
                 raise UsageError(
                     f"data.test_files hold no tasks of gym {name!r} (they have {sorted(by_gym)})"
                 )
             tasks = by_gym[name]
         else:
-            tasks = _builtin_split(get_gym(name), recipe)
-        out[name] = tasks[:limit] if limit else tasks
+            tasks = _builtin_split(get_gym(name), recipe, label)
+        out[label] = tasks[:limit] if limit else tasks
     return out

@@ -1,28 +1,22 @@
-"""Prep machinery behind `mua prep`: build a gym's tasks, write split files, mix gyms by weight.
+"""Prep machinery behind `mua prep`: build a gym's tasks and write split files.
 
 `build_and_write` asks the registry for a gym, calls its `build_tasks(source, seed, options)` and
 writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`); every task is
 checked first (`TaskRowCheck`: usable, unique ids per split), so bad source data fails here,
-naming it. `mix_task_dirs` combines several such folders into one by weight, deterministically.
-Both hold the output folder's lock (`mua.run_dir.FolderLock`) while they write.
-`check_options` validates a gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
-prints: the CLI renders the returned counts.
-
-Mix weights are relative shares of rows: weights 3 and 1 give a split whose rows are 75% from the
-first folder and 25% from the second. Without an explicit size, a split is the largest mix in
-which no folder's row is repeated; with `rows` larger than that, rows repeat (suffix `~rN`).
+naming it. `check_options` validates a gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
+prints: the CLI renders the returned counts. Writing holds the output folder's lock
+(`mua.run_dir.FolderLock`). Gyms are mixed by a recipe's `gyms:` list where
+they are used (`mua.gym.mix`), not here.
 """
 
 from __future__ import annotations
 
 import difflib
-import random
-from dataclasses import dataclass
 from pathlib import Path
 
 from mua.errors import UsageError
 from mua.gym.api import Task
-from mua.gym.taskfile import TaskRowCheck, read_tasks, write_tasks
+from mua.gym.taskfile import TaskRowCheck, write_tasks
 from mua.run_dir import FolderLock
 
 
@@ -110,117 +104,3 @@ def build_and_write(
             path = write_tasks(splits[split], out / f"{split}.parquet")
             written[split] = (path, len(splits[split]))
     return written
-
-
-@dataclass
-class MixSource:
-    folder: Path
-    weight: float
-
-
-def parse_mix_sources(items: list[str]) -> list[MixSource]:
-    """`["data/travel:3", "data/math:1"]` -> sources; each folder must hold split parquet files."""
-    if not items:
-        raise UsageError(
-            "prep mix: give at least one FOLDER:WEIGHT (e.g. data/travel:3 data/math:1)"
-        )
-    sources = []
-    for item in items:
-        folder, sep, weight_text = item.rpartition(":")
-        if not sep or not folder:
-            raise UsageError(f"prep mix: {item!r}: expected FOLDER:WEIGHT (e.g. data/travel:3)")
-        try:
-            weight = float(weight_text)
-        except ValueError:
-            raise UsageError(
-                f"prep mix: {item!r}: weight {weight_text!r} is not a number"
-            ) from None
-        if not weight > 0:
-            raise UsageError(f"prep mix: {item!r}: weight must be > 0")
-        path = Path(folder)
-        if not path.is_dir() or not any(path.glob("*.parquet")):
-            raise UsageError(
-                f"prep mix: {folder}: no task files (*.parquet) there; create them with `mua prep --gym NAME --out {folder}`"
-            )
-        sources.append(MixSource(path, weight))
-    return sources
-
-
-def _allocate(total: int, shares: list[float]) -> list[int]:
-    """Integers summing to `total`, proportional to `shares` (largest remainder)."""
-    raw = [total * s for s in shares]
-    counts = [int(r) for r in raw]
-    order = sorted(range(len(raw)), key=lambda i: (-round(raw[i] - counts[i], 9), -shares[i], i))
-    for i in order[: total - sum(counts)]:
-        counts[i] += 1
-    return counts
-
-
-def _draw(tasks: list[Task], count: int, rng: random.Random) -> list[Task]:
-    if count <= len(tasks):
-        return rng.sample(tasks, count)
-    drawn = []
-    for repeat in range(count // len(tasks) + 1):
-        batch = tasks if len(drawn) + len(tasks) <= count else rng.sample(tasks, count - len(drawn))
-        for t in batch:
-            tid = t.task_id if repeat == 0 else f"{t.task_id}~r{repeat}"
-            drawn.append(Task(tid, t.gym, t.split, t.prompt, t.payload, t.source, t.version))
-    return drawn
-
-
-def _unique_ids(tasks: list[Task]) -> list[Task]:
-    seen: set[str] = set()
-    out = []
-    for t in tasks:
-        tid = t.task_id if t.task_id not in seen else f"{t.gym}/{t.task_id}"
-        n = 1
-        while tid in seen:
-            n += 1
-            tid = f"{t.gym}/{t.task_id}#{n}"
-        seen.add(tid)
-        out.append(
-            t
-            if tid == t.task_id
-            else Task(tid, t.gym, t.split, t.prompt, t.payload, t.source, t.version)
-        )
-    return out
-
-
-def mix_task_dirs(
-    sources: list[MixSource], out_dir: str | Path, seed: int = 0, rows: int | None = None
-) -> dict[str, dict[str, int]]:
-    """Write `<out>/<split>.parquet` mixing every split found; returns {split: {folder: rows}}."""
-    splits = sorted({p.stem for s in sources for p in s.folder.glob("*.parquet")})
-    with FolderLock(out_dir, what="prep output folder", verb="mua prep"):
-        report = _mix_splits(sources, splits, out_dir, seed, rows)
-    if not report:
-        raise UsageError("prep mix: the given folders hold no task rows")
-    return report
-
-
-def _mix_splits(sources: list[MixSource], splits: list[str], out_dir, seed: int, rows) -> dict:
-    report = {}
-    for split in splits:
-        present = [
-            (i, s, read_tasks(s.folder / f"{split}.parquet"))
-            for i, s in enumerate(sources)
-            if (s.folder / f"{split}.parquet").exists()
-        ]
-        present = [(i, s, t) for i, s, t in present if t]
-        if not present:
-            continue
-        weight_sum = sum(s.weight for _, s, _ in present)
-        shares = [s.weight / weight_sum for _, s, _ in present]
-        total = (
-            rows
-            if rows is not None
-            else int(min(len(t) / sh for (_, _, t), sh in zip(present, shares, strict=True)) + 1e-9)
-        )
-        counts = _allocate(total, shares)
-        mixed = []
-        for (i, _source, tasks), count in zip(present, counts, strict=True):
-            mixed.extend(_draw(tasks, count, random.Random(f"{seed}:{split}:{i}")))
-        random.Random(f"{seed}:{split}:mix").shuffle(mixed)
-        write_tasks(_unique_ids(mixed), Path(out_dir) / f"{split}.parquet")
-        report[split] = {str(s.folder): c for (_, s, _), c in zip(present, counts, strict=True)}
-    return report

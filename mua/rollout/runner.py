@@ -1,7 +1,8 @@
 """The multi-turn rollout runner: many trajectories in flight, each one independent.
 
 `run_rollouts(tasks, n=..., policy=..., ...)` makes n samples per task (one GRPO group per task),
-each with a fresh env from `gym_spec.make_env(ctx)`, at most `rollout.max_concurrency` at once and
+each with a fresh env from `gym_spec.make_env(ctx)` (with `routes`, each task its own gym, user,
+limits and n: several gyms' conversations share one runner), at most `rollout.max_concurrency` at once and
 no barrier between turns of different trajectories. Budgets: tokens per turn and per trajectory,
 turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
 time spent waiting on LLM endpoints (queued or in a request), which bound their own time per
@@ -411,41 +412,68 @@ async def run_one(
     return _to_trajectory(ep, rollout_cfg.drift)
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where one task's conversations run: its gym, env context (user), limits and group size.
+
+    `label` names the `gyms:` entry (it becomes each trajectory's `gym`); `policy`, when set,
+    replaces the run's policy for these conversations (e.g. another sampling temperature)."""
+
+    gym_spec: GymSpec
+    gym_ctx: GymContext
+    rollout_cfg: object
+    n: int
+    label: str = ""
+    policy: object = None
+
+
 async def run_rollouts(
     tasks: list[Task],
     *,
-    n: int,
+    n: int | None = None,
     policy,
-    gym_spec: GymSpec,
-    gym_ctx: GymContext,
+    gym_spec: GymSpec | None = None,
+    gym_ctx: GymContext | None = None,
     tokenizer,
     rollout_cfg,
     progress=None,
+    routes: list[Route] | None = None,
 ) -> list[Trajectory]:
     """n trajectories per task, grouped by task (`group_id`), in task order then sample order.
 
-    `progress`, when given, gets `advance(trajectory)` as each trajectory finishes.
+    One gym: `gym_spec`, `gym_ctx` and `n` serve every task. Several: `routes[i]` says where
+    task i runs (its gym, user, limits and n); conversations of all gyms are in flight together,
+    at most `rollout_cfg.max_concurrency` at once. `progress`, when given, gets
+    `advance(trajectory)` as each trajectory finishes.
     """
+    if routes is None:
+        route = Route(gym_spec, gym_ctx, rollout_cfg, n or 1)
+        routes = [route] * len(tasks)
+    if len(routes) != len(tasks):
+        raise ValueError(f"{len(routes)} routes for {len(tasks)} tasks")
     limit = asyncio.Semaphore(rollout_cfg.max_concurrency)
 
-    async def one(task_pos: int, task: Task, k: int) -> Trajectory:
+    async def one(task_pos: int, task: Task, k: int, route: Route) -> Trajectory:
         async with limit:
             traj = await run_one(
                 task,
                 f"{task_pos}:{task.task_id}",
                 k,
-                policy=policy,
-                gym_spec=gym_spec,
-                gym_ctx=gym_ctx,
+                policy=route.policy or policy,
+                gym_spec=route.gym_spec,
+                gym_ctx=route.gym_ctx,
                 tokenizer=tokenizer,
-                rollout_cfg=rollout_cfg,
+                rollout_cfg=route.rollout_cfg,
             )
+        traj.gym = route.label
         if progress is not None:
             progress.advance(traj)
         return traj
 
     jobs = [
-        asyncio.ensure_future(one(pos, task, k)) for pos, task in enumerate(tasks) for k in range(n)
+        asyncio.ensure_future(one(pos, task, k, route))
+        for pos, (task, route) in enumerate(zip(tasks, routes, strict=True))
+        for k in range(route.n)
     ]
     try:
         return list(await asyncio.gather(*jobs))

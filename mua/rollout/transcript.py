@@ -485,6 +485,7 @@ class Trajectory:
       when the re-render differed), `drift_dropped` (drift with rollout.drift=drop).
     - per_turn_samples: with rollout.drift=per_turn and drift, one dict per assistant turn
       {turn, token_ids, loss_mask, logprobs}: the re-rendered context, then that turn's samples.
+    - gym: the label of the `gyms:` entry it ran in (empty when not set by the caller).
     """
 
     task_id: str
@@ -506,6 +507,7 @@ class Trajectory:
     prompt_len: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
     per_turn_samples: list[dict] = field(default_factory=list)
+    gym: str = ""  # the `gyms:` entry (label) it ran in, when the run has a gyms list
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, default=str)

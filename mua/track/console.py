@@ -96,6 +96,23 @@ class StepEta:
         return per_step * max(self.total_steps - self._last_step, 0)
 
 
+def gym_split(metrics: dict) -> str:
+    """The per-gym part of a step line: `gyms: travel 0.41 (38%) · turtle 0.12 (62%)` (reward and
+    share of the batch per `train/<label>/`; `val/<label>/reward_mean` when validated)."""
+    labels = [k[6:-7] for k in metrics if k.startswith("train/") and k.endswith("/reward")]
+    parts = []
+    for label in labels:
+        text = f"{label} {_fmt(metrics[f'train/{label}/reward'])}"
+        share = metrics.get(f"train/{label}/share")
+        if share is not None:
+            text += f" ({share:.0%})"
+        val = metrics.get(f"val/{label}/reward_mean")
+        if val is not None:
+            text += f" val {_fmt(val)}"
+        parts.append(text)
+    return "gyms: " + " · ".join(parts) if parts else ""
+
+
 class StepConsole:
     def __init__(self, total_steps: int, live: bool | None = None):
         self.total_steps = total_steps
@@ -115,8 +132,12 @@ class StepConsole:
         cols = [k for k in HEADLINE if any(k in m for _, m in self._rows)]
         for k in cols:
             table.add_column(k, justify="right")
+        split = any(gym_split(m) for _, m in self._rows)
+        if split:
+            table.add_column("per gym (reward, share)", justify="left")
         for step, m in self._rows[-15:]:
-            table.add_row(str(step), *[_fmt(m.get(k, "")) for k in cols])
+            extra = [gym_split(m)[6:]] if split else []
+            table.add_row(str(step), *[_fmt(m.get(k, "")) for k in cols], *extra)
         return table
 
     def _view(self):
@@ -156,7 +177,9 @@ class StepConsole:
         if not self.live_mode:
             parts = [f"{k}={_fmt(metrics[k])}" for k in HEADLINE if k in metrics]
             eta = f" eta={format_duration(left)}" if left is not None else ""
-            print(f"step {step}/{self.total_steps} " + " ".join(parts) + eta, flush=True)
+            split = gym_split(metrics)
+            split = f" {split}" if split else ""
+            print(f"step {step}/{self.total_steps} " + " ".join(parts) + eta + split, flush=True)
             return
         self._rows.append((step, metrics))
         self._start_live(step)

@@ -90,7 +90,7 @@ class Tracker:
     ):
         self.enabled = enabled
         self.run_dir = Path(run_dir)
-        self.gym = recipe.gym.name
+        self.gym = ",".join(g.key for g in recipe.gyms)  # a transcript's own gym wins
         self._mlflow = None
         self._sinks = []
         self._console = StepConsole(recipe.total_steps) if (enabled and console) else None

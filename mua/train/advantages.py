@@ -33,9 +33,13 @@ class GroupRelative:
     """GRPO: each trajectory's score against its group's (`mua.algo.grpo_token_advantages`)."""
 
     algo: object
+    gym_algos: dict | None = None  # label -> that gym's algo (its score/credit/gamma)
+    reward_scale: object = None  # label -> factor (per-gym reward standardisation), or None
 
     def compute(self, batch: ScoredBatch, logprobs: LogProbs) -> Advantages:
-        tokens, per_trajectory = group_relative_advantages(batch, self.algo)
+        tokens, per_trajectory = group_relative_advantages(
+            batch, self.algo, self.gym_algos, self.reward_scale
+        )
         return Advantages(tokens=tokens, per_trajectory=per_trajectory)
 
 
@@ -69,8 +73,18 @@ class CriticGAE:
         )
 
 
-def build_advantages(algo, *, critic, kl_in_reward: bool, micro_batch_tokens: int, device):
-    """The strategy of `algo.kind`: CriticGAE for ppo (with its critic), GroupRelative otherwise."""
+def build_advantages(
+    algo,
+    *,
+    critic,
+    kl_in_reward: bool,
+    micro_batch_tokens: int,
+    device,
+    gym_algos: dict | None = None,
+    reward_scale=None,
+):
+    """The strategy of `algo.kind`: CriticGAE for ppo (with its critic), GroupRelative otherwise
+    (with each gym's own scoring and reward scale, when the recipe has several gyms)."""
     if algo.kind == "ppo":
         return CriticGAE(critic, algo, kl_in_reward, micro_batch_tokens, device)
-    return GroupRelative(algo)
+    return GroupRelative(algo, gym_algos, reward_scale)

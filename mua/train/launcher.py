@@ -28,7 +28,7 @@ from mua.errors import RunFailure, UsageError
 
 def check_inputs(recipe) -> None:
     """Fast checks the schema cannot do: files exist, the gym is registered, lengths agree."""
-    if not recipe.data.train_files:
+    if not recipe.data.train_files and not any(e.train_files for e in recipe.gyms):
         kind = "conversation JSONL/parquet" if recipe.algo.kind == "sft" else "task parquet"
         raise UsageError(
             f"data.train_files is empty; give {kind} files (e.g. data.train_files=[data/guess/train.parquet])"
@@ -39,7 +39,9 @@ def check_inputs(recipe) -> None:
                 f"data file {p} not found; create it with `mua prep` (tasks) or `mua rollout` (SFT data)"
             )
     if recipe.algo.kind != "sft":
-        _check_gym_name(recipe.gym.name)
+        from mua.gym.mix import check_gyms
+
+        check_gyms(recipe, "train")  # names, files' gyms, overrides: one line naming the entry
         _check_rl_inputs(recipe)
     from mua.track.sinks import check_report_to
 
@@ -75,6 +77,8 @@ def _check_rl_inputs(recipe) -> None:
                 "which needs a CUDA GPU and this machine has none; run on a GPU host, use "
                 "rollout.engine=hf, or give rollout.sglang.base_urls (e.g. a `mua serve` address)"
             )
+    if recipe.gym is None:
+        return  # several gyms: `check_gyms` routed every row to its entry
     for path in [*recipe.data.train_files, *recipe.data.test_files]:
         gyms = sorted({t.gym for t in read_tasks(path)})
         if gyms and gyms != [recipe.gym.name]:

@@ -24,7 +24,8 @@ Design choices:
   mini-batch, so the update does not depend on the micro-batch budget or the number of ranks.
 - Samples are frozen; every phase returns what it computed.
 Not here: the loop and checkpoint writing (`mua.train.loop`, `mua.train.trainer`), building the
-parts (`mua.train.rl_setup`), metrics (`mua.train.rl_metrics`).
+parts (`mua.train.rl_setup`), metrics (`mua.train.rl_metrics`), validation
+(`mua.train.rl_validation`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from mua.train.packed_batch import concat_per_token, first_token_mask
 from mua.train.packed_forward import accumulate, forward_only
 from mua.train.rl_batch import RLSample, score, split_mini_batches, with_inputs
 from mua.train.rl_metrics import log_transcripts, rollout_metrics, update_metrics
-from mua.train.rl_setup import RLParts, SeededPolicy
+from mua.train.rl_setup import RLParts
+from mua.train.rl_validation import validate
 
 
 def rl_step(trainer, step: int) -> dict[str, float]:
@@ -55,17 +57,27 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
     algo, parallel = r.algo, r.parallel
     clock = time.perf_counter()
-    tasks = rank_slice(
-        trainer.sampler.next_tasks(r.data.tasks_per_step), dist.rank, dist.world_size
-    )
+    drawn = trainer.sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
+    group_sizes = [parts.runs[label].n for label, _ in drawn]
+    mine = rank_slice(drawn, dist.rank, dist.world_size)
+    tasks = [task for _, task in mine]
+    routes = [parts.route(label) for label, _ in mine]
 
-    progress = trainer.tracker.rollout_progress(step, len(tasks) * r.rollout.n)
-    trajectories = rollout(parts, tasks, step, trainer.tokenizer, r.rollout, progress=progress)
+    progress = trainer.tracker.rollout_progress(step, sum(route.n for route in routes))
+    trajectories = rollout(
+        parts, tasks, step, trainer.tokenizer, r.rollout, progress=progress, routes=routes
+    )
     push_s = parts.sync.take_metrics()  # a stale sglang engine is pushed to in its wake
     rollout_s = time.perf_counter() - clock - push_s["time/weight_push_s"]
+    feedback = observe_step(trainer.sampler, trajectories, drawn, r)
 
     clock = time.perf_counter()
-    batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=r.rollout.n)
+    n = (
+        r.rollout.n
+        if len(set(group_sizes)) <= 1 and group_sizes[:1] == [r.rollout.n]
+        else group_sizes
+    )
+    batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=n)
     old_from_update = reuses_update_forward(algo, parts.ref_model is not None)
     logprobs = pre_update_logprobs(
         trainer.model,
@@ -98,7 +110,7 @@ def rl_step(trainer, step: int) -> dict[str, float]:
         algo=algo,
         parallel=parallel,
         grad_clip=r.optim.grad_clip,
-        global_batch=r.data.tasks_per_step * r.rollout.n,
+        global_batch=sum(group_sizes),
         temperature=sampling_temperature(r.rollout),
         dist=dist,
         train_policy=train_policy,
@@ -113,7 +125,15 @@ def rl_step(trainer, step: int) -> dict[str, float]:
 
     old = logprobs.old if logprobs.old is not None else result.old_logprobs
     metrics = {
-        **rollout_metrics(trajectories, samples, batch.report, advantages.per_trajectory, old),
+        **rollout_metrics(
+            trajectories,
+            samples,
+            batch.report,
+            advantages.per_trajectory,
+            old,
+            labels=list(parts.runs) if parts.multi_gym else None,
+        ),
+        **feedback,
         **result.metrics,
         "time/weight_push_s": push_s["time/weight_push_s"],
         "time/rollout_s": rollout_s,
@@ -122,7 +142,7 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     }
     if "engine/probe_logp_diff" in push_s:
         metrics["engine/probe_logp_diff"] = push_s["engine/probe_logp_diff"]
-    user_calls = user_call_report(parts.gym_ctx.llm)  # this rank's LLM user since the last step
+    user_calls = _user_calls(parts)  # this rank's LLM users since the last step
     if user_calls:  # retries, 429s, timed-out attempts, failures: summed over ranks
         totals = all_reduce_sum(list(user_calls.values())).tolist()
         metrics.update({f"user/{k[5:]}": v for k, v in zip(user_calls, totals, strict=True)})
@@ -150,9 +170,17 @@ def rl_step(trainer, step: int) -> dict[str, float]:
 
 
 def rollout(
-    parts: RLParts, tasks, step: int, tokenizer, rollout_cfg, policy=None, progress=None
+    parts: RLParts,
+    tasks,
+    step: int,
+    tokenizer,
+    rollout_cfg,
+    policy=None,
+    progress=None,
+    routes=None,
 ) -> list:
-    """Wake the engine, roll out `rollout_cfg.n` samples of each task, put it to sleep."""
+    """Wake the engine, roll out each task's group (`routes[i]`: task i's gym, user, limits and
+    n; without routes, `rollout_cfg.n` samples in the run's first gym), put it to sleep."""
     from mua.rollout.runner import run_rollouts
 
     policy = policy or parts.policy
@@ -170,9 +198,41 @@ def rollout(
             tokenizer=tokenizer,
             rollout_cfg=rollout_cfg,
             progress=progress,
+            routes=routes,
         )
 
     return parts.sync.run(go)
+
+
+def _user_calls(parts: RLParts) -> dict:
+    """The LLM users' call counters since the last step, summed over the gyms' clients."""
+    total: Counter = Counter()
+    keys: list[str] = []
+    for client in parts.llm_clients():
+        report = user_call_report(client)
+        for k, v in report.items():
+            if k not in keys:
+                keys.append(k)
+            total[k] += v
+    return {k: total[k] for k in keys}
+
+
+def observe_step(sampler, trajectories, drawn, recipe) -> dict[str, float]:
+    """Tell the sampler every trajectory's reward (gathered over ranks) when an entry has a
+    curriculum or reward standardisation; returns their per-gym metrics."""
+    labelled = {e.key for e in recipe.gyms if e.curriculum is not None or e.standardize_rewards}
+    if not labelled:
+        return {}
+    local = [(t.gym or recipe.gyms[0].key, str(t.task_id), float(t.reward)) for t in trajectories]
+    rows = [row for part in all_gather_objects(local) for row in part]
+    sampler.observe(rows)
+    out: dict[str, float] = {}
+    for label in labelled:
+        for pool, count in sampler.pool_sizes(label).items():
+            out[f"curriculum/{label}/{pool}"] = float(count)
+        if label in sampler.standardize:
+            out[f"train/{label}/reward_scale"] = sampler.reward_scale(label)
+    return out
 
 
 def reuses_update_forward(algo, with_ref: bool) -> bool:
@@ -390,60 +450,3 @@ def push_weights(sync) -> None:
 def sampling_temperature(rollout_cfg) -> float:
     """The temperature log-probs are scored at: the rollout's (greedy rollouts score at 1)."""
     return rollout_cfg.temperature if rollout_cfg.temperature > 0 else 1.0
-
-
-# ---- validation ----------------------------------------------------------------------------
-
-
-def validate(trainer) -> dict[str, float]:
-    """Held-out evaluation through the shared evaluation runner, gathered over all ranks.
-
-    Each rank evaluates its slice of the test tasks with `mua.eval.runner.evaluate` (the code
-    `mua eval` runs); rows are gathered and summarised once, so the numbers do not depend on the
-    number of ranks. Returns the summary's numbers under `val/`. Rank 0 also keeps
-    `track.transcripts_per_step` of its trajectories (sample 0 of its first tasks, then sample 1,
-    ...: the same tasks at every validation) as the run's `val` transcripts of this step.
-    """
-    from mua.eval.metrics import flat_metrics, summarize
-    from mua.eval.runner import evaluate
-
-    r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
-    step = parts.policy.step  # the training step just rolled out (`rollout` started the policy)
-    tasks = rank_slice(parts.test_tasks, dist.rank, dist.world_size)
-    keep = r.track.transcripts_per_step if dist.is_main else 0
-    finished = []  # rank 0's whole trajectories, for the transcripts
-    policy = SeededPolicy(
-        parts.engine,
-        r.rollout,
-        r.model.tool_parser,
-        seed=r.data.seed + 1,
-        rank=dist.rank,
-        world_size=dist.world_size,
-        temperature=r.eval.temperature,
-    )
-
-    async def go():
-        return await evaluate(
-            tasks,
-            policy=policy,
-            gym_spec=parts.gym,
-            gym_ctx=parts.gym_ctx,
-            tokenizer=trainer.tokenizer,
-            rollout_cfg=r.rollout,
-            n=r.eval.n,
-            k_values=r.eval.k,
-            success_threshold=r.eval.success_threshold,
-            on_trajectory=finished.append if keep else None,
-        )
-
-    rows = [{k: v for k, v in row.items() if k != "messages"} for row in parts.sync.run(go).rows]
-    position = {str(t.task_id): i for i, t in enumerate(tasks)}
-    finished.sort(key=lambda t: (t.sample_index, position.get(str(t.task_id), len(position))))
-    trainer.tracker.log_transcripts(step, finished[:keep], trainer.tokenizer, kind="val")
-    every_row = [row for part in all_gather_objects(rows) for row in part]
-    k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
-    summary = summarize(every_row, k_values, [str(t.task_id) for t in parts.test_tasks])
-    return {
-        key.replace("all/", "val/", 1): value
-        for key, value in flat_metrics({"all": summary}).items()
-    }

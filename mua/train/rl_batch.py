@@ -51,14 +51,20 @@ class BatchReport:
     no_policy_tokens: int = 0
 
 
-def global_index(group_id: str, sample_index: int, rank: int, world_size: int, n: int) -> int:
+def global_index(
+    group_id: str, sample_index: int, rank: int, world_size: int, n: int | list[int]
+) -> int:
     """Global batch position of a trajectory whose group id is `"{local task position}:{task id}"`.
 
     Tasks of a step are dealt to ranks strided (`rank_slice`), so local position p on rank r is
-    global task position p × world_size + r.
+    global task position p × world_size + r. `n` is the group size, or each global task's group
+    size when gyms differ in it (a task's samples then follow the samples of all earlier tasks).
     """
     local_pos = int(group_id.split(":", 1)[0])
-    return (local_pos * world_size + rank) * n + sample_index
+    task = local_pos * world_size + rank
+    if isinstance(n, int):
+        return task * n + sample_index
+    return sum(n[:task]) + sample_index
 
 
 def _clean_mask(traj) -> list[int]:
@@ -106,7 +112,7 @@ class ScoredBatch:
     report: BatchReport
 
 
-def score(trajectories, algo, *, rank: int, world_size: int, n: int) -> ScoredBatch:
+def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int]) -> ScoredBatch:
     """Exclusions, then one sample per kept trajectory that has policy tokens (no advantages yet)."""
     report = BatchReport()
     keep = keep_mask(trajectories, algo, report)
@@ -131,26 +137,46 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int) -> ScoredBa
     return ScoredBatch(kept=kept, masks=masks, samples=samples, rows=rows, report=report)
 
 
-def group_relative_advantages(batch: ScoredBatch, algo) -> tuple[list[list[float]], list[float]]:
+def group_relative_advantages(
+    batch: ScoredBatch, algo, gym_algos: dict | None = None, reward_scale=None
+) -> tuple[list[list[float]], list[float]]:
     """GRPO token advantages of each sample and the advantage of every kept trajectory.
 
     Baselines are taken over all kept trajectories (`algo.pipeline.grpo_token_advantages` with the
-    recipe's score/advantage/credit); excluded trajectories do not enter them."""
+    recipe's score/advantage/credit); excluded trajectories do not enter them. With several gyms,
+    `gym_algos[label]` (score/credit/gamma of that entry) and `reward_scale(label)` (its reward
+    standardisation) apply to that gym's trajectories; a group never spans gyms, so each gym's
+    trajectories are scored on their own."""
     if not batch.kept:
         return [], []
-    out = grpo_token_advantages(
-        [t.turn_rewards for t in batch.kept],
-        [t.group_id for t in batch.kept],
-        [torch.tensor(t.turn_index) for t in batch.kept],
-        [torch.tensor(m) for m in batch.masks],
-        score=algo.score,
-        advantage=algo.advantage,
-        credit=algo.credit,
-        gamma=algo.gamma,
-        eps=algo.eps,
-    )
-    tokens = [out.token_advantages[row].tolist() for row in batch.rows]
-    return tokens, out.trajectory_advantages.tolist()
+    gym_algos = gym_algos or {}
+    parts: dict[str, list[int]] = {}
+    for i, t in enumerate(batch.kept):
+        parts.setdefault(getattr(t, "gym", ""), []).append(i)
+    token_adv: list = [None] * len(batch.kept)
+    traj_adv: list[float] = [0.0] * len(batch.kept)
+    for label, rows in parts.items():
+        a = gym_algos.get(label, algo)
+        scale = reward_scale(label) if reward_scale is not None else 1.0
+        rewards = [batch.kept[i].turn_rewards for i in rows]
+        if scale != 1.0:
+            rewards = [[r * scale for r in turns] for turns in rewards]
+        out = grpo_token_advantages(
+            rewards,
+            [batch.kept[i].group_id for i in rows],
+            [torch.tensor(batch.kept[i].turn_index) for i in rows],
+            [torch.tensor(batch.masks[i]) for i in rows],
+            score=a.score,
+            advantage=a.advantage,
+            credit=a.credit,
+            gamma=a.gamma,
+            eps=a.eps,
+        )
+        for j, i in enumerate(rows):
+            token_adv[i] = out.token_advantages[j]
+            traj_adv[i] = float(out.trajectory_advantages[j])
+    tokens = [token_adv[row].tolist() for row in batch.rows]
+    return tokens, traj_adv
 
 
 def with_inputs(

@@ -24,7 +24,35 @@ def _traj_summary(t) -> dict:
         "parse_errors": t.metrics.get("parse_errors", 0.0),
         "drift": t.metrics.get("drift", 0.0),
         "success": float(t.reward > 0 and t.termination == "done"),
+        "gym": getattr(t, "gym", ""),
     }
+
+
+def per_gym_metrics(trajs: list[dict], labels: list[str]) -> dict[str, float]:
+    """`train/<label>/...` for each gym of a step: reward, success, turns, tokens, truncation
+    (share that hit max_turns or length), user failures and parse failures (counts), and the gym's
+    share of the step's trajectories."""
+    out: dict[str, float] = {}
+    total = max(len(trajs), 1)
+    for label in labels:
+        mine = [t for t in trajs if t["gym"] == label]
+        num = max(len(mine), 1)
+        prefix = f"train/{label}/"
+        out[prefix + "share"] = len(mine) / total
+        if not mine:
+            continue
+        out[prefix + "reward"] = sum(t["reward"] for t in mine) / num
+        out[prefix + "success"] = sum(t["success"] for t in mine) / num
+        out[prefix + "turns"] = sum(t["turns"] for t in mine) / num
+        out[prefix + "tokens"] = sum(t["tokens"] for t in mine) / num
+        out[prefix + "truncated"] = (
+            sum(1 for t in mine if t["termination"] in ("max_turns", "length")) / num
+        )
+        out[prefix + "user_failures"] = float(
+            sum(1 for t in mine if t["termination"] == "user_failure")
+        )
+        out[prefix + "parse_failures"] = float(sum(t["parse_errors"] for t in mine))
+    return out
 
 
 def _has_signal(sample: RLSample) -> bool:
@@ -38,9 +66,11 @@ def rollout_metrics(
     report: BatchReport,
     trajectory_advantages: list[float],
     old_logprobs: list[list[float]] | None,
+    labels: list[str] | None = None,
 ) -> dict[str, float]:
     """Step metrics over every rank's trajectories (one small object gather). `old_logprobs`
-    (the trainer's, None when no policy update ran) are compared with the engine's."""
+    (the trainer's, None when no policy update ran) are compared with the engine's. With
+    `labels` (a run with several gyms) also each gym's `train/<label>/...`."""
     local_diff = [
         (abs(e - o), m)
         for s, old in zip(samples, old_logprobs or [[] for _ in samples], strict=True)
@@ -90,6 +120,8 @@ def rollout_metrics(
     diff_sum, diff_n = sum(p["diff"][0] for p in parts), sum(p["diff"][1] for p in parts)
     out["logp_diff_engine_vs_trainer"] = diff_sum / max(diff_n, 1)
     out["logp_diff_engine_vs_trainer_max"] = max(p["diff"][2] for p in parts)
+    if labels:
+        out.update(per_gym_metrics(trajs, labels))
     return out
 
 

@@ -1,7 +1,8 @@
 """What the RL step works with, built once per run: engine, policy client, gym, reference, critic.
 
 `build_rl_parts` assembles them, each from its own config section: the engine from `rollout`,
-`model` and `parallel` (`mua.train.engine_sync`), the gym context from `gym`, `user` and `data`,
+`model` and `parallel` (`mua.train.engine_sync`), each gym's run (`mua.gym.mix.GymRun`: env context
+with its own user, limits, group size) from `gyms`, `user` and `data`,
 the reference model when `algo.kl.coef` > 0, and the advantage strategy of `algo.kind` with its
 critic for PPO (`mua.train.advantages`). `SeededPolicy` seeds every request so 1 and N ranks
 draw the same rollouts. Not here: the step itself (`mua.train.rl`).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mua.rollout.policies import EnginePolicy
 
@@ -66,33 +67,76 @@ class RLParts:
     engine: object
     sync: object  # mua.train.engine_sync.EngineSync: wake/sleep, weight push, probe
     policy: SeededPolicy
-    gym: object
+    gym: object  # the first entry's GymSpec (the only one in a one-gym run)
     gym_ctx: object
-    test_tasks: list
+    test_tasks: list  # every held-out task, in entry order
     advantages: object  # mua.train.advantages.GroupRelative | CriticGAE
     ref_model: object | None = None
     critic: object | None = None  # mua.train.critic.Critic (PPO)
+    runs: dict = field(default_factory=dict)  # label -> mua.gym.mix.GymRun
+    test_by_gym: dict = field(default_factory=dict)  # label -> held-out tasks
+
+    @property
+    def multi_gym(self) -> bool:
+        return len(self.runs) > 1
+
+    def route(self, label: str):
+        """The runner's Route of entry `label`."""
+        from mua.rollout.runner import Route
+
+        run = self.runs[label]
+        return Route(run.spec, run.ctx, run.rollout_cfg, run.n, label=label)
+
+    def llm_clients(self) -> list:
+        """Each entry's LLM user client (None for scripted users), distinct ones once."""
+        seen, out = set(), []
+        for run in self.runs.values():
+            if run.ctx.llm is not None and id(run.ctx.llm) not in seen:
+                seen.add(id(run.ctx.llm))
+                out.append(run.ctx.llm)
+        return out
 
 
-def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) -> RLParts:
-    """Every RL component of a run on this rank (collective: engines and models are sharded or
-    shared across ranks)."""
-    from mua.gym import GymContext, get_gym
-    from mua.rollout.llm_client import make_llm_client
-    from mua.train.advantages import build_advantages
+def held_out_tasks(recipe) -> dict[str, list]:
+    """label -> held-out tasks (`eval.max_tasks` per entry); a one-gym run reads data.test_files."""
+    from mua.gym.mix import entry_tasks
     from mua.train.data import load_task_files
+
+    r = recipe
+    if len(r.gyms) == 1 and not r.gyms[0].test_files:
+        files = load_task_files(r.data.test_files, r.eval.max_tasks) if r.data.test_files else []
+        tasks = [t for f in files for t in f]
+        return {r.gyms[0].key: tasks} if tasks else {}
+    limit = r.eval.max_tasks
+    by_gym = entry_tasks(r, "test", builtin=False)
+    return {label: (ts[:limit] if limit else ts) for label, ts in by_gym.items() if ts}
+
+
+def gym_algos(recipe) -> dict:
+    """label -> the algo section with that entry's score/credit/gamma (only entries that set one)."""
+    out = {}
+    for entry in recipe.gyms:
+        update = {k: getattr(entry, k) for k in ("score", "credit", "gamma")}
+        update = {k: v for k, v in update.items() if v is not None}
+        if update:
+            out[entry.key] = recipe.algo.model_copy(update=update)
+    return out
+
+
+def build_rl_parts(
+    recipe, dist, policy_model, tokenizer, optimizer_steps: int, sampler=None
+) -> RLParts:
+    """Every RL component of a run on this rank (collective: engines and models are sharded or
+    shared across ranks). `sampler` (a MixSampler) gives the per-gym reward scales."""
+    from mua.gym.mix import gym_runs
+    from mua.train.advantages import build_advantages
     from mua.train.engine_sync import build_engine_sync, memory_preflight
     from mua.train.trained_model import load_policy, load_trained_lm
 
     r = recipe
-    gym = get_gym(r.gym.name)
-    ctx = GymContext(
-        options=dict(r.gym.options),
-        reward_weights=dict(r.gym.reward_weights),
-        user_kind=r.user.kind,
-        llm=make_llm_client(r.user),
-        seed=r.data.seed,
-    )
+    runs = {run.label: run for run in gym_runs(r)}
+    first = next(iter(runs.values()))
+    gym, ctx = first.spec, first.ctx
     if r.rollout.engine == "sglang" and dist.device.type == "cuda":
         import torch
 
@@ -107,11 +151,8 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
         rank=dist.rank,
         world_size=dist.world_size,
     )
-    test_tasks = (
-        [t for f in load_task_files(r.data.test_files, r.eval.max_tasks) for t in f]
-        if r.data.test_files
-        else []
-    )
+    test_by_gym = held_out_tasks(r)
+    test_tasks = [t for ts in test_by_gym.values() for t in ts]
     ref = load_policy(r, dist.mesh, trainable=False) if r.algo.kl.coef > 0 else None
     critic = None
     if r.algo.kind == "ppo":
@@ -131,6 +172,10 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
         kl_in_reward=ref is not None and r.algo.kl.placement == "reward",
         micro_batch_tokens=r.parallel.micro_batch_tokens,
         device=dist.device,
+        gym_algos=gym_algos(r),
+        reward_scale=sampler.reward_scale
+        if sampler is not None and any(e.standardize_rewards for e in r.gyms)
+        else None,
     )
     return RLParts(
         engine=sync.engine,
@@ -142,4 +187,6 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
         advantages=advantages,
         ref_model=ref,
         critic=critic,
+        runs=runs,
+        test_by_gym=test_by_gym,
     )

@@ -21,7 +21,8 @@ import torch
 from mua.dist import DistInfo, barrier, broadcast_object
 from mua.errors import RunFailure
 from mua.train import checkpoint as ckpt
-from mua.train.data import TaskSampler, load_sft_samples, load_task_files
+from mua.train.data import TaskSampler, load_sft_samples
+from mua.train.mix_sampler import build_task_sampler
 from mua.train.optim import build_optimizer, build_scheduler
 from mua.train.sft import sft_steps_total
 from mua.train.trained_model import export_hf, hf_side_files, load_policy, load_tokenizer_for
@@ -89,15 +90,12 @@ class Trainer:
         from mua.train.rl_setup import build_rl_parts
 
         r = self.recipe
-        self.sampler = TaskSampler(
-            load_task_files(r.data.train_files, r.data.max_tasks),
-            r.data.weights,
-            r.data.seed,
-            r.data.shuffle,
-        )
+        self.sampler = build_task_sampler(r)
         self.total_steps = r.total_steps
         optimizer_steps = r.total_steps * r.algo.epochs * r.algo.mini_batches
-        self.rl = build_rl_parts(r, self.dist, self.model, self.tokenizer, optimizer_steps)
+        self.rl = build_rl_parts(
+            r, self.dist, self.model, self.tokenizer, optimizer_steps, sampler=self.sampler
+        )
 
     # ---- checkpoints -------------------------------------------------------------------
     def _maybe_resume(self) -> int:

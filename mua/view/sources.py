@@ -7,7 +7,9 @@ its curves `metrics.jsonl` (`mua.track.run_files`). An evaluation is a folder wi
 each validation (`<run>:val@N`, after step N) and each evaluation becomes a *checkpoint* of the
 page; every transcript becomes a flat record with the fields the page filters and pairs on (gym,
 task, sample, reward, termination). Folders are searched two levels deep, so the demo's folder
-shows its RL run and both evaluations. Nothing here writes or renders.
+shows its RL run and both evaluations. A run with several gyms also gets a chart of each gym's
+training and held-out reward, and its transcripts carry their gym's label (the page's gym
+filter). Nothing here writes or renders.
 """
 
 from __future__ import annotations
@@ -125,7 +127,25 @@ def _read_run(folder: Path, name: str, data: ViewData) -> None:
     series = {k: v for k, v in series.items() if v}
     if series:
         data.curves[name] = series
+    per_gym = per_gym_series(metrics)
+    if per_gym:
+        data.curves[f"{name} · per gym"] = per_gym
     data.runs.append(name)
+
+
+def per_gym_series(metrics: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """A run with several gyms: each gym's `train/<label>/reward` and `val/<label>/reward_mean`
+    over the steps (empty for a one-gym run, which logs neither)."""
+    keys = sorted(
+        {
+            k
+            for m in metrics
+            for k in m
+            if (k.startswith("train/") and k.endswith("/reward"))
+            or (k.startswith("val/") and k.endswith("/reward_mean") and k.count("/") == 2)
+        }
+    )
+    return {k: [(int(m["step"]), float(m[k])) for m in metrics if k in m] for k in keys}
 
 
 def _read_eval(folder: Path, name: str, data: ViewData) -> None:

@@ -1,16 +1,15 @@
-"""`mua prep`: canonical parquet output, determinism, mixing by weight, errors and exit codes."""
+"""`mua prep`: canonical parquet output, determinism, errors and exit codes."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
 
 from mua.errors import UsageError
 from mua.gym.api import Task
-from mua.gym.prep import check_options, mix_task_dirs, parse_mix_sources, parse_option_args
+from mua.gym.prep import check_options, parse_option_args
 from mua.gym.taskfile import COLUMNS, read_tasks, write_tasks
 
 
@@ -85,7 +84,7 @@ def test_cli_recipe_form_and_list(mua_cli, tmp_path):
         (["--gym", "math", "--option", "num_trian=3"], "did you mean 'num_train'"),
         (["--gym", "math", "--option", "num_train=many"], "must be an integer"),
         (["--gym", "travel", "--source", "."], "travel has no public dataset"),
-        (["mix", "data/x:1"], "--out DIR is required"),
+        (["mix", "data/x:1"], "list the gyms in a recipe's `gyms:`"),
         ([], "give --gym NAME"),
     ],
 )
@@ -102,56 +101,6 @@ def test_cli_bad_source_file_reports_the_loaders_line(mua_cli, tmp_path):
         "prep", "--gym", "math", "--source", str(bad), "--out", str(tmp_path / "o")
     )
     assert code == 2 and "limo.jsonl:2: 'answer' must be" in stderr
-
-
-def test_mix_proportions_follow_weights(tmp_path):
-    a = _fake_folder(tmp_path / "a", "ga", {"train": 300, "test": 40})
-    b = _fake_folder(tmp_path / "b", "gb", {"train": 1000, "test": 40})
-    report = mix_task_dirs(parse_mix_sources([f"{a}:3", f"{b}:1"]), tmp_path / "m", seed=1)
-    assert report["train"] == {str(a): 300, str(b): 100}  # largest mix without repeating a row
-    mixed = read_tasks(tmp_path / "m" / "train.parquet")
-    assert Counter(t.gym for t in mixed) == {"ga": 300, "gb": 100}
-    assert [t.gym for t in mixed[:50]] != sorted(t.gym for t in mixed[:50])  # shuffled
-    assert Counter(t.gym for t in read_tasks(tmp_path / "m" / "test.parquet")) == {
-        "ga": 40,
-        "gb": 13,
-    }
-
-
-def test_mix_with_rows_repeats_and_stays_deterministic(tmp_path):
-    a = _fake_folder(tmp_path / "a", "ga", {"train": 10})
-    b = _fake_folder(tmp_path / "b", "gb", {"train": 10})
-    for out in ("m1", "m2"):
-        mix_task_dirs(parse_mix_sources([f"{a}:1", f"{b}:1"]), tmp_path / out, seed=7, rows=50)
-    first = read_tasks(tmp_path / "m1" / "train.parquet")
-    assert [t.task_id for t in first] == [
-        t.task_id for t in read_tasks(tmp_path / "m2" / "train.parquet")
-    ]
-    assert Counter(t.gym for t in first) == {"ga": 25, "gb": 25}
-    assert len({t.task_id for t in first}) == 50 and any("~r" in t.task_id for t in first)
-    mix_task_dirs(parse_mix_sources([f"{a}:1", f"{b}:1"]), tmp_path / "m3", seed=8, rows=50)
-    assert [t.task_id for t in first] != [
-        t.task_id for t in read_tasks(tmp_path / "m3" / "train.parquet")
-    ]
-
-
-def test_mix_cli_and_source_errors(mua_cli, tmp_path):
-    a = _fake_folder(tmp_path / "a", "ga", {"train": 8})
-    b = _fake_folder(tmp_path / "b", "gb", {"train": 8})
-    code, stdout, stderr = mua_cli("prep", "mix", "--out", str(tmp_path / "m"), f"{a}:1", f"{b}:3")
-    assert code == 0, stderr
-    assert Counter(t.gym for t in read_tasks(tmp_path / "m" / "train.parquet")) == {
-        "ga": 2,
-        "gb": 8,
-    }
-    for item, message in (
-        (f"{a}", "expected FOLDER:WEIGHT"),
-        (f"{a}:x", "not a number"),
-        (f"{a}:0", "must be > 0"),
-        (f"{tmp_path}/none:1", "no task files"),
-    ):
-        with pytest.raises(UsageError, match=message):
-            parse_mix_sources([item])
 
 
 def test_option_parsing_and_checking():

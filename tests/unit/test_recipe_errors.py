@@ -119,7 +119,7 @@ def test_every_shipped_recipe_validates(path):
 SEEDS = {  # one recipe per published training setup (docs/seed_recipes.md traces every value)
     "mua_rl_tau.yaml": "tau",
     "mutis_math.yaml": "math",
-    "userrl_all.yaml": "function",
+    "userrl_all.yaml": ["travel", "turtle", "persuade", "tau", "function"],
     **{f"userrl_{g}.yaml": g for g in ("function", "telepathy", "turtle", "intention", "persuade")},
     "userrl_travel.yaml": "travel",
 }
@@ -141,12 +141,14 @@ def test_seed_recipe_gym_and_rules(name, tmp_path):
     from mua.gym import GymContext, get_gym
 
     recipe = load_recipe(str(REPO / "recipes" / "seeds" / name), [], verb="train")
-    assert recipe.gym.name == SEEDS[name]
-    assert recipe.gym.options.get("rules") == "upstream"
-    options = dict(recipe.gym.options)
-    if "data_dir" in options:  # a folder the user provides; any existing one passes the check
-        options["data_dir"] = str(tmp_path)
-    get_gym(recipe.gym.name).make_env(GymContext(options=options))
+    expected = SEEDS[name] if isinstance(SEEDS[name], list) else [SEEDS[name]]
+    assert [g.name for g in recipe.gyms] == expected
+    for gym in recipe.gyms:
+        assert gym.options.get("rules") == "upstream"
+        options = dict(gym.options)
+        if "data_dir" in options:  # a folder the user provides; any existing one passes the check
+            options["data_dir"] = str(tmp_path)
+        get_gym(gym.name).make_env(GymContext(options=options))
 
 
 def test_seed_recipes_carry_the_upstream_numbers():
@@ -186,6 +188,17 @@ def test_seed_recipes_carry_the_upstream_numbers():
             16,
         )
         assert userrl.algo.kl.coef == 0.0
+    mix = seed("userrl_all.yaml")  # UserRL's mix: no weights (rows decide), its user per gym
+    assert all(g.weight is None for g in mix.gyms)
+    users = {g.name: (g.user.model if g.user else None) for g in mix.gyms}
+    assert users == {
+        "travel": "gpt-4o",
+        "turtle": "gpt-4o-mini",
+        "persuade": "gpt-4o-mini",
+        "tau": "gpt-4o",
+        "function": None,
+    }
+    assert mix.total_steps == 2426 // 128 * 15
 
 
 def test_tau_grpo_uses_mua_rls_kl():

@@ -89,8 +89,8 @@ def test_eval_one_gym_or_several_each_with_its_options(tmp_path):
     [
         ("gym: {name: guess}\ngyms: [{name: travel}]\n", "gym and gyms both set"),
         ("gyms: [guess, travel]\n", "`gyms: [{name: guess}, {name: travel}]`"),
-        ("gyms: [all]\n", "write one gym as a section, `gym: {name: all}`"),
-        ("gyms: [{name: guess}, {name: guess}]\n", "guess is listed twice"),
+        ("gyms: [all]\n", "write each gym as a section, `gyms: [{name: all}]`"),
+        ("gyms: [{name: guess}, {name: guess}]\n", "label 'guess' is also gyms[0]'s"),
     ],
 )
 def test_eval_gym_choice_errors_are_one_line(tmp_path, text, expected):
@@ -123,7 +123,7 @@ def test_eval_gym_flag_replaces_the_recipe_choice_and_keeps_known_sections(tmp_p
     )
     flags = dict(model=None, user=None, n=None, max_tasks=None, temperature=1.0)
     recipe, _ = build_recipe([str(path)], gyms=["guess"], **flags)
-    assert recipe.gyms == [] and recipe.gym.name == "guess"
+    assert len(recipe.gyms) == 1 and recipe.gym.name == "guess"
     assert recipe.gym.options == {"num_test": 3}
     assert recipe.eval.temperature == 1.0
     recipe, _ = build_recipe([str(path)], gyms=["tau,guess", "tau"], **flags)

@@ -1,0 +1,199 @@
+"""The `gyms:` list: which gyms a recipe runs, and what differs between them.
+
+Every verb that runs conversations (train, rollout, eval) takes `gyms:`, a list of entries; the
+single `gym: {...}` form is the same as a one-entry list. An entry names its gym and may carry
+its own task files, its share of each training batch (`weight`) and overrides of the settings
+that differ between gyms in practice: the simulated user, the turn and token budgets, the
+sampling temperature, the group size, the scoring (`score`, `credit`, `gamma`), an opt-in reward
+standardisation and a difficulty curriculum. An unset override means "the recipe's top-level
+value". Two entries of one gym are told apart by `label` (it defaults to the gym's name and names
+the entry's metrics: `train/<label>/...`).
+
+Checks that need the gym registry or the task files (an unknown gym, rows of a gym not listed, an
+override the gym cannot use) are in `mua.gym.mix`; this module checks the shape only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from mua.algo_names import GRPO_CREDIT_KINDS, SCORE_KINDS
+from mua.config.base import Section
+
+GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
+
+
+class GymUserConfig(Section):
+    """A gym's own simulated user: the keys given replace the top-level `user:` ones."""
+
+    kind: Literal["scripted", "llm"] | None = Field(
+        None, description="scripted or llm; default: the top-level user.kind."
+    )
+    model: str | None = Field(None, description="The LLM user's model for this gym.")
+    temperature: float | None = Field(
+        None, ge=0.0, le=2.0, description="The LLM user's sampling temperature for this gym."
+    )
+    max_tokens: PositiveInt | None = Field(None, description="Most tokens per user reply.")
+    base_url: str | None = Field(None, description="The LLM user's endpoint for this gym.")
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding this endpoint's key."
+    )
+
+
+class CurriculumConfig(Section):
+    """Draw a gym's tasks by difficulty: a task whose latest group-mean reward says it is too easy
+    or too hard is drawn with a smaller weight; tasks not seen yet keep weight 1."""
+
+    easy_above: float = Field(
+        0.9, description="A task whose latest group-mean reward is at least this is too easy."
+    )
+    hard_below: float = Field(
+        0.1, description="A task whose latest group-mean reward is at most this is too hard."
+    )
+    weight: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Sampling weight of a too-easy or too-hard task (others weigh 1).",
+    )
+
+    @model_validator(mode="after")
+    def _band(self):
+        if self.hard_below >= self.easy_above:
+            raise ValueError(
+                f"curriculum.hard_below ({self.hard_below:g}) must be below curriculum.easy_above "
+                f"({self.easy_above:g})"
+            )
+        return self
+
+
+class GymConfig(Section):
+    name: str = Field("guess", description=GYM_NAME_HELP)
+    label: str | None = Field(
+        None,
+        description="Name of this entry in metrics and tables (default: the gym's name); tells "
+        "two entries of one gym apart.",
+    )
+    options: dict = Field(
+        default_factory=dict, description="Gym-specific options passed to the environment."
+    )
+    reward_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Weights of named reward components; unnamed components keep the gym default.",
+    )
+    train_files: list[str] = Field(
+        default_factory=list,
+        description="This gym's task files for training (default: the rows of data.train_files "
+        "that name this gym, else the gym's built-in train split).",
+    )
+    test_files: list[str] = Field(
+        default_factory=list,
+        description="This gym's held-out task files (default: the rows of data.test_files that "
+        "name this gym).",
+    )
+    weight: float | None = Field(
+        None,
+        description="Share of each training batch's tasks (relative to the other entries; give "
+        "every entry one, or none); default: proportional to the entry's training rows, as if "
+        "the files were concatenated.",
+    )
+    user: GymUserConfig | None = Field(
+        None, description="This gym's simulated user: keys that replace the top-level user's."
+    )
+    max_turns: PositiveInt | None = Field(None, description="Most assistant turns (this gym).")
+    max_new_tokens_per_turn: PositiveInt | None = Field(
+        None, description="Most new tokens per assistant turn (this gym)."
+    )
+    max_total_tokens: PositiveInt | None = Field(
+        None, description="Most tokens in one trajectory (this gym)."
+    )
+    temperature: float | None = Field(
+        None, ge=0.0, description="Policy sampling temperature (rollout and eval only)."
+    )
+    n: PositiveInt | None = Field(None, description="Samples per task (group size) for this gym.")
+    score: Literal[SCORE_KINDS] | None = Field(
+        None, description="GRPO trajectory score (this gym)."
+    )
+    credit: Literal[GRPO_CREDIT_KINDS] | None = Field(
+        None, description="GRPO turn-level credit (this gym)."
+    )
+    gamma: float | None = Field(None, ge=0.0, le=1.0, description="Discount γ (this gym).")
+    standardize_rewards: bool = Field(
+        False,
+        description="Divide this gym's rewards by the running standard deviation of its "
+        "trajectory scores (for gyms whose reward scale differs); training only.",
+    )
+    curriculum: CurriculumConfig | None = Field(
+        None, description="Draw this gym's tasks by difficulty (training only); null: uniformly."
+    )
+
+    @property
+    def key(self) -> str:
+        """The entry's label: `label`, else the gym's name."""
+        return self.label or self.name
+
+
+class PrepGymConfig(Section):
+    """`mua prep`'s gym: which one, and the options its task builder takes."""
+
+    name: str = Field("guess", description=GYM_NAME_HELP)
+    options: dict = Field(
+        default_factory=dict, description="Gym-specific prep options (sizes, domains, ...)."
+    )
+
+
+def gyms_from_raw(data):
+    """Before validation: `gym: {...}` becomes `gyms: [{...}]` (the one shape every verb reads)."""
+    if not isinstance(data, dict):
+        return data
+    gym, gyms = data.get("gym"), data.get("gyms")
+    if isinstance(gyms, (str, dict)):
+        raise ValueError("gyms must be a list of sections, e.g. `gyms: [{name: guess}]`")
+    if isinstance(gyms, list) and any(isinstance(item, str) for item in gyms):
+        listed = ", ".join(f"{{name: {item}}}" for item in gyms)
+        raise ValueError(f"write each gym as a section, `gyms: [{listed}]`")
+    if isinstance(gym, str):
+        raise ValueError(f"write the gym as a section, `gym: {{name: {gym}}}`")
+    if gym is not None and gyms:
+        if isinstance(gyms, list) and len(gyms) == 1 and gyms[0] == gym:
+            return {k: v for k, v in data.items() if k != "gym"}  # re-validation of a recipe
+        raise ValueError(
+            "gym and gyms both set; give one gym as `gym: {name: ...}` or several as "
+            "`gyms: [{name: ...}, ...]`"
+        )
+    out = {k: v for k, v in data.items() if k != "gym"}
+    if gym is not None:
+        out["gyms"] = [gym]
+    return out
+
+
+def check_entries(gyms: list[GymConfig]) -> None:
+    """Shape rules across entries: labels unique, weights positive, and given for every entry or
+    for none (rows and chosen weights are not on one scale)."""
+    weighted = [e.weight is not None for e in gyms]
+    if any(weighted) and not all(weighted):
+        i = weighted.index(False)
+        raise ValueError(
+            f"gyms[{i}] ({gyms[i].key}): no weight while other entries have one; give every entry "
+            "a weight, or none (shares then follow the rows)"
+        )
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(gyms):
+        if entry.weight is not None and not entry.weight > 0:
+            raise ValueError(
+                f"gyms[{i}] ({entry.key}): weight {entry.weight:g} must be > 0; drop the entry "
+                "to leave the gym out, or leave weight unset for a share proportional to its rows"
+            )
+        if entry.key in seen:
+            hint = (
+                "give each a distinct label (e.g. `label: tau_retail`)"
+                if gyms[seen[entry.key]].name == entry.name
+                else "give them distinct labels"
+            )
+            raise ValueError(
+                f"gyms[{i}] ({entry.name}): label {entry.key!r} is also gyms[{seen[entry.key]}]'s; "
+                f"{hint}"
+            )
+        seen[entry.key] = i

@@ -1,0 +1,66 @@
+"""`mua rollout` over a recipe's `gyms:` list: every entry's tasks, each conversation with its own
+gym's user, limits, group size and sampling temperature, all in one runner.
+
+`mixed_rollouts(recipe, make_engine_policy)` returns the trajectories (each with its entry's label
+in `gym`), in entry order. Tasks come from each entry's `train_files`, else the rows of
+`data.train_files` naming its gym, else the gym's built-in `split`; `data.max_tasks` applies per
+entry. Does not write anything; `mua.cli.rollout` does.
+"""
+
+from __future__ import annotations
+
+from mua.errors import UsageError
+
+
+def entry_rollout_tasks(recipe) -> dict[str, list]:
+    """label -> tasks to roll out (see the module docstring)."""
+    from mua.gym.mix import entry_tasks
+
+    by_gym = entry_tasks(recipe, "train", builtin=False)
+    limit = recipe.data.max_tasks
+    for entry in recipe.gyms:
+        if not by_gym.get(entry.key):
+            from mua.gym import get_gym
+
+            splits = get_gym(entry.name).build_tasks(
+                None, seed=recipe.data.seed, options=dict(entry.options)
+            )
+            if recipe.split not in splits:
+                raise UsageError(
+                    f"gyms ({entry.key}): gym {entry.name!r} has no split {recipe.split!r}; "
+                    f"choose one of {sorted(splits)}"
+                )
+            by_gym[entry.key] = list(splits[recipe.split])
+        if limit:
+            by_gym[entry.key] = by_gym[entry.key][:limit]
+    return by_gym
+
+
+def mixed_routes(runs, make_policy) -> dict:
+    """One Route per entry, its policy from `make_policy(run)`."""
+    from mua.rollout.runner import Route
+
+    return {
+        run.label: Route(
+            run.spec, run.ctx, run.rollout_cfg, run.n, label=run.label, policy=make_policy(run)
+        )
+        for run in runs
+    }
+
+
+async def mixed_rollouts(recipe, runs, tasks_by_gym, make_policy, tokenizer, progress) -> list:
+    from mua.rollout.runner import run_rollouts
+
+    routes = mixed_routes(runs, make_policy)
+    tasks, task_routes = [], []
+    for label, gym_tasks in tasks_by_gym.items():
+        tasks += gym_tasks
+        task_routes += [routes[label]] * len(gym_tasks)
+    return await run_rollouts(
+        tasks,
+        policy=task_routes[0].policy,
+        tokenizer=tokenizer,
+        rollout_cfg=recipe.rollout,
+        progress=progress,
+        routes=task_routes,
+    )

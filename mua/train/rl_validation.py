@@ -1,0 +1,122 @@
+"""In-training validation of the RL step: held-out tasks of every gym through `mua eval`'s runner.
+
+`validate(trainer)` evaluates this rank's slice of the held-out tasks, each gym's with its own env
+context and limits (the gyms' conversations run together), gathers the rows over ranks and
+returns `val/...` over all rows, and with several gyms `val/<label>/...` and `val/macro/...`
+(`per_gym_validation`). Not here: the training step (`mua.train.rl`).
+"""
+
+from __future__ import annotations
+
+from mua.dist import all_gather_objects
+from mua.train.data import rank_slice
+from mua.train.rl_setup import SeededPolicy
+
+
+def validate(trainer) -> dict[str, float]:
+    """Held-out evaluation through the shared evaluation runner, gathered over all ranks.
+
+    Each rank evaluates its slice of the test tasks with `mua.eval.runner.evaluate` (the code
+    `mua eval` runs); rows are gathered and summarised once, so the numbers do not depend on the
+    number of ranks. Returns the summary's numbers under `val/`. Rank 0 also keeps
+    `track.transcripts_per_step` of its trajectories (sample 0 of its first tasks, then sample 1,
+    ...: the same tasks at every validation) as the run's `val` transcripts of this step.
+    """
+    from mua.eval.metrics import flat_metrics, summarize
+    from mua.eval.runner import evaluate
+
+    r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
+    step = parts.policy.step  # the training step just rolled out (`rollout` started the policy)
+    keep = r.track.transcripts_per_step if dist.is_main else 0
+    finished = []  # rank 0's whole trajectories, for the transcripts
+    policy = SeededPolicy(
+        parts.engine,
+        r.rollout,
+        r.model.tool_parser,
+        seed=r.data.seed + 1,
+        rank=dist.rank,
+        world_size=dist.world_size,
+        temperature=r.eval.temperature,
+    )
+
+    labels = [label for label, ts in parts.test_by_gym.items() for _ in ts]
+    mine = rank_slice(list(zip(labels, parts.test_tasks, strict=True)), dist.rank, dist.world_size)
+
+    async def go():
+        import asyncio
+
+        jobs, job_labels = [], []
+        for label, run in parts.runs.items():
+            gym_tasks = [t for lab, t in mine if lab == label]
+            if not gym_tasks:
+                continue
+            job_labels.append(label)
+            jobs.append(
+                evaluate(
+                    gym_tasks,
+                    policy=policy,
+                    gym_spec=run.spec,
+                    gym_ctx=run.ctx,
+                    tokenizer=trainer.tokenizer,
+                    rollout_cfg=run.rollout_cfg,
+                    n=r.eval.n,
+                    k_values=r.eval.k,
+                    success_threshold=r.eval.success_threshold,
+                    on_trajectory=_keep_labelled(finished, label) if keep else None,
+                )
+            )
+        results = await asyncio.gather(*jobs)  # the gyms' conversations run together
+        return [
+            (label, row)
+            for label, result in zip(job_labels, results, strict=True)
+            for row in result.rows
+        ]
+
+    rows = [
+        (label, {k: v for k, v in row.items() if k != "messages"})
+        for label, row in parts.sync.run(go)
+    ]
+    tasks = [t for _, t in mine]
+    position = {str(t.task_id): i for i, t in enumerate(tasks)}
+    finished.sort(key=lambda t: (t.sample_index, position.get(str(t.task_id), len(position))))
+    trainer.tracker.log_transcripts(step, finished[:keep], trainer.tokenizer, kind="val")
+    every_row = [item for part in all_gather_objects(rows) for item in part]
+    k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
+    summary = summarize(
+        [row for _, row in every_row], k_values, [str(t.task_id) for t in parts.test_tasks]
+    )
+    out = {
+        key.replace("all/", "val/", 1): value
+        for key, value in flat_metrics({"all": summary}).items()
+    }
+    if parts.multi_gym:
+        out.update(per_gym_validation(parts, every_row, k_values))
+    return out
+
+
+def _keep_labelled(finished: list, label: str):
+    """An `on_trajectory` that keeps a validation trajectory with its gym's label."""
+
+    def keep(trajectory) -> None:
+        trajectory.gym = label
+        finished.append(trajectory)
+
+    return keep
+
+
+def per_gym_validation(parts, every_row, k_values) -> dict[str, float]:
+    """`val/<label>/...` for each gym, and `val/macro/reward_mean` / `success_rate`: the unweighted
+    mean over gyms of each gym's own mean (every gym counts the same, whatever its task count)."""
+    from mua.eval.metrics import flat_metrics, summarize
+
+    summaries = {}
+    for label, tasks in parts.test_by_gym.items():
+        rows = [row for lab, row in every_row if lab == label]
+        if rows:
+            summaries[label] = summarize(rows, k_values, [str(t.task_id) for t in tasks])
+    out = {f"val/{key}": value for key, value in flat_metrics(summaries).items()}
+    for key in ("reward_mean", "success_rate"):
+        values = [s[key] for s in summaries.values() if s.get(key) is not None]
+        if values:
+            out[f"val/macro/{key}"] = sum(values) / len(values)
+    return out
