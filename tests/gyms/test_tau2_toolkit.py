@@ -115,12 +115,10 @@ def test_seed_eval_recipe_covers_three_domains_with_four_trials(tmp_path):
     from mua.gym import GymContext, get_gym
 
     recipe = load_recipe(str(REPO / "recipes/seeds/mua_rl_tau2_eval.yaml"), [], verb="eval")
-    assert [g.name for g in recipe.gyms] == ["tau2"]
-    assert [Path(f).parent.name for f in recipe.data.test_files] == [
-        "tau2_retail",
-        "tau2_airline",
-        "tau2_telecom",
-    ]
+    assert [g.name for g in recipe.gyms] == ["tau2"] * 3
+    labels = ["tau2_retail", "tau2_airline", "tau2_telecom"]
+    assert [g.label for g in recipe.gyms] == labels  # a table row per domain
+    assert [Path(g.test_files[0]).parent.name for g in recipe.gyms] == labels
     assert recipe.eval.n >= 4 and recipe.eval.k == [1, 2, 3, 4]
     options = {**recipe.gyms[0].options, "data_dir": str(tmp_path)}
     get_gym("tau2").make_env(GymContext(options=options))
