@@ -9,7 +9,9 @@ conversation. `summarize` turns the rows of one gym into:
     turns_mean, tokens_mean, assistant_tokens_mean, parse_failures (total), parse_failure_rate
     (share of trajectories with at least one), tool_errors (total), drift_rate, terminations {reason: count},
     excluded (trajectories ended by a user/judge failure: not scored, counted here),
-    trivial_baseline (the gym's trivial policy score, when it defines one).
+    trivial_baseline (the gym's trivial policy score, when it defines one),
+    components {name: mean over the scored trajectories that carry it} (a gym whose components
+    are pass/fail checks, like tau2's DB, ACTION or COMMUNICATE, gets each check's pass rate).
 
 Success means reward >= `success_threshold` (default 1.0: the task's full score). Rows are
 sorted by (task position, sample) before any sum, so a resumed evaluation summarises to exactly
@@ -125,8 +127,18 @@ def summarize(
         "excluded": len(rows) - len(scored),
         "terminations": dict(sorted(Counter(r["termination"] for r in rows).items())),
         "trivial_baseline": trivial_baseline,
+        "components": component_means(scored),
     }
     return summary
+
+
+def component_means(scored: list[dict]) -> dict[str, float]:
+    """Each reward component's mean over the rows that carry it, by name."""
+    values: dict[str, list[float]] = {}
+    for row in scored:
+        for name, value in (row.get("reward_components") or {}).items():
+            values.setdefault(name, []).append(float(value))
+    return {name: _mean(v) for name, v in sorted(values.items())}
 
 
 def flat_metrics(summaries: dict[str, dict], prefix: str = "") -> dict[str, float]:
@@ -137,6 +149,9 @@ def flat_metrics(summaries: dict[str, dict], prefix: str = "") -> dict[str, floa
             if key == "terminations":
                 for reason, count in value.items():
                     out[f"{prefix}{gym}/termination/{reason}"] = float(count)
+            elif key == "components":
+                for name, mean in value.items():
+                    out[f"{prefix}{gym}/component/{name}"] = float(mean)
             elif (
                 isinstance(value, (int, float))
                 and not isinstance(value, bool)

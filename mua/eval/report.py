@@ -58,6 +58,7 @@ def summary_table(summaries: dict[str, dict], title: str):
     )
     table = Table(title=title)
     user_calls = any("user_requests" in s for s in summaries.values())
+    components = any(s.get("components") for s in summaries.values())
     for col in (
         "gym",
         "traj",
@@ -71,9 +72,10 @@ def summary_table(summaries: dict[str, dict], title: str):
         "excl",
         "baseline",
         *(["user retry/429/timeout"] if user_calls else []),
+        *(["components"] if components else []),
         "ended",
     ):
-        table.add_column(col, justify="left" if col in ("gym", "ended") else "right")
+        table.add_column(col, justify="left" if col in ("gym", "components", "ended") else "right")
     for gym, s in summaries.items():
         ends = ", ".join(f"{k} {v}" for k, v in s["terminations"].items())
         table.add_row(
@@ -89,6 +91,7 @@ def summary_table(summaries: dict[str, dict], title: str):
             str(s["excluded"]),
             _num(s["trivial_baseline"]),
             *([_user_calls(s)] if user_calls else []),
+            *([_components(s)] if components else []),
             ends,
         )
     macro = macro_average(summaries)
@@ -101,9 +104,14 @@ def summary_table(summaries: dict[str, dict], title: str):
             _num(macro.get("success_rate")),
             *[_num(macro.get(k)) for k in pass_keys],
             _num(macro.get("turns_mean"), 1),
-            *[""] * (6 + int(user_calls)),
+            *[""] * (6 + int(user_calls) + int(components)),
         )
     return table
+
+
+def _components(summary: dict) -> str:
+    """Each reward component's mean (a pass rate for pass/fail checks), e.g. `db 1.00, communicate 0.50`."""
+    return ", ".join(f"{name} {mean:.2f}" for name, mean in summary.get("components", {}).items())
 
 
 def _user_calls(summary: dict) -> str:

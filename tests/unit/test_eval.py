@@ -54,6 +54,26 @@ def test_summary_counts_pass_k_and_excludes_user_failures_from_scores():
     assert summarize(shuffled, [1, 2], ["a", "b", "c"], 0.25) == s
 
 
+def test_summary_reports_each_component_mean_over_scored_rows_and_the_table_shows_them():
+    from rich.console import Console
+
+    from mua.eval.metrics import flat_metrics
+    from mua.eval.report import summary_table
+
+    rows = [
+        {**_row("a", 0, 1.0), "reward_components": {"db": 1.0, "communicate": 1.0}},
+        {**_row("a", 1, 0.0), "reward_components": {"db": 0.0, "communicate": 1.0}},
+        {**_row("b", 0, 0.0), "reward_components": {"db": 1.0}},
+        {**_row("b", 1, 0.0, termination="user_failure"), "reward_components": {"db": 0.0}},
+    ]
+    s = summarize(rows, [1])
+    assert s["components"] == {"communicate": 1.0, "db": pytest.approx(2 / 3)}
+    assert flat_metrics({"g": s})["g/component/db"] == pytest.approx(2 / 3)
+    console = Console(width=300, record=True)
+    console.print(summary_table({"g": s}, "t"))
+    assert "communicate 1.00, db 0.67" in console.export_text()
+
+
 def _recipe(*overrides):
     from mua.config import load_recipe
 
