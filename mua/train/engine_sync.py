@@ -42,13 +42,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mua.dist import all_gather_objects, all_reduce_max, barrier
-from mua.dist.fsdp import iter_full_params
 from mua.rollout.weight_sync import (
     check_probe_diff,
     default_probe_ids,
     iter_buckets,
     probe_logprob_diff,
 )
+from mua.train.trained_model import engine_params
 
 T = TypeVar("T")
 
@@ -131,7 +131,7 @@ class EngineSync:
         """Gather the full parameters (every rank, collective) and send them to the sglang engine
         from the leader (the hf engine's push is `_push_hf`, run by `run`)."""
         t0 = time.perf_counter()
-        params = iter_full_params(self.model)
+        params = engine_params(self.model)
         if not self.is_leader:
             for _ in params:  # take part in each gather; the leader sends
                 pass
@@ -146,7 +146,7 @@ class EngineSync:
         if not self.stale:
             return
         t0 = time.perf_counter()
-        for bucket in iter_buckets(iter_full_params(self.model), self.bucket_mb):
+        for bucket in iter_buckets(engine_params(self.model), self.bucket_mb):
             self.engine.load_weights(bucket)
         self.stale = False
         self._push_s += time.perf_counter() - t0

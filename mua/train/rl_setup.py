@@ -2,7 +2,8 @@
 
 `build_rl_parts` assembles them, each from its own config section: the engine from `rollout`,
 `model` and `parallel` (`mua.train.engine_sync`), the gym context from `gym`, `user` and `data`,
-the reference model when `algo.kl.coef` > 0, and the advantage strategy of `algo.kind` with its
+the reference model when `algo.kl.coef` > 0 (with LoRA, the policy with its adapters
+disabled), and the advantage strategy of `algo.kind` with its
 critic for PPO (`mua.train.advantages`). `SeededPolicy` seeds every request so 1 and N ranks
 draw the same rollouts. Not here: the step itself (`mua.train.rl`).
 """
@@ -82,7 +83,7 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
     from mua.train.advantages import build_advantages
     from mua.train.data import load_task_files
     from mua.train.engine_sync import build_engine_sync, memory_preflight
-    from mua.train.trained_model import load_policy, load_trained_lm
+    from mua.train.trained_model import AdaptersDisabled, load_policy, load_trained_lm
 
     r = recipe
     gym = get_gym(r.gym.name)
@@ -112,7 +113,10 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
         if r.data.test_files
         else []
     )
-    ref = load_policy(r, dist.mesh, trainable=False) if r.algo.kl.coef > 0 else None
+    ref = None
+    if r.algo.kl.coef > 0:  # with LoRA: the policy with its adapters disabled, no second copy
+        lora = r.model.lora is not None
+        ref = AdaptersDisabled(policy_model) if lora else load_policy(r, dist.mesh, trainable=False)
     critic = None
     if r.algo.kind == "ppo":
         from mua.train.critic import build_critic
