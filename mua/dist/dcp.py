@@ -36,10 +36,20 @@ def save_dcp(
     options = _options(ignore_frozen)
     if optimizer is not None:
         model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
-        state = {"model": model_sd, "optim": optim_sd}
+        state = {"model": _trainable_only(model, model_sd, ignore_frozen), "optim": optim_sd}
     else:
-        state = {"model": get_model_state_dict(model, options=options)}
+        model_sd = get_model_state_dict(model, options=options)
+        state = {"model": _trainable_only(model, model_sd, ignore_frozen)}
     dcp.save(state, checkpoint_id=str(path))
+
+
+def _trainable_only(model: nn.Module, state: dict, ignore_frozen: bool) -> dict:
+    """`state` without frozen tensors: `ignore_frozen_params` keeps a frozen weight tied to
+    another (the output head of tied embeddings) under its second name."""
+    if not ignore_frozen:
+        return state
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    return {k: v for k, v in state.items() if k in trainable}
 
 
 def load_dcp(
@@ -59,7 +69,7 @@ def load_dcp(
     options = _options(ignore_frozen)
     if optimizer is not None:
         model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
-        state = {"model": model_sd, "optim": optim_sd}
+        state = {"model": _trainable_only(model, model_sd, ignore_frozen), "optim": optim_sd}
         dcp.load(state, checkpoint_id=str(path))
         set_state_dict(
             model,
@@ -69,6 +79,7 @@ def load_dcp(
             options=options,
         )
     else:
-        state = {"model": get_model_state_dict(model, options=options)}
+        model_sd = get_model_state_dict(model, options=options)
+        state = {"model": _trainable_only(model, model_sd, ignore_frozen)}
         dcp.load(state, checkpoint_id=str(path))
         set_model_state_dict(model, state["model"], options=options)
