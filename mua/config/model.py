@@ -28,7 +28,7 @@ class LoraConfig(Section):
     @classmethod
     def _rank_positive(cls, v):
         if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
-            raise ValueError(f"must be > 0 (got {v}); typical ranks are 1 to 64, e.g. rank: 16")
+            raise ValueError("must be > 0; typical ranks are 1 to 64, e.g. rank: 16")
         return v
 
     @field_validator("target_modules")

@@ -69,7 +69,8 @@ def check_targets(model_cfg) -> None:
     from mua.models.loading import TINY_PREFIX
 
     if model_cfg.path.startswith(TINY_PREFIX):
-        from mua.models.tiny import tiny_config, tiny_preset
+        from mua.models.loading import tiny_preset
+        from mua.models.tiny import tiny_config
 
         config = tiny_config(tiny_preset(model_cfg.path))
     else:
