@@ -116,7 +116,11 @@ def build_rl_parts(recipe, dist, policy_model, tokenizer, optimizer_steps: int) 
     ref = None
     if r.algo.kl.coef > 0:  # with LoRA: the policy with its adapters disabled, no second copy
         lora = r.model.lora is not None
-        ref = AdaptersDisabled(policy_model) if lora else load_policy(r, dist.mesh, trainable=False)
+        ref = (
+            AdaptersDisabled(policy_model, dist.device)
+            if lora
+            else load_policy(r, dist.mesh, trainable=False)
+        )
     critic = None
     if r.algo.kind == "ppo":
         from mua.train.critic import build_critic

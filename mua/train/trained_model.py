@@ -51,8 +51,22 @@ class AdaptersDisabled:
     """The KL reference of a LoRA run: the policy's forward with its adapters disabled (the
     base weights, no second copy). Other attributes are the policy's."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, device):
+        """Collective (every rank builds it at once): one adapted forward of two tokens first.
+        FSDP2 fixes each block's gradient reduce dtype at its first forward from the parameters
+        that require gradients then, and peft's `disable_adapter` turns that flag off on the
+        adapters while they are disabled: were the reference's forward the first, the adapters'
+        gradients would later be reduced in bf16 under mixed precision."""
+        import torch
+
+        from mua.train.packed_batch import pack
+        from mua.train.packed_forward import packed_logits
+
         self.policy = policy
+        with torch.no_grad():
+            packed_logits(policy, pack([[0, 0]], [0], device))
+        if hasattr(policy, "reshard"):
+            policy.reshard()
 
     def __call__(self, *args, **kwargs):
         import torch

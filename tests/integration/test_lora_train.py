@@ -135,3 +135,21 @@ def test_bad_lora_settings_stop_before_the_run(tmp_path_factory, tmp_path, lora,
     assert res.returncode == 2
     assert says in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_lora_with_bf16_mixed_precision_and_activation_checkpointing(tmp_path_factory, tmp_path):
+    """The reference's first forward (adapters disabled) must not leave FSDP2 reducing the
+    adapters' gradients in bf16 (it stopped the first update before the warm-up forward)."""
+    model, train, _ = shared_guess_setup(tmp_path_factory)
+    run, _ = _run(
+        tmp_path,
+        model,
+        train,
+        "bf16",
+        parallel={"mixed_precision": "bf16", "activation_checkpointing": True},
+        total_steps=2,
+        checkpoint={"save_freq": 0},
+    )
+    kl = metric_history(run, "actor/kl")
+    assert len(kl) == 2 and kl[1] > 0
+    assert all(g > 0 for g in metric_history(run, "grad_norm"))

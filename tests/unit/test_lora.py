@@ -83,7 +83,7 @@ def test_reference_with_adapters_disabled_is_the_base_and_leaves_the_policy_alon
     from mua.train.trained_model import AdaptersDisabled
 
     policy = _lora_model()
-    ref = AdaptersDisabled(policy)
+    ref = AdaptersDisabled(policy, torch.device("cpu"))
     with torch.no_grad():
         base = load_model(MODEL, seed=0)(input_ids=_ids()).logits
         with_adapters = policy(input_ids=_ids()).logits
