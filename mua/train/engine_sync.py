@@ -25,6 +25,11 @@ Two engines:
   resuming a tag that is not released). SGLang frees released weights, so after a release the
   weights are stale again. The probe runs after the KV cache is back because generating needs it.
 
+A LoRA policy (`model.lora`) is pushed merged (`rollout.lora_sync: merged`): the gathered
+weights come through `mua.train.trained_model.engine_params`, which merges each adapter into its
+base weight under the base model's names, so either engine receives a plain model in the same
+buckets as a full push.
+
 Metrics (`take_metrics`): `time/weight_push_s` (seconds spent pushing since the last call) and,
 for sglang, `engine/probe_logp_diff` (the largest probe difference since the last call).
 Not here: the HTTP protocol and server launching (`mua.rollout.sglang_engine`), bucketing and
