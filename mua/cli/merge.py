@@ -73,7 +73,8 @@ def _print_table(results) -> None:
 
     table = Table("step", "status", "seconds", "max |logit diff|", "folder", title="mua merge")
     for r in results:
-        status = "skipped (merged)" if r.skipped else "merged"
+        done = "adapter written" if r.info.get("form") == "adapter" else "merged"
+        status = "skipped (merged)" if r.skipped else done
         diff = "" if r.max_logit_diff is None else f"{r.max_logit_diff:.2e}"
         table.add_row(
             str(r.step), status, "" if r.skipped else f"{r.seconds:.1f}", diff, str(r.out_dir)
