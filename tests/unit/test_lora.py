@@ -135,3 +135,14 @@ def test_checkpoint_state_keeps_adapters_only(tmp_path):
             torch.testing.assert_close(sa[k]["exp_avg"], sb[k]["exp_avg"], rtol=0, atol=0)
     finally:
         dist.destroy_process_group()
+
+
+def test_adapter_export_of_a_full_weight_checkpoint_is_refused(tmp_path):
+    from mua.models.merge import merge_checkpoint
+
+    step_dir = tmp_path / "checkpoints" / "global_step_1"
+    step_dir.mkdir(parents=True)
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match="--adapter applies to LoRA checkpoints"):
+        merge_checkpoint(1, step_dir, out, adapter=True)
+    assert not out.exists()
