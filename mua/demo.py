@@ -119,7 +119,9 @@ def _run_phase(
     print(f"      {'':<9} done in {seconds:.0f}s", flush=True)
 
 
-def _phases(out: Path, seed: int, quick: bool = False) -> list[tuple[str, list[str]]]:
+def _phases(
+    out: Path, seed: int, quick: bool = False, rl_recipe: str = "quickstart.yaml"
+) -> list[tuple[str, list[str]]]:
     data = out / "data" / "guess"
     seeds = [f"data.seed={seed}", f"model.seed={seed}"]
     cut = QUICK if quick else {}
@@ -173,7 +175,7 @@ def _phases(out: Path, seed: int, quick: bool = False) -> list[tuple[str, list[s
             "rl",
             _mua(
                 "train",
-                str(RECIPES / "quickstart.yaml"),
+                str(RECIPES / rl_recipe),
                 f"model.path={out / 'sft' / 'hf' / 'final'}",
                 f"data.train_files=[{data / 'train.parquet'}]",
                 "data.test_files=[]",
@@ -204,8 +206,14 @@ def _guess_summary(folder: Path) -> dict:
     return json.loads((folder / "summary.json").read_text())["gyms"]["guess"]
 
 
-def run_demo(out_dir: str | Path = "runs/demo", seed: int = 0, quick: bool = False) -> DemoResult:
-    """Run every phase (fresh) in `out_dir`; raises PhaseFailed with the log tail when one fails."""
+def run_demo(
+    out_dir: str | Path = "runs/demo",
+    seed: int = 0,
+    quick: bool = False,
+    rl_recipe: str = "quickstart.yaml",
+) -> DemoResult:
+    """Run every phase (fresh) in `out_dir`; raises PhaseFailed with the log tail when one fails.
+    `rl_recipe`: the RL phase's recipe under recipes/ (e.g. quickstart_lora.yaml)."""
     out = Path(out_dir).resolve()
     shutil.rmtree(out, ignore_errors=True)
     (out / "logs").mkdir(parents=True)
@@ -218,7 +226,7 @@ def run_demo(out_dir: str | Path = "runs/demo", seed: int = 0, quick: bool = Fal
         "MUA_DEMO_SEED": str(seed),
     }
     result = DemoResult(out_dir=out, seed=seed)
-    phases = _phases(out, seed, quick)
+    phases = _phases(out, seed, quick, rl_recipe)
     for i, (name, cmd) in enumerate(phases, start=1):
         if "{merged}" in cmd:
             cmd = [str(_latest_merged(out)) if a == "{merged}" else a for a in cmd]

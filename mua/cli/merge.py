@@ -3,6 +3,7 @@
 Forms:
   mua merge RUN_DIR | RUN_DIR/checkpoints | RUN_DIR/checkpoints/global_step_N  [--out DIR]
             [--dtype float32|bfloat16|float16] [--step N] [--force] [--verify]
+            [--adapter] [--base MODEL]      (LoRA checkpoints: PEFT folder; base model)
   mua merge recipes/merge.yaml [k=v ...]          (a MergeRecipe)
 Shows a progress bar over steps on a terminal (one line per step otherwise) and a table at the end.
 """
@@ -26,6 +27,11 @@ output folder that mua did not write is never replaced (one line, exit 2).
   mua merge runs/quickstart/checkpoints --dtype bfloat16 --verify --out runs/quickstart/hf_bf16
 
   mua merge recipes/merge.yaml checkpoint_dir=runs/quickstart/checkpoints
+
+A LoRA checkpoint (adapters only) is merged into its base model (named in the checkpoint;
+--base when it moved); --adapter writes a PEFT adapter folder instead (peft.PeftModel.from_pretrained).
+
+  mua merge runs/quickstart_lora --adapter --verify --out runs/quickstart_lora/adapter
 """
 
 
@@ -67,7 +73,8 @@ def _print_table(results) -> None:
 
     table = Table("step", "status", "seconds", "max |logit diff|", "folder", title="mua merge")
     for r in results:
-        status = "skipped (merged)" if r.skipped else "merged"
+        done = "adapter written" if r.info.get("form") == "adapter" else "merged"
+        status = "skipped (merged)" if r.skipped else done
         diff = "" if r.max_logit_diff is None else f"{r.max_logit_diff:.2e}"
         table.add_row(
             str(r.step), status, "" if r.skipped else f"{r.seconds:.1f}", diff, str(r.out_dir)
@@ -75,7 +82,9 @@ def _print_table(results) -> None:
     console().print(table)
 
 
-def run_merge(recipe, step: int | None = None) -> list:
+def run_merge(
+    recipe, step: int | None = None, adapter: bool = False, base: str | None = None
+) -> list:
     from transformers.utils import logging as hf_logging
 
     from mua.cli.common import console, is_tty
@@ -100,7 +109,14 @@ def run_merge(recipe, step: int | None = None) -> list:
         for s, path in found:
             out = default_out_dir(path, recipe.out_dir)
             result = merge_checkpoint(
-                s, path, out, dtype=recipe.dtype, force=recipe.force, verify=recipe.verify
+                s,
+                path,
+                out,
+                dtype=recipe.dtype,
+                force=recipe.force,
+                verify=recipe.verify,
+                adapter=adapter,
+                base=base,
             )
             results.append(result)
             if show_bar:
@@ -135,6 +151,12 @@ def register(app: typer.Typer) -> None:
         verify: bool = typer.Option(
             False, "--verify", help="Compare logits with the checkpoint's on a probe batch."
         ),
+        adapter: bool = typer.Option(
+            False, "--adapter", help="LoRA checkpoints: write a PEFT adapter folder, not merged."
+        ),
+        base: str | None = typer.Option(
+            None, "--base", help="LoRA checkpoints: the base model (default: the one it names)."
+        ),
     ) -> None:
         recipe = _settings(args, out, dtype, force, verify)
-        _print_table(run_merge(recipe, step))
+        _print_table(run_merge(recipe, step, adapter=adapter, base=base))

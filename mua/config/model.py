@@ -1,12 +1,42 @@
-"""The `model` section: which policy (and optional critic) to load and in what precision."""
+"""The `model` section: which policy (and optional critic) to load, in what precision, and whether
+the policy trains LoRA adapters (`model.lora`) instead of all its weights."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from mua.config.base import Section
+
+
+class LoraConfig(Section):
+    """LoRA adapters on the policy (built with `peft`): only they train, the base stays frozen."""
+
+    rank: PositiveInt = Field(16, description="Adapter rank r (> 0).")
+    alpha: PositiveFloat = Field(
+        32.0, description="LoRA alpha; the adapter's output is scaled by alpha / rank."
+    )
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapter's input.")
+    target_modules: Literal["all-linear"] | list[str] = Field(
+        "all-linear",
+        description="`all-linear` (every linear layer of the decoder blocks, MLP included; not "
+        "the output head) or a list of module names (e.g. [q_proj, v_proj]).",
+    )
+
+    @field_validator("rank", mode="before")
+    @classmethod
+    def _rank_positive(cls, v):
+        if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
+            raise ValueError("must be > 0; typical ranks are 1 to 64, e.g. rank: 16")
+        return v
+
+    @field_validator("target_modules")
+    @classmethod
+    def _names(cls, v):
+        if isinstance(v, list) and (not v or any(not str(n).strip() for n in v)):
+            raise ValueError("give all-linear or a non-empty list of module names, e.g. [q_proj]")
+        return v
 
 
 class ModelConfig(Section):
@@ -36,6 +66,12 @@ class ModelConfig(Section):
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = Field(
         "auto",
         description="Attention kernel; `auto` picks flash-attn on GPU when installed, sdpa otherwise.",
+    )
+
+    lora: LoraConfig | None = Field(
+        None,
+        description="Train LoRA adapters instead of every weight (e.g. `lora: {rank: 16}`); "
+        "the KL reference is then the base with the adapters disabled.",
     )
 
     @field_validator("path")

@@ -121,6 +121,12 @@ class RolloutConfig(Section):
         description="The API agent's endpoint; engine=openai only (the served model's name is "
         "model.path).",
     )
+    lora_sync: Literal["merged"] = Field(
+        "merged",
+        description="How a LoRA policy (model.lora) reaches the engine after each update: "
+        "`merged` (the adapters merged into the gathered weights while pushing; every engine, "
+        "pushes stay bucketed). Pushing the adapter alone is not available yet.",
+    )
     sglang: SGLangConfig = Field(
         default_factory=lambda: SGLangConfig(),
         description="SGLang engine settings (servers, memory, weight push); engine=sglang only.",

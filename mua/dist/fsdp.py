@@ -23,6 +23,7 @@ def decoder_blocks(model: nn.Module) -> list[nn.Module]:
     for name in (
         "model.layers",
         "model.model.layers",
+        "base_model.model.model.layers",  # a peft (LoRA) model around an HF causal LM
         "transformer.h",
         "gpt_neox.layers",
         "layers",

@@ -244,6 +244,8 @@ def accepts_logits_to_keep(model) -> bool:
     """True when the model's forward takes `logits_to_keep` (the LM head on chosen positions only)."""
     import inspect
 
+    if callable(getattr(model, "get_base_model", None)):  # peft passes it on to the base model
+        model = model.get_base_model()
     try:
         return "logits_to_keep" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):

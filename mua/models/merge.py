@@ -267,9 +267,36 @@ def merge_checkpoint(
     dtype: str = "float32",
     force: bool = False,
     verify: bool = False,
+    adapter: bool = False,
+    base: str | None = None,
 ) -> MergeResult:
-    """Merge one checkpoint; skipped when `out_dir` holds a finished merge of the same dtype."""
+    """Merge one checkpoint; skipped when `out_dir` holds a finished merge of the same dtype.
+    A LoRA checkpoint goes to `mua.models.merge_lora` (`adapter`: a PEFT folder; `base`: the
+    base model's path when it moved)."""
     from mua.dist.dcp_offline import read_model_state
+    from mua.models.lora import read_adapter_info
+
+    lora = read_adapter_info(step_dir)
+    if lora is not None:
+        from mua.models.merge_lora import merge_lora_checkpoint
+
+        return merge_lora_checkpoint(
+            step,
+            step_dir,
+            out_dir,
+            lora,
+            dtype=dtype,
+            force=force,
+            verify=verify,
+            adapter=adapter,
+            base=base,
+        )
+    if adapter or base:
+        flag = "--adapter" if adapter else "--base"
+        raise UsageError(
+            f"{step_dir}: {flag} applies to LoRA checkpoints (model.lora); this one holds full "
+            "weights, merge it without the flag"
+        )
 
     result = MergeResult(step=step, checkpoint=step_dir, out_dir=out_dir)
     if out_dir.exists():  # never replace a folder mua did not write

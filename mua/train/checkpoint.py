@@ -4,7 +4,10 @@ Layout of `run_dir/checkpoints/global_step_N/` (what `mua merge` reads):
 
     .metadata, __*_*.distcp   torch.distributed.checkpoint files of the state dict
                               {"model": {HF parameter name: tensor}, "optim": optimizer state}
-                              (sharded as saved; DCP reshards on load for any world size)
+                              (sharded as saved; DCP reshards on load for any world size);
+                              a LoRA run saves only its adapters (peft names) and their
+                              optimizer state: the frozen base is rebuilt from the model it names
+    lora_adapter.json         (LoRA only) the base model (path, seed) and the LoRA settings
     trainer_state.pt          torch.save of {"step", "data" (sampler position), "scheduler",
                               "world_size", "algo"}
     rng/rank_R.pt             torch / python / cuda RNG states of rank R
@@ -133,7 +136,7 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
     barrier()
-    save_dcp(tmp, model, optimizer)
+    save_dcp(tmp, model, optimizer, ignore_frozen=_is_peft(model))
     if critic is not None:
         save_dcp(tmp / "critic", critic, critic_optimizer)
     (tmp / "rng").mkdir(exist_ok=True)
@@ -153,6 +156,12 @@ def save_checkpoint(
             shutil.rmtree(old, ignore_errors=True)
     barrier()
     return final
+
+
+def _is_peft(model) -> bool:
+    from mua.models.lora import is_peft
+
+    return is_peft(model)
 
 
 def _sha256(path: Path) -> str:
@@ -213,7 +222,7 @@ def load_checkpoint(
 ) -> dict:
     """Load tensors into the (already sharded) model/optimizer; return the trainer state."""
     path = Path(path)
-    load_dcp(path, model, optimizer)
+    load_dcp(path, model, optimizer, ignore_frozen=_is_peft(model))
     if critic is not None:
         load_dcp(path / "critic", critic, critic_optimizer)
     state = torch.load(path / "trainer_state.pt", weights_only=False)

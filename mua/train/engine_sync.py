@@ -25,6 +25,11 @@ Two engines:
   resuming a tag that is not released). SGLang frees released weights, so after a release the
   weights are stale again. The probe runs after the KV cache is back because generating needs it.
 
+A LoRA policy (`model.lora`) is pushed merged (`rollout.lora_sync: merged`): the gathered
+weights come through `mua.train.trained_model.engine_params`, which merges each adapter into its
+base weight under the base model's names, so either engine receives a plain model in the same
+buckets as a full push.
+
 Metrics (`take_metrics`): `time/weight_push_s` (seconds spent pushing since the last call) and,
 for sglang, `engine/probe_logp_diff` (the largest probe difference since the last call).
 Not here: the HTTP protocol and server launching (`mua.rollout.sglang_engine`), bucketing and
@@ -42,13 +47,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mua.dist import all_gather_objects, all_reduce_max, barrier
-from mua.dist.fsdp import iter_full_params
 from mua.rollout.weight_sync import (
     check_probe_diff,
     default_probe_ids,
     iter_buckets,
     probe_logprob_diff,
 )
+from mua.train.trained_model import engine_params
 
 T = TypeVar("T")
 
@@ -131,7 +136,7 @@ class EngineSync:
         """Gather the full parameters (every rank, collective) and send them to the sglang engine
         from the leader (the hf engine's push is `_push_hf`, run by `run`)."""
         t0 = time.perf_counter()
-        params = iter_full_params(self.model)
+        params = engine_params(self.model)
         if not self.is_leader:
             for _ in params:  # take part in each gather; the leader sends
                 pass
@@ -146,7 +151,7 @@ class EngineSync:
         if not self.stale:
             return
         t0 = time.perf_counter()
-        for bucket in iter_buckets(iter_full_params(self.model), self.bucket_mb):
+        for bucket in iter_buckets(engine_params(self.model), self.bucket_mb):
             self.engine.load_weights(bucket)
         self.stale = False
         self._push_s += time.perf_counter() - t0

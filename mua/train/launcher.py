@@ -54,6 +54,10 @@ def check_inputs(recipe) -> None:
     resolve_model(
         recipe.model.path, recipe.model.tokenizer
     )  # before any rank: one line, no retries
+    if recipe.model.lora is not None:
+        from mua.models.lora import check_targets
+
+        check_targets(recipe.model)  # target modules that match nothing: one line, exit 2
 
 
 def _check_rl_inputs(recipe) -> None:

@@ -3,7 +3,8 @@
 `build_rl_parts` assembles them, each from its own config section: the engine from `rollout`,
 `model` and `parallel` (`mua.train.engine_sync`), each gym's run (`mua.gym.mix.GymRun`: env context
 with its own user, limits, group size) from `gyms`, `user` and `data`,
-the reference model when `algo.kl.coef` > 0, and the advantage strategy of `algo.kind` with its
+the reference model when `algo.kl.coef` > 0 (with LoRA, the policy with its adapters
+disabled), and the advantage strategy of `algo.kind` with its
 critic for PPO (`mua.train.advantages`). `SeededPolicy` seeds every request so 1 and N ranks
 draw the same rollouts. Not here: the step itself (`mua.train.rl`).
 """
@@ -131,7 +132,7 @@ def build_rl_parts(
     from mua.gym.mix import gym_runs
     from mua.train.advantages import build_advantages
     from mua.train.engine_sync import build_engine_sync, memory_preflight
-    from mua.train.trained_model import load_policy, load_trained_lm
+    from mua.train.trained_model import AdaptersDisabled, load_policy, load_trained_lm
 
     r = recipe
     runs = {run.label: run for run in gym_runs(r)}
@@ -153,7 +154,14 @@ def build_rl_parts(
     )
     test_by_gym = held_out_tasks(r)
     test_tasks = [t for ts in test_by_gym.values() for t in ts]
-    ref = load_policy(r, dist.mesh, trainable=False) if r.algo.kl.coef > 0 else None
+    ref = None
+    if r.algo.kl.coef > 0:  # with LoRA: the policy with its adapters disabled, no second copy
+        lora = r.model.lora is not None
+        ref = (
+            AdaptersDisabled(policy_model, dist.device)
+            if lora
+            else load_policy(r, dist.mesh, trainable=False)
+        )
     critic = None
     if r.algo.kind == "ppo":
         from mua.train.critic import build_critic

@@ -6,32 +6,97 @@ the recipe's seed, so every rank starts identical), then `mua.dist.fsdp.shard_mo
 Attention switches to `mua_varlen` (`mua.train.packed_attention`) for packed rows unless
 flash-attn is configured. The norms: on CPU `mua.train.rms_norm` (same forward, shorter
 backward); on GPUs transformers' own, or Liger's RMSNorm kernel when `liger-kernel` is installed.
-No hand-written kernel runs on a GPU. The RL reference model is another
-`load_policy(..., trainable=False)`; the PPO critic lives in `mua.train.critic`. Also writes the
-HF side files of a checkpoint and the Hugging Face exports of a run (periodic
-`hf/global_step_N` and `hf/final`, through `mua merge`'s writer).
+No hand-written kernel runs on a GPU. With `model.lora` the policy is a peft model whose
+adapters alone train (`mua.models.lora`); FSDP2 finds its decoder blocks through the wrapper.
+The RL reference model is another `load_policy(..., trainable=False)`, or, with LoRA, the
+policy itself with its adapters disabled (`AdaptersDisabled`: no second copy of the weights);
+the PPO critic lives in `mua.train.critic`. `engine_params` is what the rollout engine and the
+exports receive: full tensors under the base model's HF names, adapters merged in. Also writes
+the HF side files of a checkpoint and the Hugging Face exports of a run (periodic
+`hf/global_step_N` and `hf/final`, through `mua merge`'s writer); an export gathers tensor by
+tensor and only rank 0 keeps them.
 Does not run forward passes for losses (see `mua.train.packed_forward`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from torch import nn
 
-from mua.dist.fsdp import full_state_dict, shard_model
+from mua.dist.fsdp import iter_full_params, shard_model
 
 
 def load_policy(recipe, mesh, trainable: bool = True) -> nn.Module:
+    """The policy (or, with `trainable=False`, a frozen copy), sharded; with `model.lora` and
+    `trainable`, a peft model with fresh adapters (only they require gradients)."""
     p = recipe.parallel
+    model = load_trained_lm(recipe, mesh.device_type)
+    if trainable and recipe.model.lora is not None:
+        from mua.models.lora import add_adapters
+
+        model = add_adapters(model, recipe.model.lora)
     return shard_model(
-        load_trained_lm(recipe, mesh.device_type),
+        model,
         mesh,
         mixed_precision=p.mixed_precision,
         activation_checkpointing=p.activation_checkpointing and trainable,
         cpu_offload=p.cpu_offload,
         trainable=trainable,
     )
+
+
+class AdaptersDisabled:
+    """The KL reference of a LoRA run: the policy's forward with its adapters disabled (the
+    base weights, no second copy). Other attributes are the policy's."""
+
+    def __init__(self, policy, device):
+        """Collective (every rank builds it at once): one adapted forward of two tokens first.
+        FSDP2 fixes each block's gradient reduce dtype at its first forward from the parameters
+        that require gradients then, and peft's `disable_adapter` turns that flag off on the
+        adapters while they are disabled: were the reference's forward the first, the adapters'
+        gradients would later be reduced in bf16 under mixed precision."""
+        import torch
+
+        from mua.train.packed_batch import pack
+        from mua.train.packed_forward import packed_logits
+
+        self.policy = policy
+        with torch.no_grad():
+            packed_logits(policy, pack([[0, 0]], [0], device))
+        if hasattr(policy, "reshard"):
+            policy.reshard()
+
+    def __call__(self, *args, **kwargs):
+        import torch
+
+        with torch.no_grad(), self.policy.disable_adapter():
+            return self.policy(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+
+def engine_params(model: nn.Module) -> Iterator:
+    """(HF name, full CPU tensor) of the policy as a plain model, one tensor at a time
+    (collective: every rank iterates in lock-step); a peft policy's adapters are merged in."""
+    from mua.models.lora import is_peft, lora_scalings, merged_params
+
+    named = iter_full_params(model)
+    if is_peft(model):
+        return merged_params(named, lora_scalings(model))
+    return named
+
+
+def gather_to_main(model: nn.Module, is_main: bool) -> dict:
+    """`engine_params` as a dict on rank 0; every other rank takes part in each gather and
+    keeps nothing, so one full copy of the model exists in host memory, not one per rank."""
+    full = {}
+    for name, tensor in engine_params(model):
+        if is_main:
+            full[name] = tensor
+    return full
 
 
 def load_trained_lm(recipe, device_type: str | None = None) -> nn.Module:
@@ -97,10 +162,15 @@ def load_tokenizer_for(recipe):
     return load_tokenizer(recipe.model.tokenizer or recipe.model.path)
 
 
-def hf_side_files(model: nn.Module, tokenizer):
-    """A callback writing config.json (+ generation config) and tokenizer files into a folder."""
+def hf_side_files(model: nn.Module, tokenizer, model_cfg=None):
+    """A callback writing config.json (+ generation config) and tokenizer files into a folder;
+    with LoRA (`model_cfg.lora`), also `lora_adapter.json` naming the base and the settings."""
 
     def write(folder: Path) -> None:
+        if model_cfg is not None and model_cfg.lora is not None:
+            from mua.models.lora import write_adapter_info
+
+            write_adapter_info(folder, model_cfg)
         model.config.save_pretrained(folder)
         if getattr(model, "generation_config", None) is not None:
             try:
@@ -134,7 +204,7 @@ def export_hf(
     import os
     import shutil
 
-    full = full_state_dict(model)
+    full = gather_to_main(model, is_main)
     if not is_main:
         return None
     from mua.models.merge import export_full_state

@@ -178,7 +178,7 @@ class Trainer:
             trainer_state=state,
             rank=self.dist.rank,
             keep_last=self.recipe.checkpoint.keep_last,
-            hf_files=hf_side_files(self.model, self.tokenizer),
+            hf_files=hf_side_files(self.model, self.tokenizer, self.recipe.model),
             critic=critic.model if critic else None,
             critic_optimizer=critic.optimizer if critic else None,
         )

@@ -1,0 +1,182 @@
+"""LoRA adapters on a causal LM, built with `peft`: wrapping, names, merged weights, adapter files.
+
+- `add_adapters(model, cfg)` wraps a model in peft's `PeftModel` with the recipe's `model.lora`
+  (only the adapter parameters require gradients); `check_targets` refuses, before anything
+  runs, target modules that match nothing in the model (built on the meta device, no weights).
+- `hf_name` maps a peft parameter name back to the base model's Hugging Face name
+  (`base_model.model.` and `.base_layer` dropped).
+- `merged_params(named)` turns the (gathered) parameters of a peft model, in `named_parameters`
+  order, into the base model's HF names with every adapter merged: W + (B @ A) * alpha / r.
+  It consumes the stream one tensor at a time, so it can sit on top of FSDP gathers.
+- `adapter_params(named)` keeps the adapter tensors only (what an adapter push or checkpoint holds).
+- `ADAPTER_INFO`: the file beside an adapter checkpoint naming its base and LoRA settings.
+
+Does not shard, train or push (see `mua.train.trained_model`, `mua.train.engine_sync`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from mua.errors import UsageError
+
+ADAPTER_INFO = "lora_adapter.json"  # beside an adapter-only checkpoint: base + LoRA settings
+ADAPTER_NAME = "default"  # peft's adapter name
+_PEFT_PREFIX = "base_model.model."
+
+
+def peft_config(cfg):
+    """peft's LoraConfig for a `model.lora` section (or a dict with the same keys)."""
+    from peft import LoraConfig
+
+    get = cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k)
+    target = get("target_modules")
+    return LoraConfig(
+        r=int(get("rank")),
+        lora_alpha=float(get("alpha")),
+        lora_dropout=float(get("dropout")),
+        target_modules=target if isinstance(target, str) else list(target),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+def add_adapters(model, cfg):
+    """`model` wrapped in a peft model with fresh adapters (B = 0: the output is the base's)."""
+    from peft import get_peft_model
+
+    try:
+        return get_peft_model(model, peft_config(cfg))
+    except ValueError as err:
+        raise UsageError(_targets_message(cfg, err)) from None
+
+
+def _targets_message(cfg, err: Exception) -> str:
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+    return (
+        f"model.lora.target_modules={cfg.target_modules!r} matches no layer of the model "
+        f"({first}); use all-linear or names such as q_proj, v_proj, gate_proj"
+    )
+
+
+def check_targets(model_cfg) -> None:
+    """UsageError (one line) when `model.lora.target_modules` matches nothing in the model."""
+    import torch
+    from peft import get_peft_model
+
+    from mua.models.loading import TINY_PREFIX
+
+    if model_cfg.path.startswith(TINY_PREFIX):
+        from mua.models.loading import tiny_preset
+        from mua.models.tiny import tiny_config
+
+        config = tiny_config(tiny_preset(model_cfg.path))
+    else:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model_cfg.path)
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    try:
+        get_peft_model(model, peft_config(model_cfg.lora))
+    except ValueError as err:
+        raise UsageError(_targets_message(model_cfg.lora, err)) from None
+
+
+def is_peft(model) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:
+        return False
+    return isinstance(model, PeftModel)
+
+
+def is_adapter_name(name: str) -> bool:
+    return ".lora_A." in name or ".lora_B." in name
+
+
+def hf_name(name: str) -> str:
+    """The base model's HF name of a peft parameter name."""
+    if name.startswith(_PEFT_PREFIX):
+        name = name[len(_PEFT_PREFIX) :]
+    return name.replace(".base_layer.", ".")
+
+
+def lora_scalings(model) -> dict[str, float]:
+    """{peft module name: alpha / r} of every LoRA layer of `model`."""
+    from peft.tuners.lora import LoraLayer
+
+    return {
+        name: float(module.scaling[ADAPTER_NAME])
+        for name, module in model.named_modules()
+        if isinstance(module, LoraLayer) and ADAPTER_NAME in module.scaling
+    }
+
+
+def merged_params(named: Iterable, scalings: dict[str, float]) -> Iterator:
+    """(HF name, merged tensor) from (peft name, full tensor) pairs in `named_parameters` order.
+
+    A LoRA layer's base weight is held until its A and B arrive (they follow it), then yielded
+    as W + (B @ A) * scaling; the adapter tensors themselves are not yielded."""
+    pending: dict[str, dict] = {}
+    for name, tensor in named:
+        module, _, leaf = name.rpartition(".")
+        owner = _lora_owner(name, scalings)
+        if owner is None:
+            yield hf_name(name), tensor
+            continue
+        if leaf == "bias":  # the base layer's bias is not changed by LoRA
+            yield hf_name(name), tensor
+            continue
+        parts = pending.setdefault(owner, {})
+        if ".lora_A." in name:
+            parts["A"] = tensor
+        elif ".lora_B." in name:
+            parts["B"] = tensor
+        else:
+            parts["W"], parts["name"] = tensor, hf_name(name)
+        if {"A", "B", "W"} <= parts.keys():
+            del pending[owner]
+            w, a, b = parts["W"], parts["A"], parts["B"]
+            delta = (b.float() @ a.float()) * scalings[owner]
+            yield parts["name"], (w.float() + delta).to(w.dtype)
+    if pending:
+        raise RuntimeError(f"LoRA layers without their weights or adapters: {sorted(pending)[:3]}")
+
+
+def _lora_owner(name: str, scalings: dict[str, float]) -> str | None:
+    for marker in (".base_layer.", ".lora_A.", ".lora_B."):
+        if marker in name:
+            owner = name.split(marker, 1)[0]
+            return owner if owner in scalings else None
+    return None
+
+
+def adapter_params(named: Iterable) -> Iterator:
+    """The adapter tensors (peft names) of a stream of (name, tensor)."""
+    for name, tensor in named:
+        if is_adapter_name(name):
+            yield name, tensor
+
+
+def write_adapter_info(folder: Path, model_cfg) -> None:
+    """`lora_adapter.json`: the base model (path, seed) and the LoRA settings of a checkpoint."""
+    lora = model_cfg.lora
+    info = {
+        "base_model": model_cfg.path,
+        "seed": model_cfg.seed,
+        "rank": lora.rank,
+        "alpha": lora.alpha,
+        "dropout": lora.dropout,
+        "target_modules": lora.target_modules,
+    }
+    (Path(folder) / ADAPTER_INFO).write_text(json.dumps(info, indent=2) + "\n")
+
+
+def read_adapter_info(folder: Path) -> dict | None:
+    file = Path(folder) / ADAPTER_INFO
+    return json.loads(file.read_text()) if file.is_file() else None

@@ -1,0 +1,211 @@
+"""`mua merge` of a LoRA checkpoint (adapters + their optimizer state, `lora_adapter.json` naming
+the base): a merged Hugging Face folder (default) or a PEFT adapter folder (`adapter=True`).
+
+The base is rebuilt from `lora_adapter.json` (path and seed; `base` overrides the path), wrapped
+with the same LoRA settings, and the checkpoint's adapters are loaded into it after a shape
+check: an adapter trained on a base of another shape is refused (one line) before anything is
+written. Merged: W + (B @ A) * alpha / r for every adapted layer (`mua.models.lora`), written
+with `mua merge`'s writer. Adapter: peft's own `save_pretrained` (adapter_model.safetensors +
+adapter_config.json, float32), which `peft.PeftModel.from_pretrained(base, folder)` loads.
+`verify` compares the exported model's logits on the probe batch with the trainer's forward
+(the base with the adapters active, float32). Both forms end with `merge_info.json`.
+Does not read optimizer state.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from mua.errors import RunFailure, UsageError
+from mua.models.merge import (
+    MERGE_INFO,
+    VERIFY_TOLERANCE,
+    MergeResult,
+    _side_files,
+    already_merged,
+    checkpoint_signature,
+    export_full_state,
+    non_finite_tensor,
+    probe_batch,
+    verify_merged,
+)
+from mua.run_dir import claim_dir, mark_dir
+
+
+def adapter_model(step_dir: Path, info: dict, state: dict, base: str | None):
+    """The base of `info` (or `base`) wrapped with its LoRA settings and `state`'s adapters."""
+    from mua.models import load_model
+    from mua.models.lora import add_adapters
+
+    base_path = base or info["base_model"]
+    model = load_model(base_path, dtype="float32", seed=int(info.get("seed", 0)))
+    peft_model = add_adapters(model, SimpleNamespace(**info))
+    own = peft_model.state_dict()
+    for name, tensor in state.items():
+        if name not in own or own[name].shape != tensor.shape:
+            got = "absent" if name not in own else tuple(own[name].shape)
+            raise UsageError(
+                f"{step_dir}: the adapter does not fit the base {base_path!r} ({name} is "
+                f"{tuple(tensor.shape)} in the checkpoint, {got} on the base); give the base it "
+                "was trained on with --base"
+            )
+    missing = [n for n in own if ".lora_" in n and n not in state]
+    if missing:
+        raise UsageError(
+            f"{step_dir}: the checkpoint lacks adapter tensors the settings of "
+            f"lora_adapter.json create ({missing[0]}); was lora_adapter.json edited?"
+        )
+    peft_model.load_state_dict(state, strict=False)
+    return peft_model.eval()
+
+
+def _trainer_logits(peft_model, vocab_size: int):
+    import torch
+
+    with torch.no_grad():
+        return peft_model(input_ids=probe_batch(vocab_size)).logits
+
+
+def merge_lora_checkpoint(
+    step: int,
+    step_dir: Path,
+    out_dir: Path,
+    info: dict,
+    *,
+    dtype: str = "float32",
+    force: bool = False,
+    verify: bool = False,
+    adapter: bool = False,
+    base: str | None = None,
+) -> MergeResult:
+    """Merge (or export the adapter of) one LoRA checkpoint; skipped when done already."""
+    from mua.dist.dcp_offline import read_model_state
+    from mua.train.checkpoint import checkpoint_problem
+
+    form = "adapter" if adapter else "merged"
+    result = MergeResult(step=step, checkpoint=step_dir, out_dir=out_dir)
+    if out_dir.exists():
+        claim_dir(out_dir, what="merge output folder", legacy_proof=(MERGE_INFO,))
+    if not force and _done(out_dir, dtype, step_dir, form):
+        result.skipped = True
+        return result
+    t0 = time.perf_counter()
+    problem = checkpoint_problem(step_dir)
+    if problem is not None:
+        raise RunFailure(f"checkpoint {step_dir} is damaged: {problem}")
+    signature = checkpoint_signature(step_dir)
+    _, generation, tokenizer = _side_files(step_dir)
+    state = read_model_state(step_dir)
+    if verify and (bad := non_finite_tensor(state)) is not None:
+        raise RunFailure(
+            f"{step_dir}: tensor {bad} holds NaN or infinite values; merge an earlier one"
+        )
+    peft_model = adapter_model(step_dir, info, state, base)
+    record = {
+        "checkpoint": str(step_dir.resolve()),
+        "step": step,
+        "checkpoint_signature": signature,
+        "form": form,
+        "base_model": base or info["base_model"],
+    }
+    config = peft_model.get_base_model().config
+    if adapter:
+        _write_adapter_folder(peft_model, tokenizer, out_dir, dtype, record)
+    else:
+        merged = _merged_state(peft_model)
+        export_full_state(
+            merged,
+            config,
+            out_dir,
+            dtype,
+            tokenizer=tokenizer,
+            generation_config=generation,
+            info=record,
+        )
+    if verify:
+        diff = _verify(peft_model, config, out_dir, dtype, adapter, record["base_model"], info)
+        result.max_logit_diff = diff
+        record["verify_max_logit_diff"] = diff
+        _update_info(out_dir, record)
+        if not diff <= VERIFY_TOLERANCE:
+            (out_dir / MERGE_INFO).unlink()
+            raise RunFailure(
+                f"{out_dir}: exported logits differ from the trainer's by {diff:.3g} "
+                f"(> {VERIFY_TOLERANCE:g}); the export is wrong, do not use it"
+            )
+    result.seconds = time.perf_counter() - t0
+    result.info = record
+    return result
+
+
+def _done(out_dir: Path, dtype: str, step_dir: Path, form: str) -> bool:
+    if not already_merged(out_dir, dtype, step_dir):
+        return False
+    try:
+        return json.loads((out_dir / MERGE_INFO).read_text()).get("form", "merged") == form
+    except (OSError, ValueError):
+        return False
+
+
+def _merged_state(peft_model) -> dict:
+    from mua.models.lora import lora_scalings, merged_params
+
+    named = ((n, p.detach()) for n, p in peft_model.named_parameters())
+    return dict(merged_params(named, lora_scalings(peft_model)))
+
+
+def _write_adapter_folder(peft_model, tokenizer, out_dir: Path, dtype: str, record: dict) -> None:
+    """peft's adapter folder, written beside `out_dir` and renamed into place."""
+    import os
+
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    peft_model.save_pretrained(tmp)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    mark_dir(tmp, "merge")
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    full = {"dtype": dtype, "adapter_dtype": "float32", "merged_at": stamp, **record}
+    (tmp / MERGE_INFO).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, out_dir)
+
+
+def _verify(
+    peft_model, config, out_dir: Path, dtype: str, adapter: bool, base_path: str, info: dict
+) -> float:
+    """Max |logit difference| of the exported model against the trainer's forward."""
+    import torch
+
+    if adapter:
+        from peft import PeftModel
+
+        from mua.models import load_model
+
+        fresh = load_model(base_path, dtype="float32", seed=int(info.get("seed", 0)))
+        loaded = PeftModel.from_pretrained(fresh, out_dir).eval()
+        want = _trainer_logits(peft_model, config.vocab_size)
+        with torch.no_grad():
+            got = loaded(input_ids=probe_batch(config.vocab_size)).logits
+        return float((want - got).abs().max())
+    if dtype != "float32":  # the merged weights rounded to dtype on both sides
+        return verify_merged(_merged_state(peft_model), config, out_dir, dtype)
+    from transformers import AutoModelForCausalLM
+
+    merged = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
+    want = _trainer_logits(peft_model, config.vocab_size)
+    with torch.no_grad():
+        got = merged(input_ids=probe_batch(config.vocab_size)).logits
+    return float((want - got).abs().max())
+
+
+def _update_info(out_dir: Path, record: dict) -> None:
+    file = out_dir / MERGE_INFO
+    merged = {**json.loads(file.read_text()), **record}
+    file.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
