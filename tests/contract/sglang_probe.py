@@ -20,7 +20,9 @@ Checks (the job's "checks" list, each {"kind": ..., ...}):
   memory        a sequence of release/resume calls run through the scheduler's own methods on a
                 stand-in scheduler; reports the first call that raises and the tags left released
   server_args   the arguments of a launch command parsed by ServerArgs' own CLI parser
-  facts         source facts of the release (routes, duplicate-rid check, weight_version)
+  finish        the finish_reason objects of meta_info, built by the release's own classes
+  facts         source facts of the release (routes, duplicate-rid check, weight_version,
+                the /generate response keys the tokenizer manager writes)
 """
 
 from __future__ import annotations
@@ -320,6 +322,20 @@ def check_server_args(job: dict) -> dict:
     return {"ok": True, "args": {k: v for k, v in vars(parsed).items() if k in job["keys"]}}
 
 
+def check_finish(job: dict) -> dict:
+    """The finish_reason objects the release's scheduler puts in meta_info, built by its own
+    classes (a length stop, a stop token, an abort)."""
+    batch = load("sglang.srt.managers.schedule_batch")
+    return {
+        "ok": True,
+        "reasons": [
+            batch.FINISH_LENGTH(length=8).to_json(),
+            batch.FINISH_MATCHED_TOKEN(matched=2).to_json(),
+            batch.FINISH_ABORT("aborted").to_json(),
+        ],
+    }
+
+
 def check_facts(job: dict) -> dict:
     side = Path(job["side"])
     http = (side / "sglang/srt/entrypoints/http_server.py").read_text()
@@ -345,6 +361,12 @@ def check_facts(job: dict) -> dict:
             )
         ),
         "rejects_duplicate_rid": "Duplicate request ID" in tokenizer,
+        # the /generate response keys mua reads, as the tokenizer manager writes them
+        "response_keys": sorted(
+            key
+            for key in ("output_ids", "finish_reason", "output_token_logprobs", "weight_version")
+            if f'"{key}"' in _tokenizer_sources(side)
+        ),
         # a push's weight_version becomes the server's, reported by /get_model_info
         "weight_version": "weight_version" in _fields("UpdateWeightsFromTensorReqInput")
         and "weight_version" in _fields("UpdateWeightFromDiskReqInput")
@@ -383,6 +405,7 @@ def _tokenizer_sources(side: Path) -> str:
 
 CHECKS = {
     "server_args": check_server_args,
+    "finish": check_finish,
     "generate": check_generate,
     "request": check_request,
     "deserialize": check_deserialize,

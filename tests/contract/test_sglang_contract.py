@@ -16,7 +16,9 @@ Per release, one probe run checks:
   one server, driven through the trainer's EngineSync against `mua serve --sglang-release
   <version>`) run through the scheduler's own release/resume methods, which must not fail; every
   release frees all the release's tags;
-- that mua's table of release facts (mua.serve.releases) matches the release's code;
+- that mua's table of release facts (mua.serve.releases) matches the release's code, and that the
+  /generate keys mua reads are written by the release's tokenizer manager (a source check);
+- the finish_reason objects built by the release's own classes, parsed by mua's response parser;
 - mua's launch command (`sglang_launch.launch_command`) parsed by the release's own ServerArgs
   CLI parser; with --enable-deterministic-inference it parses exactly where the release has
   seeds (mua refuses the flag itself elsewhere); an unknown flag is refused (control).
@@ -229,6 +231,7 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
         checks = [
             {"kind": "facts", "side": str(folder)},
             *({"kind": "server_args", "argv": argv, "keys": ARG_KEYS} for argv in _launch_argvs()),
+            {"kind": "finish"},
             {"kind": "generate", "bodies": sent + refused, "vocab_size": 1000},
             *({"kind": "request", "cls": cls, "body": body} for cls, body in requests),
             {"kind": "deserialize", "payload_file": str(tmp_path / "payload0")},
@@ -257,6 +260,9 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
     assert traits.sampling_seed == facts["sampling_seed"] == facts["deterministic_flag"]
     assert {"/health", "/abort_request", "/get_server_info"} <= set(facts["routes"])
     assert traits.weight_version == facts["weight_version"]
+    read_keys = {"output_ids", "finish_reason", "output_token_logprobs"}  # what the client reads
+    assert read_keys <= set(facts["response_keys"]), facts["response_keys"]
+    assert traits.weight_version == ("weight_version" in facts["response_keys"])
 
     launch, unknown_flag, deterministic = (next(results) for _ in range(3))
     assert launch["ok"], launch
@@ -268,6 +274,19 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
     assert not unknown_flag["ok"] and "--no-such-flag" in unknown_flag["error"], unknown_flag
     # mua refuses deterministic=true itself on a release without the flag (sglang_launch)
     assert deterministic["ok"] == traits.sampling_seed, deterministic
+
+    finish = next(results)
+    assert finish["ok"], finish
+    parsed_finish = [
+        protocol.parse_generate_response(
+            {
+                "output_ids": [4],
+                "meta_info": {"output_token_logprobs": [[-0.5, 4, None]], "finish_reason": reason},
+            }
+        ).finish_reason
+        for reason in finish["reasons"]
+    ]
+    assert parsed_finish == ["length", "stop", "abort"], finish
 
     generated = next(results)["results"]
     assert generated[: len(sent)] == [{"ok": True}] * len(sent), generated
