@@ -18,6 +18,9 @@ Memory: the client remembers which tags it released, so it never resumes a tag t
 released (a fresh server holds everything), and `drain()` aborts and waits for this client's
 requests still running on the server, so memory is never released under a running request.
 Request ids carry a per-client tag and a counter: unique across the ranks sharing a server.
+Every push may carry a `weight_version` (sent with the request that completes it, where the
+release has the field); the server's version is read back into `weight_version` and a push it did
+not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
 Launching a server is `mua.rollout.sglang_launch`.
 
 Every call goes over aiohttp on the caller's event loop (`mua.rollout.http_session`, one session
