@@ -18,6 +18,9 @@ Memory: the client remembers which tags it released, so it never resumes a tag t
 released (a fresh server holds everything), and `drain()` aborts and waits for this client's
 requests still running on the server, so memory is never released under a running request.
 Request ids carry a per-client tag and a counter: unique across the ranks sharing a server.
+Every push may carry a `weight_version` (sent with the request that completes it, where the
+release has the field); the server's version is read back into `weight_version` and a push it did
+not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
 Launching a server is `mua.rollout.sglang_launch`.
 
 Every call goes over aiohttp on the caller's event loop (`mua.rollout.http_session`, one session
@@ -89,6 +92,7 @@ class SGLangEngine:
         self.process = process
         self.released: set[str] = set()  # memory tags this client released and not yet resumed
         self.traits: ReleaseTraits | None = None
+        self.weight_version: str | None = None  # the server's, read back after each push
         self.seeds_honoured = False
         self.stats = {"requests": 0, "tokens": 0, "weight_buckets": 0, "weight_bytes": 0}
         self._client_tag = uuid.uuid4().hex[:12]
@@ -253,10 +257,16 @@ class SGLangEngine:
                 )
             await asyncio.sleep(0.02)
 
-    async def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
-        """Push full weights, bucket by bucket, by the configured path (tensor or disk)."""
+    async def update_weights(
+        self, named_tensors: Iterable[tuple[str, Any]], weight_version: str | None = None
+    ) -> None:
+        """Push full weights, bucket by bucket, by the configured path (tensor or disk).
+
+        `weight_version` goes with the request that completes the push (the last bucket, or the
+        disk load), so the server never reports it for half-loaded weights; then the server's
+        version is read back into `self.weight_version`."""
         if self.weight_path == "disk":
-            await self.update_weights_from_disk(named_tensors)
+            await self.update_weights_from_disk(named_tensors, weight_version)
             return
         await self.begin_weight_update()
         try:
@@ -264,10 +274,31 @@ class SGLangEngine:
             current = next(buckets, None)
             while current is not None:
                 following = next(buckets, None)
-                await self.push_tensor_bucket(current, flush_cache=following is None)
+                last = following is None
+                await self.push_tensor_bucket(
+                    current, flush_cache=last, weight_version=weight_version if last else None
+                )
                 current = following
         finally:
             await self.end_weight_update()
+        await self.read_weight_version(weight_version)
+
+    async def read_weight_version(self, expected: str | None = None) -> str | None:
+        """The server's weight version (`/get_model_info`), kept in `self.weight_version`;
+        RunFailure when a release that takes versions did not adopt `expected`."""
+        traits = await self.server_traits()
+        if not traits.weight_version:
+            self.weight_version = None
+            return None
+        info = await self._call("GET", "/get_model_info")
+        got = info.get("weight_version") if isinstance(info, dict) else None
+        self.weight_version = None if got is None else str(got)
+        if expected is not None and self.weight_version != str(expected):
+            raise RunFailure(
+                f"SGLang server {self.base_url} reports weight_version {got!r} after a push "
+                f"that carried {expected!r}; the push did not take effect"
+            )
+        return self.weight_version
 
     async def begin_weight_update(self) -> None:
         """Open a weight-update session where the release has them (>= 0.5.21)."""
@@ -278,31 +309,50 @@ class SGLangEngine:
         if (await self.server_traits()).weight_sessions:
             _check_success(await self._call("POST", "/end_weight_update", {}), self.base_url)
 
-    async def push_tensor_bucket(self, bucket: weight_sync.Bucket, flush_cache: bool) -> None:
-        """Send one bucket to `/update_weights_from_tensor`; flush the cache after the last one."""
+    async def push_tensor_bucket(
+        self, bucket: weight_sync.Bucket, flush_cache: bool, weight_version: str | None = None
+    ) -> None:
+        """Send one bucket to `/update_weights_from_tensor`; flush the cache after the last one.
+
+        CUDA tensors go only to a server of the trainer's own sglang release: their payload names
+        the trainer's rebuild functions, which another release may not have."""
+        traits = await self.server_traits()
+        if weight_sync.is_cuda_bucket(bucket):
+            check_same_release(sglang_version(), traits.version, self.base_url)
         body = await asyncio.to_thread(
-            weight_sync.tensor_push_body, bucket, tp_size=self.tp_size, flush_cache=flush_cache
+            weight_sync.tensor_push_body,
+            bucket,
+            tp_size=self.tp_size,
+            flush_cache=flush_cache,
+            weight_version=weight_version if traits.weight_version else None,
         )
         _check_success(await self._call("POST", "/update_weights_from_tensor", body), self.base_url)
         self.stats["weight_buckets"] += 1
         self.stats["weight_bytes"] += weight_sync.bucket_bytes(bucket)
 
-    async def update_weights_from_disk(self, named_tensors: Iterable[tuple[str, Any]]) -> Path:
+    async def update_weights_from_disk(
+        self, named_tensors: Iterable[tuple[str, Any]], weight_version: str | None = None
+    ) -> Path:
         """Write shards into a fresh shared-memory folder, have the server load it, remove it."""
         folder = weight_sync.new_weights_dir(self.weights_dir)
         try:
             await asyncio.to_thread(
                 weight_sync.write_shards, named_tensors, folder, self.bucket_mb, self.hf_config
             )
-            await self.load_weights_from_folder(folder)
+            await self.load_weights_from_folder(folder, weight_version)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return folder
 
-    async def load_weights_from_folder(self, folder: str | Path) -> None:
+    async def load_weights_from_folder(
+        self, folder: str | Path, weight_version: str | None = None
+    ) -> None:
         body = {"model_path": str(folder), "load_format": None}
+        if weight_version is not None and (await self.server_traits()).weight_version:
+            body["weight_version"] = str(weight_version)
         _check_success(await self._call("POST", "/update_weights_from_disk", body), self.base_url)
         self.stats["weight_buckets"] += 1
+        await self.read_weight_version(weight_version)
 
     async def sleep(self, tags: Sequence[str] | None = None) -> None:
         """Release GPU memory so the trainer can use it: by default every tag the server's release
@@ -439,7 +489,15 @@ class EnginePool:
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         return await self.pick(request.route_key).generate(request)
 
-    async def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+    @property
+    def weight_version(self) -> str | None:
+        """The servers' weight version when they all report the same one, else None."""
+        versions = {e.weight_version for e in self.engines}
+        return versions.pop() if len(versions) == 1 else None
+
+    async def update_weights(
+        self, named_tensors: Iterable[tuple[str, Any]], weight_version: str | None = None
+    ) -> None:
         """Gather each bucket once and send it to every engine concurrently."""
         if all(e.weight_path == "disk" for e in self.engines):
             folder = weight_sync.new_weights_dir(self.engines[0].weights_dir)
@@ -451,7 +509,9 @@ class EnginePool:
                     self.engines[0].bucket_mb,
                     self.engines[0].hf_config,
                 )
-                await asyncio.gather(*(e.load_weights_from_folder(folder) for e in self.engines))
+                await asyncio.gather(
+                    *(e.load_weights_from_folder(folder, weight_version) for e in self.engines)
+                )
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
             return
@@ -461,15 +521,17 @@ class EnginePool:
             current = next(buckets, None)
             while current is not None:
                 following = next(buckets, None)
+                version = weight_version if following is None else None
                 await asyncio.gather(
                     *(
-                        e.push_tensor_bucket(current, flush_cache=following is None)
+                        e.push_tensor_bucket(current, following is None, version)
                         for e in self.engines
                     )
                 )
                 current = following
         finally:
             await asyncio.gather(*(e.end_weight_update() for e in self.engines))
+        await asyncio.gather(*(e.read_weight_version(weight_version) for e in self.engines))
 
     async def drain(self, timeout_s: float | None = None) -> None:
         await asyncio.gather(*(e.drain(timeout_s) for e in self.engines))
@@ -495,6 +557,17 @@ def sglang_version() -> str | None:
         return metadata.version("sglang")
     except metadata.PackageNotFoundError:
         return None
+
+
+def check_same_release(trainer: str | None, server: str, base_url: str) -> None:
+    """RunFailure (one line) unless the trainer's sglang release is the server's: a CUDA tensor
+    push pickles the trainer's rebuild functions, which the server must have under those names."""
+    if trainer != server:
+        raise RunFailure(
+            f"cannot push CUDA tensors to the SGLang server at {base_url}: it runs sglang {server} "
+            f"and this trainer has {trainer or 'no sglang'} installed; install sglang=={server} "
+            "in the trainer's environment or use rollout.sglang.weight_path=disk"
+        )
 
 
 def engine_from_config(

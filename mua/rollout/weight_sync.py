@@ -121,15 +121,26 @@ def encode_tensors(bucket: Bucket) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def tensor_push_body(bucket: Bucket, *, tp_size: int, flush_cache: bool) -> dict:
+def tensor_push_body(
+    bucket: Bucket, *, tp_size: int, flush_cache: bool, weight_version: str | None = None
+) -> dict:
     """The `/update_weights_from_tensor` body: one payload per tensor-parallel rank, each
     serialized on its own (every TP worker opens and refcounts its own handles; one blob shared
-    by all of them breaks CUDA-IPC refcounting)."""
-    return {
+    by all of them breaks CUDA-IPC refcounting). `weight_version`, when given, becomes the
+    server's version once the push succeeded (SGLang >= 0.5.1; older releases have no field)."""
+    body = {
         "serialized_named_tensors": [encode_tensors(bucket) for _ in range(max(1, int(tp_size)))],
         "load_format": None,
         "flush_cache": bool(flush_cache),
     }
+    if weight_version is not None:
+        body["weight_version"] = str(weight_version)
+    return body
+
+
+def is_cuda_bucket(bucket: Bucket) -> bool:
+    """Whether a bucket's tensors travel as CUDA-IPC handles (see `encode_tensors`)."""
+    return any(getattr(t, "is_cuda", False) for _, t in bucket)
 
 
 # Globals a tensor payload may name: torch's rebuild functions, storages, dtypes and sizes. What

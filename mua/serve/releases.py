@@ -16,6 +16,10 @@ tests/contract run the covered releases' own classes on what mua sends.
                         before, it overwrote the first one's state (that request never finished).
   weight sessions       from 0.5.21 /update_weights_from_tensor is refused (400) outside
                         /begin_weight_update ... /end_weight_update.
+  weight_version        from 0.5.1 every weight-update request takes a `weight_version` string;
+                        the server's version (`/get_model_info`, each /generate's meta_info)
+                        changes only when a successful push carries one, else stays "default".
+                        0.4.x has no weight_version at all.
 
 Not here: the HTTP shapes (`mua.serve.protocol`), how the client or server act on these facts.
 """
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 # extra and `mua doctor` read this tuple.
 COVERED_RELEASES = ("0.4.9.post6", "0.5.5.post3", "0.5.23")
 NEWEST_COVERED = COVERED_RELEASES[-1]
+DEFAULT_WEIGHT_VERSION = "default"  # SGLang's ServerArgs.weight_version before any versioned push
 
 TAG_WEIGHTS, TAG_KV_CACHE, TAG_CUDA_GRAPH = "weights", "kv_cache", "cuda_graph"
 
@@ -54,6 +59,7 @@ class ReleaseTraits:
     sampling_seed: bool
     rejects_duplicate_rid: bool
     weight_sessions: bool
+    weight_version: bool
 
     @classmethod
     def of(cls, version: str | None) -> ReleaseTraits:
@@ -71,6 +77,7 @@ class ReleaseTraits:
             sampling_seed=key >= (0, 5, 3, 0),
             rejects_duplicate_rid=key >= (0, 5, 12, 0),
             weight_sessions=key >= (0, 5, 21, 0),
+            weight_version=key >= (0, 5, 1, 0),
         )
 
 

@@ -48,7 +48,7 @@ import mua
 from mua.serve import protocol
 from mua.serve.http_front import BadBody, Listener, start_listener
 from mua.serve.protocol import ProtocolError
-from mua.serve.releases import NEWEST_COVERED, ReleaseTraits
+from mua.serve.releases import DEFAULT_WEIGHT_VERSION, NEWEST_COVERED, ReleaseTraits
 
 
 class HTTPError(Exception):
@@ -85,7 +85,7 @@ class MuaServer:
         self.host, self.port = host, port
         self.request_timeout_s = request_timeout_s
         self.released_tags: set[str] = set()
-        self.weight_version = 0
+        self.weight_version = DEFAULT_WEIGHT_VERSION  # moved only by a push that carries one
         self.counts = {"generate": 0, "chat": 0, "weight_requests": 0, "flushes": 0}
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
@@ -149,7 +149,7 @@ class MuaServer:
             "model_path": self.model_path,
             "tokenizer_path": self.model_path,
             "is_generation": True,
-            "weight_version": str(self.weight_version),
+            **self._version_field(),
             "served_by": "mua",
         }
 
@@ -161,7 +161,7 @@ class MuaServer:
             "enable_deterministic_inference": self.traits.sampling_seed,  # seeds are honoured
             "model_path": self.model_path,
             "released_tags": sorted(self.released_tags),
-            "weight_version": str(self.weight_version),
+            **self._version_field(),
             "counts": dict(self.counts),
             "call_log": list(self.call_log),
         }
@@ -194,7 +194,7 @@ class MuaServer:
         finally:
             self._stop_running(rids)
         self.counts["generate"] += len(requests)
-        version = str(self.weight_version)
+        version = self.weight_version if self.traits.weight_version else None
         out = [
             protocol.generate_response(
                 res, len(req.prompt_ids), req.request_id, self._decode(res.token_ids), version
@@ -272,7 +272,7 @@ class MuaServer:
         # Each tensor-parallel rank reads the entry at its rank; this server is rank 0.
         bucket = decode_tensors(body["serialized_named_tensors"][0])
         self._run(self.engine.update_weights(bucket))
-        return self._pushed(f"loaded {len(bucket)} tensors")
+        return self._pushed(f"loaded {len(bucket)} tensors", body)
 
     def update_from_disk(self, body: Any) -> dict:
         from mua.rollout.weight_sync import read_shards
@@ -289,11 +289,19 @@ class MuaServer:
                 count += len(bucket)
         except FileNotFoundError as err:
             raise ProtocolError(str(err)) from err
-        return self._pushed(f"loaded {count} tensors from {body['model_path']}")
+        return self._pushed(f"loaded {count} tensors from {body['model_path']}", body)
 
-    def _pushed(self, message: str) -> dict:
-        self.weight_version += 1
+    def _version_field(self) -> dict:
+        return {"weight_version": self.weight_version} if self.traits.weight_version else {}
+
+    def _pushed(self, message: str, body: dict) -> dict:
+        """As SGLang: the version moves only when a successful push carries one (a release
+        without versions ignores the field)."""
         self.counts["weight_requests"] += 1
+        version = body.get("weight_version")
+        if version is not None and self.traits.weight_version:
+            self.weight_version = str(version)
+            message += f" Weight version updated to {version}."
         return {"success": True, "message": message, "num_paused_requests": 0}
 
     def _tags(self, body: Any) -> set[str]:

@@ -30,6 +30,9 @@ weights come through `mua.train.trained_model.engine_params`, which merges each 
 base weight under the base model's names, so either engine receives a plain model in the same
 buckets as a full push.
 
+Every sglang push carries `weight_version` (the number of updates so far, "0" for the initial
+weights); the client reads the server's version back and fails when it did not move.
+
 Metrics (`take_metrics`): `time/weight_push_s` (seconds spent pushing since the last call) and,
 for sglang, `engine/probe_logp_diff` (the largest probe difference since the last call).
 Not here: the HTTP protocol and server launching (`mua.rollout.sglang_engine`), bucketing and
@@ -70,6 +73,7 @@ class EngineSync:
     probe_ids: list[int] = field(default_factory=list)
     probe_tolerance: float = 0.05
     stale: bool = True
+    updates: int = 0  # weight updates pushed so far: the pushes' weight_version
     _push_s: float = 0.0
     _probe_diffs: list[float] = field(default_factory=list)
 
@@ -102,6 +106,7 @@ class EngineSync:
         """The trainer's weights changed (an update): the hf engine copies them now; an sglang
         server gets them in its next `wake`, between resuming weight memory and the KV cache."""
         self.stale = True
+        self.updates += 1
         if self.kind == "hf":
             self._push_hf()
 
@@ -141,9 +146,15 @@ class EngineSync:
             for _ in params:  # take part in each gather; the leader sends
                 pass
         else:  # the sglang client buckets (or writes shards) itself
-            await self.engine.update_weights(params)
+            await self.engine.update_weights(params, weight_version=self.weight_version)
         self.stale = False
         self._push_s += time.perf_counter() - t0
+
+    @property
+    def weight_version(self) -> str:
+        """What every push says it carries (SGLang's `weight_version`): the number of updates
+        pushed so far, the same string for a re-push of unchanged weights after a release."""
+        return str(self.updates)
 
     def _push_hf(self) -> None:
         """The hf engine's push when stale, in buckets, copied on the calling thread: a worker

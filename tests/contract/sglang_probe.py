@@ -19,7 +19,10 @@ Checks (the job's "checks" list, each {"kind": ..., ...}):
   deserialize   MultiprocessingSerializer.deserialize(payload) -> names, shapes, sums
   memory        a sequence of release/resume calls run through the scheduler's own methods on a
                 stand-in scheduler; reports the first call that raises and the tags left released
-  facts         source facts of the release (routes, duplicate-rid check)
+  server_args   the arguments of a launch command parsed by ServerArgs' own CLI parser
+  finish        the finish_reason objects of meta_info, built by the release's own classes
+  facts         source facts of the release (routes, duplicate-rid check, weight_version,
+                the /generate response keys the tokenizer manager writes)
 """
 
 from __future__ import annotations
@@ -300,6 +303,39 @@ def check_memory(job: dict) -> dict:
     return {"ok": True, "released": sorted(stand_in.memory_saver_adapter.paused)}
 
 
+def check_server_args(job: dict) -> dict:
+    """Parse a launch command's arguments with the release's own ServerArgs CLI parser (the one
+    `python -m sglang.launch_server` uses). Parsing only: ServerArgs' post-init probes the GPU."""
+    import argparse
+    import contextlib
+    import io
+
+    server_args = load("sglang.srt.server_args").ServerArgs
+    parser = argparse.ArgumentParser(prog="sglang.launch_server")
+    server_args.add_cli_args(parser)
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            parsed = parser.parse_args(job["argv"])
+    except SystemExit:
+        return {"ok": False, "error": errors.getvalue().strip().splitlines()[-1]}
+    return {"ok": True, "args": {k: v for k, v in vars(parsed).items() if k in job["keys"]}}
+
+
+def check_finish(job: dict) -> dict:
+    """The finish_reason objects the release's scheduler puts in meta_info, built by its own
+    classes (a length stop, a stop token, an abort)."""
+    batch = load("sglang.srt.managers.schedule_batch")
+    return {
+        "ok": True,
+        "reasons": [
+            batch.FINISH_LENGTH(length=8).to_json(),
+            batch.FINISH_MATCHED_TOKEN(matched=2).to_json(),
+            batch.FINISH_ABORT("aborted").to_json(),
+        ],
+    }
+
+
 def check_facts(job: dict) -> dict:
     side = Path(job["side"])
     http = (side / "sglang/srt/entrypoints/http_server.py").read_text()
@@ -325,6 +361,17 @@ def check_facts(job: dict) -> dict:
             )
         ),
         "rejects_duplicate_rid": "Duplicate request ID" in tokenizer,
+        # the /generate response keys mua reads, as the tokenizer manager writes them
+        "response_keys": sorted(
+            key
+            for key in ("output_ids", "finish_reason", "output_token_logprobs", "weight_version")
+            if f'"{key}"' in _tokenizer_sources(side)
+        ),
+        # a push's weight_version becomes the server's, reported by /get_model_info
+        "weight_version": "weight_version" in _fields("UpdateWeightsFromTensorReqInput")
+        and "weight_version" in _fields("UpdateWeightFromDiskReqInput")
+        and "_update_weight_version_if_provided" in _tokenizer_sources(side)
+        and '"weight_version"' in http,
         "memory_tags": sorted(
             getattr(constants, "GPU_MEMORY_ALL_TYPES", None)
             or [constants.GPU_MEMORY_TYPE_KV_CACHE, constants.GPU_MEMORY_TYPE_WEIGHTS]
@@ -342,7 +389,23 @@ def check_facts(job: dict) -> dict:
     }
 
 
+def _fields(cls_name: str) -> set[str]:
+    import dataclasses
+
+    cls = getattr(load("sglang.srt.managers.io_struct"), cls_name)
+    if dataclasses.is_dataclass(cls):
+        return {f.name for f in dataclasses.fields(cls)}
+    return set(getattr(cls, "__struct_fields__", ()) or getattr(cls, "model_fields", {}))
+
+
+def _tokenizer_sources(side: Path) -> str:
+    managers = side / "sglang/srt/managers"
+    return "".join(p.read_text() for p in managers.glob("tokenizer*.py"))
+
+
 CHECKS = {
+    "server_args": check_server_args,
+    "finish": check_finish,
     "generate": check_generate,
     "request": check_request,
     "deserialize": check_deserialize,

@@ -16,7 +16,12 @@ Per release, one probe run checks:
   one server, driven through the trainer's EngineSync against `mua serve --sglang-release
   <version>`) run through the scheduler's own release/resume methods, which must not fail; every
   release frees all the release's tags;
-- that mua's table of release facts (mua.serve.releases) matches the release's code.
+- that mua's table of release facts (mua.serve.releases) matches the release's code, and that the
+  /generate keys mua reads are written by the release's tokenizer manager (a source check);
+- the finish_reason objects built by the release's own classes, parsed by mua's response parser;
+- mua's launch command (`sglang_launch.launch_command`) parsed by the release's own ServerArgs
+  CLI parser; with --enable-deterministic-inference it parses exactly where the release has
+  seeds (mua refuses the flag itself elsewhere); an unknown flag is refused (control).
 """
 
 from __future__ import annotations
@@ -57,6 +62,35 @@ for rank, payload in enumerate(body["serialized_named_tensors"]):
 while not (out / "done").exists():  # keep the tensors alive until the receiver answered
     time.sleep(0.05)
 """
+
+
+ARG_KEYS = [
+    "model_path",
+    "host",
+    "port",
+    "mem_fraction_static",
+    "tp_size",
+    "tensor_parallel_size",
+    "dtype",
+    "enable_memory_saver",
+    "enable_deterministic_inference",
+]
+
+
+def _launch_argvs() -> list[list[str]]:
+    """mua's launch command's arguments (after `python -m sglang.launch_server`): as launched
+    for this release, with an unknown flag, and with the deterministic flag."""
+    from mua.rollout.sglang_launch import launch_command
+
+    def argv(*extra: str) -> list[str]:
+        cmd = launch_command(
+            "/models/policy", port=31234, mem_fraction=0.45, tp_size=2, extra_args=extra
+        )
+        assert cmd[1:3] == ["-m", "sglang.launch_server"]
+        return cmd[3:]
+
+    flag = "--enable-deterministic-inference"
+    return [argv(), argv("--no-such-flag"), argv(flag)]
 
 
 def _free_port() -> int:
@@ -169,12 +203,15 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
     traits = ReleaseTraits.of(version)
     sent, refused = _generate_bodies(traits)
     memory_calls, call_names = _training_step_calls(version)
-    push = weight_sync.tensor_push_body([("w", torch.zeros(2))], tp_size=2, flush_cache=False)
+    version_field = {"weight_version": "3"} if traits.weight_version else {}
+    push = weight_sync.tensor_push_body(
+        [("w", torch.zeros(2))], tp_size=2, flush_cache=False, **version_field
+    )
     requests = [
         ("UpdateWeightsFromTensorReqInput", push),
         (
             "UpdateWeightFromDiskReqInput",
-            {"model_path": "/dev/shm/mua-weights-x", "load_format": None},
+            {"model_path": "/dev/shm/mua-weights-x", "load_format": None, **version_field},
         ),
         ("ReleaseMemoryOccupationReqInput", {"tags": list(traits.memory_tags)}),
         ("ResumeMemoryOccupationReqInput", {"tags": ["weights"]}),
@@ -193,6 +230,8 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
             time.sleep(0.05)
         checks = [
             {"kind": "facts", "side": str(folder)},
+            *({"kind": "server_args", "argv": argv, "keys": ARG_KEYS} for argv in _launch_argvs()),
+            {"kind": "finish"},
             {"kind": "generate", "bodies": sent + refused, "vocab_size": 1000},
             *({"kind": "request", "cls": cls, "body": body} for cls, body in requests),
             {"kind": "deserialize", "payload_file": str(tmp_path / "payload0")},
@@ -220,6 +259,34 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
     assert traits.rejects_duplicate_rid == facts["rejects_duplicate_rid"]
     assert traits.sampling_seed == facts["sampling_seed"] == facts["deterministic_flag"]
     assert {"/health", "/abort_request", "/get_server_info"} <= set(facts["routes"])
+    assert traits.weight_version == facts["weight_version"]
+    read_keys = {"output_ids", "finish_reason", "output_token_logprobs"}  # what the client reads
+    assert read_keys <= set(facts["response_keys"]), facts["response_keys"]
+    assert traits.weight_version == ("weight_version" in facts["response_keys"])
+
+    launch, unknown_flag, deterministic = (next(results) for _ in range(3))
+    assert launch["ok"], launch
+    parsed = launch["args"]
+    assert parsed["model_path"] == "/models/policy" and parsed["port"] == 31234
+    assert parsed["enable_memory_saver"] is True and parsed["mem_fraction_static"] == 0.45
+    assert parsed.get("tp_size", parsed.get("tensor_parallel_size")) == 2
+    assert parsed["dtype"] == "bfloat16" and parsed["host"] == "127.0.0.1"
+    assert not unknown_flag["ok"] and "--no-such-flag" in unknown_flag["error"], unknown_flag
+    # mua refuses deterministic=true itself on a release without the flag (sglang_launch)
+    assert deterministic["ok"] == traits.sampling_seed, deterministic
+
+    finish = next(results)
+    assert finish["ok"], finish
+    parsed_finish = [
+        protocol.parse_generate_response(
+            {
+                "output_ids": [4],
+                "meta_info": {"output_token_logprobs": [[-0.5, 4, None]], "finish_reason": reason},
+            }
+        ).finish_reason
+        for reason in finish["reasons"]
+    ]
+    assert parsed_finish == ["length", "stop", "abort"], finish
 
     generated = next(results)["results"]
     assert generated[: len(sent)] == [{"ok": True}] * len(sent), generated

@@ -25,14 +25,16 @@ class RecordingEngine:
     def __init__(self, model):
         self.inner = HFEngine(model, copy_model=True)
         self.calls: list[tuple] = []
+        self.versions: list[str | None] = []  # the weight_version each sglang push carried
 
     async def generate(self, request):
         self.calls.append(("generate",))
         return await self.inner.generate(request)
 
-    async def update_weights(self, named_tensors) -> None:
+    async def update_weights(self, named_tensors, weight_version=None) -> None:
         tensors = [t for bucket in named_tensors for t in _pairs(bucket)]
         self.calls.append(("push", len(tensors)))
+        self.versions.append(weight_version)
         await self.inner.update_weights(tensors)
 
     def load_weights(self, bucket) -> None:  # the hf flow's push, on the calling thread
@@ -159,7 +161,7 @@ def test_probe_stops_a_stale_engine(model):
     other = load_model(MODEL, dtype="float32", seed=1)
     engine = RecordingEngine(other)
 
-    async def ignore(named_tensors):
+    async def ignore(named_tensors, weight_version=None):
         return None
 
     engine.update_weights = ignore
