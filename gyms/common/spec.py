@@ -53,7 +53,7 @@ def turn_expert(next_move: NextMove):
     """
 
     def make(ctx: GymContext):
-        as_text = expert_text(dict(ctx.options or {}))
+        as_text = expert_text(dict(getattr(ctx, "options", None) or {}))
 
         async def policy(messages: list[dict], task: Task) -> dict:
             move = next_move(count_assistant_turns(messages), task)
