@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes"
@@ -67,16 +67,27 @@ def _rewards(folder: Path, model: str, out: str) -> dict[str, float]:
     return {gym: row["reward_mean"] for gym, row in summary["gyms"].items()}
 
 
-def run_seed(folder: Path, seed: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Held-out reward per gym after SFT and after GRPO for one seed (the whole pipeline)."""
+def run_seed(
+    folder: Path, seed: int, sft_extra: tuple = (), rl_extra: tuple = ()
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Held-out reward per gym after SFT and after GRPO for one seed (the whole pipeline);
+    `sft_extra` / `rl_extra` are key=value overrides of the two training runs."""
     folder.mkdir(parents=True, exist_ok=True)
     for args in PREP:
         _mua(folder, "prep", *args)
     _mua(folder, "rollout", str(RECIPES / "multi_gym_quickstart_rollout.yaml"))
     seeds = [f"model.seed={seed}", f"data.seed={seed}"]
-    _mua(folder, "train", str(RECIPES / "multi_gym_quickstart_sft.yaml"), *seeds, "--no-resume")
+    _mua(
+        folder,
+        "train",
+        str(RECIPES / "multi_gym_quickstart_sft.yaml"),
+        *seeds,
+        *sft_extra,
+        "--no-resume",
+    )
     before = _rewards(folder, "runs/multi_gym_quickstart_sft/hf/final", "runs/eval_sft")
-    _mua(folder, "train", str(RECIPES / "multi_gym_quickstart.yaml"), *seeds, "--no-resume")
+    rl = str(RECIPES / "multi_gym_quickstart.yaml")
+    _mua(folder, "train", rl, *seeds, *rl_extra, "--no-resume")
     after = _rewards(folder, "runs/multi_gym_quickstart/hf/final", "runs/eval_rl")
     return before, after
 
@@ -97,6 +108,7 @@ def test_learning_criterion_rejects_noise():
     assert learning_gyms(gains) == ["up"]
 
 
+@pytest.mark.slow
 def test_multi_gym_quickstart_learns_on_two_gyms(tmp_path):
     gains: dict[str, list[float]] = {}
     lines = []
