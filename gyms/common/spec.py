@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from gyms.common.episode import count_assistant_turns
 from gyms.common.interact import InteractEnv
+from mua.errors import UsageError
 from mua.gym import GymContext, GymSpec, Task
 
 # What a UserRL-style episode needs unless its gym says otherwise.
@@ -25,15 +26,38 @@ INTERACT_BUDGETS = {"max_turns": 12, "max_total_tokens": 4096, "max_new_tokens_p
 NextMove = Callable[[int, Task], dict]
 
 
+def as_bracket_text(message: dict) -> dict:
+    """The same move written as bracket text (`[choice] content`) instead of a tool call."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return message
+    args = calls[0]["function"]["arguments"]
+    text = f"[{args['choice']}] {args.get('content', '')}".rstrip()
+    return {"role": "assistant", "content": text}
+
+
+def expert_text(options: dict) -> bool:
+    """The `expert_text` gym option: the expert writes bracket text, not tool calls (default no)."""
+    value = options.get("expert_text", False)
+    if not isinstance(value, bool):
+        raise UsageError(f"gym.options.expert_text must be true or false, got {value!r}")
+    return value
+
+
 def turn_expert(next_move: NextMove):
     """An expert factory whose reply depends only on the task and the turns already taken.
 
     `next_move(turn, task)` returns the assistant message for turn `turn` (0 for the first).
+    With `gym.options.expert_text: true` the move is written as bracket text, the short form a
+    tiny model imitates more easily than a JSON tool call (read with `tool_parser: auto`).
     """
 
     def make(ctx: GymContext):
+        as_text = expert_text(dict(getattr(ctx, "options", None) or {}))
+
         async def policy(messages: list[dict], task: Task) -> dict:
-            return next_move(count_assistant_turns(messages), task)
+            move = next_move(count_assistant_turns(messages), task)
+            return as_bracket_text(move) if as_text else move
 
         return policy
 
