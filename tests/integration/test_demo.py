@@ -62,7 +62,7 @@ def test_quick_demo_runs_every_phase_and_reports(tmp_path):
 def test_a_failing_phase_stops_the_demo_with_its_log(tmp_path, monkeypatch):
     from mua import demo
 
-    def broken(out, seed, quick=False):
+    def broken(out, seed, quick=False, rl_recipe="quickstart.yaml"):
         return [("prep", demo._mua("prep", "--gym", "no_such_gym", "--out", str(out / "data")))]
 
     monkeypatch.setattr(demo, "_phases", broken)
