@@ -52,7 +52,7 @@ def build_model(lora: bool):
 
     from mua.config.model import LoraConfig
     from mua.models.lora import add_adapters
-    from mua.train.packed_attention import enable_varlen
+    from mua.cpu_kernels.packed_attention import enable_varlen
     from mua.train.trained_model import use_trainer_norms
 
     config = Qwen3Config(

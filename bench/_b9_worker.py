@@ -29,7 +29,7 @@ def build_model():
     """B9's model, as the trainer runs it on CPU (varlen attention, the trainer's norms)."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from mua.train.packed_attention import enable_varlen
+    from mua.cpu_kernels.packed_attention import enable_varlen
     from mua.train.trained_model import use_trainer_norms
 
     config = Qwen2Config(

@@ -1,7 +1,7 @@
 """One torchrun rank of B4: shard a model as the trainer does, take one step, count local bytes.
 
 Run as `python -m torch.distributed.run --standalone --nproc-per-node=N -m bench._fsdp_memory_worker
-OUT.json MODEL`. Every rank builds the policy (`mua.models.load_model` + `mua.dist.fsdp.shard_model`),
+OUT.json MODEL`. Every rank builds the policy (`mua.models.model_loading` + `mua.distributed.fsdp.shard_model`),
 the optimizer (`mua.train.optim.build_optimizer`) and takes one real step (`mua.train.sft.sft_step`),
 so gradients and AdamW state exist, then counts the bytes this rank holds for parameters, gradients
 and optimizer state. Bytes are counted per distinct storage, so FSDP's shard padding is included
@@ -50,8 +50,8 @@ def main(out_path: str, model_path: str) -> None:
     import torch
 
     from mua.config.train import OptimConfig
-    from mua.dist import all_gather_objects, barrier, destroy, init_distributed
-    from mua.dist.fsdp import shard_model
+    from mua.distributed import all_gather_objects, barrier, destroy, init_distributed
+    from mua.distributed.fsdp import shard_model
     from mua.models import load_model
     from mua.train.data import SFTSample
     from mua.train.optim import build_optimizer, build_scheduler

@@ -4,7 +4,7 @@ Workload: 64 conversations of 4 user turns, each answered by one agent turn of e
 tokens (tiny:qwen2-1m, 2 engine threads or 1 on a 2-core machine, fixed seeds). The engine runs
 in its own process and speaks SGLang's protocol, as in production: `mua serve` (the hf engine
 behind SGLang's native HTTP API), driven through the sglang client
-(`mua.rollout.sglang_engine.SGLangEngine`). Every user turn comes from an LLM user served over
+(`mua.engines.sglang.sglang_engine.SGLangEngine`). Every user turn comes from an LLM user served over
 HTTP on 127.0.0.1 by the fake OpenAI-compatible server (another process; log-normal latency,
 mean 200 ms). As in tau-bench, the simulated user opens the conversation from its scenario, and
 the conversation ends with the agent's answer to the 4th user turn.
@@ -212,7 +212,7 @@ def _start_user_server() -> tuple[subprocess.Popen, str]:
 
 def _user_client(base_url: str, concurrency: int = NUM_CONVERSATIONS):
     from mua.config.rollout import LLMUserConfig
-    from mua.rollout.llm_client import LLMClient
+    from mua.llm.llm_client import LLMClient
 
     cfg = LLMUserConfig(
         kind="llm",
@@ -291,7 +291,7 @@ async def _replay(engine, workload, base_url: str | None) -> None:
     Each conversation keeps its own sampled tokens (and its route key), so turn k+1 extends turn
     k's prompt exactly as in (a): the engine's prefix reuse helps (b) and (c) as much as (a).
     """
-    from mua.rollout.engine import GenerationRequest, SamplingParams
+    from mua.engines.engine_contract import GenerationRequest, SamplingParams
 
     llm = _user_client(base_url) if base_url else None
     prompts = [conv[0][0] for conv in workload]
@@ -413,7 +413,7 @@ def _cores_note(split: tuple[set[int], set[int]] | None) -> str:
 
 def run() -> tuple[dict[str, float], str]:
     from mua.models import load_tokenizer
-    from mua.rollout.sglang_engine import SGLangEngine
+    from mua.engines.sglang.sglang_engine import SGLangEngine
 
     # random tiny-model text rarely re-encodes to the same tokens; the drift check still runs
     # (it is part of mua's cost) but its per-trajectory warnings would flood the bench output

@@ -1,7 +1,7 @@
 """B4: FSDP2 memory per rank, 2 ranks vs 1: parameters + gradients + AdamW state (torchrun, gloo, CPU).
 
 Each world size is one `torchrun --standalone` launch of `bench._fsdp_memory_worker`, which shards
-tiny:qwen2-10m with the trainer's FSDP2 code (`mua.dist.fsdp.shard_model`, fp32), takes one real
+tiny:qwen2-10m with the trainer's FSDP2 code (`mua.distributed.fsdp.shard_model`, fp32), takes one real
 training step and counts the bytes of the tensors each rank holds (see the worker's docstring).
 
 per_rank_bytes_ratio_2_vs_1 = max over the 2 ranks of their bytes / the single rank's bytes

@@ -3,7 +3,7 @@
 Skipped (returns None) without CUDA. The model has Qwen3-0.6B's shape (hidden 1024, 28 layers,
 16/8 heads of 128, MLP 3072, vocab 151936, tied embeddings) with random weights, so nothing is
 downloaded. It is trained the way `mua train` trains on a GPU: FSDP2 on a one-rank NCCL group with
-bf16 compute and fp32 master weights (`mua.dist.fsdp.shard_model`, mixed_precision=bf16), AdamW
+bf16 compute and fp32 master weights (`mua.distributed.fsdp.shard_model`, mixed_precision=bf16), AdamW
 (`mua.train.optim`), and the trainer's step over packed micro-batches of
 `parallel.micro_batch_tokens` = 16384 (`mua.train.sft.sft_step`: forward, full-vocab log-probs,
 backward, clipping, optimizer step). Attention is flash-attention 2 (varlen over the packed
@@ -93,7 +93,7 @@ def measure(
 
     from bench._proc_group import one_process_group
     from mua.config.train import OptimConfig
-    from mua.dist.fsdp import shard_model
+    from mua.distributed.fsdp import shard_model
     from mua.train.optim import build_optimizer, build_scheduler
     from mua.train.sft import sft_step
 

@@ -1,7 +1,7 @@
 """B7: log-probs the engine sampled with vs the trainer's recomputation, at step 0 and after a weight push.
 
 Setup, as `mua train` builds it: the policy is tiny:qwen2-1m in fp32 on CPU, sharded with FSDP2
-(`mua.dist.fsdp.shard_model`) on a one-process gloo group (`mua.dist.init_distributed`). Each
+(`mua.distributed.fsdp.shard_model`) on a one-process gloo group (`mua.distributed.init_distributed`). Each
 engine variant starts from a fresh policy (the same seed-0 weights) and runs the same cycle:
 
 1. The engine samples 8 chat prompts (different lengths, so its batch is left-padded) x 4
@@ -15,7 +15,7 @@ engine variant starts from a fresh policy (the same seed-0 weights) and runs the
 Variants (metric suffix):
 - none (the original bar keys): the in-process `hf` engine holding its own copy of the weights;
   step 0 samples with that copy, the push is `EngineSync(kind="hf").push()`.
-- `_sglang_protocol`: the SGLang-protocol client (`mua.rollout.sglang_engine.SGLangEngine`, built
+- `_sglang_protocol`: the SGLang-protocol client (`mua.engines.sglang.sglang_engine.SGLangEngine`, built
   by `engine_from_config` from a `rollout.sglang` section with `base_urls`) against a `mua serve`
   subprocess that the benchmark starts on a free 127.0.0.1 port for the same model (fp32, CPU).
   Every use of the engine goes through `EngineSync(kind="sglang", is_leader=True)` as the RL
@@ -95,7 +95,7 @@ def prompts(tokenizer) -> list[list[int]]:
 
 async def sample_async(engine, prompt_ids: list[list[int]], stop_id: int, seed: int):
     """Every prompt x SAMPLES_PER_PROMPT, all in flight at once; (prompt ids, results) per request."""
-    from mua.rollout.engine import GenerationRequest, SamplingParams
+    from mua.engines.engine_contract import GenerationRequest, SamplingParams
 
     requests = [
         GenerationRequest(
@@ -189,10 +189,10 @@ def variant_metrics(step0, stale, pushed, sampled, suffix: str) -> dict[str, flo
 
 def measure_hf(dist, prompt_ids: list[list[int]], stop_id: int) -> dict[str, float]:
     """The in-process hf engine with its own copy of the weights; push = EngineSync(kind="hf")."""
-    from mua.dist.fsdp import shard_model
+    from mua.distributed.fsdp import shard_model
     from mua.models import load_model
     from mua.models.tiny import PAD_TOKEN_ID
-    from mua.rollout.hf_engine import HFEngine
+    from mua.engines.hf.hf_engine import HFEngine
     from mua.train.engine_sync import EngineSync
 
     base = load_model(MODEL, dtype="float32", seed=0)
@@ -262,8 +262,8 @@ def server_weight_requests(url: str) -> int:
 def protocol_sync(url: str, weight_path: str, policy, hf_config, vocab_size: int):
     """EngineSync for a `rollout.sglang` section pointing at `url`, built as the trainer builds it."""
     from mua.config.rollout import SGLangConfig
-    from mua.rollout.sglang_engine import engine_from_config
-    from mua.rollout.weight_sync import default_probe_ids
+    from mua.engines.sglang.sglang_engine import engine_from_config
+    from mua.engines.sglang.weight_sync import default_probe_ids
     from mua.train.engine_sync import EngineSync
 
     cfg = SGLangConfig(base_urls=[url], weight_path=weight_path)
@@ -309,7 +309,7 @@ def measure_protocol(
     dist, url: str, weight_path: str, prompt_ids, stop_id: int, suffix: str
 ) -> dict[str, float]:
     """The SGLang client against `mua serve`, every use of the engine through EngineSync."""
-    from mua.dist.fsdp import shard_model
+    from mua.distributed.fsdp import shard_model
     from mua.errors import RunFailure
     from mua.models import load_model
 

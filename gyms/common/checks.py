@@ -113,7 +113,7 @@ async def mean_reward(
 def llm_context(base_url: str, max_retries: int = 2, **options) -> GymContext:
     """A `GymContext` whose LLM user is a real `LLMClient` pointed at `base_url` (e.g. a fake server)."""
     from mua.config.rollout import LLMUserConfig
-    from mua.rollout.llm_client import LLMClient
+    from mua.llm.llm_client import LLMClient
 
     cfg = LLMUserConfig(
         base_url=base_url, model="fake-model", max_retries=max_retries, backoff_s=0.01, timeout_s=10

@@ -94,7 +94,7 @@ class Tau2Env:
             key = json.dumps(judge, sort_keys=True)
             if key not in _JUDGES:
                 from mua.config.rollout import LLMUserConfig
-                from mua.rollout.llm_client import LLMClient
+                from mua.llm.llm_client import LLMClient
 
                 _JUDGES[key] = LLMClient(LLMUserConfig(**{"kind": "llm", **judge}))
             return _JUDGES[key]

@@ -43,7 +43,7 @@ def load(args: list[str], verb: str):
 def out_option(help: str):
     """The `--out/-o PATH` option of the verbs that write beside their input unless told where
     (`mua merge`, `mua view`); `help` names the default. What may be written there is checked by
-    `mua.run_dir` (`claim_dir`, `claim_file`) when the verb writes."""
+    `mua.output_folders` (`claim_dir`, `claim_file`) when the verb writes."""
     import typer
 
     return typer.Option(None, "--out", "-o", help=help)

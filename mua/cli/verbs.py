@@ -1,4 +1,4 @@
-"""Registers every verb module on the Typer app. Adding a verb: write `mua/cli/<verb>.py`
+"""Registers every verb module on the Typer app. Adding a verb: write `mua/cli/<verb>_cmd.py`
 with a `register(app)` function and list it here."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ VERB_MODULES = ["prep", "train", "rollout", "eval", "merge", "recipe", "serve", 
 def register_all(app) -> None:
     for name in VERB_MODULES:
         try:
-            module = importlib.import_module(f"mua.cli.{name}")
+            module = importlib.import_module(f"mua.cli.{name}_cmd")
         except ModuleNotFoundError as e:
-            if e.name == f"mua.cli.{name}":
+            if e.name == f"mua.cli.{name}_cmd":
                 continue  # verb not present in this build
             raise
         module.register(app)

@@ -4,7 +4,7 @@ Public API: `load_recipe(path, overrides, verb)`, `RECIPE_MODELS`, `write_resolv
 `read_resolved`. Importing this package imports pydantic and yaml only (no torch).
 """
 
-from mua.config.loading import load_recipe, parse_recipe_dict
+from mua.config.recipe_loading import load_recipe, parse_recipe_dict
 from mua.config.recipes import RECIPE_MODELS, recipe_model_for
 from mua.config.resolved import read_resolved, write_resolved
 

@@ -7,7 +7,7 @@ with backoff, requests in flight). Which model to ask is not an endpoint setting
 it in `user.model`, the agent in `model.path: openai:<name>` (`mua eval --model openai:<name>`).
 
 Secrets are never stored here: `api_key_env` names an environment variable. Nothing here sends a
-request (see `mua.rollout.llm_client`).
+request (see `mua.llm.llm_client`).
 """
 
 from __future__ import annotations

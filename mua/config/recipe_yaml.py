@@ -10,7 +10,7 @@
   node once, so counting never expands anything.
 `read_recipe_text` refuses files over `MAX_BYTES` before parsing (PyYAML's pure-Python scanner
 takes seconds per megabyte) and bytes that are not UTF-8. `non_finite_path` finds infinite or
-NaN numbers, which no recipe field means. Does not validate fields (`mua.config.loading`).
+NaN numbers, which no recipe field means. Does not validate fields (`mua.config.recipe_loading`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from mua.config.redact import redact_urls
-from mua.eval.metrics import flat_metrics
+from mua.eval.summary import flat_metrics
 
 SUMMARY_FILE = "summary.json"
 

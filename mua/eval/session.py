@@ -3,8 +3,8 @@
 `run_evaluation(recipe, model=..., gyms=..., out_dir=...)` writes `<out_dir>/results.jsonl`
 (one line per trajectory), `summary.json` and `eval_config.json`, logs an MLflow run unless
 `track` is False, and returns the per-gym summaries. The output folder must be one mua created
-or an empty one (`mua.run_dir.claim_dir`), and no other `mua eval` may be writing it
-(`mua.run_dir.FolderLock`). Re-running the same command after an interruption
+or an empty one (`mua.output_folders.claim_dir`), and no other `mua eval` may be writing it
+(`mua.output_folders.FolderLock`). Re-running the same command after an interruption
 continues where it stopped, provided the model, tokenizer and tasks have the same content
 (`mua.eval.fingerprint`; file digests are cached in `content_hashes.json`); otherwise it is
 refused with a hint to use --fresh. The CLI prints the table; nothing here parses arguments.
@@ -64,10 +64,10 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
 
 
 async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) -> dict:
-    from mua.eval.runner import evaluate
+    from mua.eval.eval_runner import evaluate
     from mua.gym import GymContext, get_gym
     from mua.gym.mix import entry_rollout, entry_user
-    from mua.rollout.llm_client import make_llm_client, user_call_report
+    from mua.llm.llm_client import make_llm_client, user_call_report
 
     summaries = {}
     try:
@@ -118,8 +118,8 @@ def run_evaluation(
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
     from mua.eval.tasks import load_eval_tasks
     from mua.gym.mix import check_gyms, entry_user
-    from mua.rollout.llm_client import preflight_user
-    from mua.run_dir import FolderLock, claim_dir
+    from mua.llm.llm_client import preflight_user
+    from mua.output_folders import FolderLock, claim_dir
 
     check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)

@@ -9,7 +9,7 @@ the settings and content that determine results (model and tokenizer content, sa
 user); resuming into a folder evaluated with other settings is refused unless `fresh`, which
 starts over. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows whose
 task has changed since (a re-prepared task file). Rows are written with URL credentials
-redacted. Not here: what a row contains (`mua.eval.metrics`), computing fingerprints
+redacted. Not here: what a row contains (`mua.eval.summary`), computing fingerprints
 (`mua.eval.fingerprint`) or running anything.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mua.config.redact import redact_urls
 from mua.errors import UsageError
-from mua.eval.metrics import row_key
+from mua.eval.summary import row_key
 
 RESULTS_FILE = "results.jsonl"
 CONFIG_FILE = "eval_config.json"

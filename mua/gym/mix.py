@@ -80,7 +80,7 @@ def entry_rollout(rollout_cfg, entry, spec):
 def gym_runs(recipe, *, with_clients: bool = True) -> list[GymRun]:
     """Every entry's GymRun (LLM user clients are made only when `with_clients`)."""
     from mua.gym import GymContext, get_gym
-    from mua.rollout.llm_client import make_llm_client
+    from mua.llm.llm_client import make_llm_client
 
     runs = []
     for entry in recipe.gyms:

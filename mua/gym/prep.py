@@ -5,7 +5,7 @@ writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`);
 checked first (`TaskRowCheck`: usable, unique ids per split), so bad source data fails here,
 naming it. `check_options` validates a gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
 prints: the CLI renders the returned counts. Writing holds the output folder's lock
-(`mua.run_dir.FolderLock`). Gyms are mixed by a recipe's `gyms:` list where
+(`mua.output_folders.FolderLock`). Gyms are mixed by a recipe's `gyms:` list where
 they are used (`mua.gym.mix`), not here.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from mua.errors import UsageError
 from mua.gym.api import Task
 from mua.gym.taskfile import TaskRowCheck, write_tasks
-from mua.run_dir import FolderLock
+from mua.output_folders import FolderLock
 
 
 def parse_option_args(items: list[str]) -> dict:

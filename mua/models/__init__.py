@@ -6,7 +6,7 @@ Importing this package is cheap: torch and transformers are imported inside the 
 from __future__ import annotations
 
 from mua.models.chat import check_prefix_stability, render_delta_ids, render_ids, render_text
-from mua.models.loading import load_model, load_tokenizer, resolve, resolve_model
+from mua.models.model_loading import load_model, load_tokenizer, resolve, resolve_model
 from mua.models.saving import save_hf
 from mua.models.tiny import TINY_PRESETS, TinyPreset
 

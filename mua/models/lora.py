@@ -66,10 +66,10 @@ def check_targets(model_cfg) -> None:
     import torch
     from peft import get_peft_model
 
-    from mua.models.loading import TINY_PREFIX
+    from mua.models.model_loading import TINY_PREFIX
 
     if model_cfg.path.startswith(TINY_PREFIX):
-        from mua.models.loading import tiny_preset
+        from mua.models.model_loading import tiny_preset
         from mua.models.tiny import tiny_config
 
         config = tiny_config(tiny_preset(model_cfg.path))

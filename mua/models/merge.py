@@ -13,8 +13,8 @@ generation config beside them). Output, per step (default `<run>/hf/global_step_
 folder has it (with the same dtype, merged from the same checkpoint files: their stat
 signatures are recorded, so a checkpoint rewritten by a new training run is merged again) is
 skipped unless `force`. An existing output folder is replaced only when mua wrote it (its
-`.mua-dir` marker, or a `merge_info.json` from an older mua; `mua.run_dir.claim_dir`); a second
-`mua merge` into the same folder meanwhile is refused (`mua.run_dir.FolderLock`, whose lock file
+`.mua-dir` marker, or a `merge_info.json` from an older mua; `mua.output_folders.claim_dir`); a second
+`mua merge` into the same folder meanwhile is refused (`mua.output_folders.FolderLock`, whose lock file
 `.<folder>.mua-run.lock` is beside the folder, which is replaced whole). Tied embeddings: the checkpoint
 stores `lm_head.weight` beside the embedding; for a tied config the two must be equal and the
 file keeps one copy, as Hugging Face expects. `verify` rebuilds the model from the checkpoint's
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mua.errors import RunFailure, UsageError
-from mua.run_dir import LOCK, FolderLock, claim_dir, mark_dir
+from mua.output_folders import LOCK, FolderLock, claim_dir, mark_dir
 
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 MERGE_INFO = "merge_info.json"
@@ -273,7 +273,7 @@ def merge_checkpoint(
     """Merge one checkpoint; skipped when `out_dir` holds a finished merge of the same dtype.
     A LoRA checkpoint goes to `mua.models.merge_lora` (`adapter`: a PEFT folder; `base`: the
     base model's path when it moved)."""
-    from mua.dist.dcp_offline import read_model_state
+    from mua.distributed.dcp_offline import read_model_state
     from mua.models.lora import read_adapter_info
 
     lora = read_adapter_info(step_dir)

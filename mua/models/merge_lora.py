@@ -33,7 +33,7 @@ from mua.models.merge import (
     probe_batch,
     verify_merged,
 )
-from mua.run_dir import claim_dir, mark_dir
+from mua.output_folders import claim_dir, mark_dir
 
 
 def adapter_model(step_dir: Path, info: dict, state: dict, base: str | None):
@@ -83,7 +83,7 @@ def merge_lora_checkpoint(
     base: str | None = None,
 ) -> MergeResult:
     """Merge (or export the adapter of) one LoRA checkpoint; skipped when done already."""
-    from mua.dist.dcp_offline import read_model_state
+    from mua.distributed.dcp_offline import read_model_state
     from mua.train.checkpoint import checkpoint_problem
 
     form = "adapter" if adapter else "merged"

@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from mua.models.loading import _torch_dtype
+from mua.models.model_loading import _torch_dtype
 
 
 def _cast_state_dict(model, torch_dtype) -> dict:

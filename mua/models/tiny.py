@@ -7,7 +7,7 @@ as the real small Qwen2/Qwen3 checkpoints do; the Llama presets keep them separa
 and TinyLlama do, so both layouts are covered by tests.
 
 These models are for tests, demos and debugging; they are not trained and produce noise.
-Loading real checkpoints is in `mua.models.loading`.
+Loading real checkpoints is in `mua.models.model_loading`.
 """
 
 from __future__ import annotations

@@ -1,2 +1,3 @@
-"""Multi-turn rollouts: transcripts (token ids + masks), engines, the async runner, tool-call
-parsing and user simulators. Heavy modules (engines) are imported lazily by their users."""
+"""The multi-turn rollout runner: transcripts (token ids + masks), tool-call parsing, rendering,
+agent policies and the async runner that drives conversations between an engine, a gym and its
+simulated user. Engines live in `mua.engines`, the HTTP/LLM client in `mua.llm`."""

@@ -4,7 +4,7 @@ gym's user, limits, group size and sampling temperature, all in one runner.
 `mixed_rollouts(recipe, make_engine_policy)` returns the trajectories (each with its entry's label
 in `gym`), in entry order. Tasks come from each entry's `train_files`, else the rows of
 `data.train_files` naming its gym, else the gym's built-in `split`; `data.max_tasks` applies per
-entry. Does not write anything; `mua.cli.rollout` does.
+entry. Does not write anything; `mua.cli.rollout_cmd` does.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Native `tool_calls` are used when the server returns them; otherwise tool calls 
 `message_to_action` turns the dict into the gym's `AgentAction`.
 
 Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
-is `mua.rollout.chat_endpoint.ChatEndpoint` (aiohttp), set up from `rollout.openai` (the same
+is `mua.llm.chat_endpoint.ChatEndpoint` (aiohttp), set up from `rollout.openai` (the same
 endpoint settings as an LLM user's); when its retries are spent the run stops with a
 `RunFailure` naming the endpoint, since an agent that cannot answer makes the evaluation
 meaningless. Mua's internal messages (tool-call arguments as dicts, tool results by name, `env`
@@ -28,8 +28,8 @@ from typing import Any
 
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import AgentAction, ToolCall, UserFailure
-from mua.rollout.chat_endpoint import ChatEndpoint
-from mua.rollout.llm_client import OPENAI_API_URL
+from mua.llm.chat_endpoint import ChatEndpoint
+from mua.llm.llm_client import OPENAI_API_URL
 from mua.rollout.toolcalls import ParserName, action_as_message, parse_action, read_native_calls
 
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from mua.gym.api import AgentAction, GymContext, GymSpec, Task, ToolCall
-from mua.rollout.engine import GenerationRequest, GenerationResult, RolloutEngine, SamplingParams
+from mua.engines.engine_contract import GenerationRequest, GenerationResult, RolloutEngine, SamplingParams
 from mua.rollout.toolcalls import ParserName, parse_action, read_native_calls
 from mua.text import clean_message
 

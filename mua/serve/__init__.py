@@ -23,7 +23,7 @@ def serve_model(
 ) -> MuaServer:
     """Load `model_path` into an HFEngine and start serving it; returns the started server."""
     from mua.models import load_tokenizer
-    from mua.rollout.hf_engine import HFEngine
+    from mua.engines.hf.hf_engine import HFEngine
 
     tokenizer = load_tokenizer(model_path)
     engine = HFEngine.from_pretrained(

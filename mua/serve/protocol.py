@@ -17,7 +17,7 @@ elsewhere seeds are best-effort.
 Log-probs: SGLang returns log_softmax(logits / T) of the sampled token unless the server runs with
 SGLANG_RETURN_ORIGINAL_LOGPROB=1; mua's contract is the former, so the launcher never sets it.
 
-Not here: HTTP transport (see `mua.rollout.sglang_engine` and `mua.serve.server`), streaming,
+Not here: HTTP transport (see `mua.engines.sglang.sglang_engine` and `mua.serve.server`), streaming,
 text prompts, multimodal inputs, prompt (input) log-probs.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
+from mua.engines.engine_contract import GenerationRequest, GenerationResult, SamplingParams
 
 FINISH_TYPES = ("stop", "length", "abort")
 

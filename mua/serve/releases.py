@@ -1,6 +1,6 @@
 """What differs between SGLang releases, in the parts of the protocol mua uses.
 
-One table, read by both sides: the client (`mua.rollout.sglang_engine`) adapts to the release a
+One table, read by both sides: the client (`mua.engines.sglang.sglang_engine`) adapts to the release a
 server reports in `/get_server_info` (`version`), and `mua serve --sglang-release X` accepts and
 refuses what release X accepts and refuses. The facts come from reading each release's code
 (tokenizer manager, scheduler, sampling params, HTTP server); the contract tests under

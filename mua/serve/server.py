@@ -175,7 +175,7 @@ class MuaServer:
             )
 
     async def generate(self, body: Any) -> Any:
-        from mua.rollout.engine import GenerationRequest
+        from mua.engines.engine_contract import GenerationRequest
 
         self._require_awake()
         self._check_sampling_fields(body)
@@ -267,7 +267,7 @@ class MuaServer:
                 "update_weights_from_tensor must run between begin_weight_update() and "
                 "end_weight_update()"
             )
-        from mua.rollout.weight_sync import decode_tensors
+        from mua.engines.sglang.weight_sync import decode_tensors
 
         # Each tensor-parallel rank reads the entry at its rank; this server is rank 0.
         bucket = decode_tensors(body["serialized_named_tensors"][0])
@@ -275,7 +275,7 @@ class MuaServer:
         return self._pushed(f"loaded {len(bucket)} tensors", body)
 
     def update_from_disk(self, body: Any) -> dict:
-        from mua.rollout.weight_sync import read_shards
+        from mua.engines.sglang.weight_sync import read_shards
 
         self._log("update_weights_from_disk", body)
         if not isinstance(body, dict) or not body.get("model_path"):
@@ -354,7 +354,7 @@ class MuaServer:
 
     async def chat(self, body: Any) -> dict:
         from mua.models import render_ids
-        from mua.rollout.engine import GenerationRequest, SamplingParams
+        from mua.engines.engine_contract import GenerationRequest, SamplingParams
 
         self._require_awake()
         if self.tokenizer is None:

@@ -46,8 +46,8 @@ from pathlib import Path
 
 import torch
 
-from mua.dist import barrier
-from mua.dist.dcp import load_dcp, save_dcp
+from mua.distributed import barrier
+from mua.distributed.dcp import load_dcp, save_dcp
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 TMP_PREFIX = ".tmp-"

@@ -10,7 +10,7 @@ sampled); position 0 of every sequence has none.
 `gae_advantages` returns each sample's values, GAE advantages (policy tokens only, whitened over
 the whole step across ranks) and returns; `Critic.train_mini_batch` takes one clipped value-loss
 optimizer step and returns its loss. Not here: a separate critic architecture (`algo.critic:
-separate` is refused), choosing between GRPO and GAE (`mua.train.advantages`).
+separate` is refused), choosing between GRPO and GAE (`mua.train.advantage_strategy`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from mua.algo import (
     place_turn_rewards,
     value_loss,
 )
-from mua.dist import all_reduce_sum
-from mua.dist.fsdp import clip_grad_norm, shard_model
+from mua.distributed import all_reduce_sum
+from mua.distributed.fsdp import clip_grad_norm, shard_model
 from mua.errors import UsageError
 from mua.train.packed_batch import concat_per_token, first_token_mask
 from mua.train.packed_forward import accumulate, forward_only

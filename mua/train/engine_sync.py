@@ -35,8 +35,8 @@ weights); the client reads the server's version back and fails when it did not m
 
 Metrics (`take_metrics`): `time/weight_push_s` (seconds spent pushing since the last call) and,
 for sglang, `engine/probe_logp_diff` (the largest probe difference since the last call).
-Not here: the HTTP protocol and server launching (`mua.rollout.sglang_engine`), bucketing and
-encodings (`mua.rollout.weight_sync`), the hf engine's internals.
+Not here: the HTTP protocol and server launching (`mua.engines.sglang.sglang_engine`), bucketing and
+encodings (`mua.engines.sglang.weight_sync`), the hf engine's internals.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from mua.dist import all_gather_objects, all_reduce_max, barrier
-from mua.rollout.weight_sync import (
+from mua.distributed import all_gather_objects, all_reduce_max, barrier
+from mua.engines.sglang.weight_sync import (
     check_probe_diff,
     default_probe_ids,
     iter_buckets,
@@ -204,7 +204,7 @@ def build_engine_sync(rollout, model_cfg, parallel, dist, policy, tokenizer) -> 
         return _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer)
     from mua.determinism import engine_batch_size
     from mua.models import load_model
-    from mua.rollout.hf_engine import HFEngine
+    from mua.engines.hf.hf_engine import HFEngine
 
     dtype = model_cfg.dtype if dist.device.type == "cuda" else "float32"
     engine = HFEngine(
@@ -218,7 +218,7 @@ def build_engine_sync(rollout, model_cfg, parallel, dist, policy, tokenizer) -> 
 
 
 def _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer) -> EngineSync:
-    from mua.rollout.sglang_engine import engine_from_config
+    from mua.engines.sglang.sglang_engine import engine_from_config
 
     cfg = rollout.sglang
     hf_config = getattr(policy, "config", None)
@@ -259,7 +259,7 @@ def _node_id() -> str:
 
 def memory_preflight(recipe, model, world_size: int, gpu_bytes: int, show: bool = True) -> str:
     """Estimate per-GPU memory of trainer + co-located engine; print it, RunFailure if it cannot fit."""
-    from mua.train.memory_estimate import (
+    from mua.models.memory_estimate import (
         ModelShape,
         check_fits,
         estimate_memory,

@@ -27,7 +27,7 @@ class RunStopped(RunFailure):
 def check_finite(loss: float, grad_norm: float, what: str = "policy") -> None:
     """Raise RunStopped unless this rank's loss and the global gradient norm are finite (the
     verdict is reduced over ranks, so all raise or none). The trainer's loop adds the step."""
-    from mua.dist import all_reduce_max
+    from mua.distributed import all_reduce_max
 
     bad = 0.0 if math.isfinite(loss) and math.isfinite(grad_norm) else 1.0
     if float(all_reduce_max([bad])[0]) > 0:

@@ -49,7 +49,7 @@ def check_inputs(recipe) -> None:
     from mua.train.data import check_data_files
 
     check_data_files(recipe)  # bad rows: one line naming file and row, before any rank starts
-    from mua.models.loading import resolve_model
+    from mua.models.model_loading import resolve_model
 
     resolve_model(
         recipe.model.path, recipe.model.tokenizer
@@ -65,7 +65,7 @@ def _check_rl_inputs(recipe) -> None:
     from mua.gym.taskfile import read_tasks
 
     if recipe.rollout.engine == "sglang" and not recipe.rollout.sglang.base_urls:
-        from mua.rollout.sglang_engine import sglang_version
+        from mua.engines.sglang.sglang_engine import sglang_version
 
         if sglang_version() is None:
             raise UsageError(
@@ -160,7 +160,7 @@ def launch(
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
     check_inputs(recipe)
     if recipe.algo.kind != "sft":
-        from mua.rollout.llm_client import preflight_user
+        from mua.llm.llm_client import preflight_user
 
         preflight_user(recipe.user)  # a wrong key or model stops here, before any rank starts
     run_dir = Path(recipe.run_dir)

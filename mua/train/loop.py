@@ -46,7 +46,7 @@ def train_rank(argv: list[str] | None = None) -> int:
 
     from mua.config import read_resolved
     from mua.determinism import apply_torch
-    from mua.dist import destroy, init_distributed
+    from mua.distributed import destroy, init_distributed
     from mua.errors import MuaError
     from mua.train.guards import RunStopped
     from mua.train.rl import rl_step
@@ -136,7 +136,7 @@ def _note_terminate(signum, frame) -> None:
 def _terminate_agreed() -> bool:
     """True on every rank when SIGTERM reached any rank (a collective: every rank calls it once
     per step, at the same place)."""
-    from mua.dist import all_reduce_max
+    from mua.distributed import all_reduce_max
 
     return bool(all_reduce_max([float(_signals["terminate"])])[0] > 0)
 

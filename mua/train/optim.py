@@ -1,6 +1,6 @@
 """Optimizer and learning-rate schedule built from `optim:` (AdamW; constant, linear or cosine after warm-up).
 
-Does not clip gradients (see `mua.dist.fsdp.clip_grad_norm`).
+Does not clip gradients (see `mua.distributed.fsdp.clip_grad_norm`).
 """
 
 from __future__ import annotations

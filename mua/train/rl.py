@@ -37,10 +37,10 @@ from dataclasses import dataclass
 import torch
 
 from mua.algo import aggregate, kl_penalty, policy_loss
-from mua.dist import all_gather_objects, all_reduce_sum
-from mua.dist.fsdp import clip_grad_norm
-from mua.rollout.llm_client import user_call_report
-from mua.train.advantages import LogProbs
+from mua.distributed import all_gather_objects, all_reduce_sum
+from mua.distributed.fsdp import clip_grad_norm
+from mua.llm.llm_client import user_call_report
+from mua.train.advantage_strategy import LogProbs
 from mua.train.critic import epoch_losses
 from mua.train.data import rank_slice
 from mua.train.guards import check_finite

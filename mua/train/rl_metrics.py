@@ -10,7 +10,7 @@ from collections import Counter
 
 import torch
 
-from mua.dist import all_gather_objects, all_reduce_sum
+from mua.distributed import all_gather_objects, all_reduce_sum
 from mua.train.rl_batch import BatchReport, RLSample
 
 

@@ -5,7 +5,7 @@
 with its own user, limits, group size) from `gyms`, `user` and `data`,
 the reference model when `algo.kl.coef` > 0 (with LoRA, the policy with its adapters
 disabled), and the advantage strategy of `algo.kind` with its
-critic for PPO (`mua.train.advantages`). `SeededPolicy` seeds every request so 1 and N ranks
+critic for PPO (`mua.train.advantage_strategy`). `SeededPolicy` seeds every request so 1 and N ranks
 draw the same rollouts. Not here: the step itself (`mua.train.rl`).
 """
 
@@ -71,7 +71,7 @@ class RLParts:
     gym: object  # the first entry's GymSpec (the only one in a one-gym run)
     gym_ctx: object
     test_tasks: list  # every held-out task, in entry order
-    advantages: object  # mua.train.advantages.GroupRelative | CriticGAE
+    advantages: object  # mua.train.advantage_strategy.GroupRelative | CriticGAE
     ref_model: object | None = None
     critic: object | None = None  # mua.train.critic.Critic (PPO)
     runs: dict = field(default_factory=dict)  # label -> mua.gym.mix.GymRun
@@ -130,7 +130,7 @@ def build_rl_parts(
     """Every RL component of a run on this rank (collective: engines and models are sharded or
     shared across ranks). `sampler` (a MixSampler) gives the per-gym reward scales."""
     from mua.gym.mix import gym_runs
-    from mua.train.advantages import build_advantages
+    from mua.train.advantage_strategy import build_advantages
     from mua.train.engine_sync import build_engine_sync, memory_preflight
     from mua.train.trained_model import AdaptersDisabled, load_policy, load_trained_lm
 

@@ -8,7 +8,7 @@ returns `val/...` over all rows, and with several gyms `val/<label>/...` and `va
 
 from __future__ import annotations
 
-from mua.dist import all_gather_objects
+from mua.distributed import all_gather_objects
 from mua.train.data import rank_slice
 from mua.train.rl_setup import SeededPolicy
 
@@ -16,14 +16,14 @@ from mua.train.rl_setup import SeededPolicy
 def validate(trainer) -> dict[str, float]:
     """Held-out evaluation through the shared evaluation runner, gathered over all ranks.
 
-    Each rank evaluates its slice of the test tasks with `mua.eval.runner.evaluate` (the code
+    Each rank evaluates its slice of the test tasks with `mua.eval.eval_runner.evaluate` (the code
     `mua eval` runs); rows are gathered and summarised once, so the numbers do not depend on the
     number of ranks. Returns the summary's numbers under `val/`. Rank 0 also keeps
     `track.transcripts_per_step` of its trajectories (sample 0 of its first tasks, then sample 1,
     ...: the same tasks at every validation) as the run's `val` transcripts of this step.
     """
-    from mua.eval.metrics import flat_metrics, summarize
-    from mua.eval.runner import evaluate
+    from mua.eval.summary import flat_metrics, summarize
+    from mua.eval.eval_runner import evaluate
 
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
     step = parts.policy.step  # the training step just rolled out (`rollout` started the policy)
@@ -107,7 +107,7 @@ def _keep_labelled(finished: list, label: str):
 def per_gym_validation(parts, every_row, k_values) -> dict[str, float]:
     """`val/<label>/...` for each gym, and `val/macro/reward_mean` / `success_rate`: the unweighted
     mean over gyms of each gym's own mean (every gym counts the same, whatever its task count)."""
-    from mua.eval.metrics import flat_metrics, summarize
+    from mua.eval.summary import flat_metrics, summarize
 
     summaries = {}
     for label, tasks in parts.test_by_gym.items():

@@ -1,10 +1,10 @@
 """What `mua train` checks and holds in its run dir before any rank starts (no torch here).
 
 - Ownership: mua deletes and replaces files inside a run dir (old checkpoints, `hf/final`), so it
-  writes only into a folder it created (`mua.run_dir`'s marker) or an empty one, which it then
+  writes only into a folder it created (`mua.output_folders`'s marker) or an empty one, which it then
   marks. A folder of older runs (no marker, but a `recipe.resolved.yaml`) is adopted. Anything
   else is refused (exit 2) before a byte is written.
-- Lock: one `mua train` per run dir at a time. `RunLock` (`mua.run_dir.FolderLock`) is held for
+- Lock: one `mua train` per run dir at a time. `RunLock` (`mua.output_folders.FolderLock`) is held for
   as long as the launcher (and the torchrun it started, which inherits the descriptor) lives.
 - Recipe changes on resume: a run resumed from a checkpoint with a recipe that differs from the
   one it was started with is refused with the differences listed (exit 2), unless the caller
@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from mua.errors import UsageError
-from mua.run_dir import LOCK, FolderLock
+from mua.output_folders import LOCK, FolderLock
 
 __all__ = ["LOCK", "RunLock", "claim", "check_resume_recipe", "has_checkpoint", "latest_step_dir"]
 CHANGES = "recipe_changes.yaml"
@@ -41,15 +41,15 @@ _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
 def claim(run_dir: Path) -> None:
     """Make `run_dir` a folder mua may write into, or refuse (UsageError) before writing
-    (`mua.run_dir.claim_dir`; a folder holding a resolved recipe is an older mua's run)."""
+    (`mua.output_folders.claim_dir`; a folder holding a resolved recipe is an older mua's run)."""
     from mua.config.resolved import RESOLVED_NAME
-    from mua.run_dir import claim_dir
+    from mua.output_folders import claim_dir
 
     claim_dir(run_dir, what="run_dir", legacy_proof=(RESOLVED_NAME,))
 
 
 class RunLock(FolderLock):
-    """The run dir's lock, held by `mua train` (see `mua.run_dir.FolderLock`)."""
+    """The run dir's lock, held by `mua train` (see `mua.output_folders.FolderLock`)."""
 
     def __init__(self, run_dir: Path):
         super().__init__(run_dir, what="run_dir", verb="mua train")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from mua.dist import all_reduce_sum
-from mua.dist.fsdp import clip_grad_norm
+from mua.distributed import all_reduce_sum
+from mua.distributed.fsdp import clip_grad_norm
 from mua.train.data import SFTSample, rank_slice
 from mua.train.guards import check_finite
 from mua.train.packed_batch import concat_per_token, first_token_mask

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from mua.dist import DistInfo, barrier, broadcast_object
+from mua.distributed import DistInfo, barrier, broadcast_object
 from mua.errors import RunFailure
 from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples

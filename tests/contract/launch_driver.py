@@ -12,7 +12,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from mua.rollout.sglang_launch import start_server_process
+from mua.engines.sglang.sglang_launch import start_server_process
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ def test_stand_in_server_starts_under_torchrun(mode, tmp_path):
 
 
 def test_server_env_drops_torchrun_variables():
-    from mua.rollout.sglang_launch import server_env
+    from mua.engines.sglang.sglang_launch import server_env
 
     env = server_env(
         {

@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mua.rollout import weight_sync
-from mua.rollout.engine import GenerationRequest, SamplingParams
+from mua.engines.sglang import weight_sync
+from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.serve import protocol
 from mua.serve.releases import COVERED_RELEASES, ReleaseTraits
 
@@ -51,7 +51,7 @@ MODEL = "tiny:qwen2-1m"
 SENDER = """
 import sys, time, torch
 from pathlib import Path
-from mua.rollout import weight_sync
+from mua.engines.sglang import weight_sync
 out = Path(sys.argv[1])
 bucket = [("model.embed_tokens.weight", torch.arange(12.0).reshape(3, 4)),
           ("lm_head.bias", torch.full((5,), 0.5, dtype=torch.bfloat16))]
@@ -80,7 +80,7 @@ ARG_KEYS = [
 def _launch_argvs() -> list[list[str]]:
     """mua's launch command's arguments (after `python -m sglang.launch_server`): as launched
     for this release, with an unknown flag, and with the deterministic flag."""
-    from mua.rollout.sglang_launch import launch_command
+    from mua.engines.sglang.sglang_launch import launch_command
 
     def argv(*extra: str) -> list[str]:
         cmd = launch_command(
@@ -135,7 +135,7 @@ def _training_step_calls(version: str) -> tuple[list[dict], list[str]]:
     """The memory calls of two RL steps (leader and follower sharing one server), as the
     trainer's EngineSync makes them against `mua serve` emulating `version`."""
     from mua.models import load_model
-    from mua.rollout.sglang_engine import SGLangEngine
+    from mua.engines.sglang.sglang_engine import SGLangEngine
     from mua.serve import serve_model
     from mua.train.engine_sync import EngineSync
 

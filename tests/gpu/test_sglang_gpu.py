@@ -24,7 +24,7 @@ def _cuda_and_sglang() -> int:
     """The number of GPUs, or skip: these tests need CUDA and SGLang."""
     import torch
 
-    from mua.rollout.sglang_engine import sglang_version
+    from mua.engines.sglang.sglang_engine import sglang_version
 
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
@@ -44,7 +44,7 @@ def _free_port() -> int:
 
 
 def _greedy(n: int):
-    from mua.rollout.engine import SamplingParams
+    from mua.engines.engine_contract import SamplingParams
 
     return SamplingParams(temperature=0.0, max_new_tokens=n)
 
@@ -52,8 +52,8 @@ def _greedy(n: int):
 @pytest.fixture(scope="module")
 def sglang_engine(tmp_path_factory):
     from mua.models import load_model, load_tokenizer, save_hf
-    from mua.rollout.sglang_engine import sglang_version
-    from mua.rollout.sglang_launch import launch_sglang_server
+    from mua.engines.sglang.sglang_engine import sglang_version
+    from mua.engines.sglang.sglang_launch import launch_sglang_server
 
     _cuda_and_sglang()
     if sglang_version() is None:
@@ -76,8 +76,8 @@ def sglang_engine(tmp_path_factory):
 
 def test_greedy_generation_matches_the_transformers_engine(sglang_engine):
     from mua.models import load_model
-    from mua.rollout.engine import GenerationRequest
-    from mua.rollout.hf_engine import HFEngine
+    from mua.engines.engine_contract import GenerationRequest
+    from mua.engines.hf.hf_engine import HFEngine
 
     reference = HFEngine(load_model(MODEL), device="cuda")
     req = GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(8))
@@ -91,7 +91,7 @@ def test_logprobs_agree_after_a_tensor_push(sglang_engine):
     import torch
 
     from mua.models import load_model
-    from mua.rollout import weight_sync
+    from mua.engines.sglang import weight_sync
 
     trainer = load_model(MODEL).cuda()
     with torch.no_grad():
@@ -114,7 +114,7 @@ def test_sleep_releases_gpu_memory(sglang_engine):
     asyncio.run(sglang_engine.wake())
     # the engine held 30% of the GPU; most of it must come back while asleep
     assert free_asleep - free_awake > 0.15 * total
-    from mua.rollout.engine import GenerationRequest
+    from mua.engines.engine_contract import GenerationRequest
 
     assert asyncio.run(
         sglang_engine.generate(GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(2)))
@@ -123,8 +123,8 @@ def test_sleep_releases_gpu_memory(sglang_engine):
 
 def test_hf_engine_on_cuda_matches_cpu():
     from mua.models import load_model
-    from mua.rollout.engine import GenerationRequest
-    from mua.rollout.hf_engine import HFEngine
+    from mua.engines.engine_contract import GenerationRequest
+    from mua.engines.hf.hf_engine import HFEngine
 
     req = GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(8))
     cpu = asyncio.run(HFEngine(load_model(MODEL), device="cpu").generate(req))

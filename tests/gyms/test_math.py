@@ -282,7 +282,7 @@ class _TokenTurns:
     async def generate(
         self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True
     ):
-        from mua.rollout.engine import GenerationResult
+        from mua.engines.engine_contract import GenerationResult
 
         ids = self.turns[min(self.calls, len(self.turns) - 1)] + [stop_token_ids[0]]
         self.calls += 1

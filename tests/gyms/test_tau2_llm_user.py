@@ -17,7 +17,7 @@ from gyms.tau2.toolkit import READ, WRITE, DBModel, Toolkit, tool
 from mua.config.rollout import LLMUserConfig
 from mua.gym import AgentAction, GymContext, ToolCall
 from mua.gym.api import Task
-from mua.rollout.llm_client import LLMClient
+from mua.llm.llm_client import LLMClient
 from tests.fakes.fake_openai import FakeOpenAIServer
 
 

@@ -111,7 +111,7 @@ def test_pass_hat_k_is_taus_estimator():
 
 
 def test_seed_eval_recipe_covers_three_domains_with_four_trials(tmp_path):
-    from mua.config.loading import load_recipe
+    from mua.config.recipe_loading import load_recipe
     from mua.gym import GymContext, get_gym
 
     recipe = load_recipe(str(REPO / "recipes/seeds/mua_rl_tau2_eval.yaml"), [], verb="eval")

@@ -10,7 +10,7 @@ import pytest
 from gyms.tau import GYM
 from mua.config.rollout import LLMUserConfig
 from mua.gym.api import AgentAction, GymContext, ToolCall, UserFailure
-from mua.rollout.llm_client import LLMClient
+from mua.llm.llm_client import LLMClient
 from tests.fakes.fake_openai import FakeOpenAIServer
 
 

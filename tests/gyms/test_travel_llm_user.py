@@ -11,7 +11,7 @@ import pytest
 from gyms.travel import GYM
 from mua.config.rollout import LLMUserConfig
 from mua.gym.api import AgentAction, GymContext, ToolCall, UserFailure
-from mua.rollout.llm_client import LLMClient
+from mua.llm.llm_client import LLMClient
 from tests.fakes.fake_openai import FakeOpenAIServer
 
 MUA = {"rules": "mua"}  # these tests pin the mua rule set; upstream rules: test_travel_upstream.py

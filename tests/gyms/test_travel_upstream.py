@@ -14,7 +14,7 @@ from gyms.travel.env import SEARCH_FAILURE
 from gyms.travel.scenarios import ASPECT_NAMES
 from mua.config.rollout import LLMUserConfig
 from mua.gym.api import AgentAction, GymContext
-from mua.rollout.llm_client import LLMClient
+from mua.llm.llm_client import LLMClient
 from mua.rollout.toolcalls import parse_action
 from tests.fakes.fake_openai import FakeOpenAIServer
 

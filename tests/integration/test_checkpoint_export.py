@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 def _checkpoint_logits(step_dir: Path, ids: torch.Tensor) -> torch.Tensor:
     from transformers import AutoConfig
 
-    from mua.dist.dcp_offline import read_model_state
+    from mua.distributed.dcp_offline import read_model_state
     from mua.models.merge import model_from_state
 
     config = AutoConfig.from_pretrained(step_dir)

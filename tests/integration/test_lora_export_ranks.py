@@ -34,8 +34,8 @@ def _worker(rank: int, world: int, port: int, out: str, lora: bool) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank))
     os.environ.update(WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    from mua.dist import barrier, destroy, init_distributed
-    from mua.dist.fsdp import shard_model
+    from mua.distributed import barrier, destroy, init_distributed
+    from mua.distributed.fsdp import shard_model
     from mua.train.trained_model import gather_to_main
 
     info = init_distributed()

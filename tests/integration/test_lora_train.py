@@ -51,7 +51,7 @@ def _merge(*args):
 
 
 def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factory, tmp_path):
-    from mua.dist.dcp_offline import checkpoint_tensor_shapes
+    from mua.distributed.dcp_offline import checkpoint_tensor_shapes
 
     model, train, _ = shared_guess_setup(tmp_path_factory)
     one, recipe = _run(tmp_path, model, train, "one")

@@ -144,7 +144,7 @@ class _IgnoresPushes:
 
 
 def test_stale_server_stops_the_run_with_the_probe_error(guess_setup, tmp_path):
-    from mua.rollout.hf_engine import HFEngine
+    from mua.engines.hf.hf_engine import HFEngine
     from mua.serve import MuaServer
 
     # a freshly initialised tiny model: not the warm start the trainer begins from

@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from bench.b2_rollout import _Recording, _replay_arrivals
-from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
+from mua.engines.engine_contract import GenerationRequest, GenerationResult, SamplingParams
 
 
 class _Engine:

@@ -1,4 +1,4 @@
-"""`mua.dist.fsdp.clip_grad_norm` on FSDP2 shards over 2 gloo processes agrees with torch's
+"""`mua.distributed.fsdp.clip_grad_norm` on FSDP2 shards over 2 gloo processes agrees with torch's
 `clip_grad_norm_` on the same gradients of an unsharded copy: the norm, and every clipped gradient."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     from torch.distributed.tensor import distribute_tensor
 
-    from mua.dist import barrier, destroy, init_distributed
-    from mua.dist.fsdp import clip_grad_norm, shard_model
+    from mua.distributed import barrier, destroy, init_distributed
+    from mua.distributed.fsdp import clip_grad_norm, shard_model
     from mua.models import load_model
 
     info = init_distributed()

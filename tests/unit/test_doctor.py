@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mua.cli import doctor
+from mua.cli import doctor_cmd as doctor
 from mua.errors import RunFailure
 from mua.models import load_tokenizer
-from mua.train.memory_estimate import (
+from mua.models.memory_estimate import (
     GIB,
     ModelShape,
     RunShape,
@@ -60,7 +60,7 @@ def test_sglang_version_range_parsing():
 
 
 def test_sglang_coverage_is_reported(monkeypatch):
-    import mua.rollout.sglang_engine as sglang_engine
+    import mua.engines.sglang.sglang_engine as sglang_engine
 
     monkeypatch.setattr(sglang_engine, "sglang_version", lambda: "0.5.5.post3")
     check = doctor.check_sglang(has_cuda=False)
@@ -154,7 +154,7 @@ def test_flash_attn_4_is_not_taken_for_flash_attention_2(tmp_path, monkeypatch):
 
     import torch
 
-    from mua.models import loading
+    from mua.models import model_loading as loading
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     fa4 = tmp_path / "fa4"
@@ -173,7 +173,7 @@ def test_flash_attention_2_is_detected_by_distribution_and_kernel(tmp_path, monk
 
     import torch
 
-    from mua.models import loading
+    from mua.models import model_loading as loading
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     fa2 = tmp_path / "fa2"
@@ -215,7 +215,7 @@ def test_the_gpu_extra_pins_a_release_the_contract_tests_cover():
 
 def test_memory_estimate_of_the_lm_head_does_not_grow_with_tokens_times_vocab():
     """Log-probs are computed in chunks: 4x the tokens adds hidden states, not [tokens, V]."""
-    from mua.train.memory_estimate import head_scoring_bytes
+    from mua.models.memory_estimate import head_scoring_bytes
 
     small = head_scoring_bytes(QWEN_8B, 4096, 2)
     big = head_scoring_bytes(QWEN_8B, 16384, 2)

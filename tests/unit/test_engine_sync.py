@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from mua.errors import RunFailure
-from mua.rollout.hf_engine import HFEngine
-from mua.rollout.weight_sync import default_probe_ids
+from mua.engines.hf.hf_engine import HFEngine
+from mua.engines.sglang.weight_sync import default_probe_ids
 from mua.train.engine_sync import EngineSync, memory_preflight
 
 MODEL = "tiny:qwen2-1m"
@@ -186,7 +186,7 @@ def test_memory_preflight_prints_the_table_and_refuses_a_small_gpu(model, capsys
 
 
 def test_launching_sglang_without_it_installed_is_one_line(mua_cli, tmp_path):
-    from mua.rollout.sglang_engine import sglang_version
+    from mua.engines.sglang.sglang_engine import sglang_version
     from tests.integration.grpo_helpers import write_guess_tasks, write_rl_recipe
 
     if sglang_version() is not None:
@@ -211,7 +211,7 @@ def served():
 
 
 def test_first_wake_on_a_fresh_server_resumes_nothing(model, served):
-    from mua.rollout.sglang_engine import SGLangEngine
+    from mua.engines.sglang.sglang_engine import SGLangEngine
 
     engine = SGLangEngine(served.url, bucket_mb=64)
     sync = _sync(model, engine)
@@ -236,8 +236,8 @@ def test_first_wake_on_a_fresh_server_resumes_nothing(model, served):
 def test_sleep_after_an_abandoned_request_drains_it_first(model, served):
     """A trajectory that timed out leaves its request running on the server; the release must
     wait for it (SGLang 0.5.x asserts it is idle), not fail or crash the scheduler."""
-    from mua.rollout.engine import GenerationRequest, SamplingParams
-    from mua.rollout.sglang_engine import SGLangEngine
+    from mua.engines.engine_contract import GenerationRequest, SamplingParams
+    from mua.engines.sglang.sglang_engine import SGLangEngine
 
     engine = SGLangEngine(served.url, bucket_mb=64)
     sync = _sync(model, engine)

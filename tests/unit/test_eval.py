@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mua.eval.metrics import summarize
+from mua.eval.summary import summarize
 
 SMALL = ["rollout.max_new_tokens_per_turn=6", "rollout.max_turns=3", "rollout.max_total_tokens=256"]
 
@@ -57,7 +57,7 @@ def test_summary_counts_pass_k_and_excludes_user_failures_from_scores():
 def test_summary_reports_each_component_mean_over_scored_rows_and_the_table_shows_them():
     from rich.console import Console
 
-    from mua.eval.metrics import flat_metrics
+    from mua.eval.summary import flat_metrics
     from mua.eval.report import summary_table
 
     rows = [

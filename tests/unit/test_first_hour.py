@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mua.errors import RunFailure, UsageError
-from mua.models.loading import resolve
+from mua.models.model_loading import resolve
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def test_unknown_tiny_preset_is_a_usage_error():
 
 
 def test_doctor_fails_an_unknown_model():
-    from mua.cli.doctor import check_template
+    from mua.cli.doctor_cmd import check_template
 
     check = check_template("tiny:nope")
     assert check.status == "fail" and "unknown tiny model" in check.detail
@@ -145,7 +145,7 @@ def test_eval_without_a_model_or_a_finished_run_lists_the_choices(tmp_path):
 
 
 def test_eval_without_a_model_takes_the_newest_finished_run(tmp_path):
-    from mua.models.loading import load_model, load_tokenizer
+    from mua.models.model_loading import load_model, load_tokenizer
     from mua.models.saving import save_hf
 
     model, tokenizer = load_model("tiny:qwen3-1m"), load_tokenizer("tiny:qwen3-1m")
@@ -411,7 +411,7 @@ def test_a_launched_sglang_server_without_sglang_or_gpu_is_one_line(
 ):
     import torch
 
-    import mua.rollout.sglang_engine as sglang_engine
+    import mua.engines.sglang.sglang_engine as sglang_engine
     from mua.config import load_recipe
     from mua.train.launcher import _check_rl_inputs
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from mua.models import load_model
-from mua.rollout.engine import GenerationRequest, SamplingParams
-from mua.rollout.hf_engine import HFEngine
+from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.hf.hf_engine import HFEngine
 
 torch.set_num_threads(1)
 
@@ -404,7 +404,7 @@ def test_rows_joining_and_leaving_at_random_keep_every_request_exact(model, batc
     and on GPUs."""
     import random
 
-    from mua.rollout import hf_slots
+    from mua.engines.hf import hf_slots
 
     if batching == "slots-sdpa":
         monkeypatch.setattr(hf_slots, "_MATMUL_SCORES_MAX", 0)
@@ -450,7 +450,7 @@ def test_rows_joining_and_leaving_at_random_keep_every_request_exact(model, batc
 
 
 def test_slot_batching_falls_back_to_padded_rows_for_sliding_window_models():
-    from mua.rollout.hf_slots import supports
+    from mua.engines.hf.hf_slots import supports
 
     sliding = load_model("tiny:qwen2-1m", dtype="float32", seed=0)
     sliding.config.use_sliding_window, sliding.config.sliding_window = True, 16
@@ -494,7 +494,7 @@ def test_a_keyless_next_turn_reuses_kv_by_content_and_stays_exact(model, slot_ba
 def test_the_decoding_group_is_the_general_group_of_one_token_per_live_row():
     """`_Group.decoding` (every step's live rows) builds what the general constructor builds for
     live rows 0..n-1 feeding packed tokens 0..n-1, one each, at their columns."""
-    from mua.rollout.hf_slots import _Group
+    from mua.engines.hf.hf_slots import _Group
 
     cols = [5, 9, 2, 7]
     fast = _Group.decoding(cols, torch.device("cpu"))

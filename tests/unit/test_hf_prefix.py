@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mua.rollout.hf_prefix import PrefixStore
+from mua.engines.hf.hf_prefix import PrefixStore
 
 
 def _layers(n: int, fill: float = 0.0):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from mua.rollout.engine import GenerationRequest, SamplingParams
-from mua.rollout.hf_sampling import Row, row_generator, sample
+from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.hf.hf_sampling import Row, row_generator, sample
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
 

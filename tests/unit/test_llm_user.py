@@ -11,7 +11,7 @@ import pytest
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
-from mua.rollout.llm_client import ChatEndpoint, LLMClient, make_llm_client, parse_json_text
+from mua.llm.llm_client import ChatEndpoint, LLMClient, make_llm_client, parse_json_text
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(60)
@@ -355,7 +355,7 @@ def test_credentials_in_the_url_go_as_basic_auth_and_never_into_errors(monkeypat
 
 
 def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
-    from mua.rollout.http_session import proxy_for
+    from mua.llm.http_session import proxy_for
 
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)

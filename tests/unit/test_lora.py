@@ -112,8 +112,8 @@ def test_checkpoint_state_keeps_adapters_only(tmp_path):
     included) stay out, adapters and their optimizer state come back exactly."""
     import torch.distributed as dist
 
-    from mua.dist.dcp import load_dcp, save_dcp
-    from mua.dist.dcp_offline import checkpoint_tensor_shapes
+    from mua.distributed.dcp import load_dcp, save_dcp
+    from mua.distributed.dcp_offline import checkpoint_tensor_shapes
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
     try:

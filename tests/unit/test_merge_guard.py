@@ -37,7 +37,7 @@ def test_merge_refuses_to_replace_a_folder_it_did_not_write(tmp_path, mua_cli):
 
 def test_a_merged_folder_is_marked_and_can_be_merged_again(tmp_path):
     from mua.models.merge import find_checkpoints, merge_checkpoint
-    from mua.run_dir import is_claimed
+    from mua.output_folders import is_claimed
 
     run, _, _ = _run_with_checkpoint(tmp_path)
     ((step, path),) = find_checkpoints(run)

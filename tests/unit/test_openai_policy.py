@@ -11,7 +11,7 @@ from mua.config.rollout import LLMUserConfig, RolloutConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.tools import ToolEnv, tool, tool_schema
-from mua.rollout.llm_client import LLMClient
+from mua.llm.llm_client import LLMClient
 from mua.rollout.openai_policy import OpenAIPolicy, message_to_action, to_wire_messages
 from mua.rollout.policies import MessagePolicy
 from tests.fakes.fake_openai import FakeOpenAIServer

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from mua.run_dir import LOCK
+from mua.output_folders import LOCK
 
 # Another command holding a folder's lock, as `mua eval` (etc.) holds it while it writes.
 _HOLD = (
-    "import sys, time; from mua.run_dir import FolderLock; "
+    "import sys, time; from mua.output_folders import FolderLock; "
     "FolderLock(sys.argv[1], what='folder', verb=sys.argv[2], lock_file=sys.argv[3] or None); "
     "print('locked', flush=True); time.sleep(120)"
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mua.config import load_recipe
-from mua.config.loading import apply_overrides
+from mua.config.recipe_loading import apply_overrides
 from mua.config.recipes import TrainRecipe
 from mua.errors import UsageError
 
@@ -111,7 +111,7 @@ def test_recipes_exist():
 
 @pytest.mark.parametrize("path", _shipped_recipes(), ids=lambda p: Path(p).name)
 def test_every_shipped_recipe_validates(path):
-    from mua.config.loading import infer_verb, read_yaml
+    from mua.config.recipe_loading import infer_verb, read_yaml
 
     load_recipe(path, [], verb=infer_verb(path, read_yaml(path)))
 
@@ -235,7 +235,7 @@ def test_cli_no_args_prints_help(mua_cli):
 
 
 def test_kind_override_drops_the_other_arms_keys_with_a_note(tmp_path, capsys):
-    from mua.config.loading import load_recipe
+    from mua.config.recipe_loading import load_recipe
 
     path = tmp_path / "r.yaml"
     path.write_text(
@@ -248,7 +248,7 @@ def test_kind_override_drops_the_other_arms_keys_with_a_note(tmp_path, capsys):
 
 
 def test_eval_recipe_refuses_a_rollout_temperature_it_would_ignore(tmp_path):
-    from mua.config.loading import load_recipe
+    from mua.config.recipe_loading import load_recipe
     from mua.errors import UsageError
 
     path = tmp_path / "e.yaml"

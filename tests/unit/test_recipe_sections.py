@@ -114,7 +114,7 @@ def test_eval_tasks_use_each_gyms_own_options(tmp_path):
 
 
 def test_eval_gym_flag_replaces_the_recipe_choice_and_keeps_known_sections(tmp_path):
-    from mua.cli.eval import build_recipe
+    from mua.cli.eval_cmd import build_recipe
 
     path = _write(
         tmp_path,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mua.models import load_model
-from mua.train.rms_norm import RMSNorm, use_fast_rms_norm
+from mua.cpu_kernels.rms_norm import RMSNorm, use_fast_rms_norm
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -20,7 +20,7 @@ from mua.errors import RunFailure
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.tools import ToolEnv, tool
 from mua.models import load_tokenizer
-from mua.rollout.llm_client import LLMClient, preflight_user
+from mua.llm.llm_client import LLMClient, preflight_user
 from mua.rollout.policies import MessagePolicy
 from mua.rollout.runner import run_rollouts_sync
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
@@ -318,7 +318,7 @@ class ToolEchoEnv(ChatEnv):
 
 
 def test_lone_surrogates_from_user_agent_tools_and_prompts_do_not_crash(tok, tmp_path):
-    from mua.eval.metrics import result_row
+    from mua.eval.summary import result_row
 
     def reply(request):
         return "user says \ud800 then \ud83d\ude00"  # JSON-escaped on the wire
@@ -341,7 +341,7 @@ def test_lone_surrogates_from_user_agent_tools_and_prompts_do_not_crash(tok, tmp
 
 
 def test_engine_policy_turn_with_escaped_surrogates_in_a_tool_call(tok):
-    from mua.rollout.engine import GenerationResult
+    from mua.engines.engine_contract import GenerationResult
 
     class Scripted:
         kind = "tokens"
@@ -365,7 +365,7 @@ def test_engine_policy_turn_with_escaped_surrogates_in_a_tool_call(tok):
 
 
 def test_public_url_leaves_credentials_out():
-    from mua.rollout.llm_client import public_url
+    from mua.llm.llm_client import public_url
 
     assert public_url("http://u:sk-123@host:8000/v1?key=sk-123") == "http://host:8000/v1"
     assert public_url("https://api.example.com/v1") == "https://api.example.com/v1"
@@ -374,7 +374,7 @@ def test_public_url_leaves_credentials_out():
 
 
 def test_user_call_report_gives_the_counts_since_the_last_report():
-    from mua.rollout.llm_client import user_call_report
+    from mua.llm.llm_client import user_call_report
 
     faults = ["http429", None, None]
     with FakeOpenAIServer(faults=faults) as server:

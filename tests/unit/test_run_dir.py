@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mua.errors import UsageError
-from mua.run_dir import MARKER, claim_dir, is_claimed
+from mua.output_folders import MARKER, claim_dir, is_claimed
 
 
 def test_new_folder_is_created_and_marked(tmp_path):

@@ -20,7 +20,7 @@ from mua.gym import (
     get_gym,
 )
 from mua.models import load_model, load_tokenizer
-from mua.rollout.engine import GenerationResult
+from mua.engines.engine_contract import GenerationResult
 from mua.rollout.policies import EnginePolicy, MessagePolicy, expert_policy
 from mua.rollout.runner import run_rollouts, run_rollouts_sync
 
@@ -294,7 +294,7 @@ def test_progress_is_told_about_every_trajectory(tok):
 
 
 def test_guess_end_to_end_with_hf_engine_and_expert(tok):
-    from mua.rollout.hf_engine import HFEngine
+    from mua.engines.hf.hf_engine import HFEngine
 
     gym = get_gym("guess")
     tasks = gym.build_tasks(None, seed=0, options={})["test"][:4]

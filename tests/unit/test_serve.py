@@ -12,7 +12,7 @@ import urllib.request
 
 from mua.config.rollout import LLMUserConfig
 from mua.models import load_tokenizer
-from mua.rollout.llm_client import make_llm_client
+from mua.llm.llm_client import make_llm_client
 from mua.serve import serve_model
 
 MODEL = "tiny:qwen2-1m"
@@ -203,7 +203,7 @@ def test_release_while_a_request_runs_is_refused(server):
 def test_tensor_push_needs_a_session_on_0_5_23(server):
     import torch as t
 
-    from mua.rollout.weight_sync import tensor_push_body
+    from mua.engines.sglang.weight_sync import tensor_push_body
 
     weights = dict(server.engine.model.named_parameters())
     name = next(iter(weights))

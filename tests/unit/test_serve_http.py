@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mua.rollout.engine import GenerationResult
+from mua.engines.engine_contract import GenerationResult
 from mua.serve import MuaServer
 
 GENERATE = {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2, "temperature": 0}}

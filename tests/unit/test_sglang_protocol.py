@@ -12,10 +12,10 @@ import torch
 
 from mua.errors import RunFailure
 from mua.models import load_model
-from mua.rollout import weight_sync
-from mua.rollout.engine import GenerationRequest, SamplingParams
-from mua.rollout.hf_engine import HFEngine
-from mua.rollout.sglang_engine import EnginePool, SGLangEngine
+from mua.engines.sglang import weight_sync
+from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.hf.hf_engine import HFEngine
+from mua.engines.sglang.sglang_engine import EnginePool, SGLangEngine
 from mua.serve import protocol, serve_model
 
 MODEL = "tiny:qwen2-1m"
@@ -90,7 +90,7 @@ def test_generate_bodies_built_turn_by_turn_are_the_same_bytes():
 
     import numpy as np
 
-    from mua.rollout.sglang_engine import _PromptJSON
+    from mua.engines.sglang.sglang_engine import _PromptJSON
 
     prompts = _PromptJSON()
     turns = [[5, 6, 7], [5, 6, 7, 8, 9], [5, 6, 7, 8, 9], [5, 6, 1], [], [np.int64(3), 4]]

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from mua.errors import RunFailure
-from mua.rollout.engine import GenerationRequest, SamplingParams
-from mua.rollout.sglang_engine import SGLangEngine, check_same_release
-from mua.rollout.weight_sync import default_probe_ids
+from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.sglang.sglang_engine import SGLangEngine, check_same_release
+from mua.engines.sglang.weight_sync import default_probe_ids
 from mua.train.engine_sync import EngineSync
 
 MODEL = "tiny:qwen2-1m"

@@ -13,7 +13,7 @@ import yaml
 
 from mua.config import load_recipe, write_resolved
 from mua.errors import UsageError
-from mua.run_dir import MARKER
+from mua.output_folders import MARKER
 from mua.train import run_dir as rd
 
 

@@ -15,8 +15,8 @@ import pytest
 from mua.config.rollout import LLMUserConfig
 from mua.errors import RunFailure
 from mua.gym.api import UserFailure
-from mua.rollout.chat_endpoint import retry_after_s
-from mua.rollout.llm_client import LLMClient, preflight_user
+from mua.llm.chat_endpoint import retry_after_s
+from mua.llm.llm_client import LLMClient, preflight_user
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(120)

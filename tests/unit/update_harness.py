@@ -2,8 +2,8 @@
 built as `mua train` builds them on one CPU rank, and the fixed batch turned into `RLSample`s
 through the trainer's own scoring (`mua.train.rl_batch.score`).
 
-One process, no torchrun: `mua.dist` runs its collectives as identities without a process
-group, and one float32 rank leaves the model unsharded (`mua.dist.fsdp.needs_fsdp`), as a real
+One process, no torchrun: `mua.distributed` runs its collectives as identities without a process
+group, and one float32 rank leaves the model unsharded (`mua.distributed.fsdp.needs_fsdp`), as a real
 one-rank run does. The float64 side is `tests/unit/update_reference.py`.
 """
 
@@ -17,7 +17,7 @@ from tests.unit.update_reference import MODEL, Row
 
 
 def one_rank():
-    from mua.dist import DistInfo
+    from mua.distributed import DistInfo
 
     return DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo")
 

@@ -46,7 +46,7 @@ def newest_final_model(runs_root: Path = Path("runs")) -> Path | None:
 
 def model_from_recipe(path: str | None, overrides: list[str]) -> bool:
     """Whether the recipe file or an override names the model."""
-    from mua.config.loading import read_yaml
+    from mua.config.recipe_loading import read_yaml
 
     if any(o.split("=", 1)[0] == "model.path" for o in overrides):
         return True

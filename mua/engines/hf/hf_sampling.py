@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mua.rollout.engine import GenerationRequest, GenerationResult, SamplingParams
+from mua.engines.engine_contract import GenerationRequest, GenerationResult, SamplingParams
 
 
 @dataclass

@@ -4,7 +4,7 @@ No other package in mua imports torch.distributed; they call the helpers re-expo
 This package knows nothing about recipes beyond the small options it is handed.
 """
 
-from mua.dist.runtime import (
+from mua.distributed.runtime import (
     DistInfo,
     all_gather_objects,
     all_reduce_max,

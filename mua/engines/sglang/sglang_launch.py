@@ -6,7 +6,7 @@ to `start_server_process`, which runs any such command with `server_env()`: the 
 environment less torchrun's variables (a server started from a torchrun worker that inherits
 TORCHELASTIC_USE_AGENT_STORE=True hangs in its own init_process_group), then polls `/health` until
 it answers 200 (SGLang answers 503 while it warms up; a server without `/health` is polled on
-`/get_model_info`). Not here: the protocol client (`mua.rollout.sglang_engine`).
+`/get_model_info`). Not here: the protocol client (`mua.engines.sglang.sglang_engine`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mua.errors import RunFailure
-from mua.rollout.sglang_engine import ServerHTTPError, SGLangEngine, sglang_version
+from mua.engines.sglang.sglang_engine import ServerHTTPError, SGLangEngine, sglang_version
 from mua.serve.releases import ReleaseTraits
 
 

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from mua.cli.common import console
-        from mua.run_dir import claim_file
+        from mua.output_folders import claim_file
         from mua.view.page import is_view_page, write_page
         from mua.view.sources import load_view_data
 

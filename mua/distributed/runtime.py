@@ -2,7 +2,7 @@
 
 Works the same for 1 process without torchrun (no group is created; collectives are identity)
 and for N processes under torchrun (gloo on CPU, NCCL on GPU). Does not shard models: see
-`mua.dist.fsdp`.
+`mua.distributed.fsdp`.
 """
 
 from __future__ import annotations

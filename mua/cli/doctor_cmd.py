@@ -81,7 +81,7 @@ def _version_tuple(text: str) -> tuple:
 
 
 def check_sglang(has_cuda: bool) -> Check:
-    from mua.rollout.sglang_engine import sglang_version
+    from mua.engines.sglang.sglang_engine import sglang_version
     from mua.serve.releases import COVERED_RELEASES, is_covered
 
     version = sglang_version()
@@ -116,7 +116,7 @@ def check_sglang(has_cuda: bool) -> Check:
 
 
 def check_flash_attn(has_cuda: bool) -> Check:
-    from mua.models.loading import flash_attention_2_version
+    from mua.models.model_loading import flash_attention_2_version
 
     version = flash_attention_2_version()
     if version is None:

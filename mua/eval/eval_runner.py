@@ -4,7 +4,7 @@ For one gym, n samples of every task through the rollout runner's `run_one` (at 
 `rollout_cfg.max_concurrency` at once), each reduced to a result row as soon as it finishes
 (appended to a `ResultStore` when given, so an interruption loses nothing finished). Samples
 already in the store are skipped, which is how an evaluation resumes. Returns the rows of the
-requested tasks (old and new) and their summary (`mua.eval.metrics.summarize`). Each row
+requested tasks (old and new) and their summary (`mua.eval.summary.summarize`). Each row
 carries its task's content digest (`task_sha`), so a resume can tell a changed task.
 `on_trajectory` sees each finished `Trajectory` whole (tokens included), before it becomes a row:
 in-training validation keeps a few of them as transcripts.
@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mua.eval.fingerprint import task_digest
-from mua.eval.metrics import ordered, result_row, summarize
+from mua.eval.summary import ordered, result_row, summarize
 from mua.rollout.policies import EnginePolicy
 
 log = logging.getLogger("mua.eval")

@@ -310,7 +310,7 @@ async def probe_logprob_diff(engine, model, prompt_ids: list[int], num_tokens: i
     """Mean |engine log-prob - trainer log-prob| over a greedy continuation of `prompt_ids`.
 
     Greedy and unseeded: the probe must not depend on a server honouring seeds."""
-    from mua.rollout.engine import GenerationRequest, SamplingParams
+    from mua.engines.engine_contract import GenerationRequest, SamplingParams
 
     request = GenerationRequest(
         prompt_ids=list(prompt_ids),

@@ -1,7 +1,7 @@
 """LLM-backed simulated users and judges: `LLMClient`, the gym's `JudgeClient` for `user.kind: llm`.
 
 `LLMClient(cfg)` implements `complete(messages) -> str` and `complete_json(messages, validate)`
-on a `mua.rollout.chat_endpoint.ChatEndpoint` (retries with backoff and Retry-After, deadlines
+on a `mua.llm.chat_endpoint.ChatEndpoint` (retries with backoff and Retry-After, deadlines
 per attempt, a concurrency cap, counted failures, credentials redacted from errors), reading
 replies as text only: a reply that is not usable text (null content, tool calls nobody offered,
 text far over `max_tokens`) is retried and, when retries are spent, a `UserFailure` (the
@@ -31,7 +31,7 @@ from typing import Any
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
-from mua.rollout.chat_endpoint import (  # noqa: F401 - the names other modules import from here
+from mua.llm.chat_endpoint import (  # noqa: F401 - the names other modules import from here
     COUNTER_NAMES,
     LOCAL_PLACEHOLDER_KEY,
     MAX_BACKOFF_S,
@@ -39,7 +39,7 @@ from mua.rollout.chat_endpoint import (  # noqa: F401 - the names other modules 
     ChatEndpoint,
     public_url,
 )
-from mua.rollout.llm_cache import ReplyCache, request_key
+from mua.llm.llm_cache import ReplyCache, request_key
 
 OPENAI_API_URL = "https://api.openai.com/v1"
 # Counters a run reports for its LLM user (eval summary and table, MLflow), by report name.

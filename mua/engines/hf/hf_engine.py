@@ -34,12 +34,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mua.rollout.engine import GenerationRequest, GenerationResult
-from mua.rollout.hf_batch import RunningBatch
-from mua.rollout.hf_prefix import PrefixStore
-from mua.rollout.hf_sampling import Row
-from mua.rollout.hf_slots import SlotBatch
-from mua.rollout.hf_slots import supports as supports_slots
+from mua.engines.engine_contract import GenerationRequest, GenerationResult
+from mua.engines.hf.hf_batch import RunningBatch
+from mua.engines.hf.hf_prefix import PrefixStore
+from mua.engines.hf.hf_sampling import Row
+from mua.engines.hf.hf_slots import SlotBatch
+from mua.engines.hf.hf_slots import supports as supports_slots
 
 _PREFIXES = ("module.", "_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
 

@@ -3,7 +3,7 @@ the trajectories as JSONL, optionally printing some conversations or writing an 
 
 Tasks come from `data.train_files` (parquet from `mua prep`) or the gym's built-in split. The
 resolved recipe is written to the run dir first, and the run dir is locked against a second
-`mua rollout` while this one writes (`mua.run_dir.FolderLock`). No training happens here.
+`mua rollout` while this one writes (`mua.output_folders.FolderLock`). No training happens here.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _make_policy(recipe, gym, ctx):
     if engine_kind == "hf":
         import torch
 
-        from mua.rollout.hf_engine import HFEngine
+        from mua.engines.hf.hf_engine import HFEngine
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         engine = HFEngine.from_pretrained(
@@ -128,10 +128,10 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.gym import GymContext, get_gym
     from mua.gym.budgets import with_gym_budgets
     from mua.models import load_tokenizer
-    from mua.rollout.llm_client import make_llm_client, preflight_user
+    from mua.llm.llm_client import make_llm_client, preflight_user
     from mua.rollout.progress import rollout_progress
     from mua.rollout.runner import run_rollouts
-    from mua.run_dir import FolderLock
+    from mua.output_folders import FolderLock
 
     recipe = load(args, "rollout")
     if recipe.gym is None:
@@ -183,9 +183,9 @@ def run_mixed(recipe, show: int, html_path: str | None, full: bool) -> None:
 
     from mua.gym.mix import check_gyms, gym_runs
     from mua.models import load_tokenizer
-    from mua.rollout.llm_client import preflight_user
+    from mua.llm.llm_client import preflight_user
     from mua.rollout.mixed import entry_rollout_tasks
-    from mua.run_dir import FolderLock
+    from mua.output_folders import FolderLock
 
     check_gyms(recipe, "rollout")
     runs = gym_runs(recipe)

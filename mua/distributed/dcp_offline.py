@@ -4,7 +4,7 @@
 `model` key, named as in the model (`model.layers.0...`, `lm_head.weight`), on CPU. Shards
 written by any number of ranks are reassembled by DCP itself. This is what `mua merge` uses;
 optimizer state is never read (it can be several times larger than the model).
-Does not write checkpoints (see `mua.dist.dcp`) or build models.
+Does not write checkpoints (see `mua.distributed.dcp`) or build models.
 """
 
 from __future__ import annotations

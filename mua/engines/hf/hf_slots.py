@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from mua.rollout.hf_sampling import Row, record, row_generator, sample
+from mua.engines.hf.hf_sampling import Row, record, row_generator, sample
 
 NAME = "mua_engine"
 _registered = False
@@ -59,7 +59,7 @@ def register() -> None:
 
 def supports(model) -> bool:
     """True for Llama, Qwen2 and Qwen3 models with full attention in every layer."""
-    from mua.train.packed_attention import has_sliding_layers
+    from mua.cpu_kernels.packed_attention import has_sliding_layers
 
     config = getattr(model, "config", None)
     if getattr(config, "model_type", "") not in ("llama", "qwen2", "qwen3"):
@@ -244,7 +244,7 @@ class SlotBatch:
     """Live rows (row i in slot i), their lengths (= the next position) and last sampled tokens."""
 
     def __init__(self, model, device, prefix_store=None):
-        from mua.models.loading import accepts_logits_to_keep
+        from mua.models.model_loading import accepts_logits_to_keep
 
         register()
         model.config._attn_implementation = NAME

@@ -1,7 +1,7 @@
 """aiohttp client sessions for mua's HTTP clients: one per event loop, closed with their loop.
 
-The simulated users, judges and the API agent (`mua.rollout.llm_client`) and the SGLang client
-(`mua.rollout.sglang_engine`) are used from several event loops over a process's life (each
+The simulated users, judges and the API agent (`mua.llm.llm_client`) and the SGLang client
+(`mua.engines.sglang.sglang_engine`) are used from several event loops over a process's life (each
 `asyncio.run` of a training step or an evaluation is a new loop), and an aiohttp session belongs
 to the loop it was made on. `LoopSessions.get()` returns the running loop's session, making it
 on first use; the session is closed when its loop shuts down (`asyncio.run` finalizes the

@@ -70,7 +70,7 @@ def show_cmd(
     import yaml
 
     from mua.cli.common import split_recipe_args
-    from mua.config.loading import infer_verb, load_recipe, read_yaml
+    from mua.config.recipe_loading import infer_verb, load_recipe, read_yaml
 
     path, overrides = split_recipe_args(args)
     path = str(_find(path))
@@ -85,7 +85,7 @@ def validate_cmd(paths: list[str] = typer.Argument(..., help="Recipe files or gl
     Example: mua recipe validate recipes/*.yaml recipes/seeds/*.yaml
     """
     from mua.cli.common import console
-    from mua.config.loading import infer_verb, load_recipe, read_yaml
+    from mua.config.recipe_loading import infer_verb, load_recipe, read_yaml
     from mua.errors import MuaError, UsageError
 
     files: list[str] = []

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from mua.algo.metrics import mean_pass_at_k, mean_pass_hat_k
+from mua.algo.pass_metrics import mean_pass_at_k, mean_pass_hat_k
 
 EXCLUDED_TERMINATIONS = ("user_failure",)  # an API failure is never scored as reward 0
 SUCCESS_EPS = 1e-9

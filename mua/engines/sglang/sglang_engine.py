@@ -1,7 +1,7 @@
 """The `sglang` RolloutEngine: a client of SGLang's native HTTP protocol.
 
 `SGLangEngine` speaks to one server: a real SGLang server on GPU (launched by
-`mua.rollout.sglang_launch`, or started elsewhere) or `mua serve` (mua's transformers engine
+`mua.engines.sglang.sglang_launch`, or started elsewhere) or `mua serve` (mua's transformers engine
 behind the same protocol, which is how CI runs this exact code). It generates from token ids with log-probs,
 pushes weights bucket by bucket (tensor path: `/update_weights_from_tensor`; disk path:
 safetensors shards in shared memory, then `/update_weights_from_disk`), releases and resumes
@@ -21,9 +21,9 @@ Request ids carry a per-client tag and a counter: unique across the ranks sharin
 Every push may carry a `weight_version` (sent with the request that completes it, where the
 release has the field); the server's version is read back into `weight_version` and a push it did
 not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
-Launching a server is `mua.rollout.sglang_launch`.
+Launching a server is `mua.engines.sglang.sglang_launch`.
 
-Every call goes over aiohttp on the caller's event loop (`mua.rollout.http_session`, one session
+Every call goes over aiohttp on the caller's event loop (`mua.llm.http_session`, one session
 per loop, connections kept alive); bodies of weight pushes are encoded on a worker thread, so
 the loop never blocks. A `/generate` whose caller gives up (a trajectory timeout) runs on to its
 answer: the request counts as in flight until the server answered it, and `drain()` aborts it
@@ -49,9 +49,9 @@ from typing import Any, Literal
 import aiohttp
 
 from mua.errors import RunFailure
-from mua.rollout import weight_sync
-from mua.rollout.engine import GenerationRequest, GenerationResult
-from mua.rollout.http_session import LoopSessions
+from mua.engines.sglang import weight_sync
+from mua.engines.engine_contract import GenerationRequest, GenerationResult
+from mua.llm.http_session import LoopSessions
 from mua.serve import protocol
 from mua.serve.releases import ReleaseTraits
 
@@ -597,7 +597,7 @@ def engine_from_config(
             SGLangEngine(url, tp_size=sglang_cfg.tp_size, **common) for url in sglang_cfg.base_urls
         ]
         return engines[0] if len(engines) == 1 else EnginePool(engines)
-    from mua.rollout.sglang_launch import launch_sglang_server
+    from mua.engines.sglang.sglang_launch import launch_sglang_server
 
     return launch_sglang_server(
         model_path,

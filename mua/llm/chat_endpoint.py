@@ -1,7 +1,7 @@
 """One OpenAI-compatible chat endpoint over aiohttp: retries, deadlines, a concurrency cap, counts.
 
 `ChatEndpoint.chat(messages, parse=..., **create_kwargs)` posts `/chat/completions` and returns
-(assistant message, parse(message)). The simulated users and judges (`mua.rollout.llm_client`)
+(assistant message, parse(message)). The simulated users and judges (`mua.llm.llm_client`)
 and the API agent (`mua.rollout.openai_policy`) share it. Its policy:
 
 - at most `max_concurrency` requests in flight per event loop (a semaphore); the deadline of an
@@ -29,7 +29,7 @@ redacted); an unset variable sends the placeholder `EMPTY`, as local servers exp
 in the URL (`http://user:pw@host/v1`) are sent as HTTP Basic auth instead of the key. Errors name
 the endpoint by `public_url` (no credentials, no query).
 
-Not here: streaming, the user's prompts, caching (`mua.rollout.llm_cache`), rate limits shared
+Not here: streaming, the user's prompts, caching (`mua.llm.llm_cache`), rate limits shared
 across processes.
 """
 
@@ -53,7 +53,7 @@ from yarl import URL
 
 from mua.errors import RunFailure
 from mua.gym.api import UserFailure
-from mua.rollout.http_session import BodyTooLarge, LoopSessions, dumps, read_capped
+from mua.llm.http_session import BodyTooLarge, LoopSessions, dumps, read_capped
 from mua.rollout.wait_clock import outside_budgets
 from mua.text import clean_text
 
