@@ -127,11 +127,11 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.config import write_resolved
     from mua.gym import GymContext, get_gym
     from mua.gym.budgets import with_gym_budgets
-    from mua.models import load_tokenizer
     from mua.llm.llm_client import make_llm_client, preflight_user
+    from mua.models import load_tokenizer
+    from mua.output_folders import FolderLock
     from mua.rollout.progress import rollout_progress
     from mua.rollout.runner import run_rollouts
-    from mua.output_folders import FolderLock
 
     recipe = load(args, "rollout")
     if recipe.gym is None:
@@ -182,10 +182,10 @@ def run_mixed(recipe, show: int, html_path: str | None, full: bool) -> None:
     from pathlib import Path
 
     from mua.gym.mix import check_gyms, gym_runs
-    from mua.models import load_tokenizer
     from mua.llm.llm_client import preflight_user
-    from mua.rollout.mixed import entry_rollout_tasks
+    from mua.models import load_tokenizer
     from mua.output_folders import FolderLock
+    from mua.rollout.mixed import entry_rollout_tasks
 
     check_gyms(recipe, "rollout")
     runs = gym_runs(recipe)

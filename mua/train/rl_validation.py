@@ -1,6 +1,6 @@
 """In-training validation of the RL step: held-out tasks of every gym through `mua eval`'s runner.
 
-`validate(trainer)` evaluates this rank's slice of the held-out tasks, each gym's with its own env
+`validate(...)` evaluates this rank's slice of the held-out tasks, each gym's with its own env
 context and limits (the gyms' conversations run together), gathers the rows over ranks and
 returns `val/...` over all rows, and with several gyms `val/<label>/...` and `val/macro/...`
 (`per_gym_validation`). Not here: the training step (`mua.train.rl`).
@@ -8,12 +8,29 @@ returns `val/...` over all rows, and with several gyms `val/<label>/...` and `va
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mua.distributed import all_gather_objects
 from mua.train.data import rank_slice
 from mua.train.rl_setup import SeededPolicy
 
+if TYPE_CHECKING:
+    from mua.config.recipes import TrainRecipe
+    from mua.distributed import DistInfo
+    from mua.track.tracker import Tracker
+    from mua.train.rl_setup import PolicyState, RLParts
+    from mua.train.step_timer import StepTimer
 
-def validate(trainer) -> dict[str, float]:
+
+def validate(
+    *,
+    recipe: TrainRecipe,
+    dist: DistInfo,
+    parts: RLParts,
+    state: PolicyState,
+    tracker: Tracker,
+    timer: StepTimer | None = None,
+) -> dict[str, float]:
     """Held-out evaluation through the shared evaluation runner, gathered over all ranks.
 
     Each rank evaluates its slice of the test tasks with `mua.eval.eval_runner.evaluate` (the code
@@ -22,10 +39,10 @@ def validate(trainer) -> dict[str, float]:
     `track.transcripts_per_step` of its trajectories (sample 0 of its first tasks, then sample 1,
     ...: the same tasks at every validation) as the run's `val` transcripts of this step.
     """
-    from mua.eval.summary import flat_metrics, summarize
     from mua.eval.eval_runner import evaluate
+    from mua.eval.summary import flat_metrics, summarize
 
-    r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
+    r = recipe
     step = parts.policy.step  # the training step just rolled out (`rollout` started the policy)
     keep = r.track.transcripts_per_step if dist.is_main else 0
     finished = []  # rank 0's whole trajectories, for the transcripts
@@ -57,7 +74,7 @@ def validate(trainer) -> dict[str, float]:
                     policy=policy,
                     gym_spec=run.spec,
                     gym_ctx=run.ctx,
-                    tokenizer=trainer.tokenizer,
+                    tokenizer=state.tokenizer,
                     rollout_cfg=run.rollout_cfg,
                     n=r.eval.n,
                     k_values=r.eval.k,
@@ -74,12 +91,12 @@ def validate(trainer) -> dict[str, float]:
 
     rows = [
         (label, {k: v for k, v in row.items() if k != "messages"})
-        for label, row in parts.sync.run(go)
+        for label, row in parts.sync.run(go, timer)
     ]
     tasks = [t for _, t in mine]
     position = {str(t.task_id): i for i, t in enumerate(tasks)}
     finished.sort(key=lambda t: (t.sample_index, position.get(str(t.task_id), len(position))))
-    trainer.tracker.log_transcripts(step, finished[:keep], trainer.tokenizer, kind="val")
+    tracker.log_transcripts(step, finished[:keep], state.tokenizer, kind="val")
     every_row = [item for part in all_gather_objects(rows) for item in part]
     k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
     summary = summarize(
