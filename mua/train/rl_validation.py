@@ -46,32 +46,36 @@ def validate(
     step = parts.policy.step  # the training step just rolled out (`rollout` started the policy)
     keep = r.track.transcripts_per_step if dist.is_main else 0
     finished = []  # rank 0's whole trajectories, for the transcripts
-    policy = SeededPolicy(
-        parts.engine,
-        r.rollout,
-        r.model.tool_parser,
-        seed=r.data.seed + 1,
-        rank=dist.rank,
-        world_size=dist.world_size,
-        temperature=r.eval.temperature,
-    )
-
-    labels = [label for label, ts in parts.test_by_gym.items() for _ in ts]
-    mine = rank_slice(list(zip(labels, parts.test_tasks, strict=True)), dist.rank, dist.world_size)
+    # Each gym's held-out tasks are dealt to ranks on their own, and each gym samples with its
+    # own seed: task positions restart at 0 in every gym, so one seed would give the first task
+    # of every gym the same draws, and positions would depend on how the gyms interleave.
+    mine = deal_held_out(parts.test_by_gym, dist.rank, dist.world_size)
+    policies = {
+        label: SeededPolicy(
+            parts.engine,
+            r.rollout,
+            r.model.tool_parser,
+            seed=validation_seed(r.data.seed, index),
+            rank=dist.rank,
+            world_size=dist.world_size,
+            temperature=r.eval.temperature,
+        )
+        for index, label in enumerate(parts.test_by_gym)
+    }
 
     async def go():
         import asyncio
 
         jobs, job_labels = [], []
         for label, run in parts.runs.items():
-            gym_tasks = [t for lab, t in mine if lab == label]
+            gym_tasks = mine.get(label, [])
             if not gym_tasks:
                 continue
             job_labels.append(label)
             jobs.append(
                 evaluate(
                     gym_tasks,
-                    policy=policy,
+                    policy=policies[label],
                     gym_spec=run.spec,
                     gym_ctx=run.ctx,
                     tokenizer=state.tokenizer,
@@ -93,7 +97,7 @@ def validate(
         (label, {k: v for k, v in row.items() if k != "messages"})
         for label, row in parts.sync.run(go, timer)
     ]
-    tasks = [t for _, t in mine]
+    tasks = [t for gym_tasks in mine.values() for t in gym_tasks]
     position = {str(t.task_id): i for i, t in enumerate(tasks)}
     finished.sort(key=lambda t: (t.sample_index, position.get(str(t.task_id), len(position))))
     tracker.log_transcripts(step, finished[:keep], state.tokenizer, kind="val")
@@ -109,6 +113,17 @@ def validate(
     if parts.multi_gym:
         out.update(per_gym_validation(parts, every_row, k_values))
     return out
+
+
+def deal_held_out(test_by_gym: dict[str, list], rank: int, world_size: int) -> dict[str, list]:
+    """This rank's held-out tasks of each gym, dealt strided within the gym, so a task's local
+    position maps back to its position in its gym's list (what `SeededPolicy` seeds by)."""
+    return {label: rank_slice(tasks, rank, world_size) for label, tasks in test_by_gym.items()}
+
+
+def validation_seed(data_seed: int, gym_index: int) -> int:
+    """The sampling seed of the gym at `gym_index` in validation (the first gym's: data seed + 1)."""
+    return data_seed + 1 + 7919 * gym_index
 
 
 def _keep_labelled(finished: list, label: str):
