@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mua.algo import aggregate, kl_penalty, policy_loss
+from mua.algo import aggregate, behaviour_weights, kl_penalty, policy_loss
 from mua.distributed import all_gather_objects, all_reduce_sum
 from mua.distributed.fsdp import clip_grad_norm
 from mua.llm.llm_client import user_call_report
@@ -57,16 +57,21 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
     algo, parallel = r.algo, r.parallel
     clock = time.perf_counter()
-    drawn = trainer.sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
-    group_sizes = [parts.runs[label].n for label, _ in drawn]
-    mine = rank_slice(drawn, dist.rank, dist.world_size)
-    tasks = [task for _, task in mine]
-    routes = [parts.route(label) for label, _ in mine]
+    async_metrics: dict[str, float] = {}
+    if r.rollout.oversample > 1.0:  # partial rollouts carried across steps (docs/async_rl.md)
+        trajectories, group_sizes, async_metrics = partial_rollout(trainer, step)
+        drawn = []
+    else:
+        drawn = trainer.sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
+        group_sizes = [parts.runs[label].n for label, _ in drawn]
+        mine = rank_slice(drawn, dist.rank, dist.world_size)
+        tasks = [task for _, task in mine]
+        routes = [parts.route(label) for label, _ in mine]
 
-    progress = trainer.tracker.rollout_progress(step, sum(route.n for route in routes))
-    trajectories = rollout(
-        parts, tasks, step, trainer.tokenizer, r.rollout, progress=progress, routes=routes
-    )
+        progress = trainer.tracker.rollout_progress(step, sum(route.n for route in routes))
+        trajectories = rollout(
+            parts, tasks, step, trainer.tokenizer, r.rollout, progress=progress, routes=routes
+        )
     push_s = parts.sync.take_metrics()  # a stale sglang engine is pushed to in its wake
     rollout_s = time.perf_counter() - clock - push_s["time/weight_push_s"]
     feedback = observe_step(trainer.sampler, trajectories, drawn, r)
@@ -134,6 +139,7 @@ def rl_step(trainer, step: int) -> dict[str, float]:
             labels=list(parts.runs) if parts.multi_gym else None,
         ),
         **feedback,
+        **async_metrics,
         **result.metrics,
         "time/weight_push_s": push_s["time/weight_push_s"],
         "time/rollout_s": rollout_s,
@@ -202,6 +208,34 @@ def rollout(
         )
 
     return parts.sync.run(go)
+
+
+def partial_rollout(trainer, step: int) -> tuple[list, list[int], dict[str, float]]:
+    """The rollout phase with `rollout.oversample` > 1: this rank's trained trajectories, the
+    step's group sizes by global task position, and the `async/...` metrics (over all ranks)."""
+    from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
+
+    r, parts, dist = trainer.recipe, trainer.rl, trainer.dist
+    carry = getattr(parts, "carry", None)
+    if carry is None:
+        carry = parts.carry = PartialRollouts(r.rollout.oversample, r.algo.max_staleness)
+    share = len(range(dist.rank, r.data.tasks_per_step, dist.world_size))
+    progress = trainer.tracker.rollout_progress(step, share * r.rollout.n)
+    out = carry.rollout(
+        sampler=trainer.sampler,
+        tasks_per_step=r.data.tasks_per_step,
+        route_of=parts.route,
+        sync=parts.sync,
+        policy=parts.policy,
+        tokenizer=trainer.tokenizer,
+        rollout_cfg=r.rollout,
+        step=step,
+        dist=dist,
+        progress=progress,
+    )
+    gathered = all_gather_objects((out.staleness, out.counts))
+    metrics = staleness_metrics([g[0] for g in gathered], [g[1] for g in gathered])
+    return out.trajectories, out.group_sizes, metrics
 
 
 def _user_calls(parts: RLParts) -> dict:
@@ -376,6 +410,12 @@ def policy_mini_batch(
             old = logp.detach()
         else:
             old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
+        weights = None
+        if algo.correction != "none":  # the behaviour policy is the engine's (docs §11)
+            behav = concat_per_token([s.engine_logprobs for s in mini], mb.indices, device=device)
+            weights, is_stats = behaviour_weights(
+                old, behav, mask, algo.correction, algo.correction_cap
+            )
         kl = None
         if kl_in_loss:
             ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
@@ -392,7 +432,10 @@ def policy_mini_batch(
             entropy_coef=algo.loss.entropy_coef,
             kl=kl,
             kl_coef=algo.kl.coef if kl_in_loss else 0.0,
+            is_weights=weights,
         )
+        if weights is not None:
+            st = {**st, **is_stats}
         seq_index = torch.repeat_interleave(
             torch.arange(len(mb.lengths), device=device), torch.tensor(mb.lengths, device=device)
         )
@@ -407,7 +450,10 @@ def policy_mini_batch(
         )
         n_tok = float(st["tokens"])
         out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
-        for key in ("pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl"):
+        for key in (
+            "pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl",
+            "is_weight_mean", "is_truncated_frac", "behav_kl",
+        ):  # fmt: skip
             if key in st:
                 out[f"sum/{key}"] = float(st[key]) * n_tok
         if old_from_forward:

@@ -76,6 +76,7 @@ class RLParts:
     critic: object | None = None  # mua.train.critic.Critic (PPO)
     runs: dict = field(default_factory=dict)  # label -> mua.gym.mix.GymRun
     test_by_gym: dict = field(default_factory=dict)  # label -> held-out tasks
+    carry: object | None = None  # mua.train.partial_rollouts.PartialRollouts (oversampling)
 
     @property
     def multi_gym(self) -> bool:
