@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from mua.errors import RunFailure
+from mua.errors import RunFailure, UsageError
 from mua.engines.sglang import weight_sync
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
 from mua.llm.http_session import LoopSessions
@@ -383,6 +383,27 @@ class SGLangEngine:
 
     async def flush_cache(self) -> None:
         await self._call("POST", "/flush_cache")
+
+    async def pause_generation(self, mode: str = "abort") -> None:
+        """Hold new requests until `continue_generation` (SGLang's /pause_generation). `mode`
+        (`abort`, `retract`, `in_place`) needs a release that takes it (`pause_modes`); every
+        covered release aborts running requests by default."""
+        traits = await self.server_traits()
+        if mode != "abort" and not traits.pause_modes:
+            raise UsageError(
+                f"SGLang {traits.version} pauses by aborting only; pause mode {mode!r} needs a "
+                "newer release"
+            )
+        body = {"mode": mode} if traits.pause_modes else {}
+        await self._call("POST", "/pause_generation", body)
+
+    async def continue_generation(self) -> None:
+        """Let a paused server take requests again (SGLang's /continue_generation)."""
+        await self._call("POST", "/continue_generation", {})
+
+    async def abort_all(self) -> None:
+        """Abort every request running on the server (SGLang's /abort_request, abort_all)."""
+        await self._call("POST", "/abort_request", {"abort_all": True})
 
     async def health(self, timeout_s: float = 10.0) -> bool:
         try:
