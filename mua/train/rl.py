@@ -56,7 +56,8 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     """One RL step on this rank (collective: every rank calls it with the same step)."""
     r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
     algo, parallel = r.algo, r.parallel
-    clock = time.perf_counter()
+    clock = step_start = time.perf_counter()
+    busy_start = _engine_busy_s(parts)
     async_metrics: dict[str, float] = {}
     if r.rollout.oversample > 1.0:  # partial rollouts carried across steps (docs/async_rl.md)
         trajectories, group_sizes, async_metrics = partial_rollout(trainer, step)
@@ -148,6 +149,11 @@ def rl_step(trainer, step: int) -> dict[str, float]:
     }
     if "engine/probe_logp_diff" in push_s:
         metrics["engine/probe_logp_diff"] = push_s["engine/probe_logp_diff"]
+    if busy_start is not None:  # hf: the share of the step the engine had nothing to decode
+        busy = _engine_busy_s(parts) - busy_start
+        metrics["engine/idle_frac"] = max(
+            0.0, 1.0 - busy / max(time.perf_counter() - step_start, 1e-9)
+        )
     user_calls = _user_calls(parts)  # this rank's LLM users since the last step
     if user_calls:  # retries, 429s, timed-out attempts, failures: summed over ranks
         totals = all_reduce_sum(list(user_calls.values())).tolist()
@@ -236,6 +242,13 @@ def partial_rollout(trainer, step: int) -> tuple[list, list[int], dict[str, floa
     gathered = all_gather_objects((out.staleness, out.counts))
     metrics = staleness_metrics([g[0] for g in gathered], [g[1] for g in gathered])
     return out.trajectories, out.group_sizes, metrics
+
+
+def _engine_busy_s(parts: RLParts) -> float | None:
+    """Seconds the hf engine's serving thread has spent admitting and decoding (None: another
+    engine, which does not report it)."""
+    stats = getattr(parts.engine, "stats", None)
+    return float(stats["busy_s"]) if isinstance(stats, dict) and "busy_s" in stats else None
 
 
 def _user_calls(parts: RLParts) -> dict:

@@ -388,13 +388,7 @@ class SGLangEngine:
         """Hold new requests until `continue_generation` (SGLang's /pause_generation). `mode`
         (`abort`, `retract`, `in_place`) needs a release that takes it (`pause_modes`); every
         covered release aborts running requests by default."""
-        traits = await self.server_traits()
-        if mode != "abort" and not traits.pause_modes:
-            raise UsageError(
-                f"SGLang {traits.version} pauses by aborting only; pause mode {mode!r} needs a "
-                "newer release"
-            )
-        body = {"mode": mode} if traits.pause_modes else {}
+        body = pause_request_body(await self.server_traits(), mode)
         await self._call("POST", "/pause_generation", body)
 
     async def continue_generation(self) -> None:
@@ -431,6 +425,19 @@ class SGLangEngine:
 
 
 _JSON = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+def pause_request_body(traits: ReleaseTraits, mode: str = "abort") -> dict:
+    """The /pause_generation body a release takes: PauseGenerationReqInput's `mode` where it has
+    one, else none (a pause then aborts what runs); UsageError for a mode it cannot honour."""
+    if traits.pause_modes:
+        return {"mode": mode}
+    if mode != "abort":
+        raise UsageError(
+            f"SGLang {traits.version} pauses by aborting only; pause mode {mode!r} needs a "
+            "newer release"
+        )
+    return {}
 
 
 def _encode(body: Any) -> bytes:
