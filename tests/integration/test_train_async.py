@@ -48,5 +48,6 @@ def test_switched_on_trains_each_steps_share_and_carries_the_rest(guess_setup, t
     assert metric_history(run, "async/groups_started")[0] == 6.0  # ceil(1.5 × 4)
     assert all(c >= 1 for c in metric_history(run, "async/groups_carried"))
     assert max(metric_history(run, "async/staleness_max")) <= 2
+    assert all(0.0 <= f < 1.0 for f in metric_history(run, "engine/idle_frac"))
     weights = metric_history(run, "actor/is_weight_mean")
     assert len(weights) == 2 and all(0 < w <= 2.0 for w in weights)
