@@ -20,12 +20,16 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@touch $(STAMP)
 
 # `make test` is what CI runs (tests marked `slow` left out); `make test-all` runs every test.
-# Both print their slowest tests.
+# Both print their slowest tests. Two pytest workers (pytest-xdist), a test module to a worker:
+# most tests run one Python thread, so the second core would otherwise idle. `TEST_WORKERS=0`
+# runs them in one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
 test: setup sglang-releases
-	$(BIN)/python -m pytest -q -m "not slow" --durations=25
+	$(BIN)/python -m pytest -q -m "not slow" $(XDIST) --durations=25
 
 test-all: setup sglang-releases
-	$(BIN)/python -m pytest -q --durations=40
+	$(BIN)/python -m pytest -q $(XDIST) --durations=40
 
 # The SGLang releases the contract tests (tests/contract) check mua against, each installed with
 # --no-deps into its own side folder, plus the small packages their request, sampling and

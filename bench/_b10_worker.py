@@ -51,8 +51,8 @@ def build_model(lora: bool):
     from transformers import AutoModelForCausalLM, Qwen3Config
 
     from mua.config.model import LoraConfig
-    from mua.models.lora import add_adapters
     from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.models.lora import add_adapters
     from mua.train.trained_model import use_trainer_norms
 
     config = Qwen3Config(

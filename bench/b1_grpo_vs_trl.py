@@ -202,7 +202,15 @@ def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[
         rounds: dict[str, list[float]] = {}
         for round_index in range(WARMUP_ROUNDS + TIMED_ROUNDS):
             t0 = time.perf_counter()
-            step_metrics = rl_step(trainer, round_index + 1)
+            step_metrics = rl_step(
+                round_index + 1,
+                recipe=trainer.recipe,
+                dist=trainer.dist,
+                state=trainer.state,
+                parts=trainer.rl,
+                sampler=trainer.sampler,
+                tracker=trainer.tracker,
+            )
             seen = {
                 "mua_step_s": time.perf_counter() - t0,
                 "mua_rollout_s": step_metrics["time/rollout_s"],

@@ -412,8 +412,8 @@ def _cores_note(split: tuple[set[int], set[int]] | None) -> str:
 
 
 def run() -> tuple[dict[str, float], str]:
-    from mua.models import load_tokenizer
     from mua.engines.sglang.sglang_engine import SGLangEngine
+    from mua.models import load_tokenizer
 
     # random tiny-model text rarely re-encodes to the same tokens; the drift check still runs
     # (it is part of mua's cost) but its per-trajectory warnings would flood the bench output

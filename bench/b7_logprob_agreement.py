@@ -190,9 +190,9 @@ def variant_metrics(step0, stale, pushed, sampled, suffix: str) -> dict[str, flo
 def measure_hf(dist, prompt_ids: list[list[int]], stop_id: int) -> dict[str, float]:
     """The in-process hf engine with its own copy of the weights; push = EngineSync(kind="hf")."""
     from mua.distributed.fsdp import shard_model
+    from mua.engines.hf.hf_engine import HFEngine
     from mua.models import load_model
     from mua.models.tiny import PAD_TOKEN_ID
-    from mua.engines.hf.hf_engine import HFEngine
     from mua.train.engine_sync import EngineSync
 
     base = load_model(MODEL, dtype="float32", seed=0)

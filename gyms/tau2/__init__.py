@@ -12,6 +12,7 @@ import random
 
 from gyms.tau2.env import Tau2Env
 from gyms.tau2.expert import expert
+from gyms.tau2.options import check_options
 from gyms.tau2.tasks import build_tasks
 from mua.gym import GymSpec
 
@@ -41,6 +42,16 @@ def random_action(rng: random.Random) -> str:
     return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
 
+def endpoints(options: dict) -> list[tuple[str, object]]:
+    """The judge endpoint of `gym.options.judge` when it names one (checked before a run)."""
+    judge = check_options(options).judge
+    if not isinstance(judge, dict):
+        return []
+    from mua.config.rollout import LLMUserConfig
+
+    return [("judge (gym.options.judge)", LLMUserConfig(**{"kind": "llm", **judge}))]
+
+
 GYM = GymSpec(
     name="tau2",
     description="tau2-bench customer service (retail, airline, telecom): policy, tools, a user with tools of its own; tau2's reward.",
@@ -56,5 +67,6 @@ GYM = GymSpec(
     },
     random_action=random_action,
     needs_data=True,
+    endpoints=endpoints,
     budgets={"max_turns": 60, "max_total_tokens": 32768, "max_new_tokens_per_turn": 1024},
 )

@@ -79,7 +79,13 @@ from mua.algo.losses import (
     value_loss,
 )
 from mua.algo.offpolicy import CORRECTION_KINDS, behaviour_weights, sample_staleness
-from mua.algo.pass_metrics import mean_pass_at_k, mean_pass_hat_k, pass_at_k, pass_hat_k, success_counts
+from mua.algo.pass_metrics import (
+    mean_pass_at_k,
+    mean_pass_hat_k,
+    pass_at_k,
+    pass_hat_k,
+    success_counts,
+)
 from mua.algo.pipeline import GRPO_CREDIT_KINDS, GroupAdvantages, grpo_token_advantages
 from mua.algo.scores import SCORE_KINDS, trajectory_scores
 

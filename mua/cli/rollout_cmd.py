@@ -127,11 +127,12 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.config import write_resolved
     from mua.gym import GymContext, get_gym
     from mua.gym.budgets import with_gym_budgets
+    from mua.gym.mix import preflight_endpoints
+    from mua.llm.llm_client import make_llm_client
     from mua.models import load_tokenizer
-    from mua.llm.llm_client import make_llm_client, preflight_user
+    from mua.output_folders import FolderLock
     from mua.rollout.progress import rollout_progress
     from mua.rollout.runner import run_rollouts
-    from mua.output_folders import FolderLock
 
     recipe = load(args, "rollout")
     if recipe.gym is None:
@@ -140,7 +141,7 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     recipe.rollout = with_gym_budgets(recipe.rollout, gym)
     tasks = _load_tasks(recipe, gym)
     user = recipe.user
-    preflight_user(user)
+    preflight_endpoints(recipe)
     ctx = GymContext(
         options=dict(recipe.gym.options),
         reward_weights=dict(recipe.gym.reward_weights),
@@ -181,16 +182,14 @@ def run_mixed(recipe, show: int, html_path: str | None, full: bool) -> None:
     """`mua rollout` over several gyms (`mua.rollout.mixed`)."""
     from pathlib import Path
 
-    from mua.gym.mix import check_gyms, gym_runs
+    from mua.gym.mix import check_gyms, gym_runs, preflight_endpoints
     from mua.models import load_tokenizer
-    from mua.llm.llm_client import preflight_user
-    from mua.rollout.mixed import entry_rollout_tasks
     from mua.output_folders import FolderLock
+    from mua.rollout.mixed import entry_rollout_tasks
 
     check_gyms(recipe, "rollout")
     runs = gym_runs(recipe)
-    for run in runs:
-        preflight_user(run.user_cfg)
+    preflight_endpoints(recipe)
     tasks_by_gym = entry_rollout_tasks(recipe)
     tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
     run_dir = Path(recipe.run_dir)

@@ -94,43 +94,106 @@ def _suggest(word: str, choices: list[str], prefix: str) -> str:
 
 
 def apply_overrides(raw: dict, overrides: list[str], model: type[BaseModel]) -> dict:
+    """Apply `a.b.c=value` overrides to the raw recipe tree; unknown keys get a did-you-mean.
+
+    A list of sections (`gyms`) is entered by naming one entry: its label (or its gym name when
+    it has no label) or its position, e.g. `gyms.intention.weight=2` or `gyms.0.max_turns=4`."""
     for item in overrides:
         if "=" not in item:
             raise UsageError(f"override {item!r}: expected key=value (e.g. optim.lr=1e-5)")
         dotted, value_text = item.split("=", 1)
-        path = [p for p in dotted.strip().split(".")]
+        dotted = dotted.strip()
+        path = dotted.split(".")
         if not all(path):
             raise UsageError(f"override {item!r}: empty key in path {dotted!r}")
-        for depth, key in enumerate(path):
-            valid = fields_at(model, raw, path[:depth])
-            if valid is None:
-                break  # inside a free-form dict such as gym.options
-            if key not in valid:
-                prefix = ".".join(path[:depth]) + "." if depth else ""
-                hint = _moved(prefix + key, model) or _suggest(key, valid, prefix)
-                raise UsageError(f"override {dotted}: unknown key {key!r}{hint}")
-        node = raw
-        for key in path[:-1]:
-            if not isinstance(node.get(key), dict):
-                node[key] = {}
-            node = node[key]
+        node, section, where = _walk_to_parent(raw, path, model, dotted)
         node[path[-1]] = _yaml_scalar(value_text)
-        if path[-1] == "kind":
-            _drop_other_arm_keys(raw, node, path[:-1], model)
+        if path[-1] == "kind" and section is not None:
+            _drop_other_arm_keys(node, section, where)
     return raw
 
 
-def _drop_other_arm_keys(raw: dict, node: dict, section: list[str], model) -> None:
+def _walk_to_parent(raw: dict, path: list[str], model: type[BaseModel], dotted: str):
+    """The dict that holds `path`'s last key (created on the way), the section model it is
+    (None inside a free-form dict such as gym.options) and its dotted place; checks each key."""
+    node: dict = raw
+    current: type[BaseModel] | None = model
+    annotation: Any = model  # the section's annotation: a `kind=` change picks another arm
+    walked: list[str] = []
+    i = 0
+    while True:
+        key = path[i]
+        info = None
+        if current is not None:
+            info = current.model_fields.get(key)
+            if info is None:
+                prefix = ".".join(walked) + "." if walked else ""
+                hint = _moved(prefix + key, model) or _suggest(
+                    key, list(current.model_fields), prefix
+                )
+                raise UsageError(f"override {dotted}: unknown key {key!r}{hint}")
+        if i == len(path) - 1:
+            return node, (annotation if current is not None else None), ".".join(walked)
+        child = node.get(key)
+        walked.append(key)
+        i += 1
+        if isinstance(child, list) or (info is not None and _is_list(info.annotation)):
+            child = _pick_entry(child, key, path[i] if i < len(path) else "", dotted)
+            walked.append(path[i])
+            i += 1
+            if i == len(path):
+                raise UsageError(
+                    f"override {dotted}: name a key inside the entry, e.g. {dotted}.weight=2"
+                )
+        elif not isinstance(child, dict):
+            node[key] = child = {}
+        annotation = info.annotation if info is not None else None
+        current = _model_of(annotation, child) if info is not None else None
+        node = child
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is list or any(
+        typing.get_origin(a) is list for a in typing.get_args(annotation)
+    )
+
+
+def _pick_entry(entries: Any, key: str, selector: str, dotted: str) -> dict:
+    """The entry of the list `key` that `selector` names: a label, a gym name, or a position."""
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(
+            f"override {dotted}: the recipe has no {key}: list to pick an entry from "
+            f"(a one-gym recipe's section is gym.<key>)"
+        )
+    names = [
+        str(e.get("label") or e.get("name") or i) if isinstance(e, dict) else str(i)
+        for i, e in enumerate(entries)
+    ]
+    if selector in names:
+        index = names.index(selector)
+    elif selector.isdigit() and int(selector) < len(entries):
+        index = int(selector)
+    else:
+        raise UsageError(
+            f"override {dotted}: no entry {selector!r} in {key}; name one of "
+            f"{', '.join(names)} or a position 0..{len(entries) - 1}"
+        )
+    if not isinstance(entries[index], dict):
+        raise UsageError(f"override {dotted}: {key}[{index}] is not a section")
+    return entries[index]
+
+
+def _drop_other_arm_keys(node: dict, section: Any, where: str) -> None:
     """After a `kind=` override, drop the section's keys that the new kind does not have (e.g.
     `user.base_url` under `user.kind=scripted`), with a note on stderr saying which."""
-    valid = fields_at(model, raw, section)
+    arm = _model_of(section, node) if section is not None else None
+    valid = list(arm.model_fields) if arm is not None else None
     if valid is None:
         return
     dropped = sorted(k for k in node if k not in valid)
     for key in dropped:
         del node[key]
     if dropped:
-        where = ".".join(section)
         names = ", ".join(f"{where}.{k}" for k in dropped)
         print(f"note: {where}.kind={node['kind']} has no {names}; dropped", file=sys.stderr)
 

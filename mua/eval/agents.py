@@ -63,9 +63,9 @@ def _merged_folder(step_dir: Path) -> str:
 def _engine_agent(path: str, recipe, label: str) -> Agent:
     import torch
 
+    from mua.engines.hf.hf_engine import HFEngine
     from mua.eval.eval_runner import TrajectorySeededPolicy
     from mua.models import load_tokenizer
-    from mua.engines.hf.hf_engine import HFEngine
 
     tokenizer = load_tokenizer(recipe.model.tokenizer or path)
     device = "cuda" if torch.cuda.is_available() else "cpu"

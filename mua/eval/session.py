@@ -117,14 +117,13 @@ def run_evaluation(
 ) -> tuple[dict, dict]:
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
     from mua.eval.tasks import load_eval_tasks
-    from mua.gym.mix import check_gyms, entry_user
-    from mua.llm.llm_client import preflight_user
+    from mua.gym.mix import check_gyms, preflight_endpoints
     from mua.output_folders import FolderLock, claim_dir
 
     check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)
-    for label in tasks_by_gym:  # a wrong key or model stops here, before anything is written
-        preflight_user(entry_user(recipe.user, recipe.gym_section(label)))
+    # a wrong key or model (a user's or a judge's) stops here, before anything is written
+    preflight_endpoints(recipe, [recipe.gym_section(label) for label in tasks_by_gym])
     out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     # one `mua eval` per folder at a time: two would mix their rows under one summary
     with FolderLock(out_dir, what="eval output folder", verb="mua eval"):

@@ -192,6 +192,9 @@ class GymSpec:
     scripted expert finishes every built-in task.
     needs_data: True for a gym without a built-in dataset (its tasks come only from public data
     through `mua prep --source`); `mua eval --gym all` without task files leaves it out.
+    endpoints(options) -> [(what, LLMUserConfig)]: LLM endpoints the gym itself calls with these
+    options besides the simulated user (e.g. a judge); each is checked with one request before a
+    run starts, like the user (`mua.gym.mix.preflight_endpoints`).
     """
 
     name: str
@@ -205,3 +208,4 @@ class GymSpec:
     random_action: Callable[[Any], str] | None = None
     budgets: dict[str, int] = field(default_factory=dict)
     needs_data: bool = False
+    endpoints: Callable[[dict], list[tuple[str, Any]]] | None = None

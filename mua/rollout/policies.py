@@ -14,8 +14,13 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from mua.engines.engine_contract import (
+    GenerationRequest,
+    GenerationResult,
+    RolloutEngine,
+    SamplingParams,
+)
 from mua.gym.api import AgentAction, GymContext, GymSpec, Task, ToolCall
-from mua.engines.engine_contract import GenerationRequest, GenerationResult, RolloutEngine, SamplingParams
 from mua.rollout.toolcalls import ParserName, parse_action, read_native_calls
 from mua.text import clean_message
 

@@ -22,8 +22,8 @@ def serve_model(
     sglang_release: str | None = None,
 ) -> MuaServer:
     """Load `model_path` into an HFEngine and start serving it; returns the started server."""
-    from mua.models import load_tokenizer
     from mua.engines.hf.hf_engine import HFEngine
+    from mua.models import load_tokenizer
 
     tokenizer = load_tokenizer(model_path)
     engine = HFEngine.from_pretrained(

@@ -372,8 +372,8 @@ class MuaServer:
     # ---- OpenAI-compatible chat -----------------------------------------------------------
 
     async def chat(self, body: Any) -> dict:
-        from mua.models import render_ids
         from mua.engines.engine_contract import GenerationRequest, SamplingParams
+        from mua.models import render_ids
 
         self._require_awake()
         if self.tokenizer is None:

@@ -33,8 +33,10 @@ buckets as a full push.
 Every sglang push carries `weight_version` (the number of updates so far, "0" for the initial
 weights); the client reads the server's version back and fails when it did not move.
 
-Metrics (`take_metrics`): `time/weight_push_s` (seconds spent pushing since the last call) and,
-for sglang, `engine/probe_logp_diff` (the largest probe difference since the last call).
+Timing: `run` and `push_weights` take the step's `StepTimer` (`mua.train.step_timer`); every push
+is timed as its `weight_push` phase, wherever it happens (after the update for hf, inside the
+wake for sglang). `take_metrics` returns, for sglang, `engine/probe_logp_diff` (the largest probe
+difference since the last call).
 Not here: the HTTP protocol and server launching (`mua.engines.sglang.sglang_engine`), bucketing and
 encodings (`mua.engines.sglang.weight_sync`), the hf engine's internals.
 """
@@ -44,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -56,6 +57,7 @@ from mua.engines.sglang.weight_sync import (
     iter_buckets,
     probe_logprob_diff,
 )
+from mua.train.step_timer import StepTimer, timed
 from mua.train.trained_model import engine_params
 
 T = TypeVar("T")
@@ -74,17 +76,19 @@ class EngineSync:
     probe_tolerance: float = 0.05
     stale: bool = True
     updates: int = 0  # weight updates pushed so far: the pushes' weight_version
-    _push_s: float = 0.0
+    timer: StepTimer | None = None  # the current step's (set by `run` / `push_weights`)
     _probe_diffs: list[float] = field(default_factory=list)
 
-    def run(self, job: Callable[[], Awaitable[T]]) -> T:
+    def run(self, job: Callable[[], Awaitable[T]], timer: StepTimer | None = None) -> T:
         """wake -> `await job()` (rollouts, validation) -> sleep; returns the job's result.
+        A push on the way (stale weights) is timed as `timer`'s `weight_push` phase.
 
         With the `hf` engine the calling thread serves the engine's batches while the job's event
         loop runs in a helper thread (`HFEngine.serve_while`), so the trainer's thread is the only
         one in the process doing parallel torch work: on CPU a second thread doing it makes
         OpenMP's workers sleep between operations and decoding slower. Stale weights (the first
         use, a resume) are pushed on the calling thread before the job starts."""
+        self.timer = timer
         if self.kind == "hf":
             asyncio.run(self.engine.wake())
             try:
@@ -102,9 +106,10 @@ class EngineSync:
 
         return asyncio.run(whole())
 
-    def push_weights(self) -> None:
+    def push_weights(self, timer: StepTimer | None = None) -> None:
         """The trainer's weights changed (an update): the hf engine copies them now; an sglang
         server gets them in its next `wake`, between resuming weight memory and the KV cache."""
+        self.timer = timer
         self.stale = True
         self.updates += 1
         if self.kind == "hf":
@@ -140,15 +145,14 @@ class EngineSync:
     async def push(self) -> None:
         """Gather the full parameters (every rank, collective) and send them to the sglang engine
         from the leader (the hf engine's push is `_push_hf`, run by `run`)."""
-        t0 = time.perf_counter()
-        params = engine_params(self.model)
-        if not self.is_leader:
-            for _ in params:  # take part in each gather; the leader sends
-                pass
-        else:  # the sglang client buckets (or writes shards) itself
-            await self.engine.update_weights(params, weight_version=self.weight_version)
+        with timed(self.timer, "weight_push"):
+            params = engine_params(self.model)
+            if not self.is_leader:
+                for _ in params:  # take part in each gather; the leader sends
+                    pass
+            else:  # the sglang client buckets (or writes shards) itself
+                await self.engine.update_weights(params, weight_version=self.weight_version)
         self.stale = False
-        self._push_s += time.perf_counter() - t0
 
     @property
     def weight_version(self) -> str:
@@ -161,11 +165,10 @@ class EngineSync:
         thread's copy would start an OpenMP pool of its own."""
         if not self.stale:
             return
-        t0 = time.perf_counter()
-        for bucket in iter_buckets(engine_params(self.model), self.bucket_mb):
-            self.engine.load_weights(bucket)
+        with timed(self.timer, "weight_push"):
+            for bucket in iter_buckets(engine_params(self.model), self.bucket_mb):
+                self.engine.load_weights(bucket)
         self.stale = False
-        self._push_s += time.perf_counter() - t0
 
     async def probe(self) -> float:
         """Every rank probes the engine together; RunFailure on all ranks past the tolerance."""
@@ -176,11 +179,11 @@ class EngineSync:
         return worst
 
     def take_metrics(self) -> dict[str, float]:
-        """Push seconds and the worst probe difference since the last call (then reset)."""
-        out = {"time/weight_push_s": self._push_s}
+        """The worst probe difference since the last call (then reset); {} without a probe."""
+        out = {}
         if self._probe_diffs:
             out["engine/probe_logp_diff"] = max(self._probe_diffs)
-        self._push_s, self._probe_diffs = 0.0, []
+        self._probe_diffs = []
         return out
 
     async def close(self) -> None:
@@ -203,8 +206,8 @@ def build_engine_sync(rollout, model_cfg, parallel, dist, policy, tokenizer) -> 
     if rollout.engine == "sglang":
         return _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer)
     from mua.determinism import engine_batch_size
-    from mua.models import load_model
     from mua.engines.hf.hf_engine import HFEngine
+    from mua.models import load_model
 
     dtype = model_cfg.dtype if dist.device.type == "cuda" else "float32"
     engine = HFEngine(

@@ -160,9 +160,9 @@ def launch(
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
     check_inputs(recipe)
     if recipe.algo.kind != "sft":
-        from mua.llm.llm_client import preflight_user
+        from mua.gym.mix import preflight_endpoints
 
-        preflight_user(recipe.user)  # a wrong key or model stops here, before any rank starts
+        preflight_endpoints(recipe)  # a wrong key or model stops here, before any rank starts
     run_dir = Path(recipe.run_dir)
     cmd = torchrun_command(
         run_dir,

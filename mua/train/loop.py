@@ -81,7 +81,15 @@ def train_rank(argv: list[str] | None = None) -> int:
                             device=dist.device,
                         )
                     else:
-                        metrics = rl_step(trainer, step)
+                        metrics = rl_step(
+                            step,
+                            recipe=recipe,
+                            dist=dist,
+                            state=trainer.state,
+                            parts=trainer.rl,
+                            sampler=trainer.sampler,
+                            tracker=trainer.tracker,
+                        )
                 except RunStopped as e:  # a stop inside the step names its step here
                     raise RunStopped(f"step {step}: {e}") from None
                 # log, stop rules (RL), checkpoint and periodic export when due

@@ -74,7 +74,7 @@ class PartialRollouts:
 
     def rollout(
         self, *, sampler, tasks_per_step, route_of, sync, policy, tokenizer, rollout_cfg,
-        step, dist, progress=None,
+        step, dist, progress=None, timer=None,
     ) -> StepRollouts:  # fmt: skip
         """One step's rollout phase on this rank (collective: counts and tasks are agreed)."""
         version = sync.updates
@@ -102,7 +102,7 @@ class PartialRollouts:
             )
             return dropped, completed
 
-        dropped, completed = sync.run(job)
+        dropped, completed = sync.run(job, timer)
         by_id = {g.group_id: g for g in groups}
         trained = (ready + [by_id[i] for i in completed])[:share]
         taken = {g.group_id for g in trained}

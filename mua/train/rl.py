@@ -1,14 +1,19 @@
 """The RL step of `mua train` (GRPO, and PPO), run identically on every rank.
 
-`rl_step` reads top to bottom as the loop it implements, each phase a function here:
+`rl_step(step, recipe=, dist=, state=, parts=, sampler=, tracker=)` takes what it uses: the
+policy it trains and its optimizer (`PolicyState`), the run's parts (`RLParts`: engine, gyms,
+reference, critic, advantage strategy), the task sampler and the tracker. It reads top to bottom
+as the loop it implements, each phase a function here, timed by one `StepTimer`:
 
     rollout    engine wakes, this rank's share of the step's tasks is rolled out, engine sleeps
     score      exclusions and samples (`mua.train.rl_batch.score`)
     logprobs   old (when the policy moves within the step) and reference log-probs
     advantages the run's strategy: group-relative (GRPO) or critic + GAE (PPO)
     update     epochs x mini-batches of optimizer steps (policy, and the critic for PPO)
-    push       the new weights to the rollout engine (`EngineSync.push_weights`)
-    then metrics, transcripts and validation when due.
+    push       the new weights to the rollout engine (`EngineSync.push_weights`: the hf engine
+               now; an sglang server in its next wake, since its sleep releases weight memory)
+    then metrics, transcripts and validation when due. Each push, wherever it happens, is timed
+    as `time/weight_push_s`; `time/rollout_s` is the rollout without it.
 
 Design choices:
 - The engine and its co-operation with the trainer live in `mua.train.engine_sync`: `hf` (a private
@@ -33,6 +38,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -48,86 +54,114 @@ from mua.train.packed_batch import concat_per_token, first_token_mask
 from mua.train.packed_forward import accumulate, forward_only
 from mua.train.rl_batch import RLSample, score, split_mini_batches, with_inputs
 from mua.train.rl_metrics import log_transcripts, rollout_metrics, update_metrics
-from mua.train.rl_setup import RLParts
+from mua.train.rl_setup import PolicyState, RLParts
 from mua.train.rl_validation import validate
+from mua.train.step_timer import StepTimer
+
+if TYPE_CHECKING:
+    from mua.config.recipes import TrainRecipe
+    from mua.distributed import DistInfo
+    from mua.track.tracker import Tracker
+    from mua.train.mix_sampler import MixSampler
 
 
-def rl_step(trainer, step: int) -> dict[str, float]:
+def rl_step(
+    step: int,
+    *,
+    recipe: TrainRecipe,
+    dist: DistInfo,
+    state: PolicyState,
+    parts: RLParts,
+    sampler: MixSampler,
+    tracker: Tracker,
+) -> dict[str, float]:
     """One RL step on this rank (collective: every rank calls it with the same step)."""
-    r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
-    algo, parallel = r.algo, r.parallel
-    clock = step_start = time.perf_counter()
-    busy_start = _engine_busy_s(parts)
+    r, algo, parallel = recipe, recipe.algo, recipe.parallel
+    timer = StepTimer(always=("rollout", "weight_push", "prepare", "update"))
+    step_start, busy_start = time.perf_counter(), _engine_busy_s(parts)
     async_metrics: dict[str, float] = {}
     if r.rollout.oversample > 1.0:  # partial rollouts carried across steps (docs/async_rl.md)
-        trajectories, group_sizes, async_metrics = partial_rollout(trainer, step)
+        with timer.phase("rollout"):
+            trajectories, group_sizes, async_metrics = partial_rollout(
+                step, recipe=r, dist=dist, state=state, parts=parts, sampler=sampler,
+                tracker=tracker, timer=timer,
+            )  # fmt: skip
         drawn = []
     else:
-        drawn = trainer.sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
+        drawn = sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
         group_sizes = [parts.runs[label].n for label, _ in drawn]
         mine = rank_slice(drawn, dist.rank, dist.world_size)
         tasks = [task for _, task in mine]
         routes = [parts.route(label) for label, _ in mine]
 
-        progress = trainer.tracker.rollout_progress(step, sum(route.n for route in routes))
-        trajectories = rollout(
-            parts, tasks, step, trainer.tokenizer, r.rollout, progress=progress, routes=routes
+        with timer.phase("rollout"):  # wake (a stale sglang engine is pushed to), generate, sleep
+            progress = tracker.rollout_progress(step, sum(route.n for route in routes))
+            trajectories = rollout(
+                parts,
+                tasks,
+                step,
+                state.tokenizer,
+                r.rollout,
+                progress=progress,
+                routes=routes,
+                timer=timer,
+            )
+    probe = parts.sync.take_metrics()
+    feedback = observe_step(sampler, trajectories, drawn, r)
+
+    with timer.phase("prepare"):
+        n = (
+            r.rollout.n
+            if len(set(group_sizes)) <= 1 and group_sizes[:1] == [r.rollout.n]
+            else group_sizes
         )
-    push_s = parts.sync.take_metrics()  # a stale sglang engine is pushed to in its wake
-    rollout_s = time.perf_counter() - clock - push_s["time/weight_push_s"]
-    feedback = observe_step(trainer.sampler, trajectories, drawn, r)
+        batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=n)
+        old_from_update = reuses_update_forward(algo, parts.ref_model is not None)
+        logprobs = pre_update_logprobs(
+            state.model,
+            parts.ref_model,
+            batch.samples,
+            with_old=not old_from_update,
+            temperature=sampling_temperature(r.rollout),
+            parallel=parallel,
+            device=dist.device,
+        )
+        advantages = parts.advantages.compute(batch, logprobs)
+        samples = with_inputs(
+            batch.samples,
+            advantages.tokens,
+            logprobs.old,
+            logprobs.ref,
+            advantages.values,
+            advantages.returns,
+        )
 
-    clock = time.perf_counter()
-    n = (
-        r.rollout.n
-        if len(set(group_sizes)) <= 1 and group_sizes[:1] == [r.rollout.n]
-        else group_sizes
-    )
-    batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=n)
-    old_from_update = reuses_update_forward(algo, parts.ref_model is not None)
-    logprobs = pre_update_logprobs(
-        trainer.model,
-        parts.ref_model,
-        batch.samples,
-        with_old=not old_from_update,
-        temperature=sampling_temperature(r.rollout),
-        parallel=parallel,
-        device=dist.device,
-    )
-    advantages = parts.advantages.compute(batch, logprobs)
-    samples = with_inputs(
-        batch.samples,
-        advantages.tokens,
-        logprobs.old,
-        logprobs.ref,
-        advantages.values,
-        advantages.returns,
-    )
-    prepare_s = time.perf_counter() - clock
+    with timer.phase("update"):
+        result = update(
+            state.model,
+            state.optimizer,
+            state.scheduler,
+            parts.critic,
+            samples,
+            algo=algo,
+            parallel=parallel,
+            grad_clip=r.optim.grad_clip,
+            global_batch=sum(group_sizes),
+            temperature=sampling_temperature(r.rollout),
+            dist=dist,
+            train_policy=algo.kind != "ppo" or step > algo.critic_warmup_steps,
+            with_ref=parts.ref_model is not None,
+            old_from_forward=old_from_update,
+        )
 
-    clock = time.perf_counter()
-    train_policy = algo.kind != "ppo" or step > algo.critic_warmup_steps
-    result = update(
-        trainer.model,
-        trainer.optimizer,
-        trainer.scheduler,
-        parts.critic,
-        samples,
-        algo=algo,
-        parallel=parallel,
-        grad_clip=r.optim.grad_clip,
-        global_batch=sum(group_sizes),
-        temperature=sampling_temperature(r.rollout),
-        dist=dist,
-        train_policy=train_policy,
-        with_ref=parts.ref_model is not None,
-        old_from_forward=old_from_update,
-    )
-    update_s = time.perf_counter() - clock
-
-    clock = time.perf_counter()
-    push_weights(parts.sync)
-    push_s["time/weight_push_s"] += time.perf_counter() - clock
+    # The new weights to the engine: the hf engine copies them now (timed here); an sglang
+    # server released its weight memory after the rollout, so it is pushed to in its next wake.
+    parts.sync.push_weights(timer)
+    if busy_start is not None:  # hf: the share of the step the engine had nothing to decode
+        busy = _engine_busy_s(parts) - busy_start
+        idle = 1.0 - busy / max(time.perf_counter() - step_start, 1e-9)
+    else:
+        idle = None
 
     old = logprobs.old if logprobs.old is not None else result.old_logprobs
     metrics = {
@@ -142,39 +176,33 @@ def rl_step(trainer, step: int) -> dict[str, float]:
         **feedback,
         **async_metrics,
         **result.metrics,
-        "time/weight_push_s": push_s["time/weight_push_s"],
-        "time/rollout_s": rollout_s,
-        "time/prepare_s": prepare_s,
-        "time/update_s": update_s,
+        **probe,
+        **_user_call_metrics(parts),
     }
-    if "engine/probe_logp_diff" in push_s:
-        metrics["engine/probe_logp_diff"] = push_s["engine/probe_logp_diff"]
-    if busy_start is not None:  # hf: the share of the step the engine had nothing to decode
-        busy = _engine_busy_s(parts) - busy_start
-        metrics["engine/idle_frac"] = max(
-            0.0, 1.0 - busy / max(time.perf_counter() - step_start, 1e-9)
-        )
-    user_calls = _user_calls(parts)  # this rank's LLM users since the last step
-    if user_calls:  # retries, 429s, timed-out attempts, failures: summed over ranks
-        totals = all_reduce_sum(list(user_calls.values())).tolist()
-        metrics.update({f"user/{k[5:]}": v for k, v in zip(user_calls, totals, strict=True)})
-    timed = ("time/weight_push_s", "time/rollout_s", "time/prepare_s", "time/update_s")
-    metrics["tokens_per_s"] = metrics["tokens/total"] / max(sum(metrics[k] for k in timed), 1e-9)
+    if idle is not None:
+        metrics["engine/idle_frac"] = max(0.0, idle)
     log_transcripts(
-        trainer.tracker if dist.is_main else None,
+        tracker if dist.is_main else None,
         step,
         trajectories,
         r.track.transcripts_per_step,
-        trainer.tokenizer,
+        state.tokenizer,
     )
     if r.eval.test_freq and step % r.eval.test_freq == 0 and parts.test_tasks:
-        metrics.update(validate(trainer))
-        val_sync = parts.sync.take_metrics()  # validation's own push (sglang) and probe
-        metrics["time/weight_push_s"] += val_sync["time/weight_push_s"]
-        if "engine/probe_logp_diff" in val_sync:
-            metrics["engine/probe_logp_diff"] = max(
-                metrics.get("engine/probe_logp_diff", 0.0), val_sync["engine/probe_logp_diff"]
+        with timer.phase("validation"):
+            metrics.update(
+                validate(
+                    recipe=r, dist=dist, parts=parts, state=state, tracker=tracker, timer=timer
+                )
             )
+        val_probe = parts.sync.take_metrics()  # validation's own wake probes the engine
+        if "engine/probe_logp_diff" in val_probe:
+            metrics["engine/probe_logp_diff"] = max(
+                metrics.get("engine/probe_logp_diff", 0.0), val_probe["engine/probe_logp_diff"]
+            )
+    metrics.update(timer.metrics())
+    trained = sum(metrics[f"time/{k}_s"] for k in ("rollout", "weight_push", "prepare", "update"))
+    metrics["tokens_per_s"] = metrics["tokens/total"] / max(trained, 1e-9)
     return metrics
 
 
@@ -190,6 +218,7 @@ def rollout(
     policy=None,
     progress=None,
     routes=None,
+    timer: StepTimer | None = None,
 ) -> list:
     """Wake the engine, roll out each task's group (`routes[i]`: task i's gym, user, limits and
     n; without routes, `rollout_cfg.n` samples in the run's first gym), put it to sleep."""
@@ -213,31 +242,32 @@ def rollout(
             routes=routes,
         )
 
-    return parts.sync.run(go)
+    return parts.sync.run(go, timer)
 
 
-def partial_rollout(trainer, step: int) -> tuple[list, list[int], dict[str, float]]:
+def partial_rollout(
+    step: int, *, recipe, dist, state, parts: RLParts, sampler, tracker, timer
+) -> tuple[list, list[int], dict[str, float]]:
     """The rollout phase with `rollout.oversample` > 1: this rank's trained trajectories, the
     step's group sizes by global task position, and the `async/...` metrics (over all ranks)."""
     from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
 
-    r, parts, dist = trainer.recipe, trainer.rl, trainer.dist
-    carry = getattr(parts, "carry", None)
-    if carry is None:
-        carry = parts.carry = PartialRollouts(r.rollout.oversample, r.algo.max_staleness)
+    r = recipe
+    if parts.carry is None:
+        parts.carry = PartialRollouts(r.rollout.oversample, r.algo.max_staleness)
     share = len(range(dist.rank, r.data.tasks_per_step, dist.world_size))
-    progress = trainer.tracker.rollout_progress(step, share * r.rollout.n)
-    out = carry.rollout(
-        sampler=trainer.sampler,
+    out = parts.carry.rollout(
+        sampler=sampler,
         tasks_per_step=r.data.tasks_per_step,
         route_of=parts.route,
         sync=parts.sync,
         policy=parts.policy,
-        tokenizer=trainer.tokenizer,
+        tokenizer=state.tokenizer,
         rollout_cfg=r.rollout,
         step=step,
         dist=dist,
-        progress=progress,
+        progress=tracker.rollout_progress(step, share * r.rollout.n),
+        timer=timer,
     )
     gathered = all_gather_objects((out.staleness, out.counts))
     metrics = staleness_metrics([g[0] for g in gathered], [g[1] for g in gathered])
@@ -249,6 +279,16 @@ def _engine_busy_s(parts: RLParts) -> float | None:
     engine, which does not report it)."""
     stats = getattr(parts.engine, "stats", None)
     return float(stats["busy_s"]) if isinstance(stats, dict) and "busy_s" in stats else None
+
+
+def _user_call_metrics(parts: RLParts) -> dict[str, float]:
+    """`user/...`: this rank's LLM users' retries, 429s, timed-out attempts and failures since
+    the last step, summed over ranks (collective)."""
+    user_calls = _user_calls(parts)
+    if not user_calls:
+        return {}
+    totals = all_reduce_sum(list(user_calls.values())).tolist()
+    return {f"user/{k[5:]}": v for k, v in zip(user_calls, totals, strict=True)}
 
 
 def _user_calls(parts: RLParts) -> dict:
@@ -498,12 +538,6 @@ def policy_mini_batch(
             forward_old[i] = lp
         totals.update(st)
     return totals, grad_norm, forward_old
-
-
-def push_weights(sync) -> None:
-    """The update's weights to the rollout engine (`EngineSync.push_weights`: the hf engine now,
-    an sglang server in its next wake, since its sleep releases weight memory)."""
-    sync.push_weights()
 
 
 def sampling_temperature(rollout_cfg) -> float:

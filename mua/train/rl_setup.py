@@ -14,8 +14,20 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mua.rollout.policies import EnginePolicy
+
+if TYPE_CHECKING:
+    import torch
+
+    from mua.engines.engine_contract import RolloutEngine
+    from mua.gym.api import GymSpec
+    from mua.gym.mix import GymRun
+    from mua.train.advantage_strategy import CriticGAE, GroupRelative
+    from mua.train.critic import Critic
+    from mua.train.engine_sync import EngineSync
+    from mua.train.partial_rollouts import PartialRollouts
 
 
 class SeededPolicy(EnginePolicy):
@@ -63,20 +75,20 @@ class SeededPolicy(EnginePolicy):
 
 @dataclass
 class RLParts:
-    """What the RL step needs besides the Trainer's model/optimizer/sampler."""
+    """What the RL step works with besides the policy it trains (`PolicyState`)."""
 
-    engine: object
-    sync: object  # mua.train.engine_sync.EngineSync: wake/sleep, weight push, probe
+    engine: RolloutEngine
+    sync: EngineSync  # wake/sleep, weight push, probe
     policy: SeededPolicy
-    gym: object  # the first entry's GymSpec (the only one in a one-gym run)
-    gym_ctx: object
+    gym: GymSpec  # the first entry's (the only one in a one-gym run)
+    gym_ctx: object  # the first entry's env context (`GymRun.ctx`)
     test_tasks: list  # every held-out task, in entry order
-    advantages: object  # mua.train.advantage_strategy.GroupRelative | CriticGAE
-    ref_model: object | None = None
-    critic: object | None = None  # mua.train.critic.Critic (PPO)
-    runs: dict = field(default_factory=dict)  # label -> mua.gym.mix.GymRun
-    test_by_gym: dict = field(default_factory=dict)  # label -> held-out tasks
-    carry: object | None = None  # mua.train.partial_rollouts.PartialRollouts (oversampling)
+    advantages: GroupRelative | CriticGAE
+    ref_model: torch.nn.Module | None = None
+    critic: Critic | None = None  # PPO
+    runs: dict[str, GymRun] = field(default_factory=dict)  # by gym label
+    test_by_gym: dict[str, list] = field(default_factory=dict)  # label -> held-out tasks
+    carry: PartialRollouts | None = None  # rollout.oversample > 1: groups carried over
 
     @property
     def multi_gym(self) -> bool:
@@ -97,6 +109,17 @@ class RLParts:
                 seen.add(id(run.ctx.llm))
                 out.append(run.ctx.llm)
         return out
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """The trained policy and what updates it: the step changes them in place (an optimizer
+    step), never replaces them. Built by the Trainer, which checkpoints them."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    tokenizer: object  # a transformers tokenizer: renders conversations, decodes transcripts
 
 
 def held_out_tasks(recipe) -> dict[str, list]:

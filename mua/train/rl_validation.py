@@ -1,6 +1,6 @@
 """In-training validation of the RL step: held-out tasks of every gym through `mua eval`'s runner.
 
-`validate(trainer)` evaluates this rank's slice of the held-out tasks, each gym's with its own env
+`validate(...)` evaluates this rank's slice of the held-out tasks, each gym's with its own env
 context and limits (the gyms' conversations run together), gathers the rows over ranks and
 returns `val/...` over all rows, and with several gyms `val/<label>/...` and `val/macro/...`
 (`per_gym_validation`). Not here: the training step (`mua.train.rl`).
@@ -8,12 +8,29 @@ returns `val/...` over all rows, and with several gyms `val/<label>/...` and `va
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mua.distributed import all_gather_objects
 from mua.train.data import rank_slice
 from mua.train.rl_setup import SeededPolicy
 
+if TYPE_CHECKING:
+    from mua.config.recipes import TrainRecipe
+    from mua.distributed import DistInfo
+    from mua.track.tracker import Tracker
+    from mua.train.rl_setup import PolicyState, RLParts
+    from mua.train.step_timer import StepTimer
 
-def validate(trainer) -> dict[str, float]:
+
+def validate(
+    *,
+    recipe: TrainRecipe,
+    dist: DistInfo,
+    parts: RLParts,
+    state: PolicyState,
+    tracker: Tracker,
+    timer: StepTimer | None = None,
+) -> dict[str, float]:
     """Held-out evaluation through the shared evaluation runner, gathered over all ranks.
 
     Each rank evaluates its slice of the test tasks with `mua.eval.eval_runner.evaluate` (the code
@@ -22,42 +39,46 @@ def validate(trainer) -> dict[str, float]:
     `track.transcripts_per_step` of its trajectories (sample 0 of its first tasks, then sample 1,
     ...: the same tasks at every validation) as the run's `val` transcripts of this step.
     """
-    from mua.eval.summary import flat_metrics, summarize
     from mua.eval.eval_runner import evaluate
+    from mua.eval.summary import flat_metrics, summarize
 
-    r, dist, parts = trainer.recipe, trainer.dist, trainer.rl
+    r = recipe
     step = parts.policy.step  # the training step just rolled out (`rollout` started the policy)
     keep = r.track.transcripts_per_step if dist.is_main else 0
     finished = []  # rank 0's whole trajectories, for the transcripts
-    policy = SeededPolicy(
-        parts.engine,
-        r.rollout,
-        r.model.tool_parser,
-        seed=r.data.seed + 1,
-        rank=dist.rank,
-        world_size=dist.world_size,
-        temperature=r.eval.temperature,
-    )
-
-    labels = [label for label, ts in parts.test_by_gym.items() for _ in ts]
-    mine = rank_slice(list(zip(labels, parts.test_tasks, strict=True)), dist.rank, dist.world_size)
+    # Each gym's held-out tasks are dealt to ranks on their own, and each gym samples with its
+    # own seed: task positions restart at 0 in every gym, so one seed would give the first task
+    # of every gym the same draws, and positions would depend on how the gyms interleave.
+    mine = deal_held_out(parts.test_by_gym, dist.rank, dist.world_size)
+    policies = {
+        label: SeededPolicy(
+            parts.engine,
+            r.rollout,
+            r.model.tool_parser,
+            seed=validation_seed(r.data.seed, index),
+            rank=dist.rank,
+            world_size=dist.world_size,
+            temperature=r.eval.temperature,
+        )
+        for index, label in enumerate(parts.test_by_gym)
+    }
 
     async def go():
         import asyncio
 
         jobs, job_labels = [], []
         for label, run in parts.runs.items():
-            gym_tasks = [t for lab, t in mine if lab == label]
+            gym_tasks = mine.get(label, [])
             if not gym_tasks:
                 continue
             job_labels.append(label)
             jobs.append(
                 evaluate(
                     gym_tasks,
-                    policy=policy,
+                    policy=policies[label],
                     gym_spec=run.spec,
                     gym_ctx=run.ctx,
-                    tokenizer=trainer.tokenizer,
+                    tokenizer=state.tokenizer,
                     rollout_cfg=run.rollout_cfg,
                     n=r.eval.n,
                     k_values=r.eval.k,
@@ -74,12 +95,12 @@ def validate(trainer) -> dict[str, float]:
 
     rows = [
         (label, {k: v for k, v in row.items() if k != "messages"})
-        for label, row in parts.sync.run(go)
+        for label, row in parts.sync.run(go, timer)
     ]
-    tasks = [t for _, t in mine]
+    tasks = [t for gym_tasks in mine.values() for t in gym_tasks]
     position = {str(t.task_id): i for i, t in enumerate(tasks)}
     finished.sort(key=lambda t: (t.sample_index, position.get(str(t.task_id), len(position))))
-    trainer.tracker.log_transcripts(step, finished[:keep], trainer.tokenizer, kind="val")
+    tracker.log_transcripts(step, finished[:keep], state.tokenizer, kind="val")
     every_row = [item for part in all_gather_objects(rows) for item in part]
     k_values = sorted({k for k in (1, r.eval.n, *r.eval.k) if 1 <= k <= r.eval.n})
     summary = summarize(
@@ -92,6 +113,17 @@ def validate(trainer) -> dict[str, float]:
     if parts.multi_gym:
         out.update(per_gym_validation(parts, every_row, k_values))
     return out
+
+
+def deal_held_out(test_by_gym: dict[str, list], rank: int, world_size: int) -> dict[str, list]:
+    """This rank's held-out tasks of each gym, dealt strided within the gym, so a task's local
+    position maps back to its position in its gym's list (what `SeededPolicy` seeds by)."""
+    return {label: rank_slice(tasks, rank, world_size) for label, tasks in test_by_gym.items()}
+
+
+def validation_seed(data_seed: int, gym_index: int) -> int:
+    """The sampling seed of the gym at `gym_index` in validation (the first gym's: data seed + 1)."""
+    return data_seed + 1 + 7919 * gym_index
 
 
 def _keep_labelled(finished: list, label: str):

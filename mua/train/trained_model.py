@@ -105,8 +105,8 @@ def load_trained_lm(recipe, device_type: str | None = None) -> nn.Module:
     chosen, stays) and the norms of `device_type` ("cpu" or "cuda"; default: cuda when available)."""
     import torch
 
-    from mua.models import load_model
     from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.models import load_model
 
     if device_type is None:
         device_type = "cuda" if torch.cuda.is_available() else "cpu"

@@ -24,6 +24,7 @@ from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples
 from mua.train.mix_sampler import build_task_sampler
 from mua.train.optim import build_optimizer, build_scheduler
+from mua.train.rl_setup import PolicyState
 from mua.train.sft import sft_steps_total
 from mua.train.trained_model import export_hf, hf_side_files, load_policy, load_tokenizer_for
 
@@ -96,6 +97,11 @@ class Trainer:
         self.rl = build_rl_parts(
             r, self.dist, self.model, self.tokenizer, optimizer_steps, sampler=self.sampler
         )
+
+    @property
+    def state(self) -> PolicyState:
+        """The policy the RL step trains and what updates it (the step changes them in place)."""
+        return PolicyState(self.model, self.optimizer, self.scheduler, self.tokenizer)
 
     # ---- checkpoints -------------------------------------------------------------------
     def _maybe_resume(self) -> int:

@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mua.engines.sglang import weight_sync
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.sglang import weight_sync
 from mua.serve import protocol
 from mua.serve.releases import COVERED_RELEASES, ReleaseTraits
 
@@ -134,8 +134,8 @@ def _generate_bodies(traits: ReleaseTraits) -> tuple[list[dict], list[dict]]:
 def _training_step_calls(version: str) -> tuple[list[dict], list[str]]:
     """The memory calls of two RL steps (leader and follower sharing one server), as the
     trainer's EngineSync makes them against `mua serve` emulating `version`."""
-    from mua.models import load_model
     from mua.engines.sglang.sglang_engine import SGLangEngine
+    from mua.models import load_model
     from mua.serve import serve_model
     from mua.train.engine_sync import EngineSync
 

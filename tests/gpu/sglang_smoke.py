@@ -45,11 +45,11 @@ def main() -> None:
     from mua.distributed import all_gather_objects, barrier
     from mua.distributed.fsdp import shard_model
     from mua.distributed.runtime import init_distributed
-    from mua.models import load_model
-    from mua.engines.sglang import weight_sync
     from mua.engines.engine_contract import GenerationRequest, SamplingParams
+    from mua.engines.sglang import weight_sync
     from mua.engines.sglang.sglang_engine import SGLangEngine, sglang_version
     from mua.engines.sglang.sglang_launch import launch_sglang_server
+    from mua.models import load_model
     from mua.train.engine_sync import EngineSync
 
     out_file, folder = Path(sys.argv[1]), sys.argv[2]

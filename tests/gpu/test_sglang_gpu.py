@@ -51,9 +51,9 @@ def _greedy(n: int):
 
 @pytest.fixture(scope="module")
 def sglang_engine(tmp_path_factory):
-    from mua.models import load_model, load_tokenizer, save_hf
     from mua.engines.sglang.sglang_engine import sglang_version
     from mua.engines.sglang.sglang_launch import launch_sglang_server
+    from mua.models import load_model, load_tokenizer, save_hf
 
     _cuda_and_sglang()
     if sglang_version() is None:
@@ -75,9 +75,9 @@ def sglang_engine(tmp_path_factory):
 
 
 def test_greedy_generation_matches_the_transformers_engine(sglang_engine):
-    from mua.models import load_model
     from mua.engines.engine_contract import GenerationRequest
     from mua.engines.hf.hf_engine import HFEngine
+    from mua.models import load_model
 
     reference = HFEngine(load_model(MODEL), device="cuda")
     req = GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(8))
@@ -90,8 +90,8 @@ def test_greedy_generation_matches_the_transformers_engine(sglang_engine):
 def test_logprobs_agree_after_a_tensor_push(sglang_engine):
     import torch
 
-    from mua.models import load_model
     from mua.engines.sglang import weight_sync
+    from mua.models import load_model
 
     trainer = load_model(MODEL).cuda()
     with torch.no_grad():
@@ -122,9 +122,9 @@ def test_sleep_releases_gpu_memory(sglang_engine):
 
 
 def test_hf_engine_on_cuda_matches_cpu():
-    from mua.models import load_model
     from mua.engines.engine_contract import GenerationRequest
     from mua.engines.hf.hf_engine import HFEngine
+    from mua.models import load_model
 
     req = GenerationRequest(prompt_ids=PROMPT, sampling=_greedy(8))
     cpu = asyncio.run(HFEngine(load_model(MODEL), device="cpu").generate(req))

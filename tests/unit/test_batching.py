@@ -23,8 +23,8 @@ def test_pack_resets_positions_per_sequence():
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager", "mua_varlen"])
 def test_packed_logprobs_equal_unpacked(attn):
-    from mua.models import load_model
     from mua.cpu_kernels.packed_attention import register
+    from mua.models import load_model
 
     register()
     torch.set_num_threads(1)
@@ -58,8 +58,8 @@ def test_varlen_attention_builds_no_mask_and_matches_plain_forward(monkeypatch):
     """The trainer's default path: one packed row, per-sequence causal attention, no [T, T] mask."""
     import transformers.masking_utils as masking
 
-    from mua.models import load_model
     from mua.cpu_kernels.packed_attention import NAME, enable_varlen
+    from mua.models import load_model
 
     torch.set_num_threads(1)
     model = load_model("tiny:qwen2-1m", dtype="float32", seed=0).eval()
@@ -188,8 +188,8 @@ def test_shared_layout_leaves_last_tokens_out_with_drop_last():
 
 
 def test_shared_prefix_rows_give_the_same_logprobs_and_gradients():
-    from mua.models import load_model
     from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.models import load_model
     from mua.train.packed_forward import scored_logprobs
 
     torch.set_num_threads(1)

@@ -57,8 +57,8 @@ def test_summary_counts_pass_k_and_excludes_user_failures_from_scores():
 def test_summary_reports_each_component_mean_over_scored_rows_and_the_table_shows_them():
     from rich.console import Console
 
-    from mua.eval.summary import flat_metrics
     from mua.eval.report import summary_table
+    from mua.eval.summary import flat_metrics
 
     rows = [
         {**_row("a", 0, 1.0), "reward_components": {"db": 1.0, "communicate": 1.0}},

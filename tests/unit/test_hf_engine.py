@@ -9,9 +9,9 @@ import time
 import pytest
 import torch
 
-from mua.models import load_model
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.engines.hf.hf_engine import HFEngine
+from mua.models import load_model
 
 torch.set_num_threads(1)
 

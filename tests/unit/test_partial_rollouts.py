@@ -151,7 +151,7 @@ class FakeSampler:
 class FakeSync:
     updates = 0
 
-    def run(self, job):
+    def run(self, job, timer=None):
         return asyncio.run(job())
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mua.models import load_model
 from mua.cpu_kernels.rms_norm import RMSNorm, use_fast_rms_norm
+from mua.models import load_model
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -19,8 +19,8 @@ from mua.config.rollout import LLMUserConfig, RolloutConfig
 from mua.errors import RunFailure
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.tools import ToolEnv, tool
-from mua.models import load_tokenizer
 from mua.llm.llm_client import LLMClient, preflight_user
+from mua.models import load_tokenizer
 from mua.rollout.policies import MessagePolicy
 from mua.rollout.runner import run_rollouts_sync
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mua.config.rollout import RolloutConfig
+from mua.engines.engine_contract import GenerationResult
 from mua.gym import (
     AgentAction,
     GymContext,
@@ -20,7 +21,6 @@ from mua.gym import (
     get_gym,
 )
 from mua.models import load_model, load_tokenizer
-from mua.engines.engine_contract import GenerationResult
 from mua.rollout.policies import EnginePolicy, MessagePolicy, expert_policy
 from mua.rollout.runner import run_rollouts, run_rollouts_sync
 

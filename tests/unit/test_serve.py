@@ -11,8 +11,8 @@ import time
 import urllib.request
 
 from mua.config.rollout import LLMUserConfig
-from mua.models import load_tokenizer
 from mua.llm.llm_client import make_llm_client
+from mua.models import load_tokenizer
 from mua.serve import serve_model
 
 MODEL = "tiny:qwen2-1m"

@@ -10,12 +10,12 @@ import pickle
 import pytest
 import torch
 
-from mua.errors import RunFailure
-from mua.models import load_model
-from mua.engines.sglang import weight_sync
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.engines.hf.hf_engine import HFEngine
+from mua.engines.sglang import weight_sync
 from mua.engines.sglang.sglang_engine import EnginePool, SGLangEngine
+from mua.errors import RunFailure
+from mua.models import load_model
 from mua.serve import protocol, serve_model
 
 MODEL = "tiny:qwen2-1m"

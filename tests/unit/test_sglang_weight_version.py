@@ -13,10 +13,10 @@ import copy
 import pytest
 import torch
 
-from mua.errors import RunFailure
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.engines.sglang.sglang_engine import SGLangEngine, check_same_release
 from mua.engines.sglang.weight_sync import default_probe_ids
+from mua.errors import RunFailure
 from mua.train.engine_sync import EngineSync
 
 MODEL = "tiny:qwen2-1m"

@@ -25,8 +25,8 @@ False, nothing is stored, and the engine admits new rows only into an empty batc
 
 from __future__ import annotations
 
-from mua.models.model_loading import accepts_logits_to_keep
 from mua.engines.hf.hf_sampling import Row, record, row_generator, sample
+from mua.models.model_loading import accepts_logits_to_keep
 
 
 class RunningBatch:

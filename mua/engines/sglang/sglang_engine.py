@@ -48,9 +48,9 @@ from typing import Any, Literal
 
 import aiohttp
 
-from mua.errors import RunFailure, UsageError
-from mua.engines.sglang import weight_sync
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
+from mua.engines.sglang import weight_sync
+from mua.errors import RunFailure, UsageError
 from mua.llm.http_session import LoopSessions
 from mua.serve import protocol
 from mua.serve.releases import ReleaseTraits

@@ -19,8 +19,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mua.errors import RunFailure
 from mua.engines.sglang.sglang_engine import ServerHTTPError, SGLangEngine, sglang_version
+from mua.errors import RunFailure
 from mua.serve.releases import ReleaseTraits
 
 
