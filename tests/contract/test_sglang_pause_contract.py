@@ -16,6 +16,7 @@ from mua.serve.releases import COVERED_RELEASES, ReleaseTraits
 from tests.contract.test_sglang_contract import _run_probe, _side_folder
 
 
+@pytest.mark.slow  # three probe subprocesses, about 30 s each on 2 cores
 @pytest.mark.parametrize("version", COVERED_RELEASES)
 def test_pause_continue_abort_bodies_fit_the_release(version, tmp_path):
     folder = _side_folder(version)
