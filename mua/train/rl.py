@@ -16,6 +16,9 @@ as the loop it implements, each phase a function here, timed by one `StepTimer`:
     as `time/weight_push_s`; `time/rollout_s` is the rollout without it.
 
 Design choices:
+- With `rollout.oversample` > 1 the rollout phase is `partial_rollout` (groups carried across
+  steps, `mua.train.partial_rollouts`); otherwise the synchronous code path runs unchanged. With
+  `algo.correction` the clipped loss is weighted by the engine's log-probs (`mua.algo.offpolicy`).
 - The engine and its co-operation with the trainer live in `mua.train.engine_sync`: `hf` (a private
   copy of the policy per rank) or `sglang` (a server shared by ranks).
 - A step's tasks are dealt to ranks strided, so each task's n samples (its GRPO group) stay on one
