@@ -16,3 +16,4 @@ AGGREGATIONS = (
     "seq-mean-token-sum-norm",
 )
 KL_ESTIMATORS = ("k1", "k2", "k3")
+CORRECTION_KINDS = ("none", "tis", "decoupled")

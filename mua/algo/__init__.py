@@ -38,6 +38,11 @@ Policy update (both):
     loss = aggregate(losses, loss_mask, "token-mean"|"seq-mean-token-sum"|"seq-mean-token-mean"|
                      "seq-mean-token-sum-norm", norm_length, global_token_count=T, global_seq_count=S)
 
+Samples from an older (or different) behaviour policy (asynchronous RL, docs/async_rl.md):
+
+    w, _   = behaviour_weights(logp_old, logp_engine, loss_mask, "none"|"tis"|"decoupled", cap)
+    losses, stats = policy_loss(..., is_weights=w)
+
 Partial losses of micro-batches built with the global counts sum exactly to the full mini-batch
 loss (see `mua.algo.losses`). Metrics: pass_at_k, pass_hat_k (tau-bench pass^k) and their means.
 
@@ -73,6 +78,7 @@ from mua.algo.losses import (
     token_log_probs,
     value_loss,
 )
+from mua.algo.offpolicy import CORRECTION_KINDS, behaviour_weights, sample_staleness
 from mua.algo.pass_metrics import (
     mean_pass_at_k,
     mean_pass_hat_k,
@@ -86,6 +92,7 @@ from mua.algo.scores import SCORE_KINDS, trajectory_scores
 __all__ = [
     "ADVANTAGE_KINDS",
     "AGGREGATIONS",
+    "CORRECTION_KINDS",
     "CREDIT_KINDS",
     "FAILURE_REASONS",
     "GRPO_CREDIT_KINDS",
@@ -94,6 +101,7 @@ __all__ = [
     "SCORE_KINDS",
     "TRUNCATION_REASONS",
     "aggregate",
+    "behaviour_weights",
     "entropy_from_logits",
     "gae_over_policy_tokens",
     "group_advantages",
@@ -106,6 +114,7 @@ __all__ = [
     "pass_at_k",
     "pass_hat_k",
     "place_turn_rewards",
+    "sample_staleness",
     "policy_loss",
     "success_counts",
     "termination_mask",

@@ -48,11 +48,13 @@ def policy_loss(
     entropy_coef: float = 0.0,
     kl: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token PPO-clip loss (+ optional dual clip, entropy bonus, KL in the loss).
 
     ratio = exp(logp − logp_old); l_i = −min(ratio·A, clip(ratio, 1−clip_low, 1+clip_high)·A).
-    With `dual_clip` = c > 1, tokens with A < 0 have l_i capped at −c·A. Then
+    With `dual_clip` = c > 1, tokens with A < 0 have l_i capped at −c·A. With `is_weights` w
+    (off-policy corrections, `mua.algo.offpolicy`), l_i = w_i·l_i (w is a constant). Then
     l_i −= entropy_coef · entropy_i and l_i += kl_coef · kl_i. Returns (losses, stats) where the
     stats are masked means over policy tokens: `clip_frac` (clipped term chosen), `dual_clip_frac`,
     `approx_kl` (mean of logp_old − logp), `ratio_mean`, `pg_loss`, plus `entropy`/`kl` when given,
@@ -72,6 +74,8 @@ def policy_loss(
         cap = -advantages * dual_clip
         dual_active = (advantages < 0) & (pg > cap)
         pg = torch.where(advantages < 0, torch.minimum(pg, cap), pg)
+    if is_weights is not None:
+        pg = pg * is_weights.detach().to(pg.dtype)
     losses = pg
     stats = {
         "pg_loss": _masked_mean(pg.detach(), mask),

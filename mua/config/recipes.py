@@ -114,6 +114,16 @@ class TrainRecipe(_ConversationRecipe):
                 raise ValueError(
                     "rollout.engine=openai cannot be trained (it serves evaluation only); use hf or sglang"
                 )
+            if self.rollout.oversample > 1.0 and self.algo.max_staleness < 1:
+                raise ValueError(
+                    f"rollout.oversample={self.rollout.oversample:g} carries unfinished groups into "
+                    "the next step, one policy version old; set algo.max_staleness to 1 or more "
+                    "(or rollout.oversample=1.0)"
+                )
+        elif self.rollout.oversample > 1.0:
+            raise ValueError(
+                "rollout.oversample applies to RL steps (algo.kind grpo or ppo); remove it for sft"
+            )
         return self
 
 

@@ -108,6 +108,13 @@ class RolloutConfig(Section):
         "time waiting on the LLM user, a judge or an API agent (see their `timeout_s`).",
     )
     max_concurrency: PositiveInt = Field(64, description="Most trajectories in flight at once.")
+    oversample: float = Field(
+        1.0,
+        ge=1.0,
+        description="Partial rollouts (training only, docs/async_rl.md): a step keeps "
+        "ceil(oversample × groups) groups in flight, trains on the first complete ones and "
+        "carries the others into the next step; 1.0: every step waits for all its groups.",
+    )
     drift: Literal["drop", "per_turn"] = Field(
         "drop",
         description="When re-rendering the finished conversation differs from the sampled tokens: "

@@ -12,6 +12,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_
 from mua.algo_names import (
     ADVANTAGE_KINDS,
     AGGREGATIONS,
+    CORRECTION_KINDS,
     GRPO_CREDIT_KINDS,
     KL_ESTIMATORS,
     SCORE_KINDS,
@@ -86,6 +87,25 @@ class _RLCommon(Section):
         False, description="Exclude trajectories that hit a length/turn limit from the loss."
     )
     dynamic_sampling: bool = Field(False, description="Drop groups whose scores all agree (DAPO).")
+    max_staleness: int = Field(
+        0,
+        ge=0,
+        description="Most policy versions a trained sample may lag the policy being updated "
+        "(asynchronous RL, docs/async_rl.md); older carried-over groups are dropped and counted. "
+        "0: every sample comes from the current policy (synchronous).",
+    )
+    correction: Literal[CORRECTION_KINDS] = Field(
+        "none",
+        description="Off-policy correction of the loss for the behaviour (engine) policy's "
+        "log-probs: `tis` (truncated importance sampling), `decoupled` (decoupled PPO) or `none` "
+        "(docs/algorithms.md §11).",
+    )
+    correction_cap: float = Field(
+        2.0,
+        gt=1.0,
+        description="Cap on the importance weight exp(proximal − behaviour): `tis` truncates at "
+        "it, `decoupled` drops tokens above it.",
+    )
 
 
 class GRPOConfig(_RLCommon):

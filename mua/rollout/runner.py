@@ -22,6 +22,12 @@ Envs may shape the transcript: `StepResult.cut_at` drops what the policy wrote a
 reading of a turn, env messages marked `style: raw` continue the model's turn (its stop token
 dropped), and an env's optional `on_truncate(reason)` scores an episode the runner cut short.
 
+Partial rollouts (`mua.rollout.carryover`): with a `gate`, a conversation checks it before each
+policy turn; once it is closed the conversation parks (`ParkedConversation`: its episode and its
+env, not closed) instead of asking the engine for more, and `run_one(..., resume=parked)` carries
+on from that turn later, under whatever weights the engine then holds. A reply the env is
+waiting for (a simulated user) is awaited first: parking happens only between turns.
+
 Unreadable model output does not end a trajectory (there is no `parse_failure` reason): it comes
 back as an observation and is counted, and the turn budget bounds how long that can go on.
 """
@@ -76,6 +82,19 @@ class _Episode:
     covered: int = 0  # messages the token stream covers
     ends_with_prompt: bool = True
     last_turn_cut: bool = False  # the stream ends inside an assistant turn (no stop token)
+    next_turn: int = 0  # the assistant turn the loop is at (a parked conversation resumes there)
+
+
+class _Parked(Exception):
+    """The gate closed before a policy turn: the conversation stops here, to resume later."""
+
+
+@dataclass
+class ParkedConversation:
+    """A conversation stopped between turns by a closed gate: its state and its open env."""
+
+    episode: _Episode
+    env: object
 
 
 async def _env_call(awaitable, timeout_s: float, what: str):
@@ -241,20 +260,27 @@ def _append_replies(ep: _Episode, replies: list[dict], stopped: bool, style: str
     ep.last_turn_cut = False
 
 
-async def _drive(ep: _Episode, env, policy, tokenizer, cfg) -> None:
-    """The turn loop of one trajectory; sets `ep.termination` or raises `_Stop`."""
-    reset = await _env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
-    ep.messages = _env_messages(reset, "env.reset")
-    ep.tools = clean_value(list(getattr(reset, "tools", None) or []))
-    ep.builder = TranscriptBuilder(ChatRenderer(tokenizer, ep.tools))
-    _env_side(ep.builder.add_prompt, ep.messages)
-    ep.covered = len(ep.messages)
+async def _drive(ep: _Episode, env, policy, tokenizer, cfg, gate=None) -> None:
+    """The turn loop of one trajectory (from `ep.next_turn` when it was parked); sets
+    `ep.termination` or raises `_Stop`, or `_Parked` when `gate` is closed before a policy turn."""
+    if ep.builder is None:
+        reset = await _env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
+        ep.messages = _env_messages(reset, "env.reset")
+        ep.tools = clean_value(list(getattr(reset, "tools", None) or []))
+        ep.builder = TranscriptBuilder(ChatRenderer(tokenizer, ep.tools))
+        _env_side(ep.builder.add_prompt, ep.messages)
+        ep.covered = len(ep.messages)
     stop_ids = ep.builder.renderer.stop_token_ids()
-    for turn in range(cfg.max_turns):
+    for turn in range(ep.next_turn, cfg.max_turns):
+        ep.next_turn = turn
         if len(ep.builder.token_ids) >= cfg.max_total_tokens:
             ep.termination = "length"
             return
+        if gate is not None and gate.closed:
+            raise _Parked
         action, stopped = await _policy_turn(ep, policy, turn, cfg, stop_ids)
+        if gate is not None:
+            gate.turn_sampled(ep.group_id, ep.sample_index)
         step = await _env_call(env.step(action), cfg.call_timeout_s, "env.step")
         if getattr(step, "cut_at", None) is not None:
             stopped = _env_side(_cut_turn, ep, policy, action, step.cut_at, stopped)
@@ -380,19 +406,29 @@ async def run_one(
     gym_ctx: GymContext,
     tokenizer,
     rollout_cfg,
-) -> Trajectory:
-    """One trajectory, start to finish, whatever the env does."""
-    ep = _Episode(task=task, group_id=group_id, sample_index=sample_index)
-    env = None
+    gate=None,
+    resume: ParkedConversation | None = None,
+) -> Trajectory | ParkedConversation:
+    """One trajectory, start to finish, whatever the env does. With a `gate` it may come back
+    parked (a `ParkedConversation`); `resume` carries on a parked one (its time budget starts
+    again: time parked between steps is not the conversation's)."""
+    if resume is not None:
+        ep, env = resume.episode, resume.env
+    else:
+        ep, env = _Episode(task=task, group_id=group_id, sample_index=sample_index), None
+    parked = False
     try:
-        env = _make_env(gym_spec, gym_ctx)
+        if env is None:
+            env = _make_env(gym_spec, gym_ctx)
         await wait_within(
-            _drive(ep, env, policy, tokenizer, rollout_cfg),
+            _drive(ep, env, policy, tokenizer, rollout_cfg, gate),
             WaitClock(),
             rollout_cfg.trajectory_timeout_s,
         )
         if ep.termination in ("max_turns", "length"):
             await _score_truncated(ep, env, rollout_cfg)
+    except _Parked:
+        parked = True
     except asyncio.TimeoutError:
         ep.termination, ep.detail = (
             "timeout",
@@ -402,14 +438,24 @@ async def run_one(
     except _Stop as stop:
         ep.termination, ep.detail = stop.reason, clean_text(stop.detail)
     finally:
-        if env is not None:
+        if env is not None and not parked:
             try:
                 await asyncio.wait_for(env.close(), rollout_cfg.call_timeout_s)
             except Exception as e:  # closing is best effort; the trajectory is already recorded
                 log.warning("env.close failed for task %s: %s", task.task_id, clean_text(str(e)))
+    if parked:
+        return ParkedConversation(ep, env)
     if ep.termination in ("timeout", "user_failure", "env_error"):
         log.info("trajectory of task %s ended with %s: %s", task.task_id, ep.termination, ep.detail)
     return _to_trajectory(ep, rollout_cfg.drift)
+
+
+async def discard_parked(parked: ParkedConversation, rollout_cfg) -> None:
+    """Close the env of a parked conversation that will not resume (dropped or left over)."""
+    try:
+        await asyncio.wait_for(parked.env.close(), rollout_cfg.call_timeout_s)
+    except Exception as e:  # best effort, as in run_one
+        log.warning("env.close failed for a parked conversation: %s", clean_text(str(e)))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,11 @@ tests/contract run the covered releases' own classes on what mua sends.
                         the server's version (`/get_model_info`, each /generate's meta_info)
                         changes only when a successful push carries one, else stays "default".
                         0.4.x has no weight_version at all.
+  pause / continue      /pause_generation, /continue_generation and /abort_request ({rid} or
+                        {abort_all}) in every covered release. 0.4.9 and 0.5.5 take no body: a
+                        pause aborts what runs and holds new requests until continue. 0.5.23
+                        takes PauseGenerationReqInput {mode: abort | retract | in_place}
+                        (abort by default) and ContinueGenerationReqInput.
 
 Not here: the HTTP shapes (`mua.serve.protocol`), how the client or server act on these facts.
 """
@@ -60,6 +65,7 @@ class ReleaseTraits:
     rejects_duplicate_rid: bool
     weight_sessions: bool
     weight_version: bool
+    pause_modes: bool = False
 
     @classmethod
     def of(cls, version: str | None) -> ReleaseTraits:
@@ -78,6 +84,7 @@ class ReleaseTraits:
             rejects_duplicate_rid=key >= (0, 5, 12, 0),
             weight_sessions=key >= (0, 5, 21, 0),
             weight_version=key >= (0, 5, 1, 0),
+            pause_modes=key >= (0, 5, 23, 0),  # the covered release that has them (see above)
         )
 
 

@@ -3,7 +3,8 @@
 Endpoints (SGLang's names and shapes, see `mua.serve.protocol`):
   GET  /health, /health_generate, /get_model_info, /get_server_info, /server_info, /v1/models
   POST /generate                      token ids in, sampled ids + log-probs + finish reason out
-  POST /abort_request                 {"rid": ...}
+  POST /abort_request                 {"rid": ...} or {"abort_all": true}
+  POST /pause_generation, /continue_generation   hold new /generate requests until continue
   POST /update_weights_from_tensor    SGLang's serialized tensors (MultiprocessingSerializer form)
   POST /begin_weight_update, /end_weight_update   (releases >= 0.5.21)
   POST /update_weights_from_disk      {"model_path": folder of *.safetensors}
@@ -91,6 +92,8 @@ class MuaServer:
         self._thread: threading.Thread | None = None
         self._listener: Listener | None = None
         self._calls = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mua-serve-call")
+        self._unpaused = asyncio.Event()  # cleared by /pause_generation
+        self._unpaused.set()
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -177,6 +180,7 @@ class MuaServer:
     async def generate(self, body: Any) -> Any:
         from mua.engines.engine_contract import GenerationRequest
 
+        await self._unpaused.wait()  # as SGLang, a paused server holds new requests
         self._require_awake()
         self._check_sampling_fields(body)
         prompts = protocol.parse_generate_body(body)
@@ -231,6 +235,21 @@ class MuaServer:
     def abort(self, body: Any) -> dict:
         self._log("abort_request", body)
         return {}
+
+    def pause_generation(self, body: Any) -> dict:
+        """SGLang's pause: new /generate requests wait for /continue_generation. Generations
+        already running finish (mua serve does not stop a running generation, see above)."""
+        self._log("pause_generation", body)
+        mode = (body or {}).get("mode", "abort") if isinstance(body, dict) else "abort"
+        if self.traits.pause_modes and mode not in ("abort", "retract", "in_place"):
+            raise ProtocolError(f"pause mode must be abort, retract or in_place, not {mode!r}")
+        self._loop.call_soon_threadsafe(self._unpaused.clear)
+        return {"message": "Generation paused successfully.", "status": "ok"}
+
+    def continue_generation(self, body: Any) -> dict:
+        self._log("continue_generation", body)
+        self._loop.call_soon_threadsafe(self._unpaused.set)
+        return {"message": "Generation continued successfully.", "status": "ok"}
 
     def _log(self, call: str, body: Any, **extra) -> None:
         entry = {"call": call, **extra}
@@ -472,6 +491,8 @@ class MuaServer:
             "/update_weights_from_tensor": self.update_from_tensor,
             "/update_weights_from_disk": self.update_from_disk,
             "/abort_request": self.abort,
+            "/pause_generation": self.pause_generation,
+            "/continue_generation": self.continue_generation,
             "/release_memory_occupation": self.release,
             "/resume_memory_occupation": self.resume,
             "/flush_cache": lambda _b: self.flush_cache(),

@@ -31,6 +31,8 @@ HEADLINE = (
     "lr",
     "time/step_s",
     "tokens_per_s",
+    "async/staleness_mean",  # asynchronous runs only (docs/async_rl.md)
+    "async/groups_carried",
 )
 
 # What `quiet_libraries` sets (unless the variable is set already): the libraries read them when

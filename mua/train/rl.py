@@ -16,6 +16,9 @@ as the loop it implements, each phase a function here, timed by one `StepTimer`:
     as `time/weight_push_s`; `time/rollout_s` is the rollout without it.
 
 Design choices:
+- With `rollout.oversample` > 1 the rollout phase is `partial_rollout` (groups carried across
+  steps, `mua.train.partial_rollouts`); otherwise the synchronous code path runs unchanged. With
+  `algo.correction` the clipped loss is weighted by the engine's log-probs (`mua.algo.offpolicy`).
 - The engine and its co-operation with the trainer live in `mua.train.engine_sync`: `hf` (a private
   copy of the policy per rank) or `sglang` (a server shared by ranks).
 - A step's tasks are dealt to ranks strided, so each task's n samples (its GRPO group) stay on one
@@ -35,13 +38,14 @@ parts (`mua.train.rl_setup`), metrics (`mua.train.rl_metrics`), validation
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
-from mua.algo import aggregate, kl_penalty, policy_loss
+from mua.algo import aggregate, behaviour_weights, kl_penalty, policy_loss
 from mua.distributed import all_gather_objects, all_reduce_sum
 from mua.distributed.fsdp import clip_grad_norm
 from mua.llm.llm_client import user_call_report
@@ -77,24 +81,34 @@ def rl_step(
     """One RL step on this rank (collective: every rank calls it with the same step)."""
     r, algo, parallel = recipe, recipe.algo, recipe.parallel
     timer = StepTimer(always=("rollout", "weight_push", "prepare", "update"))
-    drawn = sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
-    group_sizes = [parts.runs[label].n for label, _ in drawn]
-    mine = rank_slice(drawn, dist.rank, dist.world_size)
-    tasks = [task for _, task in mine]
-    routes = [parts.route(label) for label, _ in mine]
+    step_start, busy_start = time.perf_counter(), _engine_busy_s(parts)
+    async_metrics: dict[str, float] = {}
+    if r.rollout.oversample > 1.0:  # partial rollouts carried across steps (docs/async_rl.md)
+        with timer.phase("rollout"):
+            trajectories, group_sizes, async_metrics = partial_rollout(
+                step, recipe=r, dist=dist, state=state, parts=parts, sampler=sampler,
+                tracker=tracker, timer=timer,
+            )  # fmt: skip
+        drawn = []
+    else:
+        drawn = sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
+        group_sizes = [parts.runs[label].n for label, _ in drawn]
+        mine = rank_slice(drawn, dist.rank, dist.world_size)
+        tasks = [task for _, task in mine]
+        routes = [parts.route(label) for label, _ in mine]
 
-    with timer.phase("rollout"):  # wake (a stale sglang engine is pushed to), generate, sleep
-        progress = tracker.rollout_progress(step, sum(route.n for route in routes))
-        trajectories = rollout(
-            parts,
-            tasks,
-            step,
-            state.tokenizer,
-            r.rollout,
-            progress=progress,
-            routes=routes,
-            timer=timer,
-        )
+        with timer.phase("rollout"):  # wake (a stale sglang engine is pushed to), generate, sleep
+            progress = tracker.rollout_progress(step, sum(route.n for route in routes))
+            trajectories = rollout(
+                parts,
+                tasks,
+                step,
+                state.tokenizer,
+                r.rollout,
+                progress=progress,
+                routes=routes,
+                timer=timer,
+            )
     probe = parts.sync.take_metrics()
     feedback = observe_step(sampler, trajectories, drawn, r)
 
@@ -146,6 +160,11 @@ def rl_step(
     # The new weights to the engine: the hf engine copies them now (timed here); an sglang
     # server released its weight memory after the rollout, so it is pushed to in its next wake.
     parts.sync.push_weights(timer)
+    if busy_start is not None:  # hf: the share of the step the engine had nothing to decode
+        busy = _engine_busy_s(parts) - busy_start
+        idle = 1.0 - busy / max(time.perf_counter() - step_start, 1e-9)
+    else:
+        idle = None
 
     old = logprobs.old if logprobs.old is not None else result.old_logprobs
     metrics = {
@@ -158,10 +177,13 @@ def rl_step(
             labels=list(parts.runs) if parts.multi_gym else None,
         ),
         **feedback,
+        **async_metrics,
         **result.metrics,
         **probe,
         **_user_call_metrics(parts),
     }
+    if idle is not None:
+        metrics["engine/idle_frac"] = max(0.0, idle)
     log_transcripts(
         tracker if dist.is_main else None,
         step,
@@ -224,6 +246,42 @@ def rollout(
         )
 
     return parts.sync.run(go, timer)
+
+
+def partial_rollout(
+    step: int, *, recipe, dist, state, parts: RLParts, sampler, tracker, timer
+) -> tuple[list, list[int], dict[str, float]]:
+    """The rollout phase with `rollout.oversample` > 1: this rank's trained trajectories, the
+    step's group sizes by global task position, and the `async/...` metrics (over all ranks)."""
+    from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
+
+    r = recipe
+    if parts.carry is None:
+        parts.carry = PartialRollouts(r.rollout.oversample, r.algo.max_staleness)
+    share = len(range(dist.rank, r.data.tasks_per_step, dist.world_size))
+    out = parts.carry.rollout(
+        sampler=sampler,
+        tasks_per_step=r.data.tasks_per_step,
+        route_of=parts.route,
+        sync=parts.sync,
+        policy=parts.policy,
+        tokenizer=state.tokenizer,
+        rollout_cfg=r.rollout,
+        step=step,
+        dist=dist,
+        progress=tracker.rollout_progress(step, share * r.rollout.n),
+        timer=timer,
+    )
+    gathered = all_gather_objects((out.staleness, out.counts))
+    metrics = staleness_metrics([g[0] for g in gathered], [g[1] for g in gathered])
+    return out.trajectories, out.group_sizes, metrics
+
+
+def _engine_busy_s(parts: RLParts) -> float | None:
+    """Seconds the hf engine's serving thread has spent admitting and decoding (None: another
+    engine, which does not report it)."""
+    stats = getattr(parts.engine, "stats", None)
+    return float(stats["busy_s"]) if isinstance(stats, dict) and "busy_s" in stats else None
 
 
 def _user_call_metrics(parts: RLParts) -> dict[str, float]:
@@ -408,6 +466,12 @@ def policy_mini_batch(
             old = logp.detach()
         else:
             old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
+        weights = None
+        if algo.correction != "none":  # the behaviour policy is the engine's (docs §11)
+            behav = concat_per_token([s.engine_logprobs for s in mini], mb.indices, device=device)
+            weights, is_stats = behaviour_weights(
+                old, behav, mask, algo.correction, algo.correction_cap
+            )
         kl = None
         if kl_in_loss:
             ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
@@ -424,7 +488,10 @@ def policy_mini_batch(
             entropy_coef=algo.loss.entropy_coef,
             kl=kl,
             kl_coef=algo.kl.coef if kl_in_loss else 0.0,
+            is_weights=weights,
         )
+        if weights is not None:
+            st = {**st, **is_stats}
         seq_index = torch.repeat_interleave(
             torch.arange(len(mb.lengths), device=device), torch.tensor(mb.lengths, device=device)
         )
@@ -439,7 +506,10 @@ def policy_mini_batch(
         )
         n_tok = float(st["tokens"])
         out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
-        for key in ("pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl"):
+        for key in (
+            "pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl",
+            "is_weight_mean", "is_truncated_frac", "behav_kl",
+        ):  # fmt: skip
             if key in st:
                 out[f"sum/{key}"] = float(st[key]) * n_tok
         if old_from_forward:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mua.train.advantage_strategy import CriticGAE, GroupRelative
     from mua.train.critic import Critic
     from mua.train.engine_sync import EngineSync
+    from mua.train.partial_rollouts import PartialRollouts
 
 
 class SeededPolicy(EnginePolicy):
@@ -87,6 +88,7 @@ class RLParts:
     critic: Critic | None = None  # PPO
     runs: dict[str, GymRun] = field(default_factory=dict)  # by gym label
     test_by_gym: dict[str, list] = field(default_factory=dict)  # label -> held-out tasks
+    carry: PartialRollouts | None = None  # rollout.oversample > 1: groups carried over
 
     @property
     def multi_gym(self) -> bool:

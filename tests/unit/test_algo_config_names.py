@@ -18,6 +18,7 @@ from mua.config.train import GRPOConfig, KLConfig, PolicyLossConfig
         (GRPOConfig, "credit", algo.GRPO_CREDIT_KINDS),
         (PolicyLossConfig, "aggregation", algo.AGGREGATIONS),
         (KLConfig, "estimator", algo.KL_ESTIMATORS),
+        (GRPOConfig, "correction", algo.CORRECTION_KINDS),
     ],
 )
 def test_recipe_options_match_algo_names(model, field, names):

@@ -50,7 +50,7 @@ import aiohttp
 
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
 from mua.engines.sglang import weight_sync
-from mua.errors import RunFailure
+from mua.errors import RunFailure, UsageError
 from mua.llm.http_session import LoopSessions
 from mua.serve import protocol
 from mua.serve.releases import ReleaseTraits
@@ -384,6 +384,21 @@ class SGLangEngine:
     async def flush_cache(self) -> None:
         await self._call("POST", "/flush_cache")
 
+    async def pause_generation(self, mode: str = "abort") -> None:
+        """Hold new requests until `continue_generation` (SGLang's /pause_generation). `mode`
+        (`abort`, `retract`, `in_place`) needs a release that takes it (`pause_modes`); every
+        covered release aborts running requests by default."""
+        body = pause_request_body(await self.server_traits(), mode)
+        await self._call("POST", "/pause_generation", body)
+
+    async def continue_generation(self) -> None:
+        """Let a paused server take requests again (SGLang's /continue_generation)."""
+        await self._call("POST", "/continue_generation", {})
+
+    async def abort_all(self) -> None:
+        """Abort every request running on the server (SGLang's /abort_request, abort_all)."""
+        await self._call("POST", "/abort_request", {"abort_all": True})
+
     async def health(self, timeout_s: float = 10.0) -> bool:
         try:
             await self._call("GET", "/health", timeout_s=timeout_s)
@@ -410,6 +425,19 @@ class SGLangEngine:
 
 
 _JSON = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+def pause_request_body(traits: ReleaseTraits, mode: str = "abort") -> dict:
+    """The /pause_generation body a release takes: PauseGenerationReqInput's `mode` where it has
+    one, else none (a pause then aborts what runs); UsageError for a mode it cannot honour."""
+    if traits.pause_modes:
+        return {"mode": mode}
+    if mode != "abort":
+        raise UsageError(
+            f"SGLang {traits.version} pauses by aborting only; pause mode {mode!r} needs a "
+            "newer release"
+        )
+    return {}
 
 
 def _encode(body: Any) -> bytes:

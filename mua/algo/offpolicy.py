@@ -1,0 +1,72 @@
+"""Off-policy corrections for samples drawn by an older or different policy (docs/algorithms.md §11).
+
+A token sampled by the rollout engine has three log-probs:
+- `behav`: the behaviour policy's, recorded by the engine when it sampled the token (possibly
+  several weight versions ago, or from a server whose numerics differ from the trainer's);
+- `prox`: the proximal policy's, the trainer's policy at the start of the update (the old
+  log-probs of PPO);
+- `logp`: the policy being optimised.
+
+PPO's clipped ratio r = exp(logp − prox) keeps the update close to the proximal policy; the
+weight w computed here corrects for the tokens having been drawn from the behaviour policy:
+
+    none:       w = 1                                        (today's PPO)
+    tis:        w = min(exp(prox − behav), cap)              (truncated importance sampling)
+    decoupled:  w = exp(prox − behav) if it is ≤ cap, else 0 (decoupled PPO; tokens whose weight
+                                                              is above the cap leave the loss)
+
+`policy_loss(..., is_weights=w)` then multiplies each token's clipped term by w. The weight is
+a constant (no gradient flows through it). Nothing here runs a model or knows about steps.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mua.algo._groups import check_choice
+from mua.algo_names import CORRECTION_KINDS
+
+
+def behaviour_weights(
+    prox_logp: torch.Tensor,
+    behav_logp: torch.Tensor,
+    loss_mask: torch.Tensor,
+    kind: str,
+    cap: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-token weights w (0 outside the loss mask) and their statistics.
+
+    Stats, as masked means over policy tokens: `is_weight_mean` (of w), `is_truncated_frac`
+    (tokens whose raw weight exp(prox − behav) is above `cap`: truncated for `tis`, dropped for
+    `decoupled`), `behav_kl` (mean of behav − prox, the k1 estimate of KL(behaviour‖proximal)).
+    """
+    check_choice("off-policy correction", kind, CORRECTION_KINDS)
+    if cap <= 1.0:
+        raise ValueError(f"the importance-weight cap must be > 1, got {cap}")
+    mask = loss_mask.to(prox_logp.dtype)
+    log_w = (prox_logp.detach() - behav_logp.to(prox_logp.dtype)) * mask
+    raw = torch.exp(log_w)
+    over = (raw > cap) & mask.bool()
+    if kind == "none":
+        w = torch.ones_like(raw)
+    elif kind == "tis":
+        w = raw.clamp(max=cap)
+    else:
+        w = torch.where(over, torch.zeros_like(raw), raw)
+    w = w * mask
+    count = mask.sum().clamp(min=1)
+    stats = {
+        "is_weight_mean": w.sum() / count,
+        "is_truncated_frac": over.to(mask.dtype).sum() / count,
+        "behav_kl": (-log_w * mask).sum() / count,
+    }
+    return w, stats
+
+
+def sample_staleness(current_version: int, token_versions: list[int], loss_mask: list[int]) -> int:
+    """Versions between the policy being trained and the oldest policy that sampled one of the
+    sample's policy tokens: current − min(version of a token with mask 1); 0 without such tokens."""
+    versions = [v for v, m in zip(token_versions, loss_mask, strict=False) if m]
+    if not versions:
+        return 0
+    return max(0, current_version - min(versions))

@@ -1,0 +1,53 @@
+"""Asynchronous RL through `mua train` on CPU: switched off it is today's run, bit for bit;
+switched on, every step trains its share of groups, carries the rest and logs the `async/...`
+metrics and the correction's statistics."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.train_helpers import final_params, metric_history, run_train
+
+pytestmark = pytest.mark.integration
+
+GRPO = {"kind": "grpo", "score": "sum", "gamma": 1.0}
+OFF = {"rollout": {"oversample": 1.0}, "algo": {**GRPO, "max_staleness": 0, "correction": "none"}}
+ON = {"rollout": {"oversample": 1.5}, "algo": {**GRPO, "max_staleness": 2, "correction": "tis"}}
+
+
+@pytest.fixture(scope="module")
+def guess_setup(tmp_path_factory):
+    return shared_guess_setup(tmp_path_factory)
+
+
+def train(guess_setup, folder, **extra):
+    model, train_file, test = guess_setup
+    folder.mkdir()
+    recipe = write_rl_recipe(folder, model, train_file, test, total_steps=2, **extra)
+    res = run_train(recipe)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return folder / "run"
+
+
+def test_switched_off_is_bit_identical_to_the_synchronous_run(guess_setup, tmp_path):
+    plain = train(guess_setup, tmp_path / "plain")
+    off = train(guess_setup, tmp_path / "off", **OFF)
+    a, b = final_params(plain), final_params(off)
+    assert a.keys() == b.keys()
+    assert all(a[k].equal(b[k]) for k in a)
+    for key in ("loss", "reward/mean", "grad_norm", "actor/pg_loss", "tokens/total"):
+        assert metric_history(plain, key) == metric_history(off, key), key
+    assert metric_history(off, "async/groups_carried") == []  # the synchronous path ran
+
+
+@pytest.mark.slow
+def test_switched_on_trains_each_steps_share_and_carries_the_rest(guess_setup, tmp_path):
+    run = train(guess_setup, tmp_path / "on", **ON)
+    assert metric_history(run, "filter/samples_trained") == [16.0, 16.0]  # 4 groups of 4
+    assert metric_history(run, "async/groups_started")[0] == 6.0  # ceil(1.5 × 4)
+    assert all(c >= 1 for c in metric_history(run, "async/groups_carried"))
+    assert max(metric_history(run, "async/staleness_max")) <= 2
+    assert all(0.0 <= f < 1.0 for f in metric_history(run, "engine/idle_frac"))
+    weights = metric_history(run, "actor/is_weight_mean")
+    assert len(weights) == 2 and all(0 < w <= 2.0 for w in weights)

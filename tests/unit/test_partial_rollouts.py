@@ -1,0 +1,228 @@
+"""Partial rollouts: conversations park between turns and resume under new weights; over many
+steps every group is trained exactly once or dropped and counted, never lost or doubled.
+
+The env answers after a delay set per task (a slow simulated user) and ends the game at a set
+turn; the token policy writes its weight version into every log-prob, so a carried
+conversation's tokens show which weights sampled them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+import torch
+
+from mua.config.rollout import RolloutConfig
+from mua.distributed import DistInfo
+from mua.engines.engine_contract import GenerationResult
+from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
+from mua.models import load_tokenizer
+from mua.rollout.carryover import GroupInFlight, advance_groups
+from mua.rollout.runner import Route
+from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
+
+torch.set_num_threads(1)
+
+
+class SlowUserEnv:
+    open_envs = 0
+    resets = 0
+
+    def __init__(self, ctx):
+        self.turn = 0
+
+    async def reset(self, task):
+        self.task = task
+        SlowUserEnv.open_envs += 1
+        SlowUserEnv.resets += 1
+        return ResetResult(messages=[{"role": "user", "content": "guess"}])
+
+    async def step(self, action):
+        self.turn += 1
+        await asyncio.sleep(self.task.payload["delay_s"])
+        done = self.turn == self.task.payload["done_at"]
+        return StepResult(
+            messages=[{"role": "user", "content": f"reply {self.turn}"}],
+            reward=1.0 if done else 0.0,
+            done=done,
+        )
+
+    async def close(self):
+        SlowUserEnv.open_envs -= 1
+
+
+GYM = GymSpec(name="slow", description="", make_env=SlowUserEnv, build_tasks=lambda *a, **k: {})
+
+
+class VersionedPolicy:
+    """Writes `version` into each sampled token's log-prob (−version − 1)."""
+
+    kind = "tokens"
+    tool_parser = "bracket"
+
+    def __init__(self, tok):
+        self.ids = tok.encode("[answer] 3", add_special_tokens=False)
+        self.version = 0
+        self.steps = []
+
+    def start_step(self, step):
+        self.steps.append(step)
+
+    async def generate(self, prompt_ids, max_new_tokens, stop_ids, route_key="", keep_prefix=True):
+        ids = (self.ids + [stop_ids[0]])[:max_new_tokens]
+        lp = [-(self.version + 1.0)] * len(ids)
+        return GenerationResult(token_ids=ids, logprobs=lp, finish_reason="stop")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer("tiny:qwen3-1m")
+
+
+CFG = RolloutConfig(
+    n=2, max_turns=6, max_new_tokens_per_turn=16, max_total_tokens=1024, max_concurrency=64
+)
+ROUTE = Route(GYM, GymContext(), CFG, 2, label="slow")
+
+
+def task(i: int, done_at: int, delay_s: float) -> Task:
+    return Task(
+        task_id=f"t{i}",
+        gym="slow",
+        split="train",
+        prompt=[],
+        payload={"done_at": done_at, "delay_s": delay_s},
+    )
+
+
+def test_parked_conversations_resume_under_new_weights(tok):
+    SlowUserEnv.open_envs = SlowUserEnv.resets = 0
+    policy = VersionedPolicy(tok)
+    groups = [
+        GroupInFlight(0, task(0, 1, 0.0), ROUTE, 0),
+        GroupInFlight(1, task(1, 4, 0.02), ROUTE, 0),
+        GroupInFlight(2, task(2, 4, 0.02), ROUTE, 0),
+    ]
+
+    def advance(target):
+        return asyncio.run(
+            advance_groups(
+                groups, target=target, version=policy.version, policy=policy, tokenizer=tok,
+                max_concurrency=64,
+            )
+        )  # fmt: skip
+
+    assert advance(1) == ["0:t0"]
+    slow = groups[1:]
+    assert all(not g.complete and len(g.parked) == 2 for g in slow)  # parked, not lost
+    assert SlowUserEnv.open_envs == 4  # parked envs stay open
+    # A parked conversation got its user's reply before it parked: it waits on the policy.
+    for g in slow:
+        for p in g.parked.values():
+            assert p.episode.messages[-1]["content"].startswith("reply")
+    policy.version = 1  # a weight push between the steps
+    assert sorted(advance(2)) == ["1:t1", "2:t2"]
+    assert SlowUserEnv.open_envs == 0 and SlowUserEnv.resets == 6  # each env reset once
+    for g in slow:
+        for k, traj in enumerate(g.trajectories()):
+            assert traj.termination == "done" and traj.num_turns == 4
+            versions = g.turn_versions[k]
+            assert versions[0] == 0 and versions[-1] == 1  # resumed under the new weights
+            for lp, t, m in zip(traj.logprobs, traj.turn_index, traj.loss_mask, strict=True):
+                if m:  # each token's behaviour log-prob is the one its turn's version gave
+                    assert lp == -(versions[t] + 1.0)
+            replies = [m["content"] for m in traj.messages if m["content"].startswith("reply")]
+            assert replies == ["reply 1", "reply 2", "reply 3", "reply 4"]
+
+
+class FakeSampler:
+    def __init__(self, make):
+        self.draws = 0
+        self.make = make
+
+    def next_labelled(self, k):
+        out = [("slow", self.make(self.draws + i)) for i in range(k)]
+        self.draws += k
+        return out
+
+
+class FakeSync:
+    updates = 0
+
+    def run(self, job, timer=None):
+        return asyncio.run(job())
+
+
+def run_steps(tok, steps, make, oversample, max_staleness, tasks_per_step=4):
+    carry = PartialRollouts(oversample, max_staleness)
+    sampler, sync, policy = FakeSampler(make), FakeSync(), VersionedPolicy(tok)
+    dist = DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo")
+    trained, per_step = [], []
+    for step in range(1, steps + 1):
+        policy.version = sync.updates
+        out = carry.rollout(
+            sampler=sampler, tasks_per_step=tasks_per_step, route_of=lambda label: ROUTE,
+            sync=sync, policy=policy, tokenizer=tok, rollout_cfg=CFG, step=step, dist=dist,
+        )  # fmt: skip
+        per_step.append(out)
+        trained.extend(t.task_id for t in out.trajectories)
+        sync.updates += 1  # the step's update and push
+    return carry, sampler, trained, per_step
+
+
+def test_every_group_is_trained_once_or_counted_as_dropped(tok):
+    SlowUserEnv.open_envs = 0
+    # one task in three is a long, slow conversation: the rest finish at once
+    make = lambda i: task(i, 5 if i % 3 == 2 else 1, 0.03 if i % 3 == 2 else 0.0)  # noqa: E731
+    carry, sampler, trained, per_step = run_steps(tok, 6, make, 1.5, 1)
+    for out in per_step:
+        assert len(out.trajectories) == 8  # 4 groups of 2 every step
+        assert out.group_sizes == [2, 2, 2, 2]
+        assert [t.group_id.split(":")[0] for t in out.trajectories] == [
+            "0", "0", "1", "1", "2", "2", "3", "3",
+        ]  # fmt: skip
+        assert max(out.staleness) <= 1
+    counts = Counter(trained)
+    assert all(c == 2 for c in counts.values())  # a group's 2 samples, trained once
+    dropped = sum(out.counts["dropped_stale_samples"] for out in per_step)
+    carried = sum(g.route.n for g in carry.carried)
+    drawn = sampler.draws * 2
+    assert len(trained) + dropped + carried == drawn  # nothing lost
+    assert dropped > 0  # the slow groups outlive the bound of 1
+    assert any(out.counts["groups_resumed"] for out in per_step)
+
+
+def test_staleness_bound_and_metrics(tok):
+    make = lambda i: task(i, 3 if i % 2 else 1, 0.03 if i % 2 else 0.0)  # noqa: E731
+    _, _, _, per_step = run_steps(tok, 4, make, 2.0, 3)
+    assert any(max(out.staleness) > 0 for out in per_step)  # carried groups are trained
+    assert all(max(out.staleness) <= 3 for out in per_step)
+    m = staleness_metrics([per_step[-1].staleness], [per_step[-1].counts])
+    hist = {k: v for k, v in m.items() if k.startswith("async/staleness_hist/")}
+    assert sum(hist.values()) == len(per_step[-1].staleness)
+    assert m["async/staleness_max"] == max(per_step[-1].staleness)
+
+
+def test_no_oversampling_trains_every_group_in_its_own_step(tok):
+    make = lambda i: task(i, 2, 0.0)  # noqa: E731
+    carry, sampler, trained, per_step = run_steps(tok, 3, make, 1.0, 0)
+    assert sampler.draws == 12 and not carry.carried
+    assert all(max(out.staleness) == 0 for out in per_step)
+
+
+def test_stale_groups_close_their_envs(tok):
+    SlowUserEnv.open_envs = 0
+    make = lambda i: task(i, 6, 0.05) if i == 0 else task(i, 1, 0.0)  # noqa: E731
+    carry, _, trained, per_step = run_steps(tok, 4, make, 1.25, 1, tasks_per_step=4)
+    assert "t0" not in trained
+    assert sum(out.counts["dropped_stale_samples"] for out in per_step) >= 2
+    parked_now = sum(len(g.parked) for g in carry.carried)
+    assert SlowUserEnv.open_envs == parked_now  # dropped groups closed theirs
+
+
+def test_sizes_are_interleaved_by_rank():
+    from mua.train.partial_rollouts import _by_global_position
+
+    assert _by_global_position([[2, 3], [4]]) == [2, 4, 3]
