@@ -5,7 +5,7 @@ import pytest
 from mua.config import parse_recipe_dict
 from mua.errors import RunFailure
 from mua.gym.mix import preflight_endpoints
-from tests.fakes.fake_openai import Fault, FakeOpenAIServer
+from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 
 def _recipe(tmp_path, base_url):
