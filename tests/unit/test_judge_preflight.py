@@ -22,7 +22,9 @@ def _recipe(tmp_path, base_url):
 
 def test_a_judge_refusing_its_key_stops_the_run_naming_the_judge(tmp_path, monkeypatch):
     monkeypatch.setenv("MUA_TEST_JUDGE_KEY", "wrong")
-    with FakeOpenAIServer(faults=lambda i, body: Fault("status", status=401, message="bad key")) as srv:
+    with FakeOpenAIServer(
+        faults=lambda i, body: Fault("status", status=401, message="bad key")
+    ) as srv:
         recipe = _recipe(tmp_path, srv.base_url)
         with pytest.raises(RunFailure, match=r"^tau2 judge \(gym\.options\.judge\): .*401"):
             preflight_endpoints(recipe)
