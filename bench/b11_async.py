@@ -142,7 +142,7 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
     from mua.train.engine_sync import EngineSync
     from mua.train.optim import build_optimizer, build_scheduler
     from mua.train.partial_rollouts import PartialRollouts
-    from mua.train.rl import update
+    from mua.train.policy_update import update
     from mua.train.rl_batch import group_relative_advantages, score, with_inputs
     from mua.train.rl_setup import SeededPolicy
     from mua.train.trained_model import load_trained_lm

@@ -1,4 +1,4 @@
-"""One real `update()` of mua's trainer (`mua.train.rl.update`) on a fixed batch agrees with a plain
+"""One real `update()` of mua's trainer (`mua.train.policy_update.update`) on a fixed batch agrees with a plain
 float64 implementation of the formulas in docs/algorithms.md (`tests/unit/update_reference.py`):
 the loss, the gradient norm, every clipped gradient and the parameter change of the step, for
 GRPO (group advantages, entropy bonus, temperature) and for PPO (critic values, GAE, whitening,
@@ -111,7 +111,7 @@ def _reference_policy_step(rows, advantages, behaviour, algo, optim, temperature
 
 
 def _update(model, optimizer, scheduler, critic, samples, algo, optim, parallel, temperature):
-    from mua.train.rl import update
+    from mua.train.policy_update import update
 
     return update(
         model,

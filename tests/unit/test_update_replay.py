@@ -65,7 +65,7 @@ def buffer():
 
 
 def _mua_steps(parts, samples, steps):
-    from mua.train.rl import update
+    from mua.train.policy_update import update
 
     algo, optim, parallel = _configs()
     model, optimizer, scheduler = parts

@@ -1,0 +1,205 @@
+"""The RL step's update: epochs x mini-batches of optimizer steps on the policy (and the critic).
+
+`update` splits the step's samples into mini-batches by global batch position, trains the critic
+(PPO) and the policy on each, and returns the metrics and, with one epoch of one mini-batch, the
+update forward's own detached log-probs (the "old" ones). `policy_mini_batch` accumulates one
+mini-batch's loss over packed micro-batches (`mua.train.packed_forward.accumulate`) with loss
+normalisers summed over ranks, so the result does not depend on the micro-batch budget or the
+number of ranks; per-token off-policy weights (`algo.correction`) are applied here.
+Not here: rollouts, scoring and advantages (`mua.train.rl`), the loss formulas (`mua.algo`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+from mua.algo import aggregate, behaviour_weights, kl_penalty, policy_loss
+from mua.distributed import all_reduce_sum
+from mua.distributed.fsdp import clip_grad_norm
+from mua.train.critic import epoch_losses
+from mua.train.guards import check_finite
+from mua.train.packed_batch import concat_per_token, first_token_mask
+from mua.train.packed_forward import accumulate
+from mua.train.rl_batch import RLSample, split_mini_batches
+from mua.train.rl_metrics import update_metrics
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    metrics: dict[str, float]
+    old_logprobs: list[list[float]] | None  # the update forward's, when it provided them
+
+
+def update(
+    model,
+    optimizer,
+    scheduler,
+    critic,
+    samples: list[RLSample],
+    *,
+    algo,
+    parallel,
+    grad_clip: float,
+    global_batch: int,
+    temperature: float,
+    dist,
+    train_policy: bool,
+    with_ref: bool,
+    old_from_forward: bool,
+) -> UpdateResult:
+    """Epochs x mini-batches of optimizer steps on the policy (and the critic, for PPO)."""
+    totals: Counter = Counter()
+    grad_norms, lrs, critic_losses = [], [], []
+    forward_old: list[list[float]] | None = None
+    for _ in range(algo.epochs):
+        for mini in split_mini_batches(samples, global_batch, algo.mini_batches):
+            if critic is not None:
+                stats, pass_loss = critic.train_mini_batch(
+                    mini,
+                    algo,
+                    micro_batch_tokens=parallel.micro_batch_tokens,
+                    grad_clip=grad_clip,
+                    device=dist.device,
+                    world_size=dist.world_size,
+                )
+                totals.update(stats)
+                critic_losses.append(pass_loss)
+            if not train_policy:
+                continue
+            # The optimizer's parameters, not `model.zero_grad()`: while FSDP2 holds a module
+            # unsharded (the root, after a forward without backward) the module names the
+            # unsharded parameters, and the sharded gradients would be left in place.
+            optimizer.zero_grad(set_to_none=True)
+            stats, grad_norm, mini_old = policy_mini_batch(
+                model,
+                mini,
+                algo=algo,
+                parallel=parallel,
+                grad_clip=grad_clip,
+                temperature=temperature,
+                dist=dist,
+                with_ref=with_ref,
+                old_from_forward=old_from_forward,
+            )
+            check_finite(stats.get("loss", 0.0), grad_norm)
+            forward_old = mini_old if old_from_forward else None  # one mini-batch: all samples
+            totals.update(stats)
+            grad_norms.append(grad_norm)
+            lrs.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+    metrics = update_metrics(totals, grad_norms, lrs)
+    if critic is not None:
+        metrics.update(epoch_losses(critic_losses, algo.mini_batches))
+    return UpdateResult(metrics=metrics, old_logprobs=forward_old)
+
+
+def policy_mini_batch(
+    model,
+    mini: list[RLSample],
+    *,
+    algo,
+    parallel,
+    grad_clip: float,
+    temperature: float,
+    dist,
+    with_ref: bool,
+    old_from_forward: bool,
+) -> tuple[Counter, float, list[list[float]] | None]:
+    """Accumulate the policy loss of one mini-batch over micro-batches; returns (stat sums, grad
+    norm, the forward's detached log-probs per sample when `old_from_forward`, else None)."""
+    world, device = dist.world_size, dist.device
+    masks = [s.loss_mask for s in mini]
+    local_tokens = sum(sum(m[1:]) for m in masks)
+    local_seqs = sum(1 for m in masks if sum(m[1:]) > 0)
+    tokens, seqs = (float(x) for x in all_reduce_sum([local_tokens, local_seqs]))
+    kl_in_loss = with_ref and algo.kl.placement == "loss"
+
+    def loss_fn(mb, scores):
+        mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
+            mb.lengths, device
+        )
+        adv = concat_per_token([s.advantages for s in mini], mb.indices, device=device)
+        logp, entropy = scores
+        if old_from_forward:
+            old = logp.detach()
+        else:
+            old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
+        weights = None
+        if algo.correction != "none":  # the behaviour policy is the engine's (docs §11)
+            behav = concat_per_token([s.engine_logprobs for s in mini], mb.indices, device=device)
+            weights, is_stats = behaviour_weights(
+                old, behav, mask, algo.correction, algo.correction_cap
+            )
+        kl = None
+        if kl_in_loss:
+            ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
+            kl = kl_penalty(logp, ref, algo.kl.estimator)
+        losses, st = policy_loss(
+            logp,
+            old,
+            adv,
+            mask,
+            algo.loss.clip_low,
+            algo.loss.clip_high,
+            algo.loss.dual_clip,
+            entropy=entropy,
+            entropy_coef=algo.loss.entropy_coef,
+            kl=kl,
+            kl_coef=algo.kl.coef if kl_in_loss else 0.0,
+            is_weights=weights,
+        )
+        if weights is not None:
+            st = {**st, **is_stats}
+        seq_index = torch.repeat_interleave(
+            torch.arange(len(mb.lengths), device=device), torch.tensor(mb.lengths, device=device)
+        )
+        loss = aggregate(
+            losses,
+            mask,
+            algo.loss.aggregation,
+            algo.loss.norm_length,
+            global_token_count=tokens,
+            global_seq_count=seqs,
+            seq_index=seq_index,
+        )
+        n_tok = float(st["tokens"])
+        out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
+        for key in (
+            "pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl",
+            "is_weight_mean", "is_truncated_frac", "behav_kl",
+        ):  # fmt: skip
+            if key in st:
+                out[f"sum/{key}"] = float(st[key]) * n_tok
+        if old_from_forward:
+            out["old_logprobs"] = list(
+                zip(
+                    mb.indices,
+                    (lp.tolist() for lp in torch.split(old.cpu(), mb.lengths)),
+                    strict=True,
+                )
+            )
+        return loss * world, out
+
+    stats = accumulate(
+        model,
+        [s.token_ids for s in mini],
+        parallel.micro_batch_tokens,
+        device,
+        loss_fn,
+        masks=masks,
+        share_prefixes=parallel.share_prefixes,
+        temperature=temperature,
+        entropy_grad=bool(algo.loss.entropy_coef),
+    )
+    grad_norm = clip_grad_norm(model, grad_clip)
+    forward_old: list[list[float]] | None = [[] for _ in mini] if old_from_forward else None
+    totals: Counter = Counter()
+    for st in stats:
+        for i, lp in st.pop("old_logprobs", []):
+            forward_old[i] = lp
+        totals.update(st)
+    return totals, grad_norm, forward_old
