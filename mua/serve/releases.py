@@ -20,6 +20,10 @@ tests/contract run the covered releases' own classes on what mua sends.
                         the server's version (`/get_model_info`, each /generate's meta_info)
                         changes only when a successful push carries one, else stays "default".
                         0.4.x has no weight_version at all.
+  LoRA from tensors     from 0.5.8 /load_lora_adapter_from_tensors (and /unload_lora_adapter, older)
+                        load an adapter pushed as tensors; through 0.5.16 one payload in
+                        `serialized_tensors`, from 0.5.17 one per TP rank in
+                        `serialized_named_tensors`. /generate names it in `lora_path`.
 
 Not here: the HTTP shapes (`mua.serve.protocol`), how the client or server act on these facts.
 """
@@ -60,6 +64,8 @@ class ReleaseTraits:
     rejects_duplicate_rid: bool
     weight_sessions: bool
     weight_version: bool
+    lora_tensors: bool = False
+    lora_per_rank_payloads: bool = False
 
     @classmethod
     def of(cls, version: str | None) -> ReleaseTraits:
@@ -78,6 +84,8 @@ class ReleaseTraits:
             rejects_duplicate_rid=key >= (0, 5, 12, 0),
             weight_sessions=key >= (0, 5, 21, 0),
             weight_version=key >= (0, 5, 1, 0),
+            lora_tensors=key >= (0, 5, 8, 0),
+            lora_per_rank_payloads=key >= (0, 5, 17, 0),
         )
 
 
