@@ -22,6 +22,9 @@ Every push may carry a `weight_version` (sent with the request that completes it
 release has the field); the server's version is read back into `weight_version` and a push it did
 not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
 Launching a server is `mua.engines.sglang.sglang_launch`.
+With `rollout.lora_sync: adapter`, `load_adapter` sends a LoRA adapter alone under a versioned
+name (`mua.engines.sglang.lora_endpoints`), every `/generate` names the live one in `lora_path`,
+and an older version this client loaded is unloaded once none of its requests names it.
 
 Every call goes over aiohttp on the caller's event loop (`mua.llm.http_session`, one session
 per loop, connections kept alive); bodies of weight pushes are encoded on a worker thread, so
