@@ -9,7 +9,8 @@ runs only the RL phase, the merge and the evaluation in OUT/NAME/seed_S, from th
 model, with `--set` overrides added to the RL command. So settings compared on one seed start
 from the same SFT model and are evaluated on the same held-out tasks.
 
-Prints one line per seed (reward after SFT, after RL, minutes of the RL phases) and a summary:
+Prints one line per seed (reward after SFT, after RL, minutes of the RL phases; a run that stopped,
+e.g. collapsed to every reward 0, counts as a gain of 0 and is named) and a summary:
 mean gain, spread (max - min), sample standard deviation, and whether it learns by the bar used
 in the README: every seed gains and the mean gain exceeds twice the standard deviation of the
 gains (and the spread). Writes OUT/NAME/summary.json.
@@ -76,6 +77,8 @@ def _reward(folder: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
+    from mua.demo import PhaseFailed
+
     parser = argparse.ArgumentParser(prog="python scripts/lora_learns.py")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--recipe", default="quickstart_lora.yaml", help="under recipes/")
@@ -90,15 +93,20 @@ def main(argv: list[str]) -> int:
     for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:
         start = _sft_start(out, seed)
         folder = out / name / f"seed_{seed}"
+        minutes, failed = float("nan"), None
         if not (folder / "eval_rl" / "summary.json").is_file():
-            minutes = _rl_phases(start, folder, seed, args.recipe, args.set)
-        else:
-            minutes = float("nan")
+            try:
+                minutes = _rl_phases(start, folder, seed, args.recipe, args.set)
+            except PhaseFailed as err:  # e.g. a collapse: every reward 0, the run stops
+                failed = str(err).splitlines()[-1][:300]
+        sft = _reward(start / "eval_sft")
         row = {
             "seed": seed,
-            "sft": _reward(start / "eval_sft"),
-            "rl": _reward(folder / "eval_rl"),
+            "sft": sft,
+            # a run that stopped counts as no gain at all
+            "rl": sft if failed else _reward(folder / "eval_rl"),
             "rl_minutes": minutes,
+            **({"failed": failed} if failed else {}),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -114,6 +122,7 @@ def main(argv: list[str]) -> int:
         "gain_mean": mean,
         "gain_std": std,
         "gain_spread": spread,
+        "failed_seeds": [r["seed"] for r in rows if "failed" in r],
         "learns": all(g > 0 for g in gains) and mean > 2 * std and mean > spread,
     }
     print(json.dumps(summary), flush=True)

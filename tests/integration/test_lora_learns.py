@@ -1,4 +1,4 @@
-"""The learning bar of `recipes/quickstart_lora.yaml` (slow: about 25 minutes on 2 CPU cores).
+"""The learning bar of `recipes/quickstart_lora.yaml` (slow: about 20 minutes on 2 quiet CPU cores).
 
 `scripts/lora_learns.py` runs the CPU quickstart over seeds 0, 1 and 2 with the LoRA recipe as
 its GRPO phase; the bar (the README's, section LoRA): every seed raises held-out reward over its
