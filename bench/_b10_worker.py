@@ -7,8 +7,10 @@ parameters that require gradients), then times one GRPO update (clipped policy l
 backward, AdamW step) through `mua.train.packed_forward.accumulate` on a fixed batch. Prints one
 JSON line: {"peak_rss_gb" (the peak resident size during the update, Linux VmHWM reset just
 before it), "base_rss_gb" (after imports, before the model), "update_s",
-"trainable", "params", "push_bytes" (what a weight push sends: the full weights, or with `lora`
-the adapter tensors alone), "full_push_bytes"}.
+"trainable", "params", "push_bytes" (the bytes of the HTTP bodies a push to SGLang sends, built by
+the client's own functions: with `lora`, the `/load_lora_adapter_from_tensors` body of
+`rollout.lora_sync: adapter`; else the `/update_weights_from_tensor` bodies of every bucket),
+"full_push_bytes" (the full push's bodies), "push_tensor_bytes" (the tensors' own bytes)}.
 """
 
 from __future__ import annotations
@@ -117,8 +119,9 @@ def update(mode: str) -> dict:
     seconds = time.perf_counter() - start
     peak = peak_rss_gb()
     named = [(n, p.detach()) for n, p in model.named_parameters()]
-    full_push = _nbytes(t for _, t in engine_params(model))
-    push = _nbytes(t for _, t in adapter_params(named)) if mode == "lora" else full_push
+    full_push = _full_push_bytes(model, engine_params)
+    push = _adapter_push_bytes(model) if mode == "lora" else full_push
+    tensor_bytes = _nbytes(t for _, t in (adapter_params(named) if mode == "lora" else named))
     return {
         "peak_rss_gb": peak,
         "base_rss_gb": base,
@@ -128,7 +131,38 @@ def update(mode: str) -> dict:
         "params": sum(p.numel() for n, p in named if ".lora_" not in n),
         "push_bytes": push,
         "full_push_bytes": full_push,
+        "push_tensor_bytes": tensor_bytes,
     }
+
+
+def _full_push_bytes(model, engine_params) -> int:
+    """Bytes of the `/update_weights_from_tensor` bodies of a full (or merged) push."""
+    from mua.engines.sglang import weight_sync
+    from mua.engines.sglang.sglang_engine import _encode
+
+    return sum(
+        len(_encode(weight_sync.tensor_push_body(bucket, tp_size=1, flush_cache=False)))
+        for bucket in weight_sync.iter_buckets(engine_params(model), 256.0)
+    )
+
+
+def _adapter_push_bytes(model) -> int:
+    """Bytes of the `/load_lora_adapter_from_tensors` body of an adapter push, as EngineSync
+    gathers it (`adapter_tensors`) and the SGLang client sends it to the newest release."""
+    from mua.engines.sglang import lora_endpoints
+    from mua.engines.sglang.sglang_engine import _encode
+    from mua.models.lora import adapter_config_dict
+    from mua.serve.releases import NEWEST_COVERED, ReleaseTraits
+    from mua.train.engine_sync import adapter_tensors
+
+    body = lora_endpoints.load_body(
+        "mua-lora-0",
+        list(adapter_tensors(model)),
+        adapter_config_dict(model),
+        ReleaseTraits.of(NEWEST_COVERED),
+        tp_size=1,
+    )
+    return len(_encode(body))
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ one update (clipped policy loss, token-mean, backward, AdamW step).
 
 `lora_peak_mem_vs_full`: (peak resident size during LoRA's update − the process's size after
 imports) / the same for full fine-tuning; the peak is Linux's VmHWM, reset just before the update.
-`adapter_push_bytes_vs_full`: bytes of the adapter tensors (what pushing the adapter alone would
-send) / bytes of the full weights a push sends (the merged push, `rollout.lora_sync: merged`,
-sends the full weights too). `lora_update_s_vs_full`: the two update times (shared CPU: noisy).
+`adapter_push_bytes_vs_full`: bytes of the HTTP body an adapter push sends to SGLang
+(`rollout.lora_sync: adapter`, `/load_lora_adapter_from_tensors`) / bytes of the bodies a full push
+sends (`/update_weights_from_tensor`, every bucket; the merged push, `rollout.lora_sync: merged`,
+sends as much), both built by the client's own functions. `lora_update_s_vs_full`: the two update times (shared CPU: noisy).
 """
 
 from __future__ import annotations
@@ -59,12 +60,12 @@ def run():
         "lora_update_s": lora["update_s"],
         "adapter_push_bytes": float(lora["push_bytes"]),
         "full_push_bytes": float(lora["full_push_bytes"]),
+        "adapter_tensor_bytes": float(lora["push_tensor_bytes"]),
         "params": float(full["params"]),
         "lora_trainable": float(lora["trainable"]),
     }
     notes = (
         "one process per mode; memory = peak RSS during the update minus RSS after imports; "
-        "the adapter-only push is not implemented yet (rollout.lora_sync offers merged), the "
-        "bytes are those of the adapter tensors"
+        "push bytes = the HTTP bodies the SGLang client sends (adapter push vs full push)"
     )
     return metrics, notes

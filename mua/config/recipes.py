@@ -124,6 +124,11 @@ class TrainRecipe(_ConversationRecipe):
             raise ValueError(
                 "rollout.oversample applies to RL steps (algo.kind grpo or ppo); remove it for sft"
             )
+        if self.rollout.lora_sync == "adapter" and self.model.lora is None:
+            raise ValueError(
+                "rollout.lora_sync=adapter pushes LoRA adapters, but model.lora is not set; "
+                "add model.lora (e.g. {rank: 16}) or remove rollout.lora_sync"
+            )
         return self
 
 

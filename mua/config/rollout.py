@@ -128,11 +128,12 @@ class RolloutConfig(Section):
         description="The API agent's endpoint; engine=openai only (the served model's name is "
         "model.path).",
     )
-    lora_sync: Literal["merged"] = Field(
+    lora_sync: Literal["merged", "adapter"] = Field(
         "merged",
         description="How a LoRA policy (model.lora) reaches the engine after each update: "
         "`merged` (the adapters merged into the gathered weights while pushing; every engine, "
-        "pushes stay bucketed). Pushing the adapter alone is not available yet.",
+        "pushes stay bucketed) or `adapter` (the engine keeps the base and receives only the "
+        "adapter, under a versioned name; hf, or SGLang >= 0.5.8).",
     )
     sglang: SGLangConfig = Field(
         default_factory=lambda: SGLangConfig(),

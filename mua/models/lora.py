@@ -8,7 +8,10 @@
 - `merged_params(named)` turns the (gathered) parameters of a peft model, in `named_parameters`
   order, into the base model's HF names with every adapter merged: W + (B @ A) * alpha / r.
   It consumes the stream one tensor at a time, so it can sit on top of FSDP gathers.
-- `adapter_params(named)` keeps the adapter tensors only (what an adapter push or checkpoint holds).
+- `adapter_params(named)` keeps the adapter tensors only (what an adapter push or checkpoint holds);
+  `adapter_file_names(named)` renames them as peft writes them in `adapter_model.safetensors`
+  (`...q_proj.lora_A.weight`, no adapter name), the form an engine loads an adapter in;
+  `adapter_config_dict(model)` is the matching `adapter_config.json` content (JSON types only).
 - `ADAPTER_INFO`: the file beside an adapter checkpoint naming its base and LoRA settings.
 
 Does not shard, train or push (see `mua.train.trained_model`, `mua.train.engine_sync`).
@@ -161,6 +164,33 @@ def adapter_params(named: Iterable) -> Iterator:
     for name, tensor in named:
         if is_adapter_name(name):
             yield name, tensor
+
+
+def adapter_file_name(name: str) -> str:
+    """The name peft writes a peft parameter under in `adapter_model.safetensors`."""
+    return name.replace(f".lora_A.{ADAPTER_NAME}.", ".lora_A.").replace(
+        f".lora_B.{ADAPTER_NAME}.", ".lora_B."
+    )
+
+
+def adapter_file_names(named: Iterable) -> Iterator:
+    """(file name, tensor) of the adapter tensors of a stream of (peft name, tensor)."""
+    for name, tensor in adapter_params(named):
+        yield adapter_file_name(name), tensor
+
+
+def adapter_config_dict(model) -> dict:
+    """The adapter's `adapter_config.json` content: peft's LoraConfig of `model`, with the
+    target modules as peft resolved them (`all-linear` becomes the layer names) and JSON types."""
+    config = model.peft_config[ADAPTER_NAME].to_dict()
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, set | frozenset):
+            value = sorted(value)
+        elif hasattr(value, "value") and not isinstance(value, int | float | str | bool):
+            value = value.value  # enums (task_type, peft_type)
+        out[key] = value
+    return json.loads(json.dumps(out, default=str))
 
 
 def write_adapter_info(folder: Path, model_cfg) -> None:

@@ -66,9 +66,13 @@ def sampling_from_json(body: dict[str, Any] | None) -> SamplingParams:
 
 
 def generate_body(
-    request: GenerationRequest, rid: str | None = None, send_seed: bool = False
+    request: GenerationRequest,
+    rid: str | None = None,
+    send_seed: bool = False,
+    lora_path: str | None = None,
 ) -> dict[str, Any]:
-    """The `/generate` body; `rid` overrides the request's id (the client makes it unique)."""
+    """The `/generate` body; `rid` overrides the request's id (the client makes it unique);
+    `lora_path` names the LoRA adapter to generate with (a loaded adapter's name)."""
     body: dict[str, Any] = {
         "input_ids": list(map(int, request.prompt_ids)),
         "sampling_params": sampling_to_json(request.sampling, send_seed),
@@ -78,18 +82,24 @@ def generate_body(
     rid = rid or request.request_id
     if rid:
         body["rid"] = rid
+    if lora_path is not None:
+        body["lora_path"] = lora_path
     return body
 
 
 def generate_body_json(
-    request: GenerationRequest, ids_json: str, rid: str | None = None, send_seed: bool = False
+    request: GenerationRequest,
+    ids_json: str,
+    rid: str | None = None,
+    send_seed: bool = False,
+    lora_path: str | None = None,
 ) -> bytes:
     """`json.dumps(generate_body(request, rid, send_seed)).encode()`, given `ids_json`, the JSON
     text of the prompt ids (a client extending one prompt turn after turn keeps it)."""
     empty = GenerationRequest(
         prompt_ids=[], sampling=request.sampling, request_id=request.request_id
     )
-    text = json.dumps(generate_body(empty, rid, send_seed))
+    text = json.dumps(generate_body(empty, rid, send_seed, lora_path))
     head = '{"input_ids": []'  # input_ids is the body's first key
     return ('{"input_ids": ' + ids_json + text[len(head) :]).encode()
 

@@ -25,6 +25,10 @@ tests/contract run the covered releases' own classes on what mua sends.
                         pause aborts what runs and holds new requests until continue. 0.5.23
                         takes PauseGenerationReqInput {mode: abort | retract | in_place}
                         (abort by default) and ContinueGenerationReqInput.
+  LoRA from tensors     from 0.5.8 /load_lora_adapter_from_tensors (and /unload_lora_adapter, older)
+                        load an adapter pushed as tensors; through 0.5.16 one payload in
+                        `serialized_tensors`, from 0.5.17 one per TP rank in
+                        `serialized_named_tensors`. /generate names it in `lora_path`.
 
 Not here: the HTTP shapes (`mua.serve.protocol`), how the client or server act on these facts.
 """
@@ -66,6 +70,8 @@ class ReleaseTraits:
     weight_sessions: bool
     weight_version: bool
     pause_modes: bool = False
+    lora_tensors: bool = False
+    lora_per_rank_payloads: bool = False
 
     @classmethod
     def of(cls, version: str | None) -> ReleaseTraits:
@@ -85,6 +91,8 @@ class ReleaseTraits:
             weight_sessions=key >= (0, 5, 21, 0),
             weight_version=key >= (0, 5, 1, 0),
             pause_modes=key >= (0, 5, 23, 0),  # the covered release that has them (see above)
+            lora_tensors=key >= (0, 5, 8, 0),
+            lora_per_rank_payloads=key >= (0, 5, 17, 0),
         )
 
 

@@ -8,6 +8,7 @@ Endpoints (SGLang's names and shapes, see `mua.serve.protocol`):
   POST /update_weights_from_tensor    SGLang's serialized tensors (MultiprocessingSerializer form)
   POST /begin_weight_update, /end_weight_update   (releases >= 0.5.21)
   POST /update_weights_from_disk      {"model_path": folder of *.safetensors}
+  POST /load_lora_adapter_from_tensors, /unload_lora_adapter   (>= 0.5.8; `mua.serve.lora_routes`)
   POST /release_memory_occupation     {"tags": [...]} -> engine.sleep() when weights go
   POST /resume_memory_occupation      {"tags": [...]} -> engine.wake() once weights are back
   GET|POST /flush_cache
@@ -48,6 +49,7 @@ from typing import Any
 import mua
 from mua.serve import protocol
 from mua.serve.http_front import BadBody, Listener, start_listener
+from mua.serve.lora_routes import LoraRoutes
 from mua.serve.protocol import ProtocolError
 from mua.serve.releases import DEFAULT_WEIGHT_VERSION, NEWEST_COVERED, ReleaseTraits
 
@@ -94,6 +96,7 @@ class MuaServer:
         self._calls = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mua-serve-call")
         self._unpaused = asyncio.Event()  # cleared by /pause_generation
         self._unpaused.set()
+        self.lora = LoraRoutes(self)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -191,11 +194,17 @@ class MuaServer:
         rids = [r.request_id for r in requests]
         self._start_running(rids)
         try:
+            lora = self.lora.begin(body, len(requests))
+        except ProtocolError:
+            self._stop_running(rids)
+            raise
+        try:
             results = await asyncio.wait_for(
                 asyncio.gather(*(self.engine.generate(r) for r in requests)),
                 self.request_timeout_s,
             )
         finally:
+            self.lora.end(lora, len(requests))
             self._stop_running(rids)
         self.counts["generate"] += len(requests)
         version = self.weight_version if self.traits.weight_version else None
@@ -497,6 +506,7 @@ class MuaServer:
             "/resume_memory_occupation": self.resume,
             "/flush_cache": lambda _b: self.flush_cache(),
         }
+        posts.update(self.lora.posts())
         if self.traits.weight_sessions:
             posts["/begin_weight_update"] = self.begin_weight_update
             posts["/end_weight_update"] = self.end_weight_update
@@ -515,7 +525,15 @@ class Refused(Exception):
 
 def _error(message: str, path: str) -> dict:
     if path.startswith(
-        ("/update_weights", "/release_memory", "/resume_memory", "/begin_weight", "/end_weight")
+        (
+            "/update_weights",
+            "/release_memory",
+            "/resume_memory",
+            "/begin_weight",
+            "/end_weight",
+            "/load_lora",
+            "/unload_lora",
+        )
     ):
         return {"success": False, "message": message}
     return {"error": {"message": message}}

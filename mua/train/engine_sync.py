@@ -28,7 +28,12 @@ Two engines:
 A LoRA policy (`model.lora`) is pushed merged (`rollout.lora_sync: merged`): the gathered
 weights come through `mua.train.trained_model.engine_params`, which merges each adapter into its
 base weight under the base model's names, so either engine receives a plain model in the same
-buckets as a full push.
+buckets as a full push. With `rollout.lora_sync: adapter` the engine keeps its base and each push
+gathers and sends the adapter tensors only (`adapter_tensors`, peft's file names) under a new
+versioned name (`mua.engines.adapter_versions`): the hf engine applies it in place, the SGLang
+leader loads it (`/load_lora_adapter_from_tensors`) and every rank's requests name it. Sleeping
+then keeps the server's weights (the base stays resident); the adapter is pushed again at each
+wake, being small.
 
 Every sglang push carries `weight_version` (the number of updates so far, "0" for the initial
 weights); the client reads the server's version back and fails when it did not move.
@@ -51,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mua.distributed import all_gather_objects, all_reduce_max, barrier
+from mua.engines.adapter_versions import adapter_name
 from mua.engines.sglang.weight_sync import (
     check_probe_diff,
     default_probe_ids,
@@ -77,6 +83,9 @@ class EngineSync:
     stale: bool = True
     updates: int = 0  # weight updates pushed so far: the pushes' weight_version
     timer: StepTimer | None = None  # the current step's (set by `run` / `push_weights`)
+    lora_sync: str = "merged"  # "adapter": push the LoRA adapter alone (a peft policy)
+    pushes: int = 0  # adapter pushes so far: the next adapter's version number
+    push_bytes: int = 0  # bytes of the tensors pushed so far (full or adapter)
     _probe_diffs: list[float] = field(default_factory=list)
 
     def run(self, job: Callable[[], Awaitable[T]], timer: StepTimer | None = None) -> T:
@@ -131,6 +140,10 @@ class EngineSync:
         barrier()  # followers generate only once the leader's push and resume are done
         await self.probe()
 
+    @property
+    def pushes_adapter(self) -> bool:
+        return self.lora_sync == "adapter"
+
     async def sleep(self) -> None:
         """Give the engine's memory back to the trainer (sglang: once every rank is done)."""
         if self.kind == "hf":
@@ -139,19 +152,50 @@ class EngineSync:
         await self.engine.drain()  # SGLang 0.5.x asserts it is idle when memory is released
         barrier()
         if self.is_leader:
-            await self.engine.sleep()  # every tag of the server's release (cuda_graph included)
-        self.stale = True  # SGLang frees released weights
+            # every tag of the server's release (cuda_graph included); with adapter pushes the
+            # base weights stay resident
+            await self.engine.sleep(tags=await self._released_tags())
+        self.stale = True  # SGLang frees released weights; an adapter is pushed again
+
+    async def _released_tags(self) -> list[str] | None:
+        if not self.pushes_adapter:
+            return None
+        engines = getattr(self.engine, "engines", [self.engine])
+        traits = await engines[0].server_traits()
+        return [t for t in traits.memory_tags if t != "weights"]
 
     async def push(self) -> None:
         """Gather the full parameters (every rank, collective) and send them to the sglang engine
         from the leader (the hf engine's push is `_push_hf`, run by `run`)."""
         with timed(self.timer, "weight_push"):
+            if self.pushes_adapter:
+                await self._push_adapter_sglang()
+                return
             params = engine_params(self.model)
             if not self.is_leader:
                 for _ in params:  # take part in each gather; the leader sends
                     pass
             else:  # the sglang client buckets (or writes shards) itself
                 await self.engine.update_weights(params, weight_version=self.weight_version)
+        self.stale = False
+
+    def _next_adapter(self) -> tuple[str, list, dict]:
+        """(versioned name, adapter tensors, adapter config) of the next adapter push; gathers
+        the adapter tensors (collective: every rank calls it in the same order)."""
+        from mua.models.lora import adapter_config_dict
+
+        name = adapter_name(self.pushes)
+        self.pushes += 1
+        tensors = list(adapter_tensors(self.model))
+        self.push_bytes += sum(t.numel() * t.element_size() for _, t in tensors)
+        return name, tensors, adapter_config_dict(self.model)
+
+    async def _push_adapter_sglang(self) -> None:
+        name, tensors, config = self._next_adapter()
+        if self.is_leader:
+            await self.engine.load_adapter(name, tensors, config)
+        else:  # the leader loaded it (the barrier in `wake` orders it before any request)
+            self.engine.use_adapter(name)
         self.stale = False
 
     @property
@@ -166,8 +210,12 @@ class EngineSync:
         if not self.stale:
             return
         with timed(self.timer, "weight_push"):
-            for bucket in iter_buckets(engine_params(self.model), self.bucket_mb):
-                self.engine.load_weights(bucket)
+            if self.pushes_adapter:
+                self.engine.load_adapter(*self._next_adapter())
+            else:
+                for bucket in iter_buckets(engine_params(self.model), self.bucket_mb):
+                    self.push_bytes += sum(t.numel() * t.element_size() for _, t in bucket)
+                    self.engine.load_weights(bucket)
         self.stale = False
 
     async def probe(self) -> float:
@@ -197,6 +245,20 @@ class EngineSync:
         await self.engine.close()
 
 
+def adapter_tensors(model):
+    """(peft file name, full CPU tensor) of a peft policy's adapter tensors only, one at a time
+    (collective: every rank iterates in lock-step; the frozen base is not gathered)."""
+    from mua.models.lora import adapter_file_name, is_adapter_name
+
+    for name, param in model.named_parameters():
+        if not is_adapter_name(name):
+            continue
+        data = param.detach()
+        if hasattr(data, "full_tensor"):
+            data = data.to_local() if data.device_mesh.size() == 1 else data.full_tensor()
+        yield adapter_file_name(name), data.cpu()
+
+
 # ---- building --------------------------------------------------------------------------------
 
 
@@ -217,7 +279,17 @@ def build_engine_sync(rollout, model_cfg, parallel, dist, policy, tokenizer) -> 
         pad_token_id=tokenizer.pad_token_id or 0,
         max_batch_size=engine_batch_size(64),
     )
-    return EngineSync(engine, "hf", policy, parallel.weight_push_bucket_mb)
+    return EngineSync(
+        engine,
+        "hf",
+        policy,
+        parallel.weight_push_bucket_mb,
+        lora_sync=_lora_sync(rollout, model_cfg),
+    )
+
+
+def _lora_sync(rollout, model_cfg) -> str:
+    return rollout.lora_sync if model_cfg.lora is not None else "merged"
 
 
 def _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer) -> EngineSync:
@@ -230,6 +302,11 @@ def _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer) -> Engi
         hf_config=hf_config,
         max_concurrency=rollout.max_concurrency,
     )
+    lora_sync = _lora_sync(rollout, model_cfg)
+    if lora_sync == "adapter":  # a launched server must take adapters of this shape
+        from mua.engines.sglang.lora_endpoints import launch_args
+
+        options["lora_args"] = launch_args(model_cfg.lora)
     if cfg.base_urls:  # servers of the whole job: global rank 0 drives them
         engine = engine_from_config(cfg, model_cfg.path, **options)
         is_leader = dist.rank == 0
@@ -252,6 +329,7 @@ def _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer) -> Engi
         is_leader=is_leader,
         probe_ids=default_probe_ids(vocab_size),
         probe_tolerance=cfg.probe_tolerance,
+        lora_sync=lora_sync,
     )
 
 

@@ -58,6 +58,9 @@ def check_inputs(recipe) -> None:
         from mua.models.lora import check_targets
 
         check_targets(recipe.model)  # target modules that match nothing: one line, exit 2
+        from mua.engines.sglang.lora_endpoints import check_adapter_sync
+
+        check_adapter_sync(recipe)  # an SGLang release that cannot take adapters: exit 2
 
 
 def _check_rl_inputs(recipe) -> None:

@@ -356,6 +356,8 @@ def check_facts(job: dict) -> dict:
                     "/update_weights_from_disk",
                     "/release_memory_occupation",
                     "/resume_memory_occupation",
+                    "/load_lora_adapter_from_tensors",
+                    "/unload_lora_adapter",
                 )
                 if f'"{r}"' in http
             )
@@ -403,7 +405,46 @@ def _tokenizer_sources(side: Path) -> str:
     return "".join(p.read_text() for p in managers.glob("tokenizer*.py"))
 
 
+def check_lora_payload(job: dict) -> dict:
+    """A LoRA adapter push as the release's tensor-parallel worker reads it: the request class's
+    payload field normalized (where the release does), deserialized by MultiprocessingSerializer
+    into {name: tensor}; the adapter config read by the release's LoRAConfig; each tensor name
+    given a layer by the release's get_layer_id."""
+    io_struct = load("sglang.srt.managers.io_struct")
+    body = job["body"]
+    try:
+        req = io_struct.LoadLoRAAdapterFromTensorsReqInput(**body)
+        per_rank = getattr(req, "serialized_named_tensors", None)
+        if per_rank is not None:
+            common = load("sglang.srt.utils.common")
+            per_rank = common.normalize_serialized_named_tensor_payloads(per_rank)
+            payload = per_rank[job.get("tp_rank", 0)]
+        else:
+            payload = req.serialized_tensors
+        tensors = _serializer().deserialize(payload)
+        lora_config = load("sglang.srt.lora.lora_config").LoRAConfig
+        config = lora_config.from_dict(body["config_dict"], None, base_vocab_size=1000)
+        get_layer_id = load("sglang.srt.layers.utils").get_layer_id
+    except Exception as err:
+        return {"ok": False, "error": f"{type(err).__name__}: {err}"}
+    return {
+        "ok": isinstance(tensors, dict),
+        "payloads": len(per_rank) if per_rank is not None else 1,
+        "rank": int(config.r),
+        "target_modules": sorted(config.target_modules),
+        "tensors": {
+            name: {
+                "shape": list(t.shape),
+                "sum": float(t.double().sum()),
+                "layer": get_layer_id(name),
+            }
+            for name, t in tensors.items()
+        },
+    }
+
+
 CHECKS = {
+    "lora_payload": check_lora_payload,
     "server_args": check_server_args,
     "finish": check_finish,
     "generate": check_generate,

@@ -22,6 +22,9 @@ Every push may carry a `weight_version` (sent with the request that completes it
 release has the field); the server's version is read back into `weight_version` and a push it did
 not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
 Launching a server is `mua.engines.sglang.sglang_launch`.
+With `rollout.lora_sync: adapter`, `load_adapter` sends a LoRA adapter alone under a versioned
+name (`mua.engines.sglang.lora_endpoints`), every `/generate` names the live one in `lora_path`,
+and an older version this client loaded is unloaded once none of its requests names it.
 
 Every call goes over aiohttp on the caller's event loop (`mua.llm.http_session`, one session
 per loop, connections kept alive); bodies of weight pushes are encoded on a worker thread, so
@@ -48,8 +51,9 @@ from typing import Any, Literal
 
 import aiohttp
 
+from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
-from mua.engines.sglang import weight_sync
+from mua.engines.sglang import lora_endpoints, weight_sync
 from mua.errors import RunFailure, UsageError
 from mua.llm.http_session import LoopSessions
 from mua.serve import protocol
@@ -103,6 +107,7 @@ class SGLangEngine:
         self._sessions = LoopSessions(self.base_url, max_connections=max_concurrency + 4)
         self._given_up: set[asyncio.Task] = set()  # /generate calls whose caller gave up
         self._prompts = _PromptJSON()
+        self.adapters = AdapterVersions()  # rollout.lora_sync=adapter: the live LoRA adapter
 
     @property
     def asleep(self) -> bool:
@@ -227,8 +232,12 @@ class SGLangEngine:
         await self.server_traits()
         rid = self.request_id(request)
         ids_json = self._prompts.json_of(request.route_key, request.prompt_ids, request.keep_prefix)
-        data = protocol.generate_body_json(request, ids_json, rid, self.seeds_honoured)
-        body = await self._post_generate(data, rid)
+        lora = self.adapters.begin()  # the live adapter, counted in flight until answered
+        try:
+            data = protocol.generate_body_json(request, ids_json, rid, self.seeds_honoured, lora)
+            body = await self._post_generate(data, rid)
+        finally:
+            await self._unload_adapters(self.adapters.end(lora))
         try:
             result = protocol.parse_generate_response(body)
         except protocol.ProtocolError as err:
@@ -282,6 +291,32 @@ class SGLangEngine:
         finally:
             await self.end_weight_update()
         await self.read_weight_version(weight_version)
+
+    async def load_adapter(self, name: str, named_tensors: Iterable[tuple[str, Any]], config: dict):
+        """Push a LoRA adapter (peft file names, `adapter_config.json` content) under `name`
+        and make it live; older versions this client loaded are unloaded once no request of
+        this client names them (SGLang itself waits for its running requests)."""
+        traits = await self.server_traits()
+        lora_endpoints.refuse_release(traits.version, f"the SGLang server at {self.base_url}")
+        named = [(n, weight_sync.full_tensor(t)) for n, t in named_tensors]
+        body = await asyncio.to_thread(
+            lora_endpoints.load_body, name, named, config, traits, self.tp_size
+        )
+        _check_success(await self._call("POST", lora_endpoints.LOAD_PATH, body), self.base_url)
+        self.stats["weight_buckets"] += 1
+        self.stats["weight_bytes"] += weight_sync.bucket_bytes(named)
+        await self._unload_adapters(self.adapters.adopt(name))
+
+    def use_adapter(self, name: str) -> None:
+        """Name `name` (loaded by another client of this server) in this client's requests."""
+        self.adapters.adopt(name, loaded=False)
+
+    async def _unload_adapters(self, names: list[str]) -> None:
+        for name in names:
+            body = lora_endpoints.unload_body(name)
+            _check_success(
+                await self._call("POST", lora_endpoints.UNLOAD_PATH, body), self.base_url
+            )
 
     async def read_weight_version(self, expected: str | None = None) -> str | None:
         """The server's weight version (`/get_model_info`), kept in `self.weight_version`;
@@ -561,6 +596,14 @@ class EnginePool:
             await asyncio.gather(*(e.end_weight_update() for e in self.engines))
         await asyncio.gather(*(e.read_weight_version(weight_version) for e in self.engines))
 
+    async def load_adapter(self, name: str, named_tensors, config: dict) -> None:
+        named = list(named_tensors)
+        await asyncio.gather(*(e.load_adapter(name, named, config) for e in self.engines))
+
+    def use_adapter(self, name: str) -> None:
+        for engine in self.engines:
+            engine.use_adapter(name)
+
     async def drain(self, timeout_s: float | None = None) -> None:
         await asyncio.gather(*(e.drain(timeout_s) for e in self.engines))
 
@@ -605,8 +648,10 @@ def engine_from_config(
     bucket_mb: float = 256.0,
     hf_config: Any = None,
     max_concurrency: int = 64,
+    lora_args: Sequence[str] = (),
 ):
-    """The rollout engine a recipe's `rollout.sglang` section describes.
+    """The rollout engine a recipe's `rollout.sglang` section describes (`lora_args`: the
+    launch flags of `rollout.lora_sync=adapter`, `lora_endpoints.launch_args`).
 
     `bucket_mb` is the recipe's `parallel.weight_push_bucket_mb`.
     With `base_urls` set, connect to those servers (a pool when there are several); otherwise
@@ -634,7 +679,7 @@ def engine_from_config(
         tp_size=sglang_cfg.tp_size,
         dtype=sglang_cfg.dtype,
         deterministic=sglang_cfg.deterministic,
-        extra_args=sglang_cfg.extra_args,
+        extra_args=[*lora_args, *sglang_cfg.extra_args],
         launch_timeout_s=sglang_cfg.launch_timeout_s,
         **common,
     )

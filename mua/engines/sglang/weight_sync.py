@@ -90,9 +90,10 @@ def _cuda_reductions_patched() -> None:
     )
 
 
-def encode_tensors(bucket: Bucket) -> str:
+def encode_tensors(bucket: Bucket, as_dict: bool = False) -> str:
     """One `serialized_named_tensors` entry, in SGLang's `MultiprocessingSerializer` form: base64
-    of a pickle of [(name, tensor)] that its deserializer (and its safe unpickler) loads.
+    of a pickle of [(name, tensor)] (`as_dict`: {name: tensor}, the form of a LoRA adapter
+    push) that its deserializer (and its safe unpickler) loads.
 
     CUDA tensors travel as CUDA-IPC handles (ForkingPickler with SGLang's device-UUID
     reductions): same host, and the tensors must stay alive until the server has answered. CPU
@@ -113,10 +114,11 @@ def encode_tensors(bucket: Bucket) -> str:
         if not all(on_cuda):
             raise ValueError("a tensor bucket must be all on CUDA or all on CPU")
         _cuda_reductions_patched()
-        ForkingPickler(buffer).dump(pairs)
+        ForkingPickler(buffer).dump(dict(pairs) if as_dict else pairs)
     else:
+        pairs = [(name, t.contiguous()) for name, t in pairs]
         pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(
-            [(name, t.contiguous()) for name, t in pairs]
+            dict(pairs) if as_dict else pairs
         )
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
@@ -172,9 +174,10 @@ _PAYLOAD_GLOBALS = {
 }
 
 
-def decode_tensors(payload: str) -> Bucket:
+def decode_tensors(payload: str, as_dict: bool = False) -> Bucket:
     """The server side of `encode_tensors` (what `mua serve` does with a push): a restricted
-    unpickle that only rebuilds tensors (as SGLang's safe unpickler), then copies them."""
+    unpickle that only rebuilds tensors (as SGLang's safe unpickler), then copies them.
+    `as_dict`: the payload holds {name: tensor} (a LoRA adapter push); pairs come back."""
     import io
     import pickle
 
@@ -199,6 +202,12 @@ def decode_tensors(payload: str) -> Bucket:
         raise ValueError(
             f"serialized_named_tensors entry is not a serialized tensor list: {err}"
         ) from err
+    if as_dict:
+        if not isinstance(pairs, dict) or not all(
+            isinstance(t, torch.Tensor) for t in pairs.values()
+        ):
+            raise ValueError("serialized tensors of an adapter must hold a {name: tensor} dict")
+        pairs = list(pairs.items())
     if not isinstance(pairs, list) or not all(
         isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], torch.Tensor) for p in pairs
     ):

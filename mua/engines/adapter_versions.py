@@ -1,0 +1,71 @@
+"""Versioned LoRA adapter names an engine holds, and which requests in flight name them.
+
+With `rollout.lora_sync: adapter` the engine keeps the base model and receives only the adapter
+after each update, under a new name (`adapter_name(n)`, n the push's sequence number, the same on
+every rank because pushes are collective). Requests name the live adapter; an older version is
+unloaded only once no request in flight names it.
+
+`AdapterVersions` is the bookkeeping only, shared by the hf engine and the SGLang client:
+- `begin()` gives the live name to a request starting now and counts it in flight; `end(name)`
+  when it finished, which returns the versions that just became free to unload;
+- `adopt(name, loaded=True)` makes `name` live; `loaded=False` for a client that names an
+  adapter another client loaded (an SGLang follower rank): it never unloads what it did not load.
+  It returns the older versions this client loaded that no request in flight names.
+Does not load or unload anything itself (the engines do, with what these calls return).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+ADAPTER_PREFIX = "mua-lora"
+
+
+def adapter_name(sequence: int) -> str:
+    """The name of the adapter of push number `sequence`."""
+    return f"{ADAPTER_PREFIX}-{int(sequence)}"
+
+
+class AdapterVersions:
+    """The live adapter name, the versions loaded by this client, and requests in flight per name."""
+
+    def __init__(self) -> None:
+        self.live: str | None = None
+        self.loaded: list[str] = []  # loaded by this client and not unloaded yet, oldest first
+        self._inflight: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def begin(self) -> str | None:
+        """The live adapter's name for a request starting now (None: the base model)."""
+        with self._lock:
+            if self.live is not None:
+                self._inflight[self.live] += 1
+            return self.live
+
+    def end(self, name: str | None) -> list[str]:
+        """A request naming `name` finished: the versions now free to unload."""
+        if name is None:
+            return []
+        with self._lock:
+            self._inflight[name] -= 1
+            if self._inflight[name] <= 0:
+                del self._inflight[name]
+            return self._retire()
+
+    def adopt(self, name: str, loaded: bool = True) -> list[str]:
+        """`name` is live from now on; the older versions free to unload (taken off `loaded`)."""
+        with self._lock:
+            if loaded and name not in self.loaded:
+                self.loaded.append(name)
+            self.live = name
+            return self._retire()
+
+    def in_flight(self, name: str) -> int:
+        with self._lock:
+            return self._inflight.get(name, 0)
+
+    def _retire(self) -> list[str]:
+        free = [n for n in self.loaded if n != self.live and self._inflight.get(n, 0) == 0]
+        self.loaded = [n for n in self.loaded if n not in free]
+        return free

@@ -1,0 +1,110 @@
+"""SGLang's LoRA endpoints as mua uses them for `rollout.lora_sync: adapter`.
+
+The base stays resident in the server; after each update only the adapter travels:
+  POST /load_lora_adapter_from_tensors  {"lora_name", "config_dict" (adapter_config.json),
+                                         the tensors {name: tensor} in MultiprocessingSerializer
+                                         form, "pinned": false}
+  POST /unload_lora_adapter             {"lora_name"}
+  POST /generate                        ... "lora_path": <the live adapter's name>
+The endpoint first shipped in SGLang 0.5.8 with one payload in `serialized_tensors` (through
+0.5.16); from 0.5.17 it takes one payload per tensor-parallel rank in `serialized_named_tensors`
+(as /update_weights_from_tensor does). Releases before 0.5.8 cannot take an adapter push: `adapter`
+is refused before the run starts (`check_adapter_sync`). A launched server needs LoRA enabled
+with room for the adapter (`launch_args`: --enable-lora, --max-lora-rank, --lora-target-modules).
+
+Tensor names are peft's file names (`base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`),
+what SGLang's adapter loader reads from `adapter_model.safetensors`.
+Not here: the HTTP calls (`mua.engines.sglang.sglang_engine`), the server side (`mua.serve`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mua.engines.sglang import weight_sync
+from mua.errors import UsageError
+from mua.serve.releases import ReleaseTraits
+
+LOAD_PATH = "/load_lora_adapter_from_tensors"
+UNLOAD_PATH = "/unload_lora_adapter"
+
+
+def load_body(
+    name: str, named_tensors: weight_sync.Bucket, config: dict, traits: ReleaseTraits, tp_size: int
+) -> dict[str, Any]:
+    """The `/load_lora_adapter_from_tensors` body for the server's release."""
+    body: dict[str, Any] = {"lora_name": name, "config_dict": config, "pinned": False}
+    if traits.lora_per_rank_payloads:
+        body["serialized_named_tensors"] = [
+            weight_sync.encode_tensors(named_tensors, as_dict=True)
+            for _ in range(max(1, int(tp_size)))
+        ]
+    else:
+        body["serialized_tensors"] = weight_sync.encode_tensors(named_tensors, as_dict=True)
+    return body
+
+
+def payload_of(body: dict) -> str:
+    """The payload a server of rank 0 reads from a load body (either release's form)."""
+    per_rank = body.get("serialized_named_tensors")
+    if isinstance(per_rank, list) and per_rank:
+        return per_rank[0]
+    single = body.get("serialized_tensors")
+    if isinstance(single, str) and single:
+        return single
+    raise ValueError("load_lora_adapter_from_tensors needs serialized tensors")
+
+
+def unload_body(name: str) -> dict[str, Any]:
+    return {"lora_name": name}
+
+
+def launch_args(lora_cfg) -> list[str]:
+    """The launch flags a server needs to take pushed adapters of `model.lora`'s shape."""
+    target = lora_cfg.target_modules
+    modules = ["all"] if isinstance(target, str) else list(target)
+    return [
+        "--enable-lora",
+        "--max-lora-rank",
+        str(int(lora_cfg.rank)),
+        "--lora-target-modules",
+        *modules,
+    ]
+
+
+def refuse_release(version: str | None, where: str) -> None:
+    """UsageError (one line) when SGLang `version` cannot take an adapter push."""
+    if not ReleaseTraits.of(version).lora_tensors:
+        raise UsageError(
+            f"rollout.lora_sync=adapter needs SGLang >= 0.5.8 (/load_lora_adapter_from_tensors); "
+            f"{where} runs {version}; upgrade SGLang or set rollout.lora_sync=merged"
+        )
+
+
+def check_adapter_sync(recipe) -> None:
+    """Before the run: `rollout.lora_sync=adapter` only where the engine can take an adapter."""
+    rollout = recipe.rollout
+    if rollout.lora_sync != "adapter" or rollout.engine != "sglang":
+        return
+    if not rollout.sglang.base_urls:
+        from mua.engines.sglang.sglang_engine import sglang_version
+
+        refuse_release(sglang_version(), "the installed sglang")
+        return
+    for url in rollout.sglang.base_urls:
+        version = _server_version(url)
+        if version is not None:
+            refuse_release(version, f"the server at {url}")
+
+
+def _server_version(url: str) -> str | None:
+    """The release a server reports (`/get_server_info`), or None when it does not answer."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/get_server_info", timeout=10) as reply:
+            info = json.loads(reply.read())
+    except (OSError, ValueError):
+        return None
+    return info.get("version") if isinstance(info, dict) else None

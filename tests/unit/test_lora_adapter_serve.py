@@ -1,0 +1,176 @@
+"""`rollout.lora_sync: adapter` through SGLang's protocol against `mua serve` (real HTTP on
+127.0.0.1): the trainer's EngineSync pushes only the adapter under a versioned name, the probe
+(engine log-probs against the trainer's peft forward) passes, greedy outputs equal a merged push
+of the same weights, a follower rank names the leader's adapter, old versions are unloaded, the
+base weights are never pushed nor released; releases without the endpoint are refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from mua.config.model import LoraConfig
+from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.errors import UsageError
+
+MODEL = "tiny:qwen2-1m"
+PROMPTS = [[5, 6, 7, 8], [11, 12, 13], [40, 41, 42, 43, 44, 45]]
+
+
+def _policy(seed: int):
+    from mua.models import load_model
+    from mua.models.lora import add_adapters
+
+    model = add_adapters(load_model(MODEL, seed=0), LoraConfig(rank=4, alpha=8))
+    _randomize(model, seed)
+    return model
+
+
+def _randomize(model, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".lora_B." in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+
+
+async def _greedy(engine) -> list:
+    return await asyncio.gather(
+        *(
+            engine.generate(
+                GenerationRequest(
+                    prompt_ids=p, sampling=SamplingParams(temperature=0.0, max_new_tokens=10)
+                )
+            )
+            for p in PROMPTS
+        )
+    )
+
+
+def _merged_outputs(policy) -> list:
+    from mua.engines.hf.hf_engine import HFEngine
+    from mua.models import load_model
+    from mua.models.lora import lora_scalings, merged_params
+
+    engine = HFEngine(load_model(MODEL, seed=0), copy_model=False)
+    engine.load_weights(merged_params(policy.named_parameters(), lora_scalings(policy)))
+    return asyncio.run(_greedy(engine))
+
+
+def _same(a, b) -> None:
+    for x, y in zip(a, b, strict=True):
+        assert x.token_ids == y.token_ids
+        assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-4
+
+
+@pytest.mark.parametrize("release", ["0.5.23", "0.5.12"])  # per-rank payloads, one payload
+def test_adapter_sync_against_mua_serve(release):
+    from mua.engines.sglang.sglang_engine import SGLangEngine
+    from mua.engines.sglang.weight_sync import default_probe_ids
+    from mua.serve import serve_model
+    from mua.train.engine_sync import EngineSync
+
+    torch.set_num_threads(1)
+    policy = _policy(1)
+    server = serve_model(MODEL, sglang_release=release)
+    try:
+        probe = default_probe_ids(policy.config.vocab_size)
+        leader, follower = (
+            EngineSync(
+                SGLangEngine(server.url),
+                "sglang",
+                policy,
+                bucket_mb=64,
+                is_leader=lead,
+                probe_ids=probe,
+                probe_tolerance=1e-3,
+                lora_sync="adapter",
+            )
+            for lead in (True, False)
+        )
+
+        async def cycle() -> tuple[list, list]:
+            await leader.wake()  # pushes the adapter, then probes it against the trainer
+            await follower.wake()
+            got = await _greedy(leader.engine), await _greedy(follower.engine)
+            await follower.sleep()
+            await leader.sleep()
+            return got
+
+        lead_out, follow_out = asyncio.run(cycle())
+        _same(_merged_outputs(policy), lead_out)
+        _same(lead_out, follow_out)
+        assert leader.engine.adapters.live == follower.engine.adapters.live == "mua-lora-0"
+
+        _randomize(policy, 2)  # an update
+        leader.push_weights(), follower.push_weights()
+        lead_out, _ = asyncio.run(cycle())
+        _same(_merged_outputs(policy), lead_out)
+        assert leader.engine.adapters.live == "mua-lora-1"
+        for sync in (leader, follower):
+            asyncio.run(sync.close())
+        calls = [c["call"] for c in server.call_log]
+        tags = [c.get("tags") for c in server.call_log if c["call"] == "release_memory_occupation"]
+    finally:
+        server.stop()
+    assert calls.count("load_lora_adapter_from_tensors") == 2
+    assert calls.count("unload_lora_adapter") == 1  # version 0, once version 1 was live
+    assert not any(c.startswith("update_weights") for c in calls)  # the base never travels
+    assert tags and all("weights" not in t for t in tags)  # and stays resident
+    assert server.lora.registered == ["mua-lora-1"]
+
+
+def test_releases_without_the_endpoint_refuse_adapter_sync():
+    from mua.config.recipes import TrainRecipe
+    from mua.engines.sglang.lora_endpoints import check_adapter_sync
+    from mua.engines.sglang.sglang_engine import SGLangEngine
+    from mua.serve import serve_model
+
+    server = serve_model(MODEL, sglang_release="0.5.5.post3")
+    try:
+        recipe = TrainRecipe(
+            model={"path": MODEL, "lora": {"rank": 4}},
+            rollout={
+                "engine": "sglang",
+                "lora_sync": "adapter",
+                "sglang": {"base_urls": [server.url]},
+            },
+        )
+        with pytest.raises(UsageError, match=r"needs SGLang >= 0\.5\.8.*runs 0\.5\.5\.post3"):
+            check_adapter_sync(recipe)
+        with pytest.raises(UsageError, match="lora_sync=merged"):
+            asyncio.run(SGLangEngine(server.url).load_adapter("x", [], {}))
+        assert "load_lora_adapter_from_tensors" not in str(server.call_log)
+    finally:
+        server.stop()
+    with pytest.raises(ValueError, match="model.lora is not set"):
+        TrainRecipe(rollout={"lora_sync": "adapter"})
+
+
+def test_mua_serve_refuses_requests_that_do_not_name_the_live_adapter():
+    from mua.engines.sglang.sglang_engine import SGLangEngine
+    from mua.errors import RunFailure
+    from mua.models.lora import adapter_config_dict, adapter_file_names
+    from mua.serve import serve_model
+
+    policy = _policy(1)
+    server = serve_model(MODEL)
+    try:
+        engine = SGLangEngine(server.url)
+        named = list(adapter_file_names(policy.named_parameters()))
+
+        async def run():
+            await engine.load_adapter("a", named, adapter_config_dict(policy))
+            engine.adapters.live = None  # a client that forgets to name it
+            with pytest.raises(RunFailure, match="name it in lora_path"):
+                await _greedy(engine)
+            engine.adapters.live = "nope"
+            with pytest.raises(RunFailure, match="not the live one"):
+                await _greedy(engine)
+            await engine.close()
+
+        asyncio.run(run())
+    finally:
+        server.stop()
