@@ -26,6 +26,7 @@ import sys
 import urllib.request
 
 import pytest
+import yaml
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.serve import protocol
@@ -119,8 +120,19 @@ def test_train_step_against_the_real_server(servers, guess_setup, tmp_path, vers
 @pytest.mark.parametrize("version", SERVER_RELEASES)
 def test_eval_against_the_real_server(servers, guess_setup, tmp_path, version):
     server = servers[version]
-    model, train, test = guess_setup
-    recipe = write_rl_recipe(tmp_path, model, train, test, rollout={"engine": "sglang"})
+    model, _, test = guess_setup
+    recipe = tmp_path / "eval.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"path": str(model), "tool_parser": "bracket"},
+                "gym": {"name": "guess"},
+                "data": {"test_files": [str(test)]},
+                "rollout": {"engine": "sglang", "max_new_tokens_per_turn": 8, "max_turns": 2},
+                "eval": {"max_tasks": 4},
+            }
+        )
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
     env.pop("MLFLOW_TRACKING_URI", None)
     args = [str(recipe), f"rollout.sglang.base_urls=[{server.url}]", "--out", "ev"]
@@ -134,4 +146,5 @@ def test_eval_against_the_real_server(servers, guess_setup, tmp_path, version):
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:] + server.tail()
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
-    assert summary, summary
+    rows = (tmp_path / "ev" / "results.jsonl").read_text().splitlines()
+    assert len(rows) >= 4, summary
