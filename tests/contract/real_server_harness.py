@@ -64,7 +64,12 @@ class RealServer:
         self.started = time.monotonic()
         with open(log, "w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, str(HERE / "real_sglang_server.py"), str(model_dir), str(self.port)],
+                [
+                    sys.executable,
+                    str(HERE / "real_sglang_server.py"),
+                    str(model_dir),
+                    str(self.port),
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -85,7 +90,9 @@ class RealServer:
                 pass
             time.sleep(1)
         self.stop()
-        raise RuntimeError(f"SGLang {self.version} server not ready in {timeout_s} s:\n{self.tail()}")
+        raise RuntimeError(
+            f"SGLang {self.version} server not ready in {timeout_s} s:\n{self.tail()}"
+        )
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""

@@ -166,7 +166,10 @@ class _Updater(types.SimpleNamespace):
 
 def _updater(runner: TinyModelRunner, io_struct) -> _Updater:
     cls = _first(
-        ("sglang.srt.managers.scheduler_components.weight_updater", "SchedulerWeightUpdaterManager"),
+        (
+            "sglang.srt.managers.scheduler_components.weight_updater",
+            "SchedulerWeightUpdaterManager",
+        ),
         ("sglang.srt.managers.scheduler_update_weights_mixin", "SchedulerUpdateWeightsMixin"),
     )
     serializer = _first(
@@ -187,9 +190,7 @@ def _updater(runner: TinyModelRunner, io_struct) -> _Updater:
     worker.worker = worker
     scheduler = types.SimpleNamespace(
         _engine_paused=False,
-        disaggregation_mode=_first(
-            ("sglang.srt.disaggregation.utils", "DisaggregationMode")
-        ).NULL,
+        disaggregation_mode=_first(("sglang.srt.disaggregation.utils", "DisaggregationMode")).NULL,
         record_weight_version_change=lambda new_version=None: None,
     )
     return _Updater(

@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
@@ -82,9 +83,13 @@ def test_real_server_answers_every_field_mua_reads(servers, version):
     assert {"output_ids", "meta_info"} <= set(greedy), greedy
     meta = greedy["meta_info"]
     assert {"output_token_logprobs", "finish_reason", "weight_version"} <= set(meta), meta
-    assert meta["finish_reason"]["type"] in ("length", "stop") and meta["weight_version"] == "default"
+    assert (
+        meta["finish_reason"]["type"] in ("length", "stop") and meta["weight_version"] == "default"
+    )
     result = protocol.parse_generate_response(greedy)
-    assert result.token_ids == greedy["output_ids"] and len(result.logprobs) == len(result.token_ids)
+    assert result.token_ids == greedy["output_ids"] and len(result.logprobs) == len(
+        result.token_ids
+    )
     assert (result.finish_reason == "length") == (len(result.token_ids) == 4), greedy
     assert all(lp < 0 for lp in result.logprobs)
     # the same prompt, stopped at its first greedy token: the release's stop-token finish
@@ -97,6 +102,83 @@ def test_real_server_answers_every_field_mua_reads(servers, version):
     parsed = protocol.parse_generate_response(stopped)
     assert parsed.finish_reason == "stop" and parsed.token_ids == [first], stopped
     assert parsed.logprobs[0] == pytest.approx(result.logprobs[0], abs=1e-6)
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+@pytest.fixture
+def mua_serve(guess_setup, request):
+    """`mua serve --sglang-release <version>` on the same model; yields its URL."""
+    model, _, _ = guess_setup
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
+    cmd = ["serve", "--model", str(model), "--port", "0", "--sglang-release", request.param]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mua.cli.main", *cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    try:
+        line = ""
+        while "http://" not in line:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "mua serve exited before printing its address"
+        yield request.param, line.split(" at ", 1)[1].split()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("mua_serve", SERVER_RELEASES, indirect=True)
+def test_mua_serve_answers_as_the_real_server(servers, mua_serve):
+    """The same requests to `mua serve` emulating a release and to that release's real server:
+    the same greedy tokens and log-probs (same weights), the same meta_info keys mua reads, and the
+    same status for a weight-update call outside a session (releases with sessions)."""
+    version, fake = mua_serve
+    real = servers[version].url
+    body = protocol.generate_body(
+        GenerationRequest([1, 5, 7, 9], SamplingParams(temperature=0.0, max_new_tokens=4))
+    )
+    answers = {}
+    for name, url in (("real", real), ("mua", fake)):
+        status, answer = _post(url + "/generate", {**body, "rid": f"parity-{name}-{version}"})
+        assert status == 200, (name, answer)
+        answers[name] = answer
+    # both hold the warm model's weights (this runs before the train step pushes to the server)
+    real_result = protocol.parse_generate_response(answers["real"])
+    mua_result = protocol.parse_generate_response(answers["mua"])
+    assert real_result.token_ids == mua_result.token_ids, answers
+    assert real_result.finish_reason == mua_result.finish_reason, answers
+    for a, b in zip(real_result.logprobs, mua_result.logprobs, strict=True):
+        assert a == pytest.approx(b, abs=1e-4), answers
+    keys = ("output_token_logprobs", "finish_reason", "weight_version", "prompt_tokens")
+    for key in keys:
+        assert (key in answers["real"]["meta_info"]) == (key in answers["mua"]["meta_info"]), key
+    assert set(answers["real"]) >= {"output_ids", "meta_info"} <= set(answers["mua"])
+    if version == "0.5.23":
+        for route in ("/end_weight_update", "/update_weights_from_tensor"):
+            payload = {} if route == "/end_weight_update" else {"serialized_named_tensors": []}
+            real_status, real_body = _post(real + route, payload)
+            mua_status, mua_body = _post(fake + route, payload)
+            assert (real_status, real_body.get("success")) == (
+                mua_status,
+                mua_body.get("success"),
+            ), (
+                route,
+                real_body,
+                mua_body,
+            )
 
 
 @pytest.mark.parametrize("version", SERVER_RELEASES)
