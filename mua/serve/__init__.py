@@ -22,8 +22,8 @@ def serve_model(
     sglang_release: str | None = None,
 ) -> MuaServer:
     """Load `model_path` into an HFEngine and start serving it; returns the started server."""
-    from mua.models import load_tokenizer
     from mua.engines.hf.hf_engine import HFEngine
+    from mua.models import load_tokenizer
 
     tokenizer = load_tokenizer(model_path)
     engine = HFEngine.from_pretrained(
@@ -36,9 +36,12 @@ def serve_model(
     )
     from mua.serve.releases import NEWEST_COVERED
 
+    eos = getattr(getattr(engine, "model", None), "config", None)
+    eos = getattr(eos, "eos_token_id", None)
     return MuaServer(
         engine,
         tokenizer,
+        eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []),
         model_path=model_path,
         host=host,
         port=port,
