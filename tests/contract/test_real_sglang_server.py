@@ -9,7 +9,7 @@ the warm model with transformers and the release's own weight-update and memory 
 - every /generate field mua reads (output_ids, meta_info.output_token_logprobs,
   meta_info.finish_reason, meta_info.weight_version) is present in the release's answer, and
   mua's parser reads a length stop and a stop-token finish from it;
-- a whole `mua train` step with `rollout.engine: sglang` pointed at the server: rollouts, drain,
+- two `mua train` steps with `rollout.engine: sglang` pointed at the server: rollouts, drain,
   release, resume, the push (decoded by the release's serializer, names and shapes checked by the
   stand-in, loaded into its model) and the probe, whose greedy log-probs the server computes from
   the pushed weights, so a push that did not arrive fails it; afterwards the server reports the
@@ -185,14 +185,16 @@ def test_mua_serve_answers_as_the_real_server(servers, mua_serve):
 def test_train_step_against_the_real_server(servers, guess_setup, tmp_path, version):
     server = servers[version]
     model, train, _ = guess_setup
+    # two steps: the second push follows a memory release (the stand-in's weights are NaN until
+    # a push loads them) and carries weights the first step changed, so the probe can tell
     recipe = write_rl_recipe(
-        tmp_path, model, train, None, total_steps=1, rollout={"engine": "sglang"}
+        tmp_path, model, train, None, total_steps=2, rollout={"engine": "sglang"}
     )
     res = run_train(recipe, f"rollout.sglang.base_urls=[{server.url}]", timeout_s=600)
     assert res.returncode == 0, res.stderr[-3000:] + server.tail()
     run = tmp_path / "run"
     probe = metric_history(run, "engine/probe_logp_diff")
-    assert len(probe) == 1 and probe[0] < 1e-4, probe
+    assert len(probe) == 2 and max(probe) < 1e-4, probe
     assert max(metric_history(run, "logp_diff_engine_vs_trainer")) < 1e-4
     # the push carried a version and the release's tokenizer manager adopted it
     assert _get(server.url + "/get_model_info")["weight_version"] != "default"
