@@ -49,7 +49,23 @@ $(SGLANG_SIDE)/%/.installed: Makefile
 	$(BIN)/python -m pip install -q $(PIP_ARGS) --no-deps --no-compile --target $(SGLANG_SIDE)/$* sglang==$*
 	@touch $@
 
-sglang-releases: setup $(SGLANG_SIDE)/deps/.installed $(foreach v,$(SGLANG_RELEASES),$(SGLANG_SIDE)/$(v)/.installed)
+# The real HTTP server of the releases in SGLANG_SERVER_RELEASES (tests/contract/real_server_harness.py)
+# also needs the server's own Python dependencies: one side folder for both, pinned, --no-deps.
+# triton is imported unconditionally by SGLang's utilities (about 1 GB installed); torchvision is
+# the Linux wheel, whose compiled ops cannot load next to CPU torch (real_server_site explains).
+SGLANG_SERVER_RELEASES := 0.5.5.post3 0.5.23
+SGLANG_SERVER_DEPS := triton==3.9.0 torchvision==0.28.0 dill==0.4.1 uvloop==0.23.0 ipython==9.18.1 \
+	traitlets==5.16.1 apache-tvm-ffi==0.1.15.post2 sentencepiece==0.2.3 compressed-tensors==0.20.0 \
+	loguru==0.7.3 gguf==0.19.0 partial-json-parser==0.2.1.1.post7 setproctitle==1.3.8 einops==0.8.2 \
+	jsonschema==4.26.0 referencing==0.37.0 rpds-py==2026.9.1 jsonschema-specifications==2025.9.1 \
+	xgrammar==0.2.8 soundfile==0.14.0 python-multipart==0.0.34
+
+$(SGLANG_SIDE)/server-deps/.installed: Makefile
+	@rm -rf $(SGLANG_SIDE)/server-deps
+	$(BIN)/python -m pip install -q $(PIP_ARGS) --no-deps --no-compile --target $(SGLANG_SIDE)/server-deps $(SGLANG_SERVER_DEPS)
+	@touch $@
+
+sglang-releases: setup $(SGLANG_SIDE)/deps/.installed $(SGLANG_SIDE)/server-deps/.installed $(foreach v,$(SGLANG_RELEASES),$(SGLANG_SIDE)/$(v)/.installed)
 
 demo: setup
 	$(BIN)/python -m mua.demo

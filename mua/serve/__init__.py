@@ -36,9 +36,12 @@ def serve_model(
     )
     from mua.serve.releases import NEWEST_COVERED
 
+    eos = getattr(getattr(engine, "model", None), "config", None)
+    eos = getattr(eos, "eos_token_id", None)
     return MuaServer(
         engine,
         tokenizer,
+        eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []),
         model_path=model_path,
         host=host,
         port=port,

@@ -75,8 +75,12 @@ class MuaServer:
         port: int = 0,
         request_timeout_s: float = 600.0,
         sglang_release: str = NEWEST_COVERED,
+        eos_token_ids: list[int] | None = None,
     ):
         self.engine = engine
+        # SGLang stops every request at the model's end-of-sequence ids (its config's
+        # eos_token_id) besides the request's own stop ids, unless sampling_params.ignore_eos
+        self.eos_token_ids = [int(t) for t in eos_token_ids or ()]
         self.traits = ReleaseTraits.of(sglang_release)
         self.weight_session_open = False
         self._running: dict[str, int] = {}  # rid -> requests running under it
@@ -187,6 +191,15 @@ class MuaServer:
         self._require_awake()
         self._check_sampling_fields(body)
         prompts = protocol.parse_generate_body(body)
+        if self.eos_token_ids:
+            params = body.get("sampling_params")
+            ignore = [
+                bool(isinstance(sp, dict) and sp.get("ignore_eos"))
+                for sp in (params if isinstance(params, list) else [params] * len(prompts))
+            ]
+            for (_, sp, _), skip in zip(prompts, ignore, strict=False):
+                if not skip:
+                    sp.stop_token_ids = sorted(set(sp.stop_token_ids) | set(self.eos_token_ids))
         requests = [
             GenerationRequest(prompt_ids=ids, sampling=sp, request_id=rid or uuid.uuid4().hex)
             for ids, sp, rid in prompts
