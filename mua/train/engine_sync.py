@@ -293,7 +293,7 @@ def _lora_sync(rollout, model_cfg) -> str:
 
 
 def _build_sglang(rollout, model_cfg, parallel, dist, policy, tokenizer) -> EngineSync:
-    from mua.engines.sglang.sglang_engine import engine_from_config
+    from mua.engines.sglang.engine_pool import engine_from_config
 
     cfg = rollout.sglang
     hf_config = getattr(policy, "config", None)

@@ -13,7 +13,8 @@ import torch
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.engines.hf.hf_engine import HFEngine
 from mua.engines.sglang import weight_sync
-from mua.engines.sglang.sglang_engine import EnginePool, SGLangEngine
+from mua.engines.sglang.engine_pool import EnginePool
+from mua.engines.sglang.sglang_engine import SGLangEngine
 from mua.errors import RunFailure
 from mua.models import load_model
 from mua.serve import protocol, serve_model
