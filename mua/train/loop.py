@@ -31,7 +31,7 @@ import time
 _PR_SET_PDEATHSIG = 1  # prctl option, linux/prctl.h
 INTERRUPTED = 130
 TERMINATED = 128 + signal.SIGTERM
-_signals = {"terminate": False}
+_signals = {"terminate": False, "interrupt": False}
 
 
 def train_rank(argv: list[str] | None = None) -> int:
@@ -41,6 +41,7 @@ def train_rank(argv: list[str] | None = None) -> int:
         die_with_parent()
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _note_terminate)
+    sys.unraisablehook = _keep_swallowed_interrupt
 
     import torch
 
@@ -63,6 +64,8 @@ def train_rank(argv: list[str] | None = None) -> int:
         )
         with trainer.tracked():  # the tracker's run ends FINISHED, FAILED or KILLED
             for step in range(trainer.start_step + 1, trainer.total_steps + 1):
+                if _signals["interrupt"]:  # a Ctrl-C that landed in a finalizer (see below)
+                    raise KeyboardInterrupt
                 if _terminate_agreed():  # SIGTERM: keep what the finished steps did, and stop
                     trainer.save_unless_saved(step - 1)
                     raise Preempted
@@ -154,6 +157,17 @@ def _interrupt_once(signum, frame) -> None:
     first one stops the step, later ones must not break the clean-up."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _keep_swallowed_interrupt(unraisable) -> None:
+    """Python swallows an exception raised in a finalizer or a weakref callback (a garbage
+    collection the signal happened to interrupt) and prints it as "Exception ignored in". A
+    Ctrl-C that lands there is remembered instead, and the loop raises it before the next step;
+    anything else is printed as Python would."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _signals["interrupt"] = True
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def exit_now(code: int) -> None:
