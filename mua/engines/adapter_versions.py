@@ -11,6 +11,10 @@ unloaded only once no request in flight names it.
 - `adopt(name, loaded=True)` makes `name` live; `loaded=False` for a client that names an
   adapter another client loaded (an SGLang follower rank): it never unloads what it did not load.
   It returns the older versions this client loaded that no request in flight names.
+  `weight_version` (the trainer's update count the adapter carries) is remembered per name:
+  `version_of(name)` tells a request's result which weights sampled it, since no covered SGLang
+  release takes a `weight_version` with an adapter load (the server's own version stays the
+  base's).
 Does not load or unload anything itself (the engines do, with what these calls return).
 """
 
@@ -33,6 +37,7 @@ class AdapterVersions:
     def __init__(self) -> None:
         self.live: str | None = None
         self.loaded: list[str] = []  # loaded by this client and not unloaded yet, oldest first
+        self.versions: dict[str, str] = {}  # name -> the weight_version its push carried
         self._inflight: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -53,13 +58,21 @@ class AdapterVersions:
                 del self._inflight[name]
             return self._retire()
 
-    def adopt(self, name: str, loaded: bool = True) -> list[str]:
-        """`name` is live from now on; the older versions free to unload (taken off `loaded`)."""
+    def adopt(self, name: str, loaded: bool = True, weight_version: str | None = None) -> list[str]:
+        """`name` (carrying `weight_version`) is live from now on; the older versions free to
+        unload (taken off `loaded`)."""
         with self._lock:
             if loaded and name not in self.loaded:
                 self.loaded.append(name)
+            if weight_version is not None:
+                self.versions[name] = str(weight_version)
             self.live = name
             return self._retire()
+
+    def version_of(self, name: str | None) -> str | None:
+        """The weight_version adapter `name` carried (None: unknown, or no adapter)."""
+        with self._lock:
+            return self.versions.get(name) if name is not None else None
 
     def in_flight(self, name: str) -> int:
         with self._lock:
@@ -68,4 +81,6 @@ class AdapterVersions:
     def _retire(self) -> list[str]:
         free = [n for n in self.loaded if n != self.live and self._inflight.get(n, 0) == 0]
         self.loaded = [n for n in self.loaded if n not in free]
+        keep = set(self.loaded) | set(self._inflight) | {self.live}
+        self.versions = {n: v for n, v in self.versions.items() if n in keep}
         return free

@@ -36,7 +36,9 @@ then keeps the server's weights (the base stays resident); the adapter is pushed
 wake, being small.
 
 Every sglang push carries `weight_version` (the number of updates so far, "0" for the initial
-weights); the client reads the server's version back and fails when it did not move.
+weights); the client reads the server's version back and fails when it did not move. An adapter
+push carries it too: the client keeps it with the adapter's name (SGLang's adapter load has no
+version field) and reports it in each result the adapter sampled.
 
 Timing: `run` and `push_weights` take the step's `StepTimer` (`mua.train.step_timer`); every push
 is timed as its `weight_push` phase, wherever it happens (after the update for hf, inside the
@@ -193,9 +195,9 @@ class EngineSync:
     async def _push_adapter_sglang(self) -> None:
         name, tensors, config = self._next_adapter()
         if self.is_leader:
-            await self.engine.load_adapter(name, tensors, config)
+            await self.engine.load_adapter(name, tensors, config, self.weight_version)
         else:  # the leader loaded it (the barrier in `wake` orders it before any request)
-            self.engine.use_adapter(name)
+            self.engine.use_adapter(name, self.weight_version)
         self.stale = False
 
     @property

@@ -4,7 +4,8 @@ For each release (see test_sglang_contract.py for how the probe runs SGLang code
 - the release has /load_lora_adapter_from_tensors exactly where mua's table says (0.5.8 on), and
   takes the payload field mua sends it (one per TP rank from 0.5.17);
 - where it has the endpoint: the load body mua builds for a real peft adapter is built by its
-  request class, its payload (two TP ranks) normalized and deserialized by its own serializer into
+  request class (which has no `weight_version` field: the client keeps the adapter's version), its
+  payload (two TP ranks) normalized and deserialized by its own serializer into
   the adapter's tensors, every name placed in a layer by its own get_layer_id, the adapter config
   read by its LoRAConfig; the unload body by its request class; a /generate body naming the adapter
   in `lora_path` normalized by GenerateReqInput; the launch command with mua's LoRA flags parsed by
@@ -78,6 +79,11 @@ def test_sglang_release_takes_the_adapter_push_mua_sends(version, tmp_path):
         {"kind": "request", "cls": "LoadLoRAAdapterFromTensorsReqInput", "body": body},
         {
             "kind": "request",
+            "cls": "LoadLoRAAdapterFromTensorsReqInput",
+            "body": {**body, "weight_version": "3"},
+        },
+        {
+            "kind": "request",
             "cls": "UnloadLoRAAdapterReqInput",
             "body": lora_endpoints.unload_body("mua-lora-2"),
         },
@@ -92,8 +98,11 @@ def test_sglang_release_takes_the_adapter_push_mua_sends(version, tmp_path):
     ]
     out = _run_probe(folder, {"checks": checks}, tmp_path)
     assert out["version"] == version
-    load, unload, payload, gen, all_linear, named_modules = out["results"]
+    load, versioned, unload, payload, gen, all_linear, named_modules = out["results"]
     assert load["ok"] and unload["ok"], (load, unload)
+    # no covered release takes a weight_version with an adapter: the client keeps it by name
+    # (SGLangEngine.load_adapter); a release that takes one should get it sent instead
+    assert not versioned["ok"] and "weight_version" in versioned["error"], versioned
     assert payload["ok"], payload
     assert payload["payloads"] == (2 if traits.lora_per_rank_payloads else 1)
     assert payload["rank"] == 4

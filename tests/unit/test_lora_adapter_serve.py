@@ -2,7 +2,8 @@
 127.0.0.1): the trainer's EngineSync pushes only the adapter under a versioned name, the probe
 (engine log-probs against the trainer's peft forward) passes, greedy outputs equal a merged push
 of the same weights, a follower rank names the leader's adapter, old versions are unloaded, the
-base weights are never pushed nor released; releases without the endpoint are refused."""
+base weights are never pushed nor released, every result reports the adapter that sampled it and
+the trainer's weight_version of it (the server's own version stays the base's); releases without the endpoint are refused."""
 
 from __future__ import annotations
 
@@ -65,6 +66,13 @@ def _same(a, b) -> None:
         assert max(abs(p - q) for p, q in zip(x.logprobs, y.logprobs, strict=True)) < 1e-4
 
 
+def _versions_are(results, adapter: str, version: str) -> None:
+    """Each result names the adapter that sampled it and the trainer's version of it."""
+    for result in results:
+        assert result.meta["lora_path"] == adapter
+        assert result.meta["weight_version"] == version
+
+
 @pytest.mark.parametrize("release", ["0.5.23", "0.5.12"])  # per-rank payloads, one payload
 def test_adapter_sync_against_mua_serve(release):
     from mua.engines.sglang.sglang_engine import SGLangEngine
@@ -103,12 +111,17 @@ def test_adapter_sync_against_mua_serve(release):
         _same(_merged_outputs(policy), lead_out)
         _same(lead_out, follow_out)
         assert leader.engine.adapters.live == follower.engine.adapters.live == "mua-lora-0"
+        _versions_are(lead_out + follow_out, "mua-lora-0", "0")
+        assert leader.engine.weight_version == follower.engine.weight_version == "0"
 
         _randomize(policy, 2)  # an update
         leader.push_weights(), follower.push_weights()
         lead_out, _ = asyncio.run(cycle())
         _same(_merged_outputs(policy), lead_out)
         assert leader.engine.adapters.live == "mua-lora-1"
+        _versions_are(lead_out, "mua-lora-1", "1")
+        assert leader.engine.weight_version == follower.engine.weight_version == "1"
+        assert server.weight_version == "default"  # as SGLang: an adapter load has no version
         for sync in (leader, follower):
             asyncio.run(sync.close())
         calls = [c["call"] for c in server.call_log]

@@ -83,13 +83,17 @@ class EnginePool:
             await asyncio.gather(*(e.end_weight_update() for e in self.engines))
         await asyncio.gather(*(e.read_weight_version(weight_version) for e in self.engines))
 
-    async def load_adapter(self, name: str, named_tensors, config: dict) -> None:
+    async def load_adapter(
+        self, name: str, named_tensors, config: dict, weight_version: str | None = None
+    ) -> None:
         named = list(named_tensors)
-        await asyncio.gather(*(e.load_adapter(name, named, config) for e in self.engines))
+        await asyncio.gather(
+            *(e.load_adapter(name, named, config, weight_version) for e in self.engines)
+        )
 
-    def use_adapter(self, name: str) -> None:
+    def use_adapter(self, name: str, weight_version: str | None = None) -> None:
         for engine in self.engines:
-            engine.use_adapter(name)
+            engine.use_adapter(name, weight_version)
 
     async def drain(self, timeout_s: float | None = None) -> None:
         await asyncio.gather(*(e.drain(timeout_s) for e in self.engines))

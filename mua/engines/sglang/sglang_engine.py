@@ -23,7 +23,9 @@ not adopt fails. A CUDA tensor push goes only to a server of the trainer's own s
 Launching a server is `mua.engines.sglang.sglang_launch`.
 With `rollout.lora_sync: adapter`, `load_adapter` sends a LoRA adapter alone under a versioned
 name (`mua.engines.sglang.lora_endpoints`), every `/generate` names the live one in `lora_path`,
-and an older version this client loaded is unloaded once none of its requests names it.
+and an older version this client loaded is unloaded once none of its requests names it. The
+adapter's `weight_version` is kept by the client (no covered release takes one with an adapter
+load) and reported in the results it sampled.
 
 Every call goes over aiohttp on the caller's event loop (`mua.llm.http_session`, one session
 per loop, connections kept alive); bodies of weight pushes are encoded on a worker thread, so
@@ -231,6 +233,7 @@ class SGLangEngine:
         rid = self.request_id(request)
         ids_json = self._prompts.json_of(request.route_key, request.prompt_ids, request.keep_prefix)
         lora = self.adapters.begin()  # the live adapter, counted in flight until answered
+        adapter_version = self.adapters.version_of(lora)
         try:
             data = protocol.generate_body_json(request, ids_json, rid, self.seeds_honoured, lora)
             body = await self._post_generate(data, rid)
@@ -240,6 +243,10 @@ class SGLangEngine:
             result = protocol.parse_generate_response(body)
         except protocol.ProtocolError as err:
             raise RunFailure(f"SGLang server {self.base_url}: {err}") from None
+        if lora is not None:  # sampled by the adapter: its version, not the base's
+            result.meta["lora_path"] = lora
+            if adapter_version is not None:
+                result.meta["weight_version"] = adapter_version
         self.stats["requests"] += 1
         self.stats["tokens"] += len(result.token_ids)
         return result
@@ -290,10 +297,21 @@ class SGLangEngine:
             await self.end_weight_update()
         await self.read_weight_version(weight_version)
 
-    async def load_adapter(self, name: str, named_tensors: Iterable[tuple[str, Any]], config: dict):
+    async def load_adapter(
+        self,
+        name: str,
+        named_tensors: Iterable[tuple[str, Any]],
+        config: dict,
+        weight_version: str | None = None,
+    ):
         """Push a LoRA adapter (peft file names, `adapter_config.json` content) under `name`
         and make it live; older versions this client loaded are unloaded once no request of
-        this client names them (SGLang itself waits for its running requests)."""
+        this client names them (SGLang itself waits for its running requests).
+
+        `weight_version` is the trainer's version of the adapter. No covered release takes it
+        with the load (the server's version stays the base's), so this client keeps it: it
+        becomes `self.weight_version`, and each result sampled with the adapter reports it in
+        `meta["weight_version"]` (with the adapter's name in `meta["lora_path"]`)."""
         traits = await self.server_traits()
         lora_endpoints.refuse_release(traits.version, f"the SGLang server at {self.base_url}")
         named = [(n, weight_sync.full_tensor(t)) for n, t in named_tensors]
@@ -303,11 +321,16 @@ class SGLangEngine:
         _check_success(await self._call("POST", lora_endpoints.LOAD_PATH, body), self.base_url)
         self.stats["weight_buckets"] += 1
         self.stats["weight_bytes"] += weight_sync.bucket_bytes(named)
-        await self._unload_adapters(self.adapters.adopt(name))
+        await self._unload_adapters(self.adapters.adopt(name, weight_version=weight_version))
+        if weight_version is not None:
+            self.weight_version = str(weight_version)
 
-    def use_adapter(self, name: str) -> None:
-        """Name `name` (loaded by another client of this server) in this client's requests."""
-        self.adapters.adopt(name, loaded=False)
+    def use_adapter(self, name: str, weight_version: str | None = None) -> None:
+        """Name `name` (loaded by another client of this server, carrying `weight_version`) in
+        this client's requests."""
+        self.adapters.adopt(name, loaded=False, weight_version=weight_version)
+        if weight_version is not None:
+            self.weight_version = str(weight_version)
 
     async def _unload_adapters(self, names: list[str]) -> None:
         for name in names:
