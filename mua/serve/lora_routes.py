@@ -1,22 +1,26 @@
 """`mua serve`'s LoRA endpoints (releases >= 0.5.8, as SGLang): adapters pushed as tensors.
 
   POST /load_lora_adapter_from_tensors  {"lora_name", "config_dict", tensors {name: tensor} in
-                                         the release's field}: applied with peft by the engine
-                                         (`HFEngine.load_adapter`), live from then on
-  POST /unload_lora_adapter             {"lora_name"}: refused (400) while a running request
-                                         names it, or when no adapter of that name is loaded
-  /generate's `lora_path`               must name the live adapter
+                                         the release's field}: added with peft beside the
+                                         adapters already loaded (`HFEngine.add_adapter`)
+  POST /unload_lora_adapter             {"lora_name"}: refused (400) while a request running or
+                                         waiting names it, or when no adapter of that name is loaded
+  /generate's `lora_path`               names one loaded adapter: the request is sampled with it
 
-The engine holds one adapter at a time (the newest); an older name stays registered until it
-is unloaded, but a request naming it is refused (400), as is a request naming no adapter while
-one is live: `mua serve` never silently generates with other weights than the request asked for.
-Not here: adapters from disk (`/load_lora_adapter`), several adapters in one batch.
+Every loaded adapter stays, by name, until it is unloaded, so a request naming an older version
+(sent before a newer one was loaded) is still sampled with the version it names. The engine runs
+one adapter at a time: `AdapterGate` lets in the requests naming the active one, and once none
+runs it switches (`HFEngine.use_adapter`) to the adapter the waiting requests name; a request for
+another adapter holds back later requests for the active one, so neither side starves the other.
+A request naming no adapter while adapters are loaded is refused (400), as is one naming an
+adapter that is not loaded: `mua serve` never silently generates with other weights than the
+request asked for. The chat endpoint, which never names one, runs on the base model.
+Not here: adapters from disk (`/load_lora_adapter`), several adapters in one forward.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import Counter
 from typing import Any
 
@@ -25,15 +29,61 @@ from mua.engines.sglang.weight_sync import decode_tensors
 from mua.serve.protocol import ProtocolError
 
 
+class AdapterGate:
+    """Which adapter the engine generates with, and the requests running or waiting per name.
+    Used on the server's event loop only."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.active: str | None = None  # what the engine generates with (None: the base)
+        self.running: Counter[str | None] = Counter()
+        self.waiting: Counter[str | None] = Counter()
+        self._changed = asyncio.Condition()
+
+    def _may_enter(self, name: str | None) -> bool:
+        if not sum(self.running.values()):
+            return True
+        others_wait = any(n != name and c for n, c in self.waiting.items())
+        return name == self.active and not others_wait
+
+    async def enter(self, name: str | None, count: int) -> None:
+        """Wait until `count` requests naming `name` may run, switching the engine to it."""
+        async with self._changed:
+            self.waiting[name] += count
+            try:
+                await self._changed.wait_for(lambda: self._may_enter(name))
+            finally:
+                self.waiting[name] -= count
+            if name != self.active:  # none runs: switch (the engine waits for its rows)
+                await asyncio.to_thread(self.engine.use_adapter, name)
+                self.active = name
+            self.running[name] += count
+
+    async def leave(self, name: str | None, count: int) -> None:
+        async with self._changed:
+            self.running[name] -= count
+            self._changed.notify_all()
+
+    def named(self, name: str) -> int:
+        """Requests running or waiting that name `name`."""
+        return self.running[name] + self.waiting[name]
+
+    async def unload(self, name: str) -> None:
+        """Delete adapter `name` (the caller checked no request names it)."""
+        async with self._changed:
+            await asyncio.to_thread(self.engine.delete_adapter, name)
+            if self.active == name:
+                self.active = None  # peft leaves the base active
+            self._changed.notify_all()
+
+
 class LoraRoutes:
-    """The adapters one `mua serve` registered, and the running requests naming each."""
+    """The adapters one `mua serve` registered, and the gate its requests pass."""
 
     def __init__(self, server) -> None:
         self.server = server
         self.registered: list[str] = []
-        self.live: str | None = None
-        self._running: Counter[str] = Counter()
-        self._lock = threading.Lock()
+        self.gate = AdapterGate(server.engine)
 
     def posts(self) -> dict:
         if not self.server.traits.lora_tensors:
@@ -59,16 +109,14 @@ class LoraRoutes:
         if name in self.registered:
             raise Refused(f"The LoRA adapter {name!r} is already loaded")
         tensors = decode_tensors(lora_endpoints.payload_of(body), as_dict=True)
-        load = getattr(self.server.engine, "load_adapter", None)
-        if load is None:
+        add = getattr(self.server.engine, "add_adapter", None)
+        if add is None:
             raise Refused("this engine cannot apply LoRA adapters")
         try:
-            self.server._run(asyncio.to_thread(load, name, tensors, body["config_dict"]))
+            self.server._run(asyncio.to_thread(add, name, tensors, body["config_dict"]))
         except ValueError as err:
             raise Refused(f"cannot load LoRA adapter {name!r}: {err}") from None
-        with self._lock:
-            self.registered.append(name)
-            self.live = name
+        self.registered.append(name)
         return {"success": True, "message": f"loaded LoRA adapter {name} ({len(tensors)} tensors)"}
 
     def unload(self, body: Any) -> dict:
@@ -76,41 +124,37 @@ class LoraRoutes:
 
         self.server._log("unload_lora_adapter", body)
         name = body.get("lora_name") if isinstance(body, dict) else None
-        with self._lock:
-            if name not in self.registered:
-                raise Refused(f"LoRA adapter {name!r} is not loaded")
-            if self._running.get(name):
-                raise Refused(
-                    f"LoRA adapter {name!r} is named by {self._running[name]} running request(s)"
-                )
-            self.registered.remove(name)
-            if self.live == name:
-                self.live = None
+        if name not in self.registered:
+            raise Refused(f"LoRA adapter {name!r} is not loaded")
+        named = self.server._run(self._count(name))
+        if named:
+            raise Refused(f"LoRA adapter {name!r} is named by {named} running request(s)")
+        self.registered.remove(name)
+        self.server._run(self.gate.unload(name))
         return {"success": True, "message": f"unloaded LoRA adapter {name}"}
 
-    def begin(self, body: Any, count: int) -> str | None:
-        """Check a /generate body's `lora_path` against the live adapter; count it running."""
+    async def _count(self, name: str) -> int:
+        return self.gate.named(name)
+
+    async def begin(self, body: Any, count: int) -> str | None:
+        """Check a /generate body's `lora_path` against the loaded adapters, then wait until the
+        engine generates with the adapter it names; the caller calls `end` once answered."""
         name = body.get("lora_path") if isinstance(body, dict) else None
         if isinstance(name, list):
             names = set(name)
             if len(names) != 1:
                 raise ProtocolError("mua serve generates one batch with one LoRA adapter")
             name = names.pop()
-        with self._lock:
-            if name is not None and name != self.live:
-                raise ProtocolError(
-                    f"LoRA adapter {name!r} is not the live one ({self.live!r}); load it first"
-                )
-            if name is None and self.live is not None:
-                raise ProtocolError(f"a LoRA adapter is live ({self.live!r}): name it in lora_path")
-            if name is not None:
-                self._running[name] += count
+        if name is not None and name not in self.registered:
+            raise ProtocolError(
+                f"LoRA adapter {name!r} is not loaded ({self.registered}); load it first"
+            )
+        if name is None and self.registered:
+            raise ProtocolError(
+                f"LoRA adapters are loaded ({self.registered}): name one in lora_path"
+            )
+        await self.gate.enter(name, count)
         return name
 
-    def end(self, name: str | None, count: int) -> None:
-        if name is None:
-            return
-        with self._lock:
-            self._running[name] -= count
-            if self._running[name] <= 0:
-                del self._running[name]
+    async def end(self, name: str | None, count: int) -> None:
+        await self.gate.leave(name, count)

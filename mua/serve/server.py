@@ -207,8 +207,8 @@ class MuaServer:
         rids = [r.request_id for r in requests]
         self._start_running(rids)
         try:
-            lora = self.lora.begin(body, len(requests))
-        except ProtocolError:
+            lora = await self.lora.begin(body, len(requests))
+        except BaseException:
             self._stop_running(rids)
             raise
         try:
@@ -217,7 +217,7 @@ class MuaServer:
                 self.request_timeout_s,
             )
         finally:
-            self.lora.end(lora, len(requests))
+            await self.lora.end(lora, len(requests))
             self._stop_running(rids)
         self.counts["generate"] += len(requests)
         version = self.weight_version if self.traits.weight_version else None
@@ -422,9 +422,14 @@ class MuaServer:
             for i in range(int(body.get("n", 1)))
         ]
         requests = [GenerationRequest(prompt_ids=prompt, sampling=s) for s in sampling]
-        results = await asyncio.wait_for(
-            asyncio.gather(*(self.engine.generate(r) for r in requests)), self.request_timeout_s
-        )
+        await self.lora.gate.enter(None, len(requests))  # chat runs on the base model
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*(self.engine.generate(r) for r in requests)),
+                self.request_timeout_s,
+            )
+        finally:
+            await self.lora.gate.leave(None, len(requests))
         self.counts["chat"] += 1
         choices = [self._choice(i, res, body.get("stop")) for i, res in enumerate(results)]
         completion = sum(len(r.token_ids) for r in results)

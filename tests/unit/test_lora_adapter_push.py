@@ -93,8 +93,8 @@ def test_adapter_push_generates_as_a_merged_push_and_replaces_old_versions():
     _push_merged(merged, second)
     name2 = _push_adapter(adapted, second, 2)
     _assert_same(_greedy(merged), _greedy(adapted))
-    assert adapted.adapters.live == name2 and adapted.adapters.loaded == [name2]
-    assert set(adapted._peft.peft_config) == {name2} and name1 != name2
+    assert adapted.lora.versions.live == name2 and adapted.lora.versions.loaded == [name2]
+    assert adapted.lora.names == [name2] and adapted.lora.active == name2 and name1 != name2
     base_weight = dict(adapted.model.named_parameters())
     plain = dict(_engine().model.named_parameters())
     q = "model.layers.0.self_attn.q_proj"
@@ -113,7 +113,7 @@ def test_an_adapter_that_does_not_fit_is_refused_and_the_live_one_stays():
     ]
     with pytest.raises(ValueError, match="fit no LoRA layer"):
         engine.load_adapter(adapter_name(2), wrong, adapter_config_dict(policy))
-    assert engine.adapters.live == name and set(engine._peft.peft_config) == {name}
+    assert engine.lora.versions.live == name and engine.lora.names == [name]
 
 
 def test_versions_unload_only_when_no_request_in_flight_names_them():

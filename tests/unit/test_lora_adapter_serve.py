@@ -162,7 +162,7 @@ def test_releases_without_the_endpoint_refuse_adapter_sync():
         TrainRecipe(rollout={"lora_sync": "adapter"})
 
 
-def test_mua_serve_refuses_requests_that_do_not_name_the_live_adapter():
+def test_mua_serve_refuses_requests_that_do_not_name_a_loaded_adapter():
     from mua.engines.sglang.sglang_engine import SGLangEngine
     from mua.errors import RunFailure
     from mua.models.lora import adapter_config_dict, adapter_file_names
@@ -177,13 +177,65 @@ def test_mua_serve_refuses_requests_that_do_not_name_the_live_adapter():
         async def run():
             await engine.load_adapter("a", named, adapter_config_dict(policy))
             engine.adapters.live = None  # a client that forgets to name it
-            with pytest.raises(RunFailure, match="name it in lora_path"):
+            with pytest.raises(RunFailure, match="name one in lora_path"):
                 await _greedy(engine)
             engine.adapters.live = "nope"
-            with pytest.raises(RunFailure, match="not the live one"):
+            with pytest.raises(RunFailure, match="'nope' is not loaded"):
                 await _greedy(engine)
             await engine.close()
 
         asyncio.run(run())
     finally:
         server.stop()
+
+
+def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_is_loaded():
+    """The protocol's promise: an old version stays until no request in flight names it. The
+    engine is held (paused) with requests naming version 0 admitted, version 1 is loaded and a
+    request naming it arrives; then the old requests finish with version 0, the new one with
+    version 1, and version 0 is unloaded only after its requests answered."""
+    from mua.engines.sglang.sglang_engine import SGLangEngine
+    from mua.models.lora import adapter_config_dict, adapter_file_names
+    from mua.serve import serve_model
+
+    torch.set_num_threads(1)
+    first, second = _policy(1), _policy(2)
+    server = serve_model(MODEL)
+    gate = server.lora.gate
+
+    def adapter(policy):
+        return list(adapter_file_names(policy.named_parameters())), adapter_config_dict(policy)
+
+    async def until(condition) -> None:
+        for _ in range(2000):
+            if condition():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the server never got there")
+
+    async def run():
+        engine = SGLangEngine(server.url)
+        await engine.load_adapter("mua-lora-0", *adapter(first), weight_version="0")
+        server.engine.pause()  # requests get in, none is sampled yet
+        old = asyncio.ensure_future(_greedy(engine))
+        await until(lambda: gate.running["mua-lora-0"] == len(PROMPTS))
+        await engine.load_adapter("mua-lora-1", *adapter(second), weight_version="1")
+        new = asyncio.ensure_future(_greedy(engine))
+        await until(lambda: gate.waiting["mua-lora-1"] == len(PROMPTS))
+        assert server.lora.registered == ["mua-lora-0", "mua-lora-1"] and not old.done()
+        server.engine.resume()
+        got = await old, await new
+        await engine.close()
+        return got
+
+    try:
+        old_out, new_out = asyncio.run(run())
+        calls = [c["call"] for c in server.call_log]
+        registered = list(server.lora.registered)
+    finally:
+        server.stop()
+    _same(_merged_outputs(first), old_out)
+    _same(_merged_outputs(second), new_out)
+    _versions_are(old_out, "mua-lora-0", "0")
+    _versions_are(new_out, "mua-lora-1", "1")
+    assert calls.count("unload_lora_adapter") == 1 and registered == ["mua-lora-1"]

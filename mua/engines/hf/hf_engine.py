@@ -20,10 +20,11 @@ turn prefills only its new suffix; requests without a route key reuse the stored
 prompt's longest prefix.
 `update_weights` and `sleep` wait for the running rows to finish (no new rows are admitted
 meanwhile) and drop the kept KV, so every turn is sampled from one set of weights.
-`load_adapter` (`rollout.lora_sync: adapter`) applies a pushed LoRA adapter in place with peft:
-the first one wraps the engine's model (the base stays as loaded), each later one is added under
-its versioned name and made live, and the older version is deleted once no row names it (it
-waits for running rows, like a weight push). Every request runs on the live adapter.
+`load_adapter` (`rollout.lora_sync: adapter`) applies a pushed LoRA adapter in place with peft
+(`hf_adapters`): the first one wraps the engine's model (the base stays as loaded), each later one
+is added under its versioned name and made live, and the older version is deleted (it waits for
+running rows, like a weight push). Every request runs on the active adapter; `mua serve` keeps
+several (`add_adapter`) and switches between batches (`use_adapter`).
 
 Deliberately not here: tensor parallelism, tokenization, a radix tree of prefixes.
 SGLang covers speed on GPU.
@@ -38,8 +39,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
+from mua.engines.hf.hf_adapters import PeftAdapters
 from mua.engines.hf.hf_batch import RunningBatch
 from mua.engines.hf.hf_prefix import PrefixStore
 from mua.engines.hf.hf_sampling import Row
@@ -101,8 +102,7 @@ class HFEngine:
         self._closing = False
         self._drive: _Drive | None = None  # set while a caller's thread serves (`serve_while`)
         self.prefixes = PrefixStore(int(prefix_cache_mb * 2**20))
-        self.adapters = AdapterVersions()  # LoRA adapters pushed alone (load_adapter)
-        self._peft = None  # the peft wrapper around self.model, after the first adapter
+        self.lora = PeftAdapters(self.model)  # LoRA adapters pushed alone, by name
         if slot_batching and supports_slots(self.model):
             self._batch = SlotBatch(self.model, self.device, self.prefixes)
         else:
@@ -158,8 +158,23 @@ class HFEngine:
 
     def load_adapter(self, name: str, named_tensors: Iterable[Any], config: dict) -> None:
         """Apply a LoRA adapter (tensors named as in `adapter_model.safetensors`, `config` as
-        in `adapter_config.json`) under `name` and make it live; on the calling thread."""
-        self._while_held(self._load_adapter, name, named_tensors, config)
+        in `adapter_config.json`) under `name` and make it live, deleting the older versions;
+        on the calling thread."""
+        named = list(_flatten_named(named_tensors))
+        self._while_held(self._on_adapters, self.lora.load_live, name, named, config)
+
+    def add_adapter(self, name: str, named_tensors: Iterable[Any], config: dict) -> None:
+        """Apply a LoRA adapter under `name` beside the others; what generates does not change."""
+        named = list(_flatten_named(named_tensors))
+        self._while_held(self._on_adapters, self.lora.add, name, named, config)
+
+    def use_adapter(self, name: str | None) -> None:
+        """Generate every request from now on with adapter `name` (None: the base model)."""
+        if name != self.lora.active:
+            self._while_held(self._on_adapters, self.lora.activate, name)
+
+    def delete_adapter(self, name: str) -> None:
+        self._while_held(self._on_adapters, self.lora.delete, name)
 
     async def sleep(self) -> None:
         """Move the model to CPU and free cached GPU memory; a no-op on CPU."""
@@ -360,29 +375,10 @@ class HFEngine:
         self.model.to("cpu")
         torch.cuda.empty_cache()
 
-    def _load_adapter(self, name: str, named_tensors: Iterable[Any], config: dict) -> None:
-        from peft import get_peft_config, get_peft_model, set_peft_model_state_dict
-
-        self.prefixes.clear()  # KV computed with the old adapter
-        peft_config = get_peft_config(dict(config))
-        if self._peft is None:  # wraps self.model in place: its layers gain the adapter
-            self._peft = get_peft_model(self.model, peft_config, adapter_name=name)
-        else:
-            self._peft.add_adapter(name, peft_config)
-        state = dict(_flatten_named(named_tensors))
-        result = set_peft_model_state_dict(self._peft, state, adapter_name=name)
-        missing = [k for k in result.missing_keys if ".lora_" in k and f".{name}." in k]
-        if result.unexpected_keys or missing:
-            self._peft.delete_adapter(name)
-            raise ValueError(
-                f"load_adapter: {len(result.unexpected_keys)} tensors fit no LoRA layer (e.g. "
-                f"{result.unexpected_keys[:1]}), {len(missing)} adapter tensors missing "
-                f"(e.g. {missing[:1]})"
-            )
-        self._peft.set_adapter(name)
-        for old in self.adapters.adopt(name):
-            self._peft.delete_adapter(old)
-        self.model.eval().requires_grad_(False)  # new layers (dropout) start in training mode
+    def _on_adapters(self, change, *args) -> None:
+        """An adapter change, held: the KV kept so far was computed with other weights."""
+        self.prefixes.clear()
+        change(*args)
 
     def _load_weights(self, named_tensors: Iterable[Any]) -> None:
         import torch
