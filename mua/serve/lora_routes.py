@@ -27,6 +27,7 @@ from typing import Any
 from mua.engines.sglang import lora_endpoints
 from mua.engines.sglang.weight_sync import decode_tensors
 from mua.serve.protocol import ProtocolError
+from mua.serve.refusals import Refused
 
 
 class AdapterGate:
@@ -91,8 +92,6 @@ class LoraRoutes:
         return {lora_endpoints.LOAD_PATH: self.load, lora_endpoints.UNLOAD_PATH: self.unload}
 
     def load(self, body: Any) -> dict:
-        from mua.serve.server import Refused
-
         self.server._log("load_lora_adapter_from_tensors", body)
         if not isinstance(body, dict) or not isinstance(body.get("lora_name"), str):
             raise ProtocolError("load_lora_adapter_from_tensors needs lora_name")
@@ -120,8 +119,6 @@ class LoraRoutes:
         return {"success": True, "message": f"loaded LoRA adapter {name} ({len(tensors)} tensors)"}
 
     def unload(self, body: Any) -> dict:
-        from mua.serve.server import Refused
-
         self.server._log("unload_lora_adapter", body)
         name = body.get("lora_name") if isinstance(body, dict) else None
         if name not in self.registered:

@@ -33,34 +33,35 @@ Tensor payloads are unpickled with an allowlist that only rebuilds tensors (as S
 safe unpickler does), so a payload cannot run code; the tensors are shared through this host's
 memory, so the sender must run on the same host. Deliberately not served: streaming, text prompts
 on /generate, prompt log-probs, stopping a running generation on /abort_request (it is
-acknowledged and the request finishes), tool calls in chat replies. /generate carries no route key: the engine matches a prompt against
-the KV of earlier requests by content (the longest shared prefix), as SGLang's radix cache does.
+acknowledged and the request finishes), tool calls in chat replies. /generate carries no route
+key: the engine matches a prompt against the KV of earlier requests by content (the longest shared
+prefix), as SGLang's radix cache does.
+
+This module holds the server's life cycle, generation, pause/abort and routing; the weight and
+memory calls are `mua.serve.weight_routes`, chat `mua.serve.chat_route`, LoRA adapters
+`mua.serve.lora_routes`, error bodies `mua.serve.refusals`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import mua
 from mua.serve import protocol
+from mua.serve.chat_route import ChatRoute
 from mua.serve.http_front import BadBody, Listener, start_listener
 from mua.serve.lora_routes import LoraRoutes
 from mua.serve.protocol import ProtocolError
+from mua.serve.refusals import HTTPError, Refused, error_body
 from mua.serve.releases import DEFAULT_WEIGHT_VERSION, NEWEST_COVERED, ReleaseTraits
+from mua.serve.weight_routes import WeightRoutes
 
 
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-class MuaServer:
+class MuaServer(WeightRoutes, ChatRoute):
     """An HTTP front for one RolloutEngine. `start()` runs it on an event loop in a background
     thread."""
 
@@ -279,192 +280,7 @@ class MuaServer:
             entry["tags"] = body.get("tags")
         self.call_log.append(entry)
 
-    def begin_weight_update(self, body: Any) -> dict:
-        self._log("begin_weight_update", body)
-        if self.weight_session_open:
-            raise Refused("a weight-update session is already open; call end_weight_update() first")
-        self.weight_session_open = True
-        return {"success": True, "message": "Success"}
-
-    def end_weight_update(self, body: Any) -> dict:
-        self._log("end_weight_update", body)
-        if not self.weight_session_open:
-            raise Refused("no weight-update session is open; call begin_weight_update() first")
-        self.weight_session_open = False
-        return {"success": True, "message": "Success"}
-
-    def update_from_tensor(self, body: Any) -> dict:
-        self._log("update_weights_from_tensor", body)
-        if (
-            not isinstance(body, dict)
-            or not isinstance(body.get("serialized_named_tensors"), list)
-            or not body["serialized_named_tensors"]
-        ):
-            raise ProtocolError("serialized_named_tensors must be a non-empty list")
-        if body.get("load_format") is not None:
-            raise Refused(f"load_format {body['load_format']!r} is not served by mua serve")
-        if self.traits.weight_sessions and not self.weight_session_open:
-            raise Refused(
-                "update_weights_from_tensor must run between begin_weight_update() and "
-                "end_weight_update()"
-            )
-        from mua.engines.sglang.weight_sync import decode_tensors
-
-        # Each tensor-parallel rank reads the entry at its rank; this server is rank 0.
-        bucket = decode_tensors(body["serialized_named_tensors"][0])
-        self._run(self.engine.update_weights(bucket))
-        return self._pushed(f"loaded {len(bucket)} tensors", body)
-
-    def update_from_disk(self, body: Any) -> dict:
-        from mua.engines.sglang.weight_sync import read_shards
-
-        self._log("update_weights_from_disk", body)
-        if not isinstance(body, dict) or not body.get("model_path"):
-            raise ProtocolError(
-                "update_weights_from_disk needs model_path (a folder of .safetensors)"
-            )
-        count = 0
-        try:
-            for bucket in read_shards(body["model_path"]):
-                self._run(self.engine.update_weights(bucket))
-                count += len(bucket)
-        except FileNotFoundError as err:
-            raise ProtocolError(str(err)) from err
-        return self._pushed(f"loaded {count} tensors from {body['model_path']}", body)
-
-    def _version_field(self) -> dict:
-        return {"weight_version": self.weight_version} if self.traits.weight_version else {}
-
-    def _pushed(self, message: str, body: dict) -> dict:
-        """As SGLang: the version moves only when a successful push carries one (a release
-        without versions ignores the field)."""
-        self.counts["weight_requests"] += 1
-        version = body.get("weight_version")
-        if version is not None and self.traits.weight_version:
-            self.weight_version = str(version)
-            message += f" Weight version updated to {version}."
-        return {"success": True, "message": message, "num_paused_requests": 0}
-
-    def _tags(self, body: Any) -> set[str]:
-        tags = (body or {}).get("tags") if isinstance(body, dict) else None
-        tags = set(tags) if tags else set(self.traits.memory_tags)
-        unknown = tags - set(self.traits.memory_tags)
-        if unknown:
-            raise ProtocolError(
-                f"unknown memory tags {sorted(unknown)}; SGLang {self.traits.version} knows "
-                f"{list(self.traits.memory_tags)}"
-            )
-        return tags
-
-    def release(self, body: Any) -> dict:
-        self._log("release_memory_occupation", body)
-        tags = self._tags(body)
-        with self._running_lock:
-            running = len(self._running)
-        if running and self.traits.release_needs_idle:
-            raise ProtocolError(
-                f"release_memory_occupation should be called only when server is idle "
-                f"({running} request(s) running)"
-            )
-        if "weights" in tags and "weights" not in self.released_tags:
-            self._run(self.engine.sleep())
-        self.released_tags |= tags
-        return {"success": True, "message": f"released {sorted(tags)}"}
-
-    def resume(self, body: Any) -> dict:
-        self._log("resume_memory_occupation", body)
-        tags = self._tags(body)
-        never = tags - self.released_tags
-        if never:
-            raise ProtocolError(
-                f"cannot resume {sorted(never)}: not released (SGLang's scheduler fails here)"
-            )
-        if "weights" in tags:
-            self._run(self.engine.wake())
-        self.released_tags -= tags
-        return {"success": True, "message": f"resumed {sorted(tags)}"}
-
-    def flush_cache(self) -> dict:
-        self.counts["flushes"] += 1
-        flush = getattr(self.engine, "flush_cache", None)
-        if flush is not None:  # the hf engine's stored prefixes
-            self._run(flush())
-        return {"success": True, "message": "Cache flushed."}
-
     # ---- OpenAI-compatible chat -----------------------------------------------------------
-
-    async def chat(self, body: Any) -> dict:
-        from mua.engines.engine_contract import GenerationRequest, SamplingParams
-        from mua.models import render_ids
-
-        self._require_awake()
-        if self.tokenizer is None:
-            raise HTTPError(400, "this server was started without a tokenizer; chat is unavailable")
-        if (
-            not isinstance(body, dict)
-            or not isinstance(body.get("messages"), list)
-            or not body["messages"]
-        ):
-            raise ProtocolError("messages must be a non-empty list")
-        prompt = render_ids(
-            self.tokenizer, body["messages"], body.get("tools"), add_generation_prompt=True
-        )
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 256
-        seed = body.get("seed")
-        sampling = [
-            SamplingParams(
-                temperature=float(body.get("temperature", 1.0)),
-                top_p=float(body.get("top_p", 1.0)),
-                max_new_tokens=int(max_tokens),
-                stop_token_ids=self._stop_ids(),
-                seed=None if seed is None else int(seed) + i,
-            )
-            for i in range(int(body.get("n", 1)))
-        ]
-        requests = [GenerationRequest(prompt_ids=prompt, sampling=s) for s in sampling]
-        await self.lora.gate.enter(None, len(requests))  # chat runs on the base model
-        try:
-            results = await asyncio.wait_for(
-                asyncio.gather(*(self.engine.generate(r) for r in requests)),
-                self.request_timeout_s,
-            )
-        finally:
-            await self.lora.gate.leave(None, len(requests))
-        self.counts["chat"] += 1
-        choices = [self._choice(i, res, body.get("stop")) for i, res in enumerate(results)]
-        completion = sum(len(r.token_ids) for r in results)
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model") or self.model_name,
-            "choices": choices,
-            "usage": {
-                "prompt_tokens": len(prompt),
-                "completion_tokens": completion,
-                "total_tokens": len(prompt) + completion,
-            },
-        }
-
-    def _choice(self, index: int, result, stop: Any) -> dict:
-        text = self.tokenizer.decode(result.token_ids, skip_special_tokens=True)
-        finish = "stop" if result.finish_reason == "stop" else "length"
-        for s in [stop] if isinstance(stop, str) else (stop or []):
-            if s and s in text:
-                text, finish = text[: text.index(s)], "stop"
-        return {
-            "index": index,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": finish,
-        }
-
-    def _stop_ids(self) -> list[int]:
-        ids = {self.tokenizer.eos_token_id}
-        end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if isinstance(end, int) and end != self.tokenizer.unk_token_id:
-            ids.add(end)
-        return sorted(i for i in ids if isinstance(i, int))
-
     def _decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids) if self.tokenizer is not None else ""
 
@@ -486,15 +302,15 @@ class MuaServer:
                 payload = await loop.run_in_executor(self._calls, self.route, method, path, body)
             return 200, payload
         except HTTPError as err:
-            return err.status, _error(str(err), path)
+            return err.status, error_body(str(err), path)
         except Refused as err:
             return 400, {"success": False, "message": str(err)}
         except (ProtocolError, ValueError) as err:
-            return 400, _error(str(err), path)
+            return 400, error_body(str(err), path)
         except TimeoutError:
-            return 504, _error("the engine did not answer in time", path)
+            return 504, error_body("the engine did not answer in time", path)
         except Exception as err:  # the engine failed: tell the client, keep serving
-            return 500, _error(f"{type(err).__name__}: {err}", path)
+            return 500, error_body(f"{type(err).__name__}: {err}", path)
 
     def _awaited_posts(self) -> dict:
         """The POST calls served on the event loop itself."""
@@ -535,23 +351,3 @@ class MuaServer:
         if path in gets or path in posts or path in self._awaited_posts():
             raise HTTPError(405, f"{method} is not allowed on {path}")
         raise HTTPError(404, f"no endpoint {path}")
-
-
-class Refused(Exception):
-    """A weight call SGLang's scheduler turns down: HTTP 400 with {"success": false, message}."""
-
-
-def _error(message: str, path: str) -> dict:
-    if path.startswith(
-        (
-            "/update_weights",
-            "/release_memory",
-            "/resume_memory",
-            "/begin_weight",
-            "/end_weight",
-            "/load_lora",
-            "/unload_lora",
-        )
-    ):
-        return {"success": False, "message": message}
-    return {"error": {"message": message}}
