@@ -138,10 +138,10 @@ def update(mode: str) -> dict:
 def _full_push_bytes(model, engine_params) -> int:
     """Bytes of the `/update_weights_from_tensor` bodies of a full (or merged) push."""
     from mua.engines.sglang import weight_sync
-    from mua.engines.sglang.sglang_engine import _encode
+    from mua.engines.sglang.http_bodies import encode_body
 
     return sum(
-        len(_encode(weight_sync.tensor_push_body(bucket, tp_size=1, flush_cache=False)))
+        len(encode_body(weight_sync.tensor_push_body(bucket, tp_size=1, flush_cache=False)))
         for bucket in weight_sync.iter_buckets(engine_params(model), 256.0)
     )
 
@@ -150,7 +150,7 @@ def _adapter_push_bytes(model) -> int:
     """Bytes of the `/load_lora_adapter_from_tensors` body of an adapter push, as EngineSync
     gathers it (`adapter_tensors`) and the SGLang client sends it to the newest release."""
     from mua.engines.sglang import lora_endpoints
-    from mua.engines.sglang.sglang_engine import _encode
+    from mua.engines.sglang.http_bodies import encode_body
     from mua.models.lora import adapter_config_dict
     from mua.serve.releases import NEWEST_COVERED, ReleaseTraits
     from mua.train.engine_sync import adapter_tensors
@@ -162,7 +162,7 @@ def _adapter_push_bytes(model) -> int:
         ReleaseTraits.of(NEWEST_COVERED),
         tp_size=1,
     )
-    return len(_encode(body))
+    return len(encode_body(body))
 
 
 if __name__ == "__main__":

@@ -91,9 +91,9 @@ def test_generate_bodies_built_turn_by_turn_are_the_same_bytes():
 
     import numpy as np
 
-    from mua.engines.sglang.sglang_engine import _PromptJSON
+    from mua.engines.sglang.http_bodies import PromptJSON
 
-    prompts = _PromptJSON()
+    prompts = PromptJSON()
     turns = [[5, 6, 7], [5, 6, 7, 8, 9], [5, 6, 7, 8, 9], [5, 6, 1], [], [np.int64(3), 4]]
     turns += [[np.int64(3), 4, 10**9], [3, 4, 10**9, 2, 2]]
     for i, ids in enumerate(turns):

@@ -20,7 +20,8 @@ Request ids carry a per-client tag and a counter: unique across the ranks sharin
 Every push may carry a `weight_version` (sent with the request that completes it, where the
 release has the field); the server's version is read back into `weight_version` and a push it did
 not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
-Launching a server is `mua.engines.sglang.sglang_launch`.
+Launching a server is `mua.engines.sglang.sglang_launch`; the push calls are
+`mua.engines.sglang.weight_push`, the bodies sent and read `mua.engines.sglang.http_bodies`.
 With `rollout.lora_sync: adapter`, `load_adapter` sends a LoRA adapter alone under a versioned
 name (`mua.engines.sglang.lora_endpoints`), every `/generate` names the live one in `lora_path`,
 and an older version this client loaded is unloaded once none of its requests names it. The
@@ -38,26 +39,40 @@ NCCL weight broadcast, multi-node servers, router/load-balancer processes.
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import count
-from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 
 from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
-from mua.engines.sglang import lora_endpoints, weight_sync
+from mua.engines.sglang.http_bodies import (
+    JSON_HEADERS,
+    PromptJSON,
+    check_success,
+    encode_body,
+    read_body,
+    server_message,
+)
+from mua.engines.sglang.weight_push import WeightPushes, check_same_release, sglang_version
 from mua.errors import RunFailure, UsageError
 from mua.llm.http_session import LoopSessions
 from mua.serve import protocol
 from mua.serve.releases import ReleaseTraits
+
+__all__ = [
+    "SGLangEngine",
+    "ServerHTTPError",
+    "WeightPath",
+    "check_same_release",
+    "pause_request_body",
+    "sglang_version",
+]
 
 WeightPath = Literal["tensor", "disk"]
 
@@ -70,7 +85,7 @@ class ServerHTTPError(RunFailure):
         self.status = status
 
 
-class SGLangEngine:
+class SGLangEngine(WeightPushes):
     """A RolloutEngine backed by one server speaking SGLang's native protocol."""
 
     def __init__(
@@ -106,7 +121,7 @@ class SGLangEngine:
         # connections at once per loop: the runner's requests in flight, plus control calls
         self._sessions = LoopSessions(self.base_url, max_connections=max_concurrency + 4)
         self._given_up: set[asyncio.Task] = set()  # /generate calls whose caller gave up
-        self._prompts = _PromptJSON()
+        self._prompts = PromptJSON()
         self.adapters = AdapterVersions()  # rollout.lora_sync=adapter: the live LoRA adapter
 
     @property
@@ -125,7 +140,7 @@ class SGLangEngine:
     ) -> Any:
         """One call with a JSON body (encoded on a worker thread: weight pushes are large);
         the answer's JSON (`{"text": ...}` for a plain-text answer, `{}` for none)."""
-        data = None if body is None else await asyncio.to_thread(_encode, body)
+        data = None if body is None else await asyncio.to_thread(encode_body, body)
         return await self._send(method, path, data, timeout_s or self.timeout_s, rid)
 
     async def _send(
@@ -139,7 +154,7 @@ class SGLangEngine:
                 method,
                 self.base_url + path,
                 data=data,
-                headers=_JSON,
+                headers=JSON_HEADERS,
                 allow_redirects=False,
                 proxy=self._sessions.proxy,
                 timeout=aiohttp.ClientTimeout(total=timeout_s),
@@ -164,10 +179,10 @@ class SGLangEngine:
         if status >= 400:
             raise ServerHTTPError(
                 f"SGLang server {self.base_url}{path} answered HTTP {status}: "
-                f"{_server_message(raw)}",
+                f"{server_message(raw)}",
                 status,
             )
-        return _read_body(raw)
+        return read_body(raw)
 
     def _track(self, rid: str, delta: int) -> None:
         """Count `rid`'s HTTP calls still open."""
@@ -271,145 +286,6 @@ class SGLangEngine:
                 )
             await asyncio.sleep(0.02)
 
-    async def update_weights(
-        self, named_tensors: Iterable[tuple[str, Any]], weight_version: str | None = None
-    ) -> None:
-        """Push full weights, bucket by bucket, by the configured path (tensor or disk).
-
-        `weight_version` goes with the request that completes the push (the last bucket, or the
-        disk load), so the server never reports it for half-loaded weights; then the server's
-        version is read back into `self.weight_version`."""
-        if self.weight_path == "disk":
-            await self.update_weights_from_disk(named_tensors, weight_version)
-            return
-        await self.begin_weight_update()
-        try:
-            buckets = weight_sync.iter_buckets(named_tensors, self.bucket_mb)
-            current = next(buckets, None)
-            while current is not None:
-                following = next(buckets, None)
-                last = following is None
-                await self.push_tensor_bucket(
-                    current, flush_cache=last, weight_version=weight_version if last else None
-                )
-                current = following
-        finally:
-            await self.end_weight_update()
-        await self.read_weight_version(weight_version)
-
-    async def load_adapter(
-        self,
-        name: str,
-        named_tensors: Iterable[tuple[str, Any]],
-        config: dict,
-        weight_version: str | None = None,
-    ):
-        """Push a LoRA adapter (peft file names, `adapter_config.json` content) under `name`
-        and make it live; older versions this client loaded are unloaded once no request of
-        this client names them (SGLang itself waits for its running requests).
-
-        `weight_version` is the trainer's version of the adapter. No covered release takes it
-        with the load (the server's version stays the base's), so this client keeps it: it
-        becomes `self.weight_version`, and each result sampled with the adapter reports it in
-        `meta["weight_version"]` (with the adapter's name in `meta["lora_path"]`)."""
-        traits = await self.server_traits()
-        lora_endpoints.refuse_release(traits.version, f"the SGLang server at {self.base_url}")
-        named = [(n, weight_sync.full_tensor(t)) for n, t in named_tensors]
-        body = await asyncio.to_thread(
-            lora_endpoints.load_body, name, named, config, traits, self.tp_size
-        )
-        _check_success(await self._call("POST", lora_endpoints.LOAD_PATH, body), self.base_url)
-        self.stats["weight_buckets"] += 1
-        self.stats["weight_bytes"] += weight_sync.bucket_bytes(named)
-        await self._unload_adapters(self.adapters.adopt(name, weight_version=weight_version))
-        if weight_version is not None:
-            self.weight_version = str(weight_version)
-
-    def use_adapter(self, name: str, weight_version: str | None = None) -> None:
-        """Name `name` (loaded by another client of this server, carrying `weight_version`) in
-        this client's requests."""
-        self.adapters.adopt(name, loaded=False, weight_version=weight_version)
-        if weight_version is not None:
-            self.weight_version = str(weight_version)
-
-    async def _unload_adapters(self, names: list[str]) -> None:
-        for name in names:
-            body = lora_endpoints.unload_body(name)
-            _check_success(
-                await self._call("POST", lora_endpoints.UNLOAD_PATH, body), self.base_url
-            )
-
-    async def read_weight_version(self, expected: str | None = None) -> str | None:
-        """The server's weight version (`/get_model_info`), kept in `self.weight_version`;
-        RunFailure when a release that takes versions did not adopt `expected`."""
-        traits = await self.server_traits()
-        if not traits.weight_version:
-            self.weight_version = None
-            return None
-        info = await self._call("GET", "/get_model_info")
-        got = info.get("weight_version") if isinstance(info, dict) else None
-        self.weight_version = None if got is None else str(got)
-        if expected is not None and self.weight_version != str(expected):
-            raise RunFailure(
-                f"SGLang server {self.base_url} reports weight_version {got!r} after a push "
-                f"that carried {expected!r}; the push did not take effect"
-            )
-        return self.weight_version
-
-    async def begin_weight_update(self) -> None:
-        """Open a weight-update session where the release has them (>= 0.5.21)."""
-        if (await self.server_traits()).weight_sessions:
-            _check_success(await self._call("POST", "/begin_weight_update", {}), self.base_url)
-
-    async def end_weight_update(self) -> None:
-        if (await self.server_traits()).weight_sessions:
-            _check_success(await self._call("POST", "/end_weight_update", {}), self.base_url)
-
-    async def push_tensor_bucket(
-        self, bucket: weight_sync.Bucket, flush_cache: bool, weight_version: str | None = None
-    ) -> None:
-        """Send one bucket to `/update_weights_from_tensor`; flush the cache after the last one.
-
-        CUDA tensors go only to a server of the trainer's own sglang release: their payload names
-        the trainer's rebuild functions, which another release may not have."""
-        traits = await self.server_traits()
-        if weight_sync.is_cuda_bucket(bucket):
-            check_same_release(sglang_version(), traits.version, self.base_url)
-        body = await asyncio.to_thread(
-            weight_sync.tensor_push_body,
-            bucket,
-            tp_size=self.tp_size,
-            flush_cache=flush_cache,
-            weight_version=weight_version if traits.weight_version else None,
-        )
-        _check_success(await self._call("POST", "/update_weights_from_tensor", body), self.base_url)
-        self.stats["weight_buckets"] += 1
-        self.stats["weight_bytes"] += weight_sync.bucket_bytes(bucket)
-
-    async def update_weights_from_disk(
-        self, named_tensors: Iterable[tuple[str, Any]], weight_version: str | None = None
-    ) -> Path:
-        """Write shards into a fresh shared-memory folder, have the server load it, remove it."""
-        folder = weight_sync.new_weights_dir(self.weights_dir)
-        try:
-            await asyncio.to_thread(
-                weight_sync.write_shards, named_tensors, folder, self.bucket_mb, self.hf_config
-            )
-            await self.load_weights_from_folder(folder, weight_version)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        return folder
-
-    async def load_weights_from_folder(
-        self, folder: str | Path, weight_version: str | None = None
-    ) -> None:
-        body = {"model_path": str(folder), "load_format": None}
-        if weight_version is not None and (await self.server_traits()).weight_version:
-            body["weight_version"] = str(weight_version)
-        _check_success(await self._call("POST", "/update_weights_from_disk", body), self.base_url)
-        self.stats["weight_buckets"] += 1
-        await self.read_weight_version(weight_version)
-
     async def sleep(self, tags: Sequence[str] | None = None) -> None:
         """Release GPU memory so the trainer can use it: by default every tag the server's release
         knows (0.5.x: weights, kv_cache and cuda_graph). Call `drain()` first.
@@ -422,7 +298,7 @@ class SGLangEngine:
         if not wanted:
             return
         body = {"tags": wanted}
-        _check_success(await self._call("POST", "/release_memory_occupation", body), self.base_url)
+        check_success(await self._call("POST", "/release_memory_occupation", body), self.base_url)
         self.released |= set(wanted)
 
     async def wake(self, tags: Sequence[str] | None = None) -> None:
@@ -434,7 +310,7 @@ class SGLangEngine:
         if not released:
             return
         body = {"tags": released}
-        _check_success(await self._call("POST", "/resume_memory_occupation", body), self.base_url)
+        check_success(await self._call("POST", "/resume_memory_occupation", body), self.base_url)
         self.released -= set(released)
 
     async def flush_cache(self) -> None:
@@ -480,9 +356,6 @@ class SGLangEngine:
                 self.process.kill()
 
 
-_JSON = {"Content-Type": "application/json", "Accept": "application/json"}
-
-
 def pause_request_body(traits: ReleaseTraits, mode: str = "abort") -> dict:
     """The /pause_generation body a release takes: PauseGenerationReqInput's `mode` where it has
     one, else none (a pause then aborts what runs); UsageError for a mode it cannot honour."""
@@ -494,87 +367,3 @@ def pause_request_body(traits: ReleaseTraits, mode: str = "abort") -> dict:
             "newer release"
         )
     return {}
-
-
-def _encode(body: Any) -> bytes:
-    return json.dumps(body).encode()
-
-
-class _PromptJSON:
-    """The JSON text of each conversation's prompt ids, extended turn by turn: a turn's prompt is
-    the previous one plus what came since, so only that tail is serialized again."""
-
-    KEEP = 4096  # conversations remembered (the oldest go first)
-
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[list[int], str]] = {}
-
-    def json_of(self, route_key: str, prompt_ids: Sequence[int], keep: bool = True) -> str:
-        known = self._last.pop(route_key, None) if route_key else None
-        if known is not None and prompt_ids[: len(known[0])] == known[0] and known[0]:
-            ids, text = known
-            tail = list(map(int, prompt_ids[len(ids) :]))
-            if tail:
-                ids = ids + tail
-                text = text[:-1] + ", " + ", ".join(map(str, tail)) + "]"
-        else:
-            ids = list(map(int, prompt_ids))
-            text = json.dumps(ids)
-        if route_key and keep:
-            self._last[route_key] = (ids, text)
-            if len(self._last) > self.KEEP:
-                del self._last[next(iter(self._last))]
-        return text
-
-
-def _read_body(raw: bytes) -> Any:
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return {"text": raw.decode(errors="replace")}  # /flush_cache answers plain text
-
-
-def _server_message(raw: bytes) -> str:
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return raw.decode(errors="replace")[:300]
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict):
-            return str(err.get("message", err))[:300]
-        return str(err or body.get("message") or body)[:300]
-    return str(body)[:300]
-
-
-def _check_success(body: Any, base_url: str) -> None:
-    if isinstance(body, dict) and body.get("success") is False:
-        raise RunFailure(
-            f"SGLang server {base_url} refused the request: {body.get('message', body)}"
-        )
-
-
-# ---- launching a real SGLang server ------------------------------------------------------------
-
-
-def sglang_version() -> str | None:
-    """The installed SGLang version, or None; never imports sglang itself."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("sglang")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def check_same_release(trainer: str | None, server: str, base_url: str) -> None:
-    """RunFailure (one line) unless the trainer's sglang release is the server's: a CUDA tensor
-    push pickles the trainer's rebuild functions, which the server must have under those names."""
-    if trainer != server:
-        raise RunFailure(
-            f"cannot push CUDA tensors to the SGLang server at {base_url}: it runs sglang {server} "
-            f"and this trainer has {trainer or 'no sglang'} installed; install sglang=={server} "
-            "in the trainer's environment or use rollout.sglang.weight_path=disk"
-        )
