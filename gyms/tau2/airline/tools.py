@@ -4,12 +4,14 @@ Checks, their order, the exact `ValueError` messages, the fixed clock (2024-05-1
 the fixed new ids (reservation HATHAT.., certificate_3221322..) and tau2's quirks (a cancelled
 reservation keeps its seats) follow tau2-bench v1.0.1 so that tool messages and database
 hashes agree with it. The tool descriptions shown to the model are written for mua.
+The database lookups they share are in `gyms.tau2.airline.lookups`.
 """
 
 from __future__ import annotations
 
 from copy import deepcopy
 
+from gyms.tau2.airline.lookups import AIRPORTS, NOW, AirlineLookups, as_models
 from gyms.tau2.airline.models import (
     AirportCode,
     CabinClass,
@@ -25,108 +27,11 @@ from gyms.tau2.airline.models import (
     ReservationFlight,
     User,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, Toolkit, tool
-
-AIRPORTS = (
-    ("SFO", "San Francisco"),
-    ("JFK", "New York"),
-    ("LAX", "Los Angeles"),
-    ("ORD", "Chicago"),
-    ("DFW", "Dallas"),
-    ("DEN", "Denver"),
-    ("SEA", "Seattle"),
-    ("ATL", "Atlanta"),
-    ("MIA", "Miami"),
-    ("BOS", "Boston"),
-    ("PHX", "Phoenix"),
-    ("IAH", "Houston"),
-    ("LAS", "Las Vegas"),
-    ("MCO", "Orlando"),
-    ("EWR", "Newark"),
-    ("CLT", "Charlotte"),
-    ("MSP", "Minneapolis"),
-    ("DTW", "Detroit"),
-    ("PHL", "Philadelphia"),
-    ("LGA", "LaGuardia"),
-)
-NOW = "2024-05-15T15:00:00"
+from gyms.tau2.toolkit import GENERIC, READ, WRITE, tool
 
 
-def _models(values: list, model: type) -> list:
-    """tau2 converts a list only when every entry is a dict."""
-    if all(isinstance(v, dict) for v in values):
-        return [model(**v) for v in values]
-    return values
-
-
-class AirlineTools(Toolkit):
+class AirlineTools(AirlineLookups):
     """Tools of the airline domain (class name kept: Python puts it in argument errors)."""
-
-    # ---- lookups (environment functions, not tools) ----------------------------------------
-    def _get_user(self, user_id: str):
-        if user_id not in self.db.users:
-            raise ValueError(f"User {user_id} not found")
-        return self.db.users[user_id]
-
-    def _get_reservation(self, reservation_id: str) -> Reservation:
-        if reservation_id not in self.db.reservations:
-            raise ValueError(f"Reservation {reservation_id} not found")
-        return self.db.reservations[reservation_id]
-
-    def _get_flight(self, flight_number: str):
-        if flight_number not in self.db.flights:
-            raise ValueError(f"Flight {flight_number} not found")
-        return self.db.flights[flight_number]
-
-    def _get_flight_instance(self, flight_number: str, date: str):
-        flight = self._get_flight(flight_number)
-        if date not in flight.dates:
-            raise ValueError(f"Flight {flight_number} not found on date {date}")
-        return flight.dates[date]
-
-    def _get_new_reservation_id(self) -> str:
-        for reservation_id in ("HATHAT", "HATHAU", "HATHAV"):
-            if reservation_id not in self.db.reservations:
-                return reservation_id
-        raise ValueError("Too many reservations")
-
-    def _search_direct_flight(self, date, origin=None, destination=None, leave_after=None):
-        results = []
-        for flight in self.db.flights.values():
-            if (
-                (origin is None or flight.origin == origin)
-                and (destination is None or flight.destination == destination)
-                and date in flight.dates
-                and flight.dates[date].status == "available"
-                and (leave_after is None or flight.scheduled_departure_time_est >= leave_after)
-            ):
-                results.append(
-                    DirectFlight(
-                        flight_number=flight.flight_number,
-                        origin=flight.origin,
-                        destination=flight.destination,
-                        status="available",
-                        scheduled_departure_time_est=flight.scheduled_departure_time_est,
-                        scheduled_arrival_time_est=flight.scheduled_arrival_time_est,
-                        available_seats=flight.dates[date].available_seats,
-                        prices=flight.dates[date].prices,
-                    )
-                )
-        return results
-
-    def _payment_for_update(self, user, payment_id: str, total_price: int) -> Payment | None:
-        if payment_id not in user.payment_methods:
-            raise ValueError("Payment method not found")
-        method = user.payment_methods[payment_id]
-        if method.source == "certificate":
-            raise ValueError("Certificate cannot be used to update reservation")
-        if method.source == "gift_card" and method.amount < total_price:
-            raise ValueError("Gift card balance is not enough")
-        if method.source == "gift_card":
-            method.amount -= total_price
-        if total_price != 0:
-            return Payment(payment_id=payment_id, amount=total_price)
-        return None
 
     # ---- tools -----------------------------------------------------------------------------
     @tool(WRITE)
@@ -161,9 +66,9 @@ class AirlineTools(Toolkit):
             nonfree_baggages: Number of paid checked bags.
             insurance: 'yes' or 'no' (travel insurance, 30 per passenger).
         """
-        flights = _models(flights, FlightInfo)
-        passengers = _models(passengers, Passenger)
-        payment_methods = _models(payment_methods, Payment)
+        flights = as_models(flights, FlightInfo)
+        passengers = as_models(passengers, Passenger)
+        payment_methods = as_models(payment_methods, Payment)
         user = self._get_user(user_id)
         reservation_id = self._get_new_reservation_id()
         reservation = Reservation(
@@ -386,7 +291,7 @@ class AirlineTools(Toolkit):
             payment_id: Payment method id from the user's profile, e.g. 'credit_card_7815826'
                 or 'gift_card_7815826'.
         """
-        flights = _models(flights, FlightInfo)
+        flights = as_models(flights, FlightInfo)
         reservation = self._get_reservation(reservation_id)
         user = self._get_user(reservation.user_id)
         count = len(reservation.passengers)
@@ -440,7 +345,7 @@ class AirlineTools(Toolkit):
             reservation_id: The reservation id, e.g. 'ZFA04Y'.
             passengers: Each passenger as {'first_name', 'last_name', 'dob' (YYYY-MM-DD)}.
         """
-        passengers = _models(passengers, Passenger)
+        passengers = as_models(passengers, Passenger)
         reservation = self._get_reservation(reservation_id)
         if len(passengers) != len(reservation.passengers):
             raise ValueError("Number of passengers does not match")

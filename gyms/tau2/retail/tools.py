@@ -4,70 +4,28 @@ Behaviour (checks, their order, the exact `ValueError` messages, rounding, and t
 that `modify_pending_order_items` prices every swapped item at the last new variant's price)
 follows tau2-bench v1.0.1 so that tool messages and database hashes agree with it. The tool
 descriptions shown to the model are written for mua; see docs/fidelity.md.
+The database lookups they share are in `gyms.tau2.retail.lookups`.
 """
 
 from __future__ import annotations
 
 import json
 
+from gyms.tau2.retail.lookups import RetailLookups
 from gyms.tau2.retail.models import (
     GiftCard,
     Order,
     OrderPayment,
     Product,
-    RetailDB,
     User,
     UserAddress,
     Variant,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, Toolkit, tool
+from gyms.tau2.toolkit import GENERIC, READ, WRITE, tool
 
 
-class RetailTools(Toolkit):
+class RetailTools(RetailLookups):
     """Tools of the retail domain (class name kept: Python puts it in argument errors)."""
-
-    db: RetailDB
-
-    # ---- lookups (environment functions, not tools) ----------------------------------------
-    def _get_order(self, order_id: str) -> Order:
-        if order_id not in self.db.orders:
-            raise ValueError("Order not found")
-        return self.db.orders[order_id]
-
-    def _get_user(self, user_id: str) -> User:
-        if user_id not in self.db.users:
-            raise ValueError("User not found")
-        return self.db.users[user_id]
-
-    def _get_product(self, product_id: str) -> Product:
-        if product_id not in self.db.products:
-            raise ValueError("Product not found")
-        return self.db.products[product_id]
-
-    def _get_item(self, item_id: str) -> Variant:
-        for product in self.db.products.values():
-            if item_id in product.variants:
-                return product.variants[item_id]
-        raise ValueError("Item not found")
-
-    def _get_variant(self, product_id: str, variant_id: str) -> Variant:
-        product = self._get_product(product_id)
-        if variant_id not in product.variants:
-            raise ValueError("Variant not found")
-        return product.variants[variant_id]
-
-    def _get_payment_method(self, user_id: str, payment_method_id: str):
-        user = self._get_user(user_id)
-        if payment_method_id not in user.payment_methods:
-            raise ValueError("Payment method not found")
-        return user.payment_methods[payment_method_id]
-
-    @staticmethod
-    def _check_counts(order: Order, item_ids: list[str], message: str) -> None:
-        have = [item.item_id for item in order.items]
-        for item_id in item_ids:
-            if item_ids.count(item_id) > have.count(item_id):
-                raise ValueError(message.format(item_id=item_id))
 
     # ---- tools -----------------------------------------------------------------------------
     @tool(GENERIC)
