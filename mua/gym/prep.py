@@ -99,7 +99,7 @@ def build_and_write(
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     written = {}
-    with FolderLock(out, what="prep output folder", verb="mua prep"):
+    with FolderLock(out, what="prep output folder", verb="mua prep", remove_on_release=True):
         for split in sorted(splits):
             path = write_tasks(splits[split], out / f"{split}.parquet")
             written[split] = (path, len(splits[split]))

@@ -15,7 +15,8 @@ signatures are recorded, so a checkpoint rewritten by a new training run is merg
 skipped unless `force`. An existing output folder is replaced only when mua wrote it (its
 `.mua-dir` marker, or a `merge_info.json` from an older mua; `mua.output_folders.claim_dir`); a second
 `mua merge` into the same folder meanwhile is refused (`mua.output_folders.FolderLock`, whose lock file
-`.<folder>.mua-run.lock` is beside the folder, which is replaced whole). Tied embeddings: the checkpoint
+`.<folder>.mua-run.lock` is beside the folder, which is replaced whole, and is deleted when the merge
+is done). Tied embeddings: the checkpoint
 stores `lm_head.weight` beside the embedding; for a tied config the two must be equal and the
 file keeps one copy, as Hugging Face expects. `verify` rebuilds the model from the checkpoint's
 tensors and compares its logits on a fixed probe batch with the merged folder's (loaded through
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mua.errors import RunFailure, UsageError
-from mua.output_folders import LOCK, FolderLock, claim_dir, mark_dir
+from mua.output_folders import mark_dir
 
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 MERGE_INFO = "merge_info.json"
@@ -273,8 +274,8 @@ def merge_checkpoint(
     """Merge one checkpoint; skipped when `out_dir` holds a finished merge of the same dtype.
     A LoRA checkpoint goes to `mua.models.merge_lora` (`adapter`: a PEFT folder; `base`: the
     base model's path when it moved)."""
-    from mua.distributed.dcp_offline import read_model_state
     from mua.models.lora import read_adapter_info
+    from mua.models.merge_steps import merge_lock, open_merge, read_checkpoint, record_verification
 
     lora = read_adapter_info(step_dir)
     if lora is not None:
@@ -298,61 +299,33 @@ def merge_checkpoint(
             "weights, merge it without the flag"
         )
 
-    result = MergeResult(step=step, checkpoint=step_dir, out_dir=out_dir)
-    if out_dir.exists():  # never replace a folder mua did not write
-        claim_dir(out_dir, what="merge output folder", legacy_proof=(MERGE_INFO,))
-    if not force and already_merged(out_dir, dtype, step_dir):
-        result.skipped = True
+    result = open_merge(
+        step, step_dir, out_dir, force, lambda: already_merged(out_dir, dtype, step_dir)
+    )
+    if result.skipped:
         return result
     t0 = time.perf_counter()
-    from torch.distributed.checkpoint.api import CheckpointException
-
-    from mua.train.checkpoint import checkpoint_problem
-
-    problem = checkpoint_problem(step_dir)
-    if problem is not None:
-        raise RunFailure(f"checkpoint {step_dir} is damaged: {problem}")
-    signature = checkpoint_signature(step_dir)
-    config, generation, tokenizer = _side_files(step_dir)
-    try:
-        state = read_model_state(step_dir)
-    except (Exception, CheckpointException) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise RunFailure(f"{step_dir}: cannot read the checkpoint tensors ({first})") from None
-    if verify and (bad := non_finite_tensor(state)) is not None:
-        raise RunFailure(
-            f"{step_dir}: tensor {bad} holds NaN or infinite values; the checkpoint is unusable, "
-            "merge an earlier one"
-        )
-    info = {"checkpoint": str(step_dir.resolve()), "step": step, "checkpoint_signature": signature}
-    # one `mua merge` per folder at a time; the folder is replaced whole, so its lock is beside it
-    lock_file = out_dir.parent / f".{out_dir.name}{LOCK}"
-    with FolderLock(out_dir, what="merge output folder", verb="mua merge", lock_file=lock_file):
+    read = read_checkpoint(step_dir, verify)
+    info = {
+        "checkpoint": str(step_dir.resolve()),
+        "step": step,
+        "checkpoint_signature": read.signature,
+    }
+    with merge_lock(out_dir):
         export_full_state(
-            state,
-            config,
+            read.state,
+            read.config,
             out_dir,
             dtype,
-            tokenizer=tokenizer,
-            generation_config=generation,
+            tokenizer=read.tokenizer,
+            generation_config=read.generation,
             info=info,
         )
     if verify:
-        diff = verify_merged(state, config, out_dir, dtype)
-        result.max_logit_diff = diff
-        info["verify_max_logit_diff"] = diff
-        (out_dir / MERGE_INFO).write_text(
-            json.dumps(
-                {**json.loads((out_dir / MERGE_INFO).read_text()), **info}, indent=2, sort_keys=True
-            )
-            + "\n"
+        diff = verify_merged(read.state, read.config, out_dir, dtype)
+        record_verification(
+            result, out_dir, info, diff, "merged logits differ from the checkpoint's"
         )
-        if not diff <= VERIFY_TOLERANCE:  # NaN too
-            (out_dir / MERGE_INFO).unlink()  # not a finished merge: the next run redoes it
-            raise RunFailure(
-                f"{out_dir}: merged logits differ from the checkpoint's by {diff:.3g} (> {VERIFY_TOLERANCE:g}); "
-                "the export is wrong, do not use it"
-            )
     result.seconds = time.perf_counter() - t0
     result.info = info
     return result

@@ -20,20 +20,17 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from mua.errors import RunFailure, UsageError
+from mua.errors import UsageError
 from mua.models.merge import (
     MERGE_INFO,
-    VERIFY_TOLERANCE,
     MergeResult,
-    _side_files,
     already_merged,
-    checkpoint_signature,
     export_full_state,
-    non_finite_tensor,
     probe_batch,
     verify_merged,
 )
-from mua.output_folders import claim_dir, mark_dir
+from mua.models.merge_steps import merge_lock, open_merge, read_checkpoint, record_verification
+from mua.output_folders import mark_dir
 
 
 def adapter_model(step_dir: Path, info: dict, state: dict, base: str | None):
@@ -83,60 +80,41 @@ def merge_lora_checkpoint(
     base: str | None = None,
 ) -> MergeResult:
     """Merge (or export the adapter of) one LoRA checkpoint; skipped when done already."""
-    from mua.distributed.dcp_offline import read_model_state
-    from mua.train.checkpoint import checkpoint_problem
-
     form = "adapter" if adapter else "merged"
-    result = MergeResult(step=step, checkpoint=step_dir, out_dir=out_dir)
-    if out_dir.exists():
-        claim_dir(out_dir, what="merge output folder", legacy_proof=(MERGE_INFO,))
-    if not force and _done(out_dir, dtype, step_dir, form):
-        result.skipped = True
+    result = open_merge(
+        step, step_dir, out_dir, force, lambda: _done(out_dir, dtype, step_dir, form)
+    )
+    if result.skipped:
         return result
     t0 = time.perf_counter()
-    problem = checkpoint_problem(step_dir)
-    if problem is not None:
-        raise RunFailure(f"checkpoint {step_dir} is damaged: {problem}")
-    signature = checkpoint_signature(step_dir)
-    _, generation, tokenizer = _side_files(step_dir)
-    state = read_model_state(step_dir)
-    if verify and (bad := non_finite_tensor(state)) is not None:
-        raise RunFailure(
-            f"{step_dir}: tensor {bad} holds NaN or infinite values; merge an earlier one"
-        )
-    peft_model = adapter_model(step_dir, info, state, base)
+    read = read_checkpoint(step_dir, verify)
+    peft_model = adapter_model(step_dir, info, read.state, base)
     record = {
         "checkpoint": str(step_dir.resolve()),
         "step": step,
-        "checkpoint_signature": signature,
+        "checkpoint_signature": read.signature,
         "form": form,
         "base_model": base or info["base_model"],
     }
     config = peft_model.get_base_model().config
-    if adapter:
-        _write_adapter_folder(peft_model, tokenizer, out_dir, dtype, record)
-    else:
-        merged = _merged_state(peft_model)
-        export_full_state(
-            merged,
-            config,
-            out_dir,
-            dtype,
-            tokenizer=tokenizer,
-            generation_config=generation,
-            info=record,
-        )
+    with merge_lock(out_dir):
+        if adapter:
+            _write_adapter_folder(peft_model, read.tokenizer, out_dir, dtype, record)
+        else:
+            export_full_state(
+                _merged_state(peft_model),
+                config,
+                out_dir,
+                dtype,
+                tokenizer=read.tokenizer,
+                generation_config=read.generation,
+                info=record,
+            )
     if verify:
         diff = _verify(peft_model, config, out_dir, dtype, adapter, record["base_model"], info)
-        result.max_logit_diff = diff
-        record["verify_max_logit_diff"] = diff
-        _update_info(out_dir, record)
-        if not diff <= VERIFY_TOLERANCE:
-            (out_dir / MERGE_INFO).unlink()
-            raise RunFailure(
-                f"{out_dir}: exported logits differ from the trainer's by {diff:.3g} "
-                f"(> {VERIFY_TOLERANCE:g}); the export is wrong, do not use it"
-            )
+        record_verification(
+            result, out_dir, record, diff, "exported logits differ from the trainer's"
+        )
     result.seconds = time.perf_counter() - t0
     result.info = record
     return result
@@ -203,9 +181,3 @@ def _verify(
     with torch.no_grad():
         got = merged(input_ids=probe_batch(config.vocab_size)).logits
     return float((want - got).abs().max())
-
-
-def _update_info(out_dir: Path, record: dict) -> None:
-    file = out_dir / MERGE_INFO
-    merged = {**json.loads(file.read_text()), **record}
-    file.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
