@@ -15,7 +15,8 @@ the processes it starts with the descriptor); the kernel drops it when they die,
 so a lock left by a dead process is simply taken over (with a line saying so). The file records
 who holds it (verb, pid, host, start), and a refusal names them (exit 2). Every verb that writes
 an output folder takes it: `mua train` its run dir, `mua eval` its `--out`, `mua rollout` its run
-dir, `mua prep` its `--out`, `mua merge` each merged folder.
+dir, `mua prep` its `--out`, `mua merge` each merged folder; the last two delete the lock file
+when they are done (`remove_on_release`), so their output holds only what they wrote.
 Deliberately not here: deciding what to write.
 """
 
@@ -95,26 +96,40 @@ class FolderLock:
     """An exclusive lock on `folder` (created when missing) for this process and the processes it
     starts with the descriptor (`fd`, for `subprocess.Popen(pass_fds=...)`), or a UsageError
     naming the holder. `what` names the folder and `verb` this command in the messages;
-    `lock_file` replaces `folder/.mua-run.lock` where the folder itself is replaced whole."""
+    `lock_file` replaces `folder/.mua-run.lock` where the folder itself is replaced whole.
+    `remove_on_release`: a clean release deletes the lock file (a one-shot command's output, such
+    as `mua prep`'s or `mua merge`'s, keeps no trace of it); the lock taken is always checked to
+    be on the file the path names, so a file another command deleted meanwhile is never held."""
 
     def __init__(
-        self, folder: str | Path, *, what: str, verb: str, lock_file: str | Path | None = None
+        self,
+        folder: str | Path,
+        *,
+        what: str,
+        verb: str,
+        lock_file: str | Path | None = None,
+        remove_on_release: bool = False,
     ):
         folder = Path(folder).expanduser()
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"{what} {folder}: exists and is not a folder; choose another path")
         self.path = Path(lock_file) if lock_file is not None else folder / LOCK
+        self.remove_on_release = remove_on_release
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder, holder_verb = _read_holder(self.fd)
-            os.close(self.fd)
-            raise UsageError(
-                f"{what} {folder} is in use by another `{holder_verb or verb}` ({holder}); "
-                f"wait for it to end or give another {what}"
-            ) from None
+        for _ in range(100):  # a holder that deletes the file on release makes us open it again
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder, holder_verb = _read_holder(self.fd)
+                os.close(self.fd)
+                raise UsageError(
+                    f"{what} {folder} is in use by another `{holder_verb or verb}` ({holder}); "
+                    f"wait for it to end or give another {what}"
+                ) from None
+            if _same_file(self.fd, self.path):
+                break
+            os.close(self.fd)  # locked a file its holder deleted on release: take the new one
         previous, _ = _read_holder(self.fd)
         if previous != "unknown process":
             print(f"{what} {folder}: took over the lock of {previous}, which is gone", flush=True)
@@ -131,6 +146,8 @@ class FolderLock:
         if self.fd < 0:
             return
         os.ftruncate(self.fd, 0)  # a clean end leaves no holder to report
+        if self.remove_on_release:
+            self.path.unlink(missing_ok=True)  # while still held: nobody locks it after this
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
         self.fd = -1
@@ -140,6 +157,15 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """True when the open `fd` is the file `path` names now."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _read_holder(fd: int) -> tuple[str, str | None]:
