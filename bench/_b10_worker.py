@@ -50,12 +50,11 @@ def peak_rss_gb() -> float:
 
 
 def build_model(lora: bool):
-    from transformers import AutoModelForCausalLM, Qwen3Config
+    from transformers import Qwen3Config
 
+    from bench.common import cpu_trainer_model
     from mua.config.model import LoraConfig
-    from mua.cpu_kernels.packed_attention import enable_varlen
     from mua.models.lora import add_adapters
-    from mua.train.trained_model import use_trainer_norms
 
     config = Qwen3Config(
         vocab_size=VOCAB,
@@ -68,12 +67,7 @@ def build_model(lora: bool):
         max_position_embeddings=4096,
         tie_word_embeddings=True,
     )
-    torch.manual_seed(SEED)
-    model = AutoModelForCausalLM.from_config(
-        config, dtype=torch.float32, attn_implementation="sdpa"
-    )
-    enable_varlen(model)
-    use_trainer_norms(model, "cpu")
+    model = cpu_trainer_model(config, SEED)
     if lora:
         model = add_adapters(model, LoraConfig(rank=RANK, alpha=ALPHA))
     return model

@@ -27,10 +27,9 @@ SEED = 0
 
 def build_model():
     """B9's model, as the trainer runs it on CPU (varlen attention, the trainer's norms)."""
-    from transformers import AutoModelForCausalLM, Qwen2Config
+    from transformers import Qwen2Config
 
-    from mua.cpu_kernels.packed_attention import enable_varlen
-    from mua.train.trained_model import use_trainer_norms
+    from bench.common import cpu_trainer_model
 
     config = Qwen2Config(
         vocab_size=VOCAB,
@@ -42,13 +41,7 @@ def build_model():
         max_position_embeddings=32_768,
         tie_word_embeddings=True,  # as Qwen's small checkpoints
     )
-    torch.manual_seed(SEED)
-    model = AutoModelForCausalLM.from_config(
-        config, dtype=torch.float32, attn_implementation="sdpa"
-    )
-    enable_varlen(model)
-    use_trainer_norms(model, "cpu")
-    return model
+    return cpu_trainer_model(config, SEED)
 
 
 def conversation(num_tokens: int, num_scored: int) -> tuple[list[int], list[int]]:

@@ -18,30 +18,14 @@ sends as much), both built by the client's own functions. `lora_update_s_vs_full
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+from bench.common import worker_result
 
 ID = "B10"
 BAR = {"lora_peak_mem_vs_full": "<= 0.5", "adapter_push_bytes_vs_full": "<= 0.02"}
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _worker(mode: str) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-m", "bench._b10_worker", mode],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"B10 {mode} worker failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return worker_result(ID, "bench._b10_worker", mode, timeout_s=1200)
 
 
 def run():

@@ -16,30 +16,14 @@ difference and the largest relative gradient difference are reported too.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+from bench.common import worker_result
 
 ID = "B9"
 BAR = {"peak_rss_gb": "<= 3", "max_abs_logp_diff_vs_unchunked": "<= 1e-5"}
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _worker(mode: str) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-m", "bench._b9_worker", mode],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"B9 {mode} worker failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return worker_result(ID, "bench._b9_worker", mode, timeout_s=900)
 
 
 def run():

@@ -1,4 +1,6 @@
-"""Shared benchmark helpers: interleaved timing (A B A B ..., median after warm-up) and result files.
+"""Shared benchmark helpers: interleaved timing (A B A B ..., median after warm-up), result files,
+a measurement in a worker process of its own (`worker_result`), and a model built from a config as
+the trainer runs it on CPU (`cpu_trainer_model`).
 
 Does not decide what is measured; each bench module does.
 """
@@ -7,9 +9,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import platform
 import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,3 +79,42 @@ def cpu_cores() -> int:
     return (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     )
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def worker_result(bench_id: str, module: str, mode: str, timeout_s: float) -> dict:
+    """Run `python -m <module> <mode>` in a process of its own (2 threads; its peak memory is its
+    own) and return the JSON object its last stdout line prints; RuntimeError with the end of its
+    stderr when it fails."""
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-m", module, mode],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{bench_id} {mode} worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cpu_trainer_model(config, seed: int):
+    """A model of random weights (seeded) from a transformers `config`, fp32, as the trainer runs
+    it on CPU: varlen attention and the trainer's norms."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.train.trained_model import use_trainer_norms
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(
+        config, dtype=torch.float32, attn_implementation="sdpa"
+    )
+    enable_varlen(model)
+    use_trainer_norms(model, "cpu")
+    return model

@@ -11,18 +11,23 @@ adapter push all give the 1-rank merged numbers; the bf16 run pushes adapters to
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 import torch
 
 from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
-from tests.integration.train_helpers import REPO, final_params, hf_logits, metric_history, run_train
+from tests.integration.train_helpers import (
+    REPO,
+    final_params,
+    hf_logits,
+    metric_history,
+    mua_serve,
+    run_train,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -59,31 +64,12 @@ def _merge(*args):
     )
 
 
-def _serve(model):
-    """`mua serve` for the base model on a free port: (process, URL)."""
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mua.cli.main", "serve", "--model", str(model), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=REPO,
-        env=env,
-    )
-    line, deadline = "", time.monotonic() + 120
-    while "http://" not in line and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        assert line or proc.poll() is None, "mua serve exited before printing its address"
-    return proc, line.split(" at ", 1)[1].split()[0]
-
-
 def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factory, tmp_path):
     from mua.distributed.dcp_offline import checkpoint_tensor_shapes
 
     model, train, _ = shared_guess_setup(tmp_path_factory)
     one, recipe = _run(tmp_path, model, train, "one", total_steps=2)
-    server, url = _serve(model)
-    try:
+    with mua_serve(model) as url:
         two, _ = _run(
             tmp_path,
             model,
@@ -98,9 +84,6 @@ def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factor
         )
         with urllib.request.urlopen(url + "/get_server_info", timeout=30) as reply:
             calls = [c["call"] for c in json.loads(reply.read())["call_log"]]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     # the adapter alone went to the server, once per use of the engine (2 steps), the old
     # version unloaded; the base weights never travelled
     assert calls.count("load_lora_adapter_from_tensors") == 2, calls

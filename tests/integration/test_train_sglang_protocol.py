@@ -11,16 +11,12 @@ A server that acknowledges weight pushes without loading them is caught by the p
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
 
 from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
-from tests.integration.train_helpers import REPO, metric_history, run_train
+from tests.integration.train_helpers import REPO, metric_history, mua_serve, run_train
 
 pytestmark = pytest.mark.integration
 
@@ -45,24 +41,8 @@ def guess_setup(tmp_path_factory):
 def served(guess_setup):
     """`mua serve` for the warm model on a free port; yields its URL."""
     model, _, _ = guess_setup
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mua.cli.main", "serve", "--model", str(model), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=REPO,
-        env=env,
-    )
-    try:
-        line, deadline = "", time.monotonic() + 120
-        while "http://" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            assert line or proc.poll() is None, "mua serve exited before printing its address"
-        yield line.split(" at ", 1)[1].split()[0]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with mua_serve(model) as url:
+        yield url
 
 
 def _recipe(folder, guess_setup, **extra):

@@ -9,6 +9,9 @@ import random
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -106,3 +109,28 @@ def hf_logits(folder: Path, ids):
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     with torch.no_grad():
         return model(input_ids=ids).logits
+
+
+@contextmanager
+def mua_serve(model, *args: str) -> Iterator[str]:
+    """`mua serve --model MODEL --port 0 ARGS` in a process of its own: yields its URL once it
+    listens, and stops it at the end."""
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mua.cli.main", "serve", "--model", str(model), "--port", "0"]
+        + list(args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    try:
+        line, deadline = "", time.monotonic() + 120
+        while "http://" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "mua serve exited before printing its address"
+        yield line.split(" at ", 1)[1].split()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import time
 import urllib.request
 
 from mua.config.rollout import LLMUserConfig
@@ -139,25 +135,10 @@ def test_a_follow_up_generate_reuses_the_earlier_kv_until_the_cache_is_flushed(s
 
 
 def test_cli_serve_starts_and_answers():
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mua.cli.main", "serve", "--model", MODEL, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "http://" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            assert line or proc.poll() is None, "mua serve exited before printing its address"
-        url = line.split(" at ", 1)[1].split()[0]
+    from tests.integration.train_helpers import mua_serve
+
+    with mua_serve(MODEL) as url:
         assert _get(url + "/health") == {}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_cli_serve_bad_model_is_one_line(mua_cli):
