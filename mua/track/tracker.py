@@ -9,7 +9,10 @@ also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/ste
 `transcripts/val_N.jsonl`) for `mua view`, and, with `track.report_to`, to TensorBoard and W&B
 (`mua.track.sinks`, same metric names). A resumed run continues the same MLflow run (its id is
 kept in `run_dir/mlflow_run_id`), and its `metrics.jsonl` keeps only the steps up to the
-checkpoint it resumed from (the steps after it are run and logged again). A write that fails
+checkpoint it resumed from (the steps after it are run and logged again). MLflow cannot drop
+values it holds, so a resumed run stores there only the steps after the last one the store has
+of each metric: one value per step (for the steps run twice, the first run's; an exact resume
+computes the same). A write that fails
 (a full disk, a store gone) stops the run with one `RunFailure` line naming what could not be
 written and where, without MLflow's own error log; closing a run that already failed never
 raises, so the first error is the one reported. mlflow is imported lazily. Does not compute
@@ -94,6 +97,7 @@ class Tracker:
         self._mlflow = None
         self._sinks = []
         self._console = StepConsole(recipe.total_steps) if (enabled and console) else None
+        self._stored_through: dict[str, int] = {}  # a resumed run: metric -> last step stored
         if not enabled:
             return
         import mlflow
@@ -113,7 +117,9 @@ class Tracker:
             self._sinks = open_sinks(
                 recipe.track.report_to, self.run_dir, recipe.track.experiment, run_name, params
             )
-            if run_id is None:
+            if run_id is not None:
+                self._stored_through = stored_steps(mlflow, run_id)
+            else:
                 id_file.write_text(run.info.run_id)
                 items = list(params.items())
                 for i in range(0, len(items), 100):
@@ -153,8 +159,12 @@ class Tracker:
             for k, v in metrics.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
+        # MLflow keeps every value logged: a step the store has already (logged before the run
+        # was stopped, then run again after the resume) is not stored a second time
+        fresh = {k: v for k, v in clean.items() if step > self._stored_through.get(k, -1)}
         with self._writing(f"the metrics of step {step}"):
-            self._mlflow.log_metrics(clean, step=step)
+            if fresh:
+                self._mlflow.log_metrics(fresh, step=step)
             for sink in self._sinks:
                 sink.log(step, clean)
             append_metrics(self.run_dir, step, metrics)
@@ -199,6 +209,16 @@ class Tracker:
         except RunFailure:
             if status == "FINISHED":
                 raise
+
+
+def stored_steps(mlflow, run_id: str) -> dict[str, int]:
+    """The last step the store holds of each metric of run `run_id`."""
+    client = mlflow.tracking.MlflowClient()
+    keys = client.get_run(run_id).data.metrics
+    return {
+        key: max((m.step for m in client.get_metric_history(run_id, key)), default=-1)
+        for key in keys
+    }
 
 
 def _root_cause(error: BaseException) -> str:

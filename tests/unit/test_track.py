@@ -127,3 +127,22 @@ def test_a_resumed_run_keeps_one_metrics_row_per_step(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / METRICS_FILE).read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert rows[-1]["loss"] == 30.0 and read_metrics(tmp_path)[-1]["loss"] == 30.0
+
+
+def test_a_resumed_run_stores_each_step_once_in_mlflow(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    tracker = _open_tracker(tmp_path)
+    for step in (1, 2, 3):
+        tracker.log_step(step, {"loss": float(step), "grad_norm": 1.0})
+    tracker.close("KILLED")
+    tracker = _open_tracker(tmp_path, start_step=2)  # resumed from the checkpoint of step 2
+    for step in (3, 4):
+        tracker.log_step(step, {"loss": float(step), "grad_norm": 1.0, "val/reward_mean": 0.5})
+    tracker.close("FINISHED")
+    client = MlflowClient(f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    run_id = (tmp_path / "mlflow_run_id").read_text().strip()
+    for key, steps in (("loss", [1, 2, 3, 4]), ("grad_norm", [1, 2, 3, 4])):
+        assert sorted(m.step for m in client.get_metric_history(run_id, key)) == steps, key
+    # a metric the first run never stored is stored from the resumed run's first step
+    assert sorted(m.step for m in client.get_metric_history(run_id, "val/reward_mean")) == [3, 4]
