@@ -118,26 +118,11 @@ def _post(url: str, body: dict) -> tuple[int, dict]:
 @pytest.fixture
 def mua_serve(guess_setup, request):
     """`mua serve --sglang-release <version>` on the same model; yields its URL."""
+    from tests.integration.train_helpers import mua_serve as serve_process
+
     model, _, _ = guess_setup
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    cmd = ["serve", "--model", str(model), "--port", "0", "--sglang-release", request.param]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mua.cli.main", *cmd],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=REPO,
-        env=env,
-    )
-    try:
-        line = ""
-        while "http://" not in line:
-            line = proc.stdout.readline()
-            assert line or proc.poll() is None, "mua serve exited before printing its address"
-        yield request.param, line.split(" at ", 1)[1].split()[0]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serve_process(model, "--sglang-release", request.param) as url:
+        yield request.param, url
 
 
 @pytest.mark.parametrize("mua_serve", SERVER_RELEASES, indirect=True)
