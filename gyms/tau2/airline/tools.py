@@ -27,7 +27,7 @@ from gyms.tau2.airline.models import (
     ReservationFlight,
     User,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, tool
+from gyms.tau2.toolkit import GENERIC, READ, WRITE, arithmetic, tool
 
 
 class AirlineTools(AirlineLookups):
@@ -141,9 +141,7 @@ class AirlineTools(AirlineLookups):
         Args:
             expression: Numbers, + - * /, parentheses and spaces only, e.g. '(120 + 30) * 2'.
         """
-        if not all(char in "0123456789+-*/(). " for char in expression):
-            raise ValueError("Invalid characters in expression")
-        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))  # noqa: S307
+        return arithmetic(expression)
 
     @tool(WRITE)
     def cancel_reservation(self, reservation_id: str) -> Reservation:

@@ -21,7 +21,7 @@ from gyms.tau2.retail.models import (
     UserAddress,
     Variant,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, tool
+from gyms.tau2.toolkit import GENERIC, READ, WRITE, arithmetic, tool
 
 
 class RetailTools(RetailLookups):
@@ -35,9 +35,7 @@ class RetailTools(RetailLookups):
         Args:
             expression: Numbers, + - * /, parentheses and spaces only, e.g. '(12.5 + 3) * 2'.
         """
-        if not all(char in "0123456789+-*/(). " for char in expression):
-            raise ValueError("Invalid characters in expression")
-        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))  # noqa: S307
+        return arithmetic(expression)
 
     @tool(WRITE)
     def cancel_pending_order(self, order_id: str, reason: str) -> Order:
