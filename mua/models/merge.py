@@ -201,7 +201,7 @@ def export_full_state(
     return out
 
 
-def _side_files(step_dir: Path):
+def checkpoint_side_files(step_dir: Path):
     """(config, generation config or None, tokenizer or None) saved beside the checkpoint."""
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 

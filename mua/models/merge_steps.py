@@ -22,7 +22,7 @@ from mua.models.merge import (
     MERGE_INFO,
     VERIFY_TOLERANCE,
     MergeResult,
-    _side_files,
+    checkpoint_side_files,
     checkpoint_signature,
     non_finite_tensor,
 )
@@ -64,7 +64,7 @@ def read_checkpoint(step_dir: Path, verify: bool) -> CheckpointRead:
     if problem is not None:
         raise RunFailure(f"checkpoint {step_dir} is damaged: {problem}")
     signature = checkpoint_signature(step_dir)
-    config, generation, tokenizer = _side_files(step_dir)
+    config, generation, tokenizer = checkpoint_side_files(step_dir)
     try:
         state = read_model_state(step_dir)
     except (Exception, CheckpointException) as err:
