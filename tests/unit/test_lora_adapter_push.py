@@ -129,3 +129,37 @@ def test_versions_unload_only_when_no_request_in_flight_names_them():
     follower = AdapterVersions()
     follower.adopt("a", loaded=False)
     assert follower.adopt("b", loaded=False) == [] and follower.loaded == []
+
+
+def test_several_adapters_by_name_add_switch_and_delete():
+    """What `mua serve` uses: adding never changes what generates, `use_adapter` switches to any
+    loaded adapter (None: the base), deleting the last one leaves the plain base model."""
+    from mua.models.lora import adapter_config_dict, adapter_file_names
+
+    first, second = _policy(1), _policy(2)
+    want_first, want_second = _engine(), _engine()
+    _push_merged(want_first, first)
+    _push_merged(want_second, second)
+    base_out = _greedy(_engine())
+    engine = _engine()
+    for name, policy in (("a", first), ("b", second)):
+        named = adapter_file_names(policy.named_parameters())
+        engine.add_adapter(name, named, adapter_config_dict(policy))
+        assert engine.lora.active is None
+        _assert_same(base_out, _greedy(engine))  # still the base
+    engine.use_adapter("b")
+    _assert_same(_greedy(want_second), _greedy(engine))
+    engine.use_adapter("a")
+    _assert_same(_greedy(want_first), _greedy(engine))
+    engine.use_adapter(None)
+    _assert_same(base_out, _greedy(engine))
+    engine.use_adapter("b")
+    engine.delete_adapter("b")  # the active one: the base is active after it
+    assert engine.lora.active is None and engine.lora.names == ["a"]
+    _assert_same(base_out, _greedy(engine))
+    with pytest.raises(ValueError, match="no LoRA adapter named 'b'"):
+        engine.use_adapter("b")
+    engine.delete_adapter("a")
+    assert engine.lora.peft is None
+    assert not any("lora" in n for n, _ in engine.model.named_parameters())
+    _assert_same(base_out, _greedy(engine))
