@@ -239,3 +239,45 @@ def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_is_loaded():
     _versions_are(old_out, "mua-lora-0", "0")
     _versions_are(new_out, "mua-lora-1", "1")
     assert calls.count("unload_lora_adapter") == 1 and registered == ["mua-lora-1"]
+
+
+def test_chat_runs_on_the_base_model_while_adapters_are_loaded():
+    """The chat endpoint (a simulated user's backend) names no adapter: it is answered by the
+    base model even right after requests sampled with an adapter."""
+    import json
+    import urllib.request
+
+    from mua.engines.sglang.sglang_engine import SGLangEngine
+    from mua.models.lora import adapter_config_dict, adapter_file_names
+    from mua.serve import serve_model
+
+    torch.set_num_threads(1)
+    policy = _policy(1)
+    server = serve_model(MODEL)
+
+    def chat() -> str:
+        body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8}
+        request = urllib.request.Request(
+            server.url + "/v1/chat/completions",
+            data=json.dumps({**body, "temperature": 0}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return json.loads(reply.read())["choices"][0]["message"]["content"]
+
+    async def adapted(engine):
+        named = list(adapter_file_names(policy.named_parameters()))
+        await engine.load_adapter("mua-lora-0", named, adapter_config_dict(policy), "0")
+        return await _greedy(engine)
+
+    try:
+        before = chat()
+        engine = SGLangEngine(server.url)
+        with_adapter = asyncio.run(adapted(engine))
+        assert server.lora.gate.active == "mua-lora-0"
+        after = chat()
+        assert server.lora.gate.active is None
+    finally:
+        server.stop()
+    assert after == before
+    _same(_merged_outputs(policy), with_adapter)
