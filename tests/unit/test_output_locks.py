@@ -110,3 +110,31 @@ def test_a_merge_into_a_folder_in_use_is_refused(tmp_path):
     assert not merge_checkpoint(2, step_dir, out).skipped
     assert (out / "merge_info.json").is_file() and not beside.exists()  # no lock file left
     assert not [p for p in out.parent.iterdir() if p.name.endswith(LOCK)]
+
+
+def test_a_lock_file_deleted_by_its_holder_meanwhile_is_never_held(tmp_path, monkeypatch):
+    """A command opens the lock file, the holder releases (deleting it) before the command locks
+    it: the command must not hold the deleted file (a third command would lock a new one beside
+    it) but lock the file the path names."""
+    import os
+
+    from mua import output_folders
+    from mua.output_folders import FolderLock
+
+    out = tmp_path / "out"
+    holder = FolderLock(out, what="folder", verb="mua prep", remove_on_release=True)
+    real_flock = output_folders.fcntl.flock
+    released = []
+
+    def flock_after_release(fd, op):
+        if op & output_folders.fcntl.LOCK_EX and not released:
+            released.append(True)
+            holder.release()  # between the command's open and its lock
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(output_folders.fcntl, "flock", flock_after_release)
+    second = FolderLock(out, what="folder", verb="mua prep", remove_on_release=True)
+    assert released and (out / LOCK).exists()
+    assert os.fstat(second.fd).st_ino == os.stat(out / LOCK).st_ino
+    second.release()
+    assert not (out / LOCK).exists()
