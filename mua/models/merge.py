@@ -275,23 +275,20 @@ def merge_checkpoint(
     A LoRA checkpoint goes to `mua.models.merge_lora` (`adapter`: a PEFT folder; `base`: the
     base model's path when it moved)."""
     from mua.models.lora import read_adapter_info
-    from mua.models.merge_steps import merge_lock, open_merge, read_checkpoint, record_verification
+    from mua.models.merge_steps import (
+        MergeOptions,
+        merge_lock,
+        open_merge,
+        read_checkpoint,
+        record_verification,
+    )
 
     lora = read_adapter_info(step_dir)
     if lora is not None:
         from mua.models.merge_lora import merge_lora_checkpoint
 
-        return merge_lora_checkpoint(
-            step,
-            step_dir,
-            out_dir,
-            lora,
-            dtype=dtype,
-            force=force,
-            verify=verify,
-            adapter=adapter,
-            base=base,
-        )
+        options = MergeOptions(dtype, force, verify, adapter, base)
+        return merge_lora_checkpoint(step, step_dir, out_dir, lora, options)
     if adapter or base:
         flag = "--adapter" if adapter else "--base"
         raise UsageError(

@@ -29,7 +29,13 @@ from mua.models.merge import (
     probe_batch,
     verify_merged,
 )
-from mua.models.merge_steps import merge_lock, open_merge, read_checkpoint, record_verification
+from mua.models.merge_steps import (
+    MergeOptions,
+    merge_lock,
+    open_merge,
+    read_checkpoint,
+    record_verification,
+)
 from mua.output_folders import mark_dir
 
 
@@ -72,17 +78,13 @@ def merge_lora_checkpoint(
     step_dir: Path,
     out_dir: Path,
     info: dict,
-    *,
-    dtype: str = "float32",
-    force: bool = False,
-    verify: bool = False,
-    adapter: bool = False,
-    base: str | None = None,
+    options: MergeOptions = MergeOptions(),
 ) -> MergeResult:
     """Merge (or export the adapter of) one LoRA checkpoint; skipped when done already."""
+    dtype, verify, adapter, base = options.dtype, options.verify, options.adapter, options.base
     form = "adapter" if adapter else "merged"
     result = open_merge(
-        step, step_dir, out_dir, force, lambda: _done(out_dir, dtype, step_dir, form)
+        step, step_dir, out_dir, options.force, lambda: _done(out_dir, dtype, step_dir, form)
     )
     if result.skipped:
         return result

@@ -29,6 +29,17 @@ from mua.models.merge import (
 from mua.output_folders import LOCK, FolderLock, claim_dir
 
 
+@dataclass(frozen=True)
+class MergeOptions:
+    """How `mua merge` writes a checkpoint (see `mua.models.merge.merge_checkpoint`)."""
+
+    dtype: str = "float32"
+    force: bool = False  # merge again over a finished merge
+    verify: bool = False  # compare the export's logits with the checkpoint's
+    adapter: bool = False  # LoRA: a PEFT adapter folder instead of a merged model
+    base: str | None = None  # LoRA: the base model's path, when it moved
+
+
 @dataclass
 class CheckpointRead:
     """What a merge reads from one checkpoint step folder."""

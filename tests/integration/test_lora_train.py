@@ -142,10 +142,11 @@ def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factor
     from mua.errors import UsageError
     from mua.models.lora import read_adapter_info
     from mua.models.merge_lora import merge_lora_checkpoint
+    from mua.models.merge_steps import MergeOptions
 
     with pytest.raises(UsageError, match="does not fit the base") as err:
         merge_lora_checkpoint(
-            2, last, tmp_path / "bad", read_adapter_info(last), base="tiny:qwen3-1m"
+            2, last, tmp_path / "bad", read_adapter_info(last), MergeOptions(base="tiny:qwen3-1m")
         )
     assert "\n" not in str(err.value)
     assert not (tmp_path / "bad").exists()
