@@ -63,7 +63,17 @@ class PauseGate:
         self.target = target
         self._groups = {g.group_id: g for g in groups}
         self.completed: list[str] = []  # group ids in the order they completed
-        self.closed = target <= 0
+        self.closed = False
+        self._closed = asyncio.Event()
+        if target <= 0:
+            self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
 
     def turn_sampled(self, group_id: str, sample_index: int) -> None:
         group = self._groups[group_id]
@@ -75,7 +85,7 @@ class PauseGate:
         if group.complete:
             self.completed.append(group_id)
             if len(self.completed) >= self.target:
-                self.closed = True
+                self.close()
 
 
 async def advance_groups(

@@ -25,8 +25,11 @@ dropped), and an env's optional `on_truncate(reason)` scores an episode the runn
 Partial rollouts (`mua.rollout.carryover`): with a `gate`, a conversation checks it before each
 policy turn; once it is closed the conversation parks (`ParkedConversation`: its episode and its
 env, not closed) instead of asking the engine for more, and `run_one(..., resume=parked)` carries
-on from that turn later, under whatever weights the engine then holds. A reply the env is
-waiting for (a simulated user) is awaited first: parking happens only between turns.
+on from that turn later, under whatever weights the engine then holds. A conversation whose
+env is still answering (a simulated user's reply on its way) when the gate closes parks at once
+with that answer's task (`ParkedConversation.pending`), which goes on in the background while
+the caller keeps its event loop running; the resumed conversation takes the answer first. A
+turn is never split: parking happens before a policy turn or after it, never inside one.
 
 Unreadable model output does not end a trajectory (there is no `parse_failure` reason): it comes
 back as an observation and is counted, and the turn budget bounds how long that can go on.
@@ -86,15 +89,22 @@ class _Episode:
 
 
 class _Parked(Exception):
-    """The gate closed before a policy turn: the conversation stops here, to resume later."""
+    """The gate closed: the conversation stops here, to resume later; `pending` is the task of
+    the env's answer to its last policy turn when that was still on its way."""
+
+    def __init__(self, pending: asyncio.Future | None = None):
+        super().__init__()
+        self.pending = pending
 
 
 @dataclass
 class ParkedConversation:
-    """A conversation stopped between turns by a closed gate: its state and its open env."""
+    """A conversation stopped by a closed gate: its state, its open env and, when it parked
+    waiting on the env (a simulated user's reply), the task that goes on receiving that reply."""
 
     episode: _Episode
     env: object
+    pending: asyncio.Future | None = None
 
 
 async def _env_call(awaitable, timeout_s: float, what: str):
@@ -260,9 +270,11 @@ def _append_replies(ep: _Episode, replies: list[dict], stopped: bool, style: str
     ep.last_turn_cut = False
 
 
-async def _drive(ep: _Episode, env, policy, tokenizer, cfg, gate=None) -> None:
+async def _drive(ep: _Episode, env, policy, tokenizer, cfg, gate=None, pending=None) -> None:
     """The turn loop of one trajectory (from `ep.next_turn` when it was parked); sets
-    `ep.termination` or raises `_Stop`, or `_Parked` when `gate` is closed before a policy turn."""
+    `ep.termination` or raises `_Stop`, or `_Parked` when `gate` is closed before a policy turn
+    or while the env's answer to a policy turn is on its way. `pending` is that answer's task,
+    from when the conversation parked: it is awaited first."""
     if ep.builder is None:
         reset = await _env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
         ep.messages = _env_messages(reset, "env.reset")
@@ -271,7 +283,12 @@ async def _drive(ep: _Episode, env, policy, tokenizer, cfg, gate=None) -> None:
         _env_side(ep.builder.add_prompt, ep.messages)
         ep.covered = len(ep.messages)
     stop_ids = ep.builder.renderer.stop_token_ids()
-    for turn in range(ep.next_turn, cfg.max_turns):
+    first = ep.next_turn
+    if pending is not None:  # the answer to turn `ep.next_turn`, received while parked
+        if await pending:
+            return
+        first += 1
+    for turn in range(first, cfg.max_turns):
         ep.next_turn = turn
         if len(ep.builder.token_ids) >= cfg.max_total_tokens:
             ep.termination = "length"
@@ -279,23 +296,53 @@ async def _drive(ep: _Episode, env, policy, tokenizer, cfg, gate=None) -> None:
         if gate is not None and gate.closed:
             raise _Parked
         action, stopped = await _policy_turn(ep, policy, turn, cfg, stop_ids)
-        if gate is not None:
+        answer = _env_answer(ep, env, policy, action, stopped, turn, cfg)
+        if gate is None:
+            ended = await answer
+        else:
             gate.turn_sampled(ep.group_id, ep.sample_index)
-        step = await _env_call(env.step(action), cfg.call_timeout_s, "env.step")
-        if getattr(step, "cut_at", None) is not None:
-            stopped = _env_side(_cut_turn, ep, policy, action, step.cut_at, stopped)
-        replies = _record_step(ep, step, len(action.parse_errors))
-        if step.done:
-            ep.termination = "done"
+            ended = await _answer_or_park(answer, gate)
+        if ended:
             return
-        if turn == cfg.max_turns - 1:
-            ep.termination = "max_turns"
-            return
-        if len(ep.builder.token_ids) >= cfg.max_total_tokens:
-            ep.termination = "length"
-            return
-        _env_side(_append_replies, ep, replies, stopped, cfg.intervention_style)
     ep.termination = "max_turns"
+
+
+async def _env_answer(ep: _Episode, env, policy, action, stopped: bool, turn: int, cfg) -> bool:
+    """The env's answer to one policy turn, taken into the transcript; True when the episode
+    ended there (its `termination` set)."""
+    step = await _env_call(env.step(action), cfg.call_timeout_s, "env.step")
+    if getattr(step, "cut_at", None) is not None:
+        stopped = _env_side(_cut_turn, ep, policy, action, step.cut_at, stopped)
+    replies = _record_step(ep, step, len(action.parse_errors))
+    if step.done:
+        ep.termination = "done"
+        return True
+    if turn == cfg.max_turns - 1:
+        ep.termination = "max_turns"
+        return True
+    if len(ep.builder.token_ids) >= cfg.max_total_tokens:
+        ep.termination = "length"
+        return True
+    _env_side(_append_replies, ep, replies, stopped, cfg.intervention_style)
+    return False
+
+
+async def _answer_or_park(answer, gate) -> bool:
+    """Await the env's answer unless the gate closes first: then the answer goes on arriving in
+    the background and the conversation parks with it (`_Parked(pending)`)."""
+    task = asyncio.ensure_future(answer)
+    if not gate.closed:
+        closing = asyncio.ensure_future(gate.wait_closed())
+        try:
+            await asyncio.wait((task, closing), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled (a time budget, a stopped run): the answer goes too
+            task.cancel()
+            raise
+        finally:
+            closing.cancel()
+    if task.done():
+        return task.result()
+    raise _Parked(task)
 
 
 def _env_side(fn, *args):
@@ -412,8 +459,9 @@ async def run_one(
     """One trajectory, start to finish, whatever the env does. With a `gate` it may come back
     parked (a `ParkedConversation`); `resume` carries on a parked one (its time budget starts
     again: time parked between steps is not the conversation's)."""
+    pending = None
     if resume is not None:
-        ep, env = resume.episode, resume.env
+        ep, env, pending = resume.episode, resume.env, resume.pending
     else:
         ep, env = _Episode(task=task, group_id=group_id, sample_index=sample_index), None
     parked = False
@@ -421,14 +469,14 @@ async def run_one(
         if env is None:
             env = _make_env(gym_spec, gym_ctx)
         await wait_within(
-            _drive(ep, env, policy, tokenizer, rollout_cfg, gate),
+            _drive(ep, env, policy, tokenizer, rollout_cfg, gate, pending),
             WaitClock(),
             rollout_cfg.trajectory_timeout_s,
         )
         if ep.termination in ("max_turns", "length"):
             await _score_truncated(ep, env, rollout_cfg)
-    except _Parked:
-        parked = True
+    except _Parked as stop:
+        parked, pending = True, stop.pending
     except asyncio.TimeoutError:
         ep.termination, ep.detail = (
             "timeout",
@@ -444,14 +492,18 @@ async def run_one(
             except Exception as e:  # closing is best effort; the trajectory is already recorded
                 log.warning("env.close failed for task %s: %s", task.task_id, clean_text(str(e)))
     if parked:
-        return ParkedConversation(ep, env)
+        return ParkedConversation(ep, env, pending)
     if ep.termination in ("timeout", "user_failure", "env_error"):
         log.info("trajectory of task %s ended with %s: %s", task.task_id, ep.termination, ep.detail)
     return _to_trajectory(ep, rollout_cfg.drift)
 
 
 async def discard_parked(parked: ParkedConversation, rollout_cfg) -> None:
-    """Close the env of a parked conversation that will not resume (dropped or left over)."""
+    """Close the env of a parked conversation that will not resume (dropped or left over),
+    after cancelling the env call it was waiting on."""
+    if parked.pending is not None:
+        parked.pending.cancel()
+        await asyncio.gather(parked.pending, return_exceptions=True)
     try:
         await asyncio.wait_for(parked.env.close(), rollout_cfg.call_timeout_s)
     except Exception as e:  # best effort, as in run_one

@@ -108,6 +108,20 @@ class MixSampler:
     def next_tasks(self, k: int) -> list:
         return [task for _, task in self.next_labelled(k)]
 
+    def find_task(self, label: str, task_id: str):
+        """Entry `label`'s task `task_id` (a resumed run restarting the groups in flight at its
+        checkpoint); UsageError when the recipe's data no longer has it."""
+        source = self.samplers.get(label)
+        if source is not None:
+            if getattr(source, "by_id", None) is None:
+                source.by_id = {str(t.task_id): t for f in source.files for t in f}
+            if str(task_id) in source.by_id:
+                return source.by_id[str(task_id)]
+        raise UsageError(
+            f"gyms ({label}): the checkpoint has task {task_id} in flight but the training data "
+            "has no such task; resume with the data the run was saved with, or --no-resume"
+        )
+
     # ---- feedback ------------------------------------------------------------------------
     def observe(self, rows: list[tuple[str, str, float]]) -> None:
         """Every trajectory of a step, from all ranks: (label, task id, reward)."""
