@@ -227,6 +227,7 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
         totals["samples"] += len(trajectories)
         totals.setdefault("busy_s", 0.0)
         totals["busy_s"] += engine.stats["busy_s"] - busy0
+    carry.close()  # the parked conversations' envs, and the loop they ran on
     out = {
         "samples_per_s": totals["samples"] / totals["wall_s"],
         "engine_idle_frac": 1.0 - totals["busy_s"] / totals["wall_s"],

@@ -51,3 +51,19 @@ def test_switched_on_trains_each_steps_share_and_carries_the_rest(guess_setup, t
     assert all(0.0 <= f < 1.0 for f in metric_history(run, "engine/idle_frac"))
     weights = metric_history(run, "actor/is_weight_mean")
     assert len(weights) == 2 and all(0 < w <= 2.0 for w in weights)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_restarts_the_groups_in_flight_at_its_checkpoint(guess_setup, tmp_path):
+    """Stop after step 2 (its checkpoint records the groups in flight), resume up to step 3:
+    step 3 starts exactly those groups' tasks again before drawing new ones."""
+    run = train(guess_setup, tmp_path / "resumed", **ON)
+    carried = metric_history(run, "async/groups_carried")
+    assert carried[-1] >= 1
+    assert metric_history(run, "async/unfinished_at_end") == [carried[-1]]
+    res = run_train(tmp_path / "resumed" / "rl.yaml", "total_steps=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "resumed from" in res.stdout
+    restarted = metric_history(run, "async/restarted_groups")
+    assert restarted == [0.0, 0.0, carried[-1]]
+    assert metric_history(run, "filter/samples_trained")[-1] == 16.0
