@@ -3,14 +3,17 @@
 A step of asynchronous RL (docs/async_rl.md) keeps more GRPO groups in flight than it trains on.
 `advance_groups` runs every unfinished conversation of its groups (fresh ones from the env's
 reset, parked ones from the turn they stopped at) until `target` groups are complete; the
-`PauseGate` then closes and every other conversation parks before its next policy turn (one
-waiting on a user reply gets the reply first; one inside a generation finishes that turn). What
-was sampled, the trajectories already finished and the parked conversations stay in their
-`GroupInFlight`, which the next step hands back to `advance_groups`.
+`PauseGate` then closes and every other conversation parks: one waiting on its env (a user's
+reply) at once, with the reply's task still running (`ParkedConversation.pending`), one inside
+a generation once that turn is sampled, the others before their next policy turn. What was
+sampled, the trajectories already finished and the parked conversations stay in their
+`GroupInFlight`, which the next step hands back to `advance_groups`. The caller keeps the event
+loop they ran on alive between steps (`mua.rollout.background_loop`), so pending replies arrive
+meanwhile.
 
 Every assistant turn is recorded with the policy version (weight pushes so far) that sampled it
 (`GroupInFlight.turn_versions`): a turn is never split across versions, because parking happens
-between turns. Nothing here trains, drops stale groups or talks to other ranks
+before or after a policy turn, never inside one. Nothing here trains, drops stale groups or talks to other ranks
 (`mua.train.partial_rollouts` does).
 """
 
