@@ -6,7 +6,7 @@ simulated user is answering keeps receiving that answer while the trainer trains
 weights, and takes it up in the next step. So they run their conversations on a
 `BackgroundLoop`: `await loop.run(coro)` from any other event loop runs `coro` there (cancelling
 the caller cancels it), and the tasks it leaves behind go on between calls. `close()` cancels
-what is still running, finalizes the loop's async generators (which close the HTTP sessions
+what is still running, runs the owner's clean-up, finalizes the loop's async generators (which close the HTTP sessions
 made on it, `mua.llm.http_session`) and stops the thread.
 
 Not here: what runs on it (`mua.rollout.carryover`).
@@ -49,12 +49,15 @@ class BackgroundLoop:
             raise RuntimeError("the background loop is closed")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
 
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Cancel the tasks still running, finalize async generators, stop and join the thread."""
+    def close(self, then: Coroutine[Any, Any, Any] | None = None, timeout_s: float = 60.0) -> None:
+        """Cancel the tasks still running, then await `then` (clean-up that needs the loop, such
+        as closing envs), finalize async generators, stop and join the thread."""
         if self.closed:
+            if then is not None:
+                then.close()
             return
         try:
-            self.call(_cancel_the_rest(self.loop), timeout_s)
+            self.call(_cancel_the_rest(self.loop, then), timeout_s)
         finally:
             self.closed = True
             self.loop.call_soon_threadsafe(self.loop.stop)
@@ -63,10 +66,14 @@ class BackgroundLoop:
                 self.loop.close()
 
 
-async def _cancel_the_rest(loop: asyncio.AbstractEventLoop) -> None:
+async def _cancel_the_rest(loop: asyncio.AbstractEventLoop, then) -> None:
     current = asyncio.current_task()
     rest = [t for t in asyncio.all_tasks(loop) if t is not current]
     for task in rest:
         task.cancel()
     await asyncio.gather(*rest, return_exceptions=True)
-    await loop.shutdown_asyncgens()
+    try:
+        if then is not None:
+            await then
+    finally:
+        await loop.shutdown_asyncgens()

@@ -99,11 +99,9 @@ class PartialRollouts:
         unfinished, groups = len(self.carried), self.carried
         self.carried = []
         if self.loop is not None:
-            try:
-                self.loop.call(discard_groups(groups))
-            finally:
-                self.loop.close()
-                self.loop = None
+            # whatever still runs (a step interrupted, replies on their way) is cancelled first
+            self.loop.close(then=discard_groups(groups))
+            self.loop = None
         return unfinished
 
     def in_flight_target(self, share: int) -> int:
@@ -157,6 +155,7 @@ class PartialRollouts:
             return dropped, completed
 
         loop = self.background()
+        self.carried = groups  # until the phase ends: what `close` closes if it is interrupted
         dropped, completed = sync.run(lambda: loop.run(job()), timer)
         by_id = {g.group_id: g for g in groups}
         trained = (ready + [by_id[i] for i in completed])[:share]

@@ -333,3 +333,23 @@ def test_a_resumed_run_restarts_the_groups_in_flight_at_its_checkpoint(tok):
     assert len(trained) + dropped + in_flight == sampler.draws * 2  # nothing lost
     assert {task_id for _, task_id in saved} <= set(counts)  # the restarted ones were trained
     second.close()
+
+
+def test_closing_during_a_rollout_phase_cancels_it_and_closes_every_env(tok):
+    """A run stopped inside a step (an error, Ctrl-C): the conversations still running are
+    cancelled and every env they opened is closed."""
+    SlowUserEnv.open_envs = 0
+    carry = PartialRollouts(2.0, 3)
+    carry.carried = [GroupInFlight(i, task(i, 4, 0.5), ROUTE, 0) for i in range(3)]
+    loop = carry.background()
+    running = asyncio.run_coroutine_threadsafe(
+        advance_groups(
+            carry.carried, target=3, version=0, policy=VersionedPolicy(tok), tokenizer=tok,
+            max_concurrency=64,
+        ),
+        loop.loop,
+    )  # fmt: skip
+    time.sleep(0.3)
+    assert SlowUserEnv.open_envs == 6
+    assert carry.close() == 3
+    assert running.cancelled() and SlowUserEnv.open_envs == 0
