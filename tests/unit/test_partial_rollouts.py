@@ -353,3 +353,16 @@ def test_closing_during_a_rollout_phase_cancels_it_and_closes_every_env(tok):
     assert SlowUserEnv.open_envs == 6
     assert carry.close() == 3
     assert running.cancelled() and SlowUserEnv.open_envs == 0
+
+
+def test_the_sampler_finds_a_checkpointed_task_by_gym_and_id():
+    from mua.errors import UsageError
+    from mua.train.mix_sampler import MixSampler
+
+    tasks = [task(i, 1, 0.0) for i in range(3)]
+    sampler = MixSampler({"slow": tasks}, {"slow": 1.0}, seed=0)
+    assert sampler.find_task("slow", "t2") is tasks[2]
+    with pytest.raises(UsageError, match="t9"):
+        sampler.find_task("slow", "t9")
+    with pytest.raises(UsageError, match="other"):
+        sampler.find_task("other", "t0")
