@@ -11,7 +11,9 @@ Both modes run the trainer's own parts on one CPU rank: `EngineSync` (wake, serv
 (one optimizer step of GRPO on every step's 32 samples), then the weight push:
 - sync: each step rolls out its 8 groups with `run_rollouts` and waits for the last one;
 - async: `PartialRollouts` with oversample 2.0 (16 groups in flight), max_staleness 3 and the
-  `tis` correction: each step trains the first 8 complete groups and carries the rest.
+  `tis` correction: each step trains the first 8 complete groups and carries the rest; a
+  conversation waiting on its user when the step has its groups parks with the reply on its
+  way (it arrives while the step trains).
 20 steps each, sync first, after one untimed warm-up step each. The reward (1 when the last
 turn's text has a length divisible by 3) only gives groups some variance: B11 measures
 throughput, not learning.
