@@ -77,11 +77,10 @@ class ParkedConversation:
     pending: asyncio.Future | None = None
 
 
-async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None, pending=None) -> None:
+async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None) -> None:
     """The turn loop of one trajectory (from `ep.next_turn` when it was parked); sets
     `ep.termination` or raises `Stop`, or `_Parked` when `gate` is closed before a policy turn
-    or while the env's answer to a policy turn is on its way. `pending` is that answer's task,
-    from when the conversation parked: it is awaited first."""
+    or while the env's answer to a policy turn is on its way."""
     if ep.builder is None:
         reset = await env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
         ep.messages = env_messages(reset, "env.reset")
@@ -90,12 +89,7 @@ async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None, pending=No
         env_side(ep.builder.add_prompt, ep.messages)
         ep.covered = len(ep.messages)
     stop_ids = ep.builder.renderer.stop_token_ids()
-    first = ep.next_turn
-    if pending is not None:  # the answer to turn `ep.next_turn`, received while parked
-        if await pending:
-            return
-        first += 1
-    for turn in range(first, cfg.max_turns):
+    for turn in range(ep.next_turn, cfg.max_turns):
         ep.next_turn = turn
         if len(ep.builder.token_ids) >= cfg.max_total_tokens:
             ep.termination = "length"
@@ -178,7 +172,9 @@ async def run_one(
 ) -> Trajectory | ParkedConversation:
     """One trajectory, start to finish, whatever the env does. With a `gate` it may come back
     parked (a `ParkedConversation`); `resume` carries on a parked one (its time budget starts
-    again: time parked between steps is not the conversation's)."""
+    again: time parked between steps is not the conversation's). A parked conversation's
+    pending env answer is awaited first, outside that budget: the env call bounds its own time,
+    leaving out time spent waiting on LLM endpoints, as every env call does."""
     pending = None
     if resume is not None:
         ep, env, pending = resume.episode, resume.env, resume.pending
@@ -188,11 +184,17 @@ async def run_one(
     try:
         if env is None:
             env = _make_env(gym_spec, gym_ctx)
-        await wait_within(
-            _drive(ep, env, policy, tokenizer, rollout_cfg, gate, pending),
-            WaitClock(),
-            rollout_cfg.trajectory_timeout_s,
-        )
+        ended = False
+        if pending is not None:  # the env's answer from before parking (its call has a budget)
+            ended = await pending
+            pending = None
+            ep.next_turn += 1
+        if not ended:
+            await wait_within(
+                _drive(ep, env, policy, tokenizer, rollout_cfg, gate),
+                WaitClock(),
+                rollout_cfg.trajectory_timeout_s,
+            )
         if ep.termination in ("max_turns", "length"):
             await score_truncated(ep, env, rollout_cfg)
     except _Parked as stop:
