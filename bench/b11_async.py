@@ -11,7 +11,9 @@ Both modes run the trainer's own parts on one CPU rank: `EngineSync` (wake, serv
 (one optimizer step of GRPO on every step's 32 samples), then the weight push:
 - sync: each step rolls out its 8 groups with `run_rollouts` and waits for the last one;
 - async: `PartialRollouts` with oversample 2.0 (16 groups in flight), max_staleness 3 and the
-  `tis` correction: each step trains the first 8 complete groups and carries the rest.
+  `tis` correction: each step trains the first 8 complete groups and carries the rest; a
+  conversation waiting on its user when the step has its groups parks with the reply on its
+  way (it arrives while the step trains).
 20 steps each, sync first, after one untimed warm-up step each. The reward (1 when the last
 turn's text has a length divisible by 3) only gives groups some variance: B11 measures
 throughput, not learning.
@@ -227,6 +229,7 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
         totals["samples"] += len(trajectories)
         totals.setdefault("busy_s", 0.0)
         totals["busy_s"] += engine.stats["busy_s"] - busy0
+    carry.close()  # the parked conversations' envs, and the loop they ran on
     out = {
         "samples_per_s": totals["samples"] / totals["wall_s"],
         "engine_idle_frac": 1.0 - totals["busy_s"] / totals["wall_s"],

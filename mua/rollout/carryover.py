@@ -3,14 +3,17 @@
 A step of asynchronous RL (docs/async_rl.md) keeps more GRPO groups in flight than it trains on.
 `advance_groups` runs every unfinished conversation of its groups (fresh ones from the env's
 reset, parked ones from the turn they stopped at) until `target` groups are complete; the
-`PauseGate` then closes and every other conversation parks before its next policy turn (one
-waiting on a user reply gets the reply first; one inside a generation finishes that turn). What
-was sampled, the trajectories already finished and the parked conversations stay in their
-`GroupInFlight`, which the next step hands back to `advance_groups`.
+`PauseGate` then closes and every other conversation parks: one waiting on its env (a user's
+reply) at once, with the reply's task still running (`ParkedConversation.pending`), one inside
+a generation once that turn is sampled, the others before their next policy turn. What was
+sampled, the trajectories already finished and the parked conversations stay in their
+`GroupInFlight`, which the next step hands back to `advance_groups`. The caller keeps the event
+loop they ran on alive between steps (`mua.rollout.background_loop`), so pending replies arrive
+meanwhile.
 
 Every assistant turn is recorded with the policy version (weight pushes so far) that sampled it
 (`GroupInFlight.turn_versions`): a turn is never split across versions, because parking happens
-between turns. Nothing here trains, drops stale groups or talks to other ranks
+before or after a policy turn, never inside one. Nothing here trains, drops stale groups or talks to other ranks
 (`mua.train.partial_rollouts` does).
 """
 
@@ -63,7 +66,17 @@ class PauseGate:
         self.target = target
         self._groups = {g.group_id: g for g in groups}
         self.completed: list[str] = []  # group ids in the order they completed
-        self.closed = target <= 0
+        self.closed = False
+        self._closed = asyncio.Event()
+        if target <= 0:
+            self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
 
     def turn_sampled(self, group_id: str, sample_index: int) -> None:
         group = self._groups[group_id]
@@ -75,7 +88,7 @@ class PauseGate:
         if group.complete:
             self.completed.append(group_id)
             if len(self.completed) >= self.target:
-                self.closed = True
+                self.close()
 
 
 async def advance_groups(

@@ -9,7 +9,9 @@ Layout of `run_dir/checkpoints/global_step_N/` (what `mua merge` reads):
                               optimizer state: the frozen base is rebuilt from the model it names
     lora_adapter.json         (LoRA only) the base model (path, seed) and the LoRA settings
     trainer_state.pt          torch.save of {"step", "data" (sampler position), "scheduler",
-                              "world_size", "algo"}
+                              "world_size", "algo"}; with partial rollouts also "in_flight"
+                              (gym label, task id) of the groups in flight, which a resumed
+                              run starts again (mua.train.partial_rollouts)
     rng/rank_R.pt             torch / python / cuda RNG states of rank R
     config.json, tokenizer*   the model's HF config and tokenizer files, so a merge needs
                               nothing else

@@ -63,6 +63,7 @@ class MixSampler:
         self.draws = 0
         self.group_means: dict[str, dict[str, float]] = defaultdict(dict)
         self.reward_stats: dict[str, list[float]] = {}  # label -> [count, mean, M2]
+        self._by_id: dict[str, dict] = {}  # label -> task id -> task (`find_task`)
 
     # ---- drawing -------------------------------------------------------------------------
     @property
@@ -107,6 +108,20 @@ class MixSampler:
 
     def next_tasks(self, k: int) -> list:
         return [task for _, task in self.next_labelled(k)]
+
+    def find_task(self, label: str, task_id: str):
+        """Entry `label`'s task `task_id` (a resumed run restarting the groups in flight at its
+        checkpoint); UsageError when the recipe's data no longer has it."""
+        source = self.samplers.get(label)
+        if source is not None and label not in self._by_id:
+            self._by_id[label] = {str(t.task_id): t for f in source.files for t in f}
+        task = self._by_id.get(label, {}).get(str(task_id))
+        if task is not None:
+            return task
+        raise UsageError(
+            f"gyms ({label}): the checkpoint has task {task_id} in flight but the training data "
+            "has no such task; resume with the data the run was saved with, or --no-resume"
+        )
 
     # ---- feedback ------------------------------------------------------------------------
     def observe(self, rows: list[tuple[str, str, float]]) -> None:

@@ -17,21 +17,36 @@ With `rollout.oversample` > 1 (docs/async_rl.md) each rank keeps ceil(oversample
 A group is trained once, in the step that takes it; nothing is trained twice and nothing is
 dropped without being counted. A version is the number of weight pushes before a turn was
 sampled (`EngineSync.updates`); within one step the version does not change, so the staleness
-checked in (1) is the staleness at training. Groups carried at the end of a run, or across a
-resume from a checkpoint, are not trained (a resumed run starts with none).
+checked in (1) is the staleness at training.
+
+The conversations run on a `BackgroundLoop` owned by this object, not on the step's own event
+loop: a conversation parked while its user's reply is on its way keeps receiving it while the
+step trains and pushes weights. Checkpoints and the end of a run:
+- `in_flight_tasks()` (collective) lists the tasks of the groups in flight, (gym label, task id)
+  in a fixed order, for the checkpoint; a resumed run gets them back through `requeue` and
+  starts them again as fresh groups before drawing new tasks (their samples from before the
+  checkpoint are lost with the process; `async/restarted_groups` counts them). So every task the
+  sampler drew is trained once (or dropped as stale, or still in flight at the end) whether or
+  not the run was resumed in between.
+- `close()` closes every parked conversation's env and returns how many groups were still in
+  flight (`async/unfinished_at_end`), then stops the loop.
 Not here: the conversations themselves (`mua.rollout.carryover`), the loss correction
-(`mua.algo.offpolicy`).
+(`mua.algo.offpolicy`), writing checkpoints (`mua.train.trainer`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
 
 from mua.algo import sample_staleness
 from mua.distributed import all_gather_objects
+from mua.rollout.background_loop import BackgroundLoop
 from mua.rollout.carryover import GroupInFlight, advance_groups, discard_groups
+
+log = logging.getLogger("mua.train")
 
 
 @dataclass
@@ -52,6 +67,42 @@ class PartialRollouts:
     max_staleness: int
     carried: list[GroupInFlight] = field(default_factory=list)
     next_key: int = 0
+    requeued: list[tuple[str, object]] = field(default_factory=list)  # (label, task), every rank
+    loop: BackgroundLoop | None = None
+
+    def background(self) -> BackgroundLoop:
+        if self.loop is None:
+            self.loop = BackgroundLoop()
+        return self.loop
+
+    def draw(self, sampler, k: int) -> tuple[list[tuple[str, object]], int]:
+        """The next `k` tasks (the same on every rank): requeued ones first, then the sampler's;
+        and how many of them were requeued."""
+        again, self.requeued = self.requeued[:k], self.requeued[k:]
+        fresh = sampler.next_labelled(k - len(again)) if k > len(again) else []
+        return again + fresh, len(again)
+
+    def requeue(self, labelled_tasks: list[tuple[str, object]]) -> None:
+        """Tasks of groups that were in flight at a checkpoint: started first by the next steps."""
+        self.requeued = list(labelled_tasks) + self.requeued
+
+    def in_flight_tasks(self) -> list[tuple[str, str]]:
+        """(label, task id) of every group in flight, over all ranks (collective): the requeued
+        tasks not started yet, then each rank's carried groups in rank order."""
+        mine = [(g.route.label, str(g.task.task_id)) for g in self.carried]
+        waiting = [(label, str(task.task_id)) for label, task in self.requeued]
+        return waiting + [pair for part in all_gather_objects(mine) for pair in part]
+
+    def close(self) -> int:
+        """Close every parked conversation's env, stop the loop; returns how many groups were
+        still in flight on this rank. Safe to call twice."""
+        unfinished, groups = len(self.carried), self.carried
+        self.carried = []
+        if self.loop is not None:
+            # whatever still runs (a step interrupted, replies on their way) is cancelled first
+            self.loop.close(then=discard_groups(groups))
+            self.loop = None
+        return unfinished
 
     def in_flight_target(self, share: int) -> int:
         return math.ceil(self.oversample * share - 1e-9)
@@ -82,9 +133,10 @@ class PartialRollouts:
         keep, stale = self.split_stale(version)
         need = max(0, self.in_flight_target(share) - len(keep))
         needs = all_gather_objects(need)
-        drawn = sampler.next_labelled(sum(needs)) if sum(needs) else []
+        drawn, requeued = self.draw(sampler, sum(needs))
         offset = sum(needs[: dist.rank])
         fresh = self.start_groups(drawn[offset : offset + need], route_of, version)
+        restarted = max(0, min(need, requeued - offset))
         groups = keep + fresh
         ready = sorted((g for g in keep if g.complete), key=lambda g: g.first_version)
         policy.start_step(step)
@@ -102,7 +154,9 @@ class PartialRollouts:
             )
             return dropped, completed
 
-        dropped, completed = sync.run(job, timer)
+        loop = self.background()
+        self.carried = groups  # until the phase ends: what `close` closes if it is interrupted
+        dropped, completed = sync.run(lambda: loop.run(job()), timer)
         by_id = {g.group_id: g for g in groups}
         trained = (ready + [by_id[i] for i in completed])[:share]
         taken = {g.group_id for g in trained}
@@ -126,6 +180,7 @@ class PartialRollouts:
             "groups_resumed": float(sum(1 for g in trained if g.steps_in_flight > 1)),
             "conversations_parked": float(sum(len(g.parked) for g in self.carried)),
             "dropped_stale_samples": float(dropped),
+            "restarted_groups": float(restarted),
         }
         return StepRollouts(trajectories, _by_global_position(sizes), staleness, counts)
 
@@ -159,3 +214,33 @@ def staleness_metrics(staleness_per_rank: list[list[int]], counts_per_rank: list
         for version_lag, count in sorted(Counter(values).items()):
             out[f"async/staleness_hist/{version_lag}"] = float(count)
     return out
+
+
+# ---- a run's checkpoints and end (called by `mua.train.trainer`) ---------------------------
+
+
+def in_flight_checkpoint(parts) -> list[tuple[str, str]]:
+    """What a checkpoint records of the groups in flight (collective; [] without oversampling)."""
+    return parts.carry.in_flight_tasks() if parts.carry is not None else []
+
+
+def restore_in_flight(parts, recipe, saved: list, sampler) -> None:
+    """Give a resumed run the tasks that were in flight at its checkpoint, to start first."""
+    if not saved:
+        return
+    if recipe.rollout.oversample <= 1.0:
+        log.warning(
+            "the checkpoint has %d groups in flight; rollout.oversample is now 1, so their "
+            "tasks are not trained",
+            len(saved),
+        )
+        return
+    if parts.carry is None:
+        parts.carry = PartialRollouts(recipe.rollout.oversample, recipe.algo.max_staleness)
+    parts.carry.requeue([(label, sampler.find_task(label, task_id)) for label, task_id in saved])
+
+
+def close_in_flight(parts) -> int:
+    """At the end of a run (or when it stops): close the parked conversations' envs; returns
+    how many groups this rank still had in flight."""
+    return parts.carry.close() if parts.carry is not None else 0

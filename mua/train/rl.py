@@ -268,6 +268,8 @@ def partial_rollout(
         progress=tracker.rollout_progress(step, share * r.rollout.n),
         timer=timer,
     )
+    if step == r.total_steps:  # groups in flight when the run ends are not trained
+        out.counts["unfinished_at_end"] = out.counts["groups_carried"]
     gathered = all_gather_objects((out.staleness, out.counts))
     metrics = staleness_metrics([g[0] for g in gathered], [g[1] for g in gathered])
     return out.trajectories, out.group_sizes, metrics

@@ -24,6 +24,7 @@ from mua.train import checkpoint as ckpt
 from mua.train.data import TaskSampler, load_sft_samples
 from mua.train.mix_sampler import build_task_sampler
 from mua.train.optim import build_optimizer, build_scheduler
+from mua.train.partial_rollouts import close_in_flight, in_flight_checkpoint, restore_in_flight
 from mua.train.rl_setup import PolicyState
 from mua.train.sft import sft_steps_total
 from mua.train.trained_model import export_hf, hf_side_files, load_policy, load_tokenizer_for
@@ -135,6 +136,8 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self._apply_recipe_optim()
         self.sampler.load_state_dict(state["data"])
+        if self.rl is not None:  # groups in flight at the checkpoint start again (async RL)
+            restore_in_flight(self.rl, self.recipe, state.get("in_flight", []), self.sampler)
         if self.dist.is_main:
             print(f"resumed from {latest} (step {state['step']})", flush=True)
         return int(state["step"])
@@ -170,6 +173,8 @@ class Trainer:
             "algo": self.recipe.algo.kind,
         }
         critic = self.rl.critic if self.rl is not None else None
+        if self.rl is not None and self.rl.carry is not None:  # collective
+            state["in_flight"] = in_flight_checkpoint(self.rl)
         if critic is not None:
             state["critic_scheduler"] = critic.scheduler.state_dict()
         with self._write_failure(f"checkpoint global_step_{step}"):
@@ -252,6 +257,8 @@ class Trainer:
         """After the last step: its checkpoint unless saved already, `hf/final`, and a barrier."""
         if self.saved_at != self.total_steps and self.total_steps > self.start_step:
             self.save(self.total_steps)
+        if self.rl is not None:  # async RL: the parked conversations' envs close (after the
+            close_in_flight(self.rl)  # checkpoint, which records their tasks)
         if self.recipe.checkpoint.export_hf_at_end:
             self.export("final", self.total_steps)
         # Ranks leave together: a rank that tears its process group down while rank 0 is
@@ -273,6 +280,7 @@ class Trainer:
             if self.rl is not None:
                 import asyncio
 
+                close_in_flight(self.rl)  # a run that stopped early: parked envs still close
                 asyncio.run(self.rl.sync.close())
             self.tracker.close(status)
 

@@ -9,6 +9,7 @@ conversation's tokens show which weights sampled them.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 
 import pytest
@@ -19,6 +20,7 @@ from mua.distributed import DistInfo
 from mua.engines.engine_contract import GenerationResult
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.models import load_tokenizer
+from mua.rollout.background_loop import BackgroundLoop
 from mua.rollout.carryover import GroupInFlight, advance_groups
 from mua.rollout.runner import Route
 from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
@@ -76,6 +78,16 @@ class VersionedPolicy:
         return GenerationResult(token_ids=ids, logprobs=lp, finish_reason="stop")
 
 
+OPEN: list[PartialRollouts] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_background_loops():
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
 @pytest.fixture(scope="module")
 def tok():
     return load_tokenizer("tiny:qwen3-1m")
@@ -105,25 +117,25 @@ def test_parked_conversations_resume_under_new_weights(tok):
         GroupInFlight(1, task(1, 4, 0.02), ROUTE, 0),
         GroupInFlight(2, task(2, 4, 0.02), ROUTE, 0),
     ]
+    loop = BackgroundLoop()
 
     def advance(target):
-        return asyncio.run(
+        return loop.call(
             advance_groups(
                 groups, target=target, version=policy.version, policy=policy, tokenizer=tok,
                 max_concurrency=64,
             )
         )  # fmt: skip
 
-    assert advance(1) == ["0:t0"]
-    slow = groups[1:]
-    assert all(not g.complete and len(g.parked) == 2 for g in slow)  # parked, not lost
-    assert SlowUserEnv.open_envs == 4  # parked envs stay open
-    # A parked conversation got its user's reply before it parked: it waits on the policy.
-    for g in slow:
-        for p in g.parked.values():
-            assert p.episode.messages[-1]["content"].startswith("reply")
-    policy.version = 1  # a weight push between the steps
-    assert sorted(advance(2)) == ["1:t1", "2:t2"]
+    try:
+        assert advance(1) == ["0:t0"]
+        slow = groups[1:]
+        assert all(not g.complete and len(g.parked) == 2 for g in slow)  # parked, not lost
+        assert SlowUserEnv.open_envs == 4  # parked envs stay open
+        policy.version = 1  # a weight push between the steps
+        assert sorted(advance(2)) == ["1:t1", "2:t2"]
+    finally:
+        loop.close()
     assert SlowUserEnv.open_envs == 0 and SlowUserEnv.resets == 6  # each env reset once
     for g in slow:
         for k, traj in enumerate(g.trajectories()):
@@ -135,6 +147,66 @@ def test_parked_conversations_resume_under_new_weights(tok):
                     assert lp == -(versions[t] + 1.0)
             replies = [m["content"] for m in traj.messages if m["content"].startswith("reply")]
             assert replies == ["reply 1", "reply 2", "reply 3", "reply 4"]
+
+
+def test_the_gate_does_not_wait_for_user_replies(tok):
+    """A conversation whose user is answering when the gate closes parks at once; the reply
+    arrives while the caller does something else (trains) and is in the transcript when the
+    conversation resumes."""
+    SlowUserEnv.open_envs = 0
+    policy = VersionedPolicy(tok)
+    groups = [GroupInFlight(0, task(0, 1, 0.0), ROUTE, 0)]
+    groups += [GroupInFlight(i, task(i, 2, 0.8), ROUTE, 0) for i in (1, 2)]
+    loop = BackgroundLoop()
+
+    def advance(target):
+        return loop.call(
+            advance_groups(
+                groups, target=target, version=policy.version, policy=policy, tokenizer=tok,
+                max_concurrency=64,
+            )
+        )  # fmt: skip
+
+    try:
+        clock = time.monotonic()
+        assert advance(1) == ["0:t0"]
+        assert time.monotonic() - clock < 0.5  # not the user's 0.8 s
+        parked = [p for g in groups[1:] for p in g.parked.values()]
+        assert len(parked) == 4 and all(p.pending is not None for p in parked)
+        assert not any(p.pending.done() for p in parked)
+        time.sleep(1.0)  # "training": the replies arrive in the background meanwhile
+        assert all(p.pending.done() for p in parked)
+        assert all(p.episode.messages[-1]["content"] == "reply 1" for p in parked)
+        clock = time.monotonic()
+        assert sorted(advance(2)) == ["1:t1", "2:t2"]
+    finally:
+        loop.close()
+    for g in groups[1:]:
+        for traj in g.trajectories():
+            replies = [m["content"] for m in traj.messages if m["content"].startswith("reply")]
+            assert replies == ["reply 1", "reply 2"] and traj.num_turns == 2
+    assert SlowUserEnv.open_envs == 0
+
+
+def test_closing_cancels_pending_replies_and_closes_envs(tok):
+    SlowUserEnv.open_envs = 0
+    policy = VersionedPolicy(tok)
+    carry = PartialRollouts(2.0, 3)
+    carry.carried = [GroupInFlight(0, task(0, 1, 0.0), ROUTE, 0)]
+    carry.carried += [GroupInFlight(1, task(1, 3, 5.0), ROUTE, 0)]
+    loop = carry.background()
+    loop.call(
+        advance_groups(
+            carry.carried, target=1, version=0, policy=policy, tokenizer=tok, max_concurrency=64
+        )
+    )
+    carry.carried = carry.carried[1:]
+    assert SlowUserEnv.open_envs == 2
+    clock = time.monotonic()
+    assert carry.close() == 1  # one group still in flight at the end
+    assert time.monotonic() - clock < 2.0  # the 5 s replies were cancelled, not awaited
+    assert SlowUserEnv.open_envs == 0 and carry.loop is None
+    assert carry.close() == 0
 
 
 class FakeSampler:
@@ -155,9 +227,12 @@ class FakeSync:
         return asyncio.run(job())
 
 
-def run_steps(tok, steps, make, oversample, max_staleness, tasks_per_step=4):
-    carry = PartialRollouts(oversample, max_staleness)
-    sampler, sync, policy = FakeSampler(make), FakeSync(), VersionedPolicy(tok)
+def run_steps(
+    tok, steps, make, oversample, max_staleness, tasks_per_step=4, carry=None, sampler=None
+):
+    carry = carry or PartialRollouts(oversample, max_staleness)
+    OPEN.append(carry)
+    sampler, sync, policy = sampler or FakeSampler(make), FakeSync(), VersionedPolicy(tok)
     dist = DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo")
     trained, per_step = [], []
     for step in range(1, steps + 1):
@@ -226,3 +301,68 @@ def test_sizes_are_interleaved_by_rank():
     from mua.train.partial_rollouts import _by_global_position
 
     assert _by_global_position([[2, 3], [4]]) == [2, 4, 3]
+
+
+def test_a_resumed_run_restarts_the_groups_in_flight_at_its_checkpoint(tok):
+    """Run 3 steps, checkpoint, stop (the process and its parked conversations are gone),
+    resume for 3 more: every task drawn over both parts is trained exactly once, dropped as
+    stale (counted) or still in flight at the end; none is lost at the checkpoint."""
+    SlowUserEnv.open_envs = 0
+    make = lambda i: task(i, 3 if i % 3 == 2 else 1, 0.03 if i % 3 == 2 else 0.0)  # noqa: E731
+    by_id = {}
+
+    def made(i):
+        by_id[f"t{i}"] = make(i)
+        return by_id[f"t{i}"]
+
+    first, sampler, trained, per_step = run_steps(tok, 3, made, 2.0, 3)
+    saved = first.in_flight_tasks()  # what the checkpoint records
+    assert saved and [label for label, _ in saved] == ["slow"] * len(saved)
+    assert first.close() == len(saved)  # the stopped run closes its parked envs
+    assert SlowUserEnv.open_envs == 0
+
+    second = PartialRollouts(2.0, 3)
+    second.requeue([(label, by_id[task_id]) for label, task_id in saved])
+    _, _, trained_after, after = run_steps(tok, 3, made, 2.0, 3, carry=second, sampler=sampler)
+    assert sum(out.counts["restarted_groups"] for out in after) == len(saved)
+    trained += trained_after
+    counts = Counter(trained)
+    assert all(c == 2 for c in counts.values())  # trained once, over both parts of the run
+    dropped = sum(out.counts["dropped_stale_samples"] for out in per_step + after)
+    in_flight = sum(g.route.n for g in second.carried)
+    assert len(trained) + dropped + in_flight == sampler.draws * 2  # nothing lost
+    assert {task_id for _, task_id in saved} <= set(counts)  # the restarted ones were trained
+    second.close()
+
+
+def test_closing_during_a_rollout_phase_cancels_it_and_closes_every_env(tok):
+    """A run stopped inside a step (an error, Ctrl-C): the conversations still running are
+    cancelled and every env they opened is closed."""
+    SlowUserEnv.open_envs = 0
+    carry = PartialRollouts(2.0, 3)
+    carry.carried = [GroupInFlight(i, task(i, 4, 0.5), ROUTE, 0) for i in range(3)]
+    loop = carry.background()
+    running = asyncio.run_coroutine_threadsafe(
+        advance_groups(
+            carry.carried, target=3, version=0, policy=VersionedPolicy(tok), tokenizer=tok,
+            max_concurrency=64,
+        ),
+        loop.loop,
+    )  # fmt: skip
+    time.sleep(0.3)
+    assert SlowUserEnv.open_envs == 6
+    assert carry.close() == 3
+    assert running.cancelled() and SlowUserEnv.open_envs == 0
+
+
+def test_the_sampler_finds_a_checkpointed_task_by_gym_and_id():
+    from mua.errors import UsageError
+    from mua.train.mix_sampler import MixSampler
+
+    tasks = [task(i, 1, 0.0) for i in range(3)]
+    sampler = MixSampler({"slow": tasks}, {"slow": 1.0}, seed=0)
+    assert sampler.find_task("slow", "t2") is tasks[2]
+    with pytest.raises(UsageError, match="t9"):
+        sampler.find_task("slow", "t9")
+    with pytest.raises(UsageError, match="other"):
+        sampler.find_task("other", "t0")
