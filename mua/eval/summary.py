@@ -30,7 +30,7 @@ SUCCESS_EPS = 1e-9
 
 
 def result_row(traj, gym: str, success_threshold: float = 1.0) -> dict:
-    """The result row of one finished trajectory (`mua.rollout.transcript.Trajectory`)."""
+    """The result row of one finished trajectory (`mua.rollout.trajectory.Trajectory`)."""
     metrics = traj.metrics or {}
     excluded = traj.termination in EXCLUDED_TERMINATIONS
     return {

@@ -35,10 +35,11 @@ leader loads it (`/load_lora_adapter_from_tensors`) and every rank's requests na
 then keeps the server's weights (the base stays resident); the adapter is pushed again at each
 wake, being small.
 
-Every sglang push carries `weight_version` (the number of updates so far, "0" for the initial
-weights); the client reads the server's version back and fails when it did not move. An adapter
-push carries it too: the client keeps it with the adapter's name (SGLang's adapter load has no
-version field) and reports it in each result the adapter sampled.
+Every push carries `weight_version` (the number of updates so far, "0" for the initial
+weights). The sglang client reads the server's version back and fails when it did not move. An
+adapter push carries it too: the client keeps it with the adapter's name (SGLang's adapter load
+has no version field) and reports it in each result the adapter sampled. The hf engine keeps the
+version of its last full push and of each adapter, and reports it in its results the same way.
 
 Timing: `run` and `push_weights` take the step's `StepTimer` (`mua.train.step_timer`); every push
 is timed as its `weight_push` phase, wherever it happens (after the update for hf, inside the
@@ -213,11 +214,13 @@ class EngineSync:
             return
         with timed(self.timer, "weight_push"):
             if self.pushes_adapter:
-                self.engine.load_adapter(*self._next_adapter())
+                self.engine.load_adapter(*self._next_adapter(), self.weight_version)
             else:
                 for bucket in iter_buckets(engine_params(self.model), self.bucket_mb):
                     self.push_bytes += sum(t.numel() * t.element_size() for _, t in bucket)
                     self.engine.load_weights(bucket)
+                # the version moves once every bucket is in (an empty push that carries it)
+                self.engine.load_weights([], self.weight_version)
         self.stale = False
 
     async def probe(self) -> float:

@@ -38,9 +38,9 @@ class RecordingEngine:
         self.versions.append(weight_version)
         await self.inner.update_weights(tensors)
 
-    def load_weights(self, bucket) -> None:  # the hf flow's push, on the calling thread
+    def load_weights(self, bucket, weight_version=None) -> None:  # the hf flow's push
         self.calls.append(("push", len(bucket)))
-        self.inner.load_weights(bucket)
+        self.inner.load_weights(bucket, weight_version)
 
     def serve_while(self, fn, first=None):
         return self.inner.serve_while(fn, first)

@@ -82,12 +82,23 @@ class PeftAdapters:
         if self.active == name:
             self.activate(None)
 
-    def load_live(self, name: str, named_tensors: Iterable[tuple[str, Any]], config: dict) -> None:
-        """Add `name`, make it active, and delete the older versions no request names."""
+    def load_live(
+        self,
+        name: str,
+        named_tensors: Iterable[tuple[str, Any]],
+        config: dict,
+        weight_version: str | None = None,
+    ) -> None:
+        """Add `name` (carrying the trainer's `weight_version`, when given), make it active, and
+        delete the older versions no request names."""
         self.add(name, named_tensors, config)
         self.activate(name)
-        for old in self.versions.adopt(name):
+        for old in self.versions.adopt(name, weight_version=weight_version):
             self._remove(old)
+
+    def active_version(self) -> str | None:
+        """The weight_version the active adapter's push carried (None: none, or the base)."""
+        return self.versions.version_of(self.active)
 
     def _remove(self, name: str) -> None:
         if len(self.names) > 1:

@@ -25,6 +25,11 @@ meanwhile) and drop the kept KV, so every turn is sampled from one set of weight
 is added under its versioned name and made live, and the older version is deleted (it waits for
 running rows, like a weight push). Every request runs on the active adapter; `mua serve` keeps
 several (`add_adapter`) and switches between batches (`use_adapter`).
+A push may carry a `weight_version` (the trainer's update count, `mua.train.engine_sync`); each
+result reports the version of the weights that sampled it in `meta["weight_version"]`, as the
+SGLang client does: the live adapter's when it carried one, else the last full push's (none
+before a push that carried one). Threads hand results over in `hf_handoff`; full weights are
+copied by `hf_weight_load`.
 
 Deliberately not here: tensor parallelism, tokenization, a radix tree of prefixes.
 SGLang covers speed on GPU.
@@ -42,12 +47,12 @@ from typing import Any
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
 from mua.engines.hf.hf_adapters import PeftAdapters
 from mua.engines.hf.hf_batch import RunningBatch
+from mua.engines.hf.hf_handoff import Drive, deliver, deliver_all
 from mua.engines.hf.hf_prefix import PrefixStore
 from mua.engines.hf.hf_sampling import Row
 from mua.engines.hf.hf_slots import SlotBatch
 from mua.engines.hf.hf_slots import supports as supports_slots
-
-_PREFIXES = ("module.", "_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
+from mua.engines.hf.hf_weight_load import copy_named_weights, flatten_named
 
 
 class HFEngine:
@@ -77,6 +82,8 @@ class HFEngine:
         self.max_batch_size = max_batch_size
         self.pad_token_id = pad_token_id
         self.asleep = False
+        # the version the last push of full weights carried (None: the weights as loaded)
+        self.weight_version: str | None = None
         # batches: groups of requests admitted together (one prefill each, run just before a
         # decode step); steps: decode steps; prefix_*: turns that reused a stored prefix, and its
         # tokens; shared_prompts: requests whose prompt was prefilled once for several of them;
@@ -100,7 +107,7 @@ class HFEngine:
         self._holds = 0  # weight loads / sleeps waiting: admit nothing new meanwhile
         self._paused = 0  # pause() calls not yet resumed (each one also holds admission)
         self._closing = False
-        self._drive: _Drive | None = None  # set while a caller's thread serves (`serve_while`)
+        self._drive: Drive | None = None  # set while a caller's thread serves (`serve_while`)
         self.prefixes = PrefixStore(int(prefix_cache_mb * 2**20))
         self.lora = PeftAdapters(self.model)  # LoRA adapters pushed alone, by name
         if slot_batching and supports_slots(self.model):
@@ -147,25 +154,36 @@ class HFEngine:
             self._arriving = []
         self._start_serving()
 
-    async def update_weights(self, named_tensors: Iterable[Any]) -> None:
-        """Copy named full tensors into this engine's model; accepts pairs, dicts or buckets of them."""
-        await asyncio.to_thread(self.load_weights, named_tensors)
+    async def update_weights(
+        self, named_tensors: Iterable[Any], weight_version: str | None = None
+    ) -> None:
+        """Copy named full tensors into this engine's model; accepts pairs, dicts or buckets of
+        them. `weight_version`, when given, becomes the engine's once the copy is done."""
+        await asyncio.to_thread(self.load_weights, named_tensors, weight_version)
 
-    def load_weights(self, named_tensors: Iterable[Any]) -> None:
+    def load_weights(self, named_tensors: Iterable[Any], weight_version: str | None = None) -> None:
         """`update_weights` on the calling thread: for a caller that serves this engine itself
         (`serve_while`), where a worker thread's copy would start torch threads of its own."""
-        self._while_held(self._load_weights, named_tensors)
+        self._while_held(self._load_weights, named_tensors, weight_version)
 
-    def load_adapter(self, name: str, named_tensors: Iterable[Any], config: dict) -> None:
+    def load_adapter(
+        self,
+        name: str,
+        named_tensors: Iterable[Any],
+        config: dict,
+        weight_version: str | None = None,
+    ) -> None:
         """Apply a LoRA adapter (tensors named as in `adapter_model.safetensors`, `config` as
         in `adapter_config.json`) under `name` and make it live, deleting the older versions;
-        on the calling thread."""
-        named = list(_flatten_named(named_tensors))
-        self._while_held(self._on_adapters, self.lora.load_live, name, named, config)
+        on the calling thread. Results it samples report its `weight_version`, when given."""
+        named = list(flatten_named(named_tensors))
+        self._while_held(
+            self._on_adapters, self.lora.load_live, name, named, config, weight_version
+        )
 
     def add_adapter(self, name: str, named_tensors: Iterable[Any], config: dict) -> None:
         """Apply a LoRA adapter under `name` beside the others; what generates does not change."""
-        named = list(_flatten_named(named_tensors))
+        named = list(flatten_named(named_tensors))
         self._while_held(self._on_adapters, self.lora.add, name, named, config)
 
     def use_adapter(self, name: str | None) -> None:
@@ -219,7 +237,7 @@ class HFEngine:
             self._queue = [r for r in self._queue if id(r) not in gone]
             self._arriving = [r for r in self._arriving if id(r) not in gone]
         aborted = GenerationResult(token_ids=[], logprobs=[], finish_reason="abort")
-        _deliver_all([(row, aborted) for row in hit])
+        deliver_all([(row, aborted) for row in hit])
         return len(hit)
 
     async def close(self) -> None:
@@ -229,7 +247,7 @@ class HFEngine:
             self._arriving = []
             self._closing = self._serving
         for row in queued:
-            _deliver(row, RuntimeError("the hf engine was closed"))
+            deliver(row, RuntimeError("the hf engine was closed"))
         await asyncio.to_thread(self._while_held, self.prefixes.clear)
 
     def serve_while(self, fn: Callable[[], Any], first: Callable[[], Any] | None = None) -> Any:
@@ -246,26 +264,13 @@ class HFEngine:
         per thread that starts parallel work, and once the pools outnumber the cores its workers
         sleep between operations instead of spinning, which made every decode step far slower.
         Serving from the thread that trains keeps one pool in the process."""
-        drive = _Drive()
+        drive = Drive()
         with self._queue_lock:
             if self._drive is not None:
                 raise RuntimeError("serve_while is already running on this engine")
             self._drive = drive
         self._start_serving()  # requests queued before this call
-        outcome: dict[str, Any] = {}
-
-        def helper() -> None:
-            try:
-                outcome["value"] = fn()
-            except BaseException as e:  # handed to the serving thread below
-                outcome["error"] = e
-            finally:
-                with drive.cond:
-                    drive.done = True
-                    drive.cond.notify()
-
-        thread = threading.Thread(target=helper, name="mua-hf-engine-caller", daemon=True)
-        thread.start()
+        thread, outcome = drive.start_caller(fn)
         try:
             if first is not None:
                 first()
@@ -305,7 +310,7 @@ class HFEngine:
             if self._closing:
                 self._closing = False
                 for row in batch.clear():
-                    _deliver(row, RuntimeError("the hf engine was closed"))
+                    deliver(row, RuntimeError("the hf engine was closed"))
             self._queue = [r for r in self._queue if not r.handle.done()]  # drop cancelled callers
             room = self.max_batch_size - len(batch)
             if self._holds or (len(batch) and not batch.can_merge):
@@ -326,7 +331,7 @@ class HFEngine:
                     self._advance(taken)
                 except Exception as e:  # hand the failure to every caller in the batch
                     for row in [*taken, *self._batch.clear()]:
-                        _deliver(row, e)
+                        deliver(row, e)
                 self.stats["busy_s"] += time.perf_counter() - started_s
         self._start_serving()  # a request may have been queued while a hold ended
 
@@ -351,9 +356,17 @@ class HFEngine:
         self._finish(finished)
 
     def _finish(self, rows: list[Row]) -> None:
+        # No push or adapter change happens while rows are in flight, so the weights now are
+        # the weights that sampled them.
+        version = self.lora.active_version() or self.weight_version
+        results = []
         for row in rows:
             self.stats["tokens"] += len(row.token_ids)
-        _deliver_all([(row, row.result()) for row in rows])
+            result = row.result()
+            if version is not None:
+                result.meta["weight_version"] = version
+            results.append((row, result))
+        deliver_all(results)
 
     def _while_held(self, fn, *args) -> Any:
         """Run fn with no rows in flight: admission pauses, running rows finish first."""
@@ -380,85 +393,8 @@ class HFEngine:
         self.prefixes.clear()
         change(*args)
 
-    def _load_weights(self, named_tensors: Iterable[Any]) -> None:
-        import torch
-
+    def _load_weights(self, named_tensors: Iterable[Any], weight_version: str | None) -> None:
         self.prefixes.clear()  # KV computed with the old weights
-        targets = dict(self.model.named_parameters(remove_duplicate=False))
-        targets.update(dict(self.model.named_buffers(remove_duplicate=False)))
-        with torch.no_grad():
-            for name, tensor in _flatten_named(named_tensors):
-                key = name
-                for prefix in _PREFIXES:
-                    key = key.replace(prefix, "")
-                target = targets.get(key)
-                if target is None:
-                    raise ValueError(
-                        f"update_weights: the engine's model has no weight named {name!r}"
-                    )
-                if tuple(target.shape) != tuple(tensor.shape):
-                    raise ValueError(
-                        f"update_weights: {name!r} has shape {tuple(tensor.shape)}, "
-                        f"the engine expects {tuple(target.shape)}"
-                    )
-                target.copy_(tensor.detach().to(device=target.device, dtype=target.dtype))
-
-
-class _Drive:
-    """What the thread inside `HFEngine.serve_while` waits for: rows to serve, or the caller's end."""
-
-    def __init__(self):
-        self.cond = threading.Condition()
-        self.work = False
-        self.done = False
-
-    def next_task(self) -> bool:
-        """Block until there are rows to serve (True) or the caller's function returned (False)."""
-        with self.cond:
-            self.cond.wait_for(lambda: self.work or self.done)
-            if self.work:
-                self.work = False
-                return True
-            return False
-
-
-def _deliver(row: Row, outcome: GenerationResult | BaseException) -> None:
-    """Resolve the row's future on its own event loop (from any thread)."""
-    _deliver_all([(row, outcome)])
-
-
-def _deliver_all(outcomes: list[tuple[Row, GenerationResult | BaseException]]) -> None:
-    """Resolve each row's future with its outcome: one wake-up per event loop, however many
-    rows of a step finished (each wake-up interrupts the serving thread)."""
-    by_loop: dict[Any, list] = {}
-    for row, outcome in outcomes:
-        by_loop.setdefault(row.handle.get_loop(), []).append((row.handle, outcome))
-
-    def resolve(pairs) -> None:
-        for future, outcome in pairs:
-            if future.done():
-                continue
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
-
-    for loop, pairs in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(resolve, pairs)
-        except RuntimeError:  # the caller's event loop is closed: nobody is waiting any more
-            pass
-
-
-def _flatten_named(items: Any):
-    """Yield (name, tensor) from a dict, an iterable of pairs, or an iterable of such buckets."""
-    if isinstance(items, dict):
-        yield from items.items()
-        return
-    for item in items:
-        if isinstance(item, dict):
-            yield from item.items()
-        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-            yield item
-        else:
-            yield from _flatten_named(item)
+        copy_named_weights(self.model, named_tensors)
+        if weight_version is not None:
+            self.weight_version = str(weight_version)

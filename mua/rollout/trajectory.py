@@ -1,0 +1,71 @@
+"""`Trajectory`: one finished rollout, as the trainer, evaluation and `mua rollout` consume it.
+
+A plain record with its JSON round trip (`to_json`, `from_json`, which ignores unknown fields so
+older and newer files read alike). What this module does not do: build the token stream
+(`mua.rollout.transcript`), run rollouts (`mua.rollout.runner`) or compute advantages.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Trajectory:
+    """One rollout of one task: what the trainer, evaluation and `mua rollout` consume.
+
+    Per-token lists all have `len(token_ids)` entries.
+    - task_id, group_id, sample_index: the task; samples of one task share `group_id`
+      (the GRPO group) and are numbered 0..n-1.
+    - token_ids: the whole conversation as the policy saw it (prompt, sampled turns, replies).
+    - sources: per token, one of `prompt` (system, first user turn, template scaffolding and
+      generation prompts), `assistant`, `user`, `tool`, `env`.
+    - loss_mask: 1 only on tokens the policy sampled (stop token included); 0 elsewhere. Zeroed
+      everywhere when the re-render check failed (see `metrics["drift"]`).
+    - logprobs: the sampler's log_softmax(logits / T) of each sampled token; 0.0 elsewhere and for
+      message-level policies.
+    - turn_index: assistant turn t >= 0 for assistant tokens, -1 otherwise.
+    - turn_rewards: one reward per assistant turn; reward: their sum; reward_components: named
+      parts summed over turns.
+    - termination: `done`, `max_turns`, `length`, `timeout`, `user_failure` or `env_error`;
+      `detail` says more for the last three.
+    - messages: the full chat (env messages keep role `env`); tools: schemas shown to the model.
+    - num_turns: assistant turns taken; prompt_len: tokens of the initial prompt.
+    - metrics: `tokens`, `assistant_tokens`, `parse_errors`, `tool_errors/<kind>`, `drift` (1.0
+      when the re-render differed), `drift_dropped` (drift with rollout.drift=drop).
+    - per_turn_samples: with rollout.drift=per_turn and drift, one dict per assistant turn
+      {turn, token_ids, loss_mask, logprobs}: the re-rendered context, then that turn's samples.
+    - gym: the label of the `gyms:` entry it ran in (empty when not set by the caller).
+    """
+
+    task_id: str
+    group_id: str
+    sample_index: int
+    token_ids: list[int] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_index: list[int] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    termination: str = "done"
+    detail: str = ""
+    messages: list[dict] = field(default_factory=list)
+    tools: list[dict] = field(default_factory=list)
+    num_turns: int = 0
+    prompt_len: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    per_turn_samples: list[dict] = field(default_factory=list)
+    gym: str = ""  # the `gyms:` entry (label) it ran in, when the run has a gyms list
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, default=str)
+
+    @classmethod
+    def from_json(cls, text: str | dict[str, Any]) -> Trajectory:
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
