@@ -7,14 +7,14 @@ The first setting run for a seed runs the whole demo (`mua.demo`: prep, expert d
 RL, merge, eval) in OUT/sft_start/seed_S; every setting (NAME, default the recipe's stem) then
 runs only the RL phase, the merge and the evaluation in OUT/NAME/seed_S, from that seed's SFT
 model, with `--set` overrides added to the RL command. A seed already run for NAME is not run
-again (delete OUT/NAME/seed_S to rerun it). So settings compared on one seed start
-from the same SFT model and are evaluated on the same held-out tasks.
+again (delete OUT/NAME/seed_S to rerun it). So settings compared on one seed start from the
+same SFT model and are evaluated on the same held-out tasks.
 
 `--embedding-swap` instead evaluates each seed's full-fine-tuned model (OUT/sft_start/seed_S/rl)
 twice: with its decoder blocks trained but its token embedding and output head put back to the
-SFT model's, and the other way round (OUT/lora_embedding_swap/seed_S). LoRA on every linear layer of
-the blocks never changes the embedding or the head, so this shows how much of full fine-tuning's
-gain is within its reach.
+SFT model's, and the other way round (OUT/lora_embedding_swap/seed_S). LoRA on every linear
+layer of the blocks never changes the embedding or the head, so this shows how much of full
+fine-tuning's gain is within its reach.
 
 Prints one line per seed (reward after SFT, after RL, minutes of the RL phases; a run that stopped,
 e.g. collapsed to every reward 0, counts as a gain of 0 and is named) and a summary:
