@@ -4,8 +4,8 @@
 its GRPO phase; the bar (the README's, section LoRA): every seed raises held-out reward over its
 SFT start, and the mean gain exceeds twice the standard deviation of the gains and their spread.
 Gains are compared with each other on this machine, never with stored numbers.
-Not met yet: over seeds 0-5 every seed gains, but the mean gain is about the spread of the gains
-(README, section LoRA), so three seeds pass or fail by chance. The test is an expected failure
+Not met yet: over seeds 0-5 every seed gains, but the mean gain is about the spread of the gains,
+and seed 6 gains nothing (README, section LoRA), so three seeds pass or fail by chance. The test is an expected failure
 that may pass (not strict); it becomes a plain test once a recipe meets the bar over seeds 0-5.
 """
 
