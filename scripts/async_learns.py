@@ -142,6 +142,26 @@ def judge(rows: list[dict], margin: float = MARGIN) -> dict:
     }
 
 
+def markdown_table(rows: list[dict]) -> str:
+    """One line per seed: SFT start, synchronous, asynchronous reward, their difference."""
+
+    def cell(reward: float, collapsed: bool, run: dict) -> str:
+        if run["stopped"]:
+            return f"**stopped** (step {run['steps']}): 0"
+        return f"**{reward:.3f}** (collapsed)" if collapsed else f"{reward:.3f}"
+
+    lines = [
+        "| seed | after SFT | synchronous | asynchronous | async − sync |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        sync = cell(r["sync"], r["sync_collapsed"], r["sync_run"])
+        asyn = cell(r["async"], r["async_collapsed"], r["async_run"])
+        diff = r["async"] - r["sync"]
+        lines.append(f"| {r['seed']} | {r['sft']:.3f} | {sync} | {asyn} | {diff:+.3f} |")
+    return "\n".join(lines)
+
+
 def _reward(folder: Path) -> float:
     return float(json.loads((folder / "summary.json").read_text())["gyms"]["guess"]["reward_mean"])
 
@@ -174,6 +194,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--set", action="append", default=[], help="RL override key=value")
     parser.add_argument("--out", default="runs/async_learns")
     parser.add_argument("--margin", type=float, default=MARGIN)
+    parser.add_argument("--markdown", action="store_true", help="also print a table per seed")
     parser.add_argument("--judge-only", action="store_true", help="judge existing runs only")
     args = parser.parse_args(argv)
     os.chdir(REPO)
@@ -213,6 +234,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps({k: row[k] for k in ("seed", "sft", "sync", "async")}), flush=True)
     verdict = judge(rows, margin=args.margin)
     print(json.dumps(verdict), flush=True)
+    if args.markdown:
+        print(markdown_table(rows))
     (out / name).mkdir(parents=True, exist_ok=True)
     (out / name / "judgement.json").write_text(json.dumps({"rows": rows, **verdict}, indent=2))
     return 0 if verdict["passes"] else 1
