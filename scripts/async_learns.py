@@ -201,7 +201,11 @@ def main(argv: list[str]) -> int:
     out = Path(args.out).resolve()
     name = args.name or Path(args.recipe).stem
     rows = []
-    for seed in parse_seeds(args.seeds):
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError:
+        parser.error(f"--seeds {args.seeds!r}: expected numbers and ranges, e.g. 0-11 or 0,2,5")
+    for seed in seeds:
         if not args.judge_only:
             _run_async(out, seed, args.recipe, name, args.set)
         start = out / "sft_start" / f"seed_{seed}"
