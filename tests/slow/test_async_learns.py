@@ -1,0 +1,48 @@
+"""The asynchronous quickstart learns as well as the synchronous one (slow: about 7 minutes a seed
+on 2 quiet CPU cores; seeds from MUA_ASYNC_LEARN_SEEDS, default 0-3).
+
+`scripts/async_learns.py` builds each seed's demo (SFT start and the synchronous GRPO run of
+`recipes/quickstart.yaml`) in a temporary folder, runs `recipes/quickstart_async.yaml` from the same
+SFT model, evaluates both on the same held-out tasks and judges the paired rewards by the criterion
+of docs/async_rl.md: the asynchronous mean inside the synchronous seed spread, non-inferior by the
+margin (paired bootstrap lower bound), and no significant excess of collapses. Both arms run on this
+machine; nothing is compared with stored numbers.
+Not met yet (docs/async_rl.md, "Does the asynchronous quickstart learn as well...": over seeds
+0-11 one asynchronous run in twelve collapsed, which fails non-inferiority; a synchronous rerun
+with another data seed collapses as often and fails the same check), so the test is an expected
+failure; it passes unexpectedly when every part of the criterion holds on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(7500)]
+
+
+@pytest.mark.xfail(
+    reason="the quickstart collapses in about one run in twelve (docs/async_rl.md)", strict=False
+)
+def test_async_quickstart_learns_like_the_synchronous_one(tmp_path):
+    seeds = os.environ.get("MUA_ASYNC_LEARN_SEEDS", "0-3")
+    res = subprocess.run(
+        [sys.executable, "scripts/async_learns.py", "--seeds", seeds, "--out", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    verdict = json.loads((tmp_path / "quickstart_async" / "judgement.json").read_text())
+    summary = {k: v for k, v in verdict.items() if k != "rows"}
+    assert verdict["a1_async_mean_inside_sync_spread"], summary
+    assert verdict["a2_noninferior"], summary
+    assert verdict["b_no_excess_collapses"], summary
+    assert res.returncode == 0, summary
