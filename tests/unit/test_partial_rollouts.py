@@ -109,6 +109,16 @@ def task(i: int, done_at: int, delay_s: float) -> Task:
     )
 
 
+def advance(loop, groups, policy, tok, target):
+    """Advance `groups` on `loop` until `target` are complete, at the policy's version."""
+    return loop.call(
+        advance_groups(
+            groups, target=target, version=policy.version, policy=policy, tokenizer=tok,
+            max_concurrency=64,
+        )
+    )  # fmt: skip
+
+
 def test_parked_conversations_resume_under_new_weights(tok):
     SlowUserEnv.open_envs = SlowUserEnv.resets = 0
     policy = VersionedPolicy(tok)
@@ -119,21 +129,13 @@ def test_parked_conversations_resume_under_new_weights(tok):
     ]
     loop = BackgroundLoop()
 
-    def advance(target):
-        return loop.call(
-            advance_groups(
-                groups, target=target, version=policy.version, policy=policy, tokenizer=tok,
-                max_concurrency=64,
-            )
-        )  # fmt: skip
-
     try:
-        assert advance(1) == ["0:t0"]
+        assert advance(loop, groups, policy, tok, 1) == ["0:t0"]
         slow = groups[1:]
         assert all(not g.complete and len(g.parked) == 2 for g in slow)  # parked, not lost
         assert SlowUserEnv.open_envs == 4  # parked envs stay open
         policy.version = 1  # a weight push between the steps
-        assert sorted(advance(2)) == ["1:t1", "2:t2"]
+        assert sorted(advance(loop, groups, policy, tok, 2)) == ["1:t1", "2:t2"]
     finally:
         loop.close()
     assert SlowUserEnv.open_envs == 0 and SlowUserEnv.resets == 6  # each env reset once
@@ -159,17 +161,9 @@ def test_the_gate_does_not_wait_for_user_replies(tok):
     groups += [GroupInFlight(i, task(i, 2, 0.8), ROUTE, 0) for i in (1, 2)]
     loop = BackgroundLoop()
 
-    def advance(target):
-        return loop.call(
-            advance_groups(
-                groups, target=target, version=policy.version, policy=policy, tokenizer=tok,
-                max_concurrency=64,
-            )
-        )  # fmt: skip
-
     try:
         clock = time.monotonic()
-        assert advance(1) == ["0:t0"]
+        assert advance(loop, groups, policy, tok, 1) == ["0:t0"]
         assert time.monotonic() - clock < 0.5  # not the user's 0.8 s
         parked = [p for g in groups[1:] for p in g.parked.values()]
         assert len(parked) == 4 and all(p.pending is not None for p in parked)
@@ -178,7 +172,7 @@ def test_the_gate_does_not_wait_for_user_replies(tok):
         assert all(p.pending.done() for p in parked)
         assert all(p.episode.messages[-1]["content"] == "reply 1" for p in parked)
         clock = time.monotonic()
-        assert sorted(advance(2)) == ["1:t1", "2:t2"]
+        assert sorted(advance(loop, groups, policy, tok, 2)) == ["1:t1", "2:t2"]
     finally:
         loop.close()
     for g in groups[1:]:
