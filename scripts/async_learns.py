@@ -2,13 +2,16 @@
 
     python scripts/async_learns.py --seeds 0-11 [--out runs/async_learns]
         [--recipe quickstart_async.yaml] [--name quickstart_async] [--set algo.correction=decoupled]
-        [--judge-only]
+        [--sync-name quickstart_kl --sync-recipe quickstart.yaml] [--judge-only]
 
 For each seed the synchronous run is the demo's own RL phase (`recipes/quickstart.yaml`, built
 with the seed's SFT start in OUT/sft_start/seed_S by `mua.demo.run_demo`); the asynchronous run
 repeats only the RL, merge and evaluation phases with `--recipe` from that SFT model, in
 OUT/NAME/seed_S (`scripts/lora_learns.py` does the running). Both are evaluated on the same
-held-out tasks, so the comparison is paired by seed.
+held-out tasks, so the comparison is paired by seed. With `--sync-name NAME2` the synchronous arm is
+OUT/NAME2/seed_S instead, run from the same SFT model with `--sync-recipe` (default
+`quickstart.yaml`) and the same `--set` overrides: how to compare the two modes under a setting
+other than the demo's own (e.g. `--set algo.kl.coef=0.05`).
 
 The judgement (docs/async_rl.md, "Does the asynchronous quickstart learn as well..."):
 (a1) the asynchronous mean held-out reward lies inside the synchronous seed spread; (a2) the
@@ -166,8 +169,8 @@ def _reward(folder: Path) -> float:
     return float(json.loads((folder / "summary.json").read_text())["gyms"]["guess"]["reward_mean"])
 
 
-def _run_async(out: Path, seed: int, recipe: str, name: str, sets: list[str]) -> None:
-    """The seed's SFT start (and synchronous run) if missing, then the asynchronous run."""
+def _run_arm(out: Path, seed: int, recipe: str, name: str, sets: list[str]) -> None:
+    """The seed's SFT start (and the demo's synchronous run) if missing, then OUT/NAME/seed_S."""
     from lora_learns import _rl_phases, _sft_start
 
     from mua.demo import PhaseFailed
@@ -193,6 +196,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--name", default=None, help="folder under OUT (default: recipe stem)")
     parser.add_argument("--set", action="append", default=[], help="RL override key=value")
     parser.add_argument("--out", default="runs/async_learns")
+    parser.add_argument(
+        "--sync-name", default=None, help="synchronous arm in OUT/NAME (default: the demo's own)"
+    )
+    parser.add_argument("--sync-recipe", default="quickstart.yaml", help="under recipes/")
     parser.add_argument("--margin", type=float, default=MARGIN)
     parser.add_argument("--markdown", action="store_true", help="also print a table per seed")
     parser.add_argument("--judge-only", action="store_true", help="judge existing runs only")
@@ -207,7 +214,9 @@ def main(argv: list[str]) -> int:
         parser.error(f"--seeds {args.seeds!r}: expected numbers and ranges, e.g. 0-11 or 0,2,5")
     for seed in seeds:
         if not args.judge_only:
-            _run_async(out, seed, args.recipe, name, args.set)
+            _run_arm(out, seed, args.recipe, name, args.set)
+            if args.sync_name:
+                _run_arm(out, seed, args.sync_recipe, args.sync_name, args.set)
         start = out / "sft_start" / f"seed_{seed}"
         if not (start / "eval_sft" / "summary.json").is_file():
             print(
@@ -215,7 +224,7 @@ def main(argv: list[str]) -> int:
             )
             return 2
         sft = _reward(start / "eval_sft")
-        sync = run_outcome(start, sft)
+        sync = run_outcome(out / args.sync_name / f"seed_{seed}" if args.sync_name else start, sft)
         asyn = run_outcome(out / name / f"seed_{seed}", sft)
         if sync is None or asyn is None:
             which = "synchronous" if sync is None else "asynchronous"
