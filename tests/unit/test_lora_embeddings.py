@@ -1,0 +1,139 @@
+"""LoRA on the token embedding and the output head (`model.lora.embeddings`), on tiny models: the
+peft forward equals the merged model's forward, the tied head reads the embedding's factors (one
+Parameter each, both gradient paths summed), the untied head gets its own adapter (merged as
+peft's `merge_and_unload` does), the disabled-adapter reference is the base, the adapter files
+load in peft and the merged weights in plain transformers with the trainer's logits, and SGLang
+adapter pushes of such an adapter are refused at validation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from mua.config.model import LoraConfig
+
+TIED = "tiny:qwen3-1m"  # tie_word_embeddings: the head's weight is the embedding's
+UNTIED = "tiny:llama-1m"
+
+
+def _policy(path: str, seed: int = 1, **extra):
+    """A LoRA model with embedding adapters whose factors are all non-zero (peft starts the
+    embedding's A and the linear layers' B at 0)."""
+    from mua.models import load_model
+    from mua.models.lora import add_adapters
+
+    model = add_adapters(
+        load_model(path, seed=0), LoraConfig(rank=4, alpha=8, embeddings=True, **extra)
+    )
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".lora_B." in name or ".lora_embedding_A." in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    return model.eval()
+
+
+def _ids():
+    return torch.randint(3, 1999, (2, 12), generator=torch.Generator().manual_seed(3))
+
+
+def _plain_with(path: str, state: dict):
+    from mua.models import load_model
+
+    plain = load_model(path, seed=0).eval()
+    missing, unexpected = plain.load_state_dict(state, strict=False)
+    assert not unexpected
+    assert all(n == "lm_head.weight" for n in missing)  # a tied head takes the embedding's
+    return plain
+
+
+def _merged(model) -> dict:
+    from mua.models.lora import lora_scalings, merged_params
+
+    named = [(n, p.detach().clone()) for n, p in model.named_parameters()]
+    return dict(merged_params(named, lora_scalings(model)))
+
+
+def test_tied_head_reads_the_embedding_factors_one_parameter_each():
+    from mua.models.lora_embeddings import TiedFactor, tied_heads
+
+    model = _policy(TIED)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any(".embed_tokens.lora_embedding_A." in n for n in trainable)
+    assert any(".embed_tokens.lora_embedding_B." in n for n in trainable)
+    assert any(".q_proj.lora_A." in n for n in trainable)  # all-linear still covered
+    assert not any("lm_head" in n for n in trainable)  # no second copy to drift apart
+    head = model.base_model.model.lm_head
+    embed = model.base_model.model.model.embed_tokens
+    assert isinstance(head.lora_A["default"], TiedFactor)
+    assert head.lora_A["default"].weight.data_ptr() == embed.lora_embedding_B["default"].data_ptr()
+    assert tied_heads(model) == {"base_model.model.lm_head": "base_model.model.model.embed_tokens"}
+    # the head path feeds the embedding's factors: gradients through the head alone reach them
+    hidden = torch.randn(1, 3, 128)
+    head(hidden).square().sum().backward()
+    assert embed.lora_embedding_A["default"].grad.abs().sum() > 0
+    assert embed.lora_embedding_B["default"].grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("path", [TIED, UNTIED])
+def test_peft_forward_equals_the_merged_models_forward(path):
+    model = _policy(path)
+    with torch.no_grad():
+        want = model(input_ids=_ids()).logits
+    merged = _merged(model)
+    embed = model.base_model.model.model.embed_tokens
+    # the embedding moved by peft's own delta, (B @ A).T * alpha / r
+    base = embed.get_base_layer().weight.detach()
+    torch.testing.assert_close(
+        merged["model.embed_tokens.weight"],
+        base + embed.get_delta_weight("default"),
+        atol=1e-6,
+        rtol=0,
+    )
+    assert float((merged["model.embed_tokens.weight"] - base).abs().max()) > 1e-3
+    with torch.no_grad():
+        got = _plain_with(path, merged)(input_ids=_ids()).logits
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
+    with torch.no_grad(), model.disable_adapter():  # the KL reference: the base alone
+        from mua.models import load_model
+
+        base_logits = load_model(path, seed=0).eval()(input_ids=_ids()).logits
+        torch.testing.assert_close(model(input_ids=_ids()).logits, base_logits, atol=1e-6, rtol=0)
+    assert float((want - base_logits).abs().max()) > 1e-3
+
+
+def test_untied_head_gets_its_own_adapter_merged_as_peft_merges_it():
+    model = _policy(UNTIED)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any(".lm_head.lora_A." in n for n in trainable)
+    ours = _merged(model)
+    theirs = {n: p.detach() for n, p in model.merge_and_unload().named_parameters()}
+    assert set(ours) == set(theirs)
+    for name in theirs:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=0, atol=1e-6, msg=name)
+
+
+def test_adapter_files_hold_the_tied_head_as_peft_writes_it():
+    from mua.models.lora import adapter_file_names
+    from mua.models.lora_embeddings import tied_heads
+
+    model = _policy(TIED)
+    files = dict(adapter_file_names(model.named_parameters(), tied_heads(model)))
+    embed_a = files["base_model.model.model.embed_tokens.lora_embedding_A"]
+    embed_b = files["base_model.model.model.embed_tokens.lora_embedding_B"]
+    torch.testing.assert_close(files["base_model.model.lm_head.lora_A.weight"], embed_b.T)
+    torch.testing.assert_close(files["base_model.model.lm_head.lora_B.weight"], embed_a.T)
+    assert embed_a.shape == (4, 2000) and embed_b.shape == (128, 4)
+
+
+def test_sglang_adapter_push_of_embedding_adapters_is_refused_at_validation():
+    from mua.config.recipes import TrainRecipe
+
+    lora = {"rank": 4, "embeddings": True}
+    rollout = {"engine": "sglang", "lora_sync": "adapter"}
+    with pytest.raises(ValidationError, match="set rollout.lora_sync=merged or model.lora"):
+        TrainRecipe(model={"lora": lora}, rollout=rollout)
+    TrainRecipe(model={"lora": lora}, rollout={**rollout, "lora_sync": "merged"})
+    TrainRecipe(model={"lora": {"rank": 4}}, rollout=rollout)
+    TrainRecipe(model={"lora": lora}, rollout={"engine": "hf", "lora_sync": "adapter"})
