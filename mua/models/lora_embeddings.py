@@ -17,6 +17,7 @@ On an untied model the head gets an adapter of its own (an ordinary peft `lora.L
   untied, the head) added; `all-linear` resolved as peft does (every linear layer but the head).
 - `tie_head_adapters(peft_model)`: the replacement above; returns {head module: embedding module}.
 - `tied_heads(peft_model)`: that map again, read from a tied peft model.
+- `add_tied_head_adapter(peft_model, adapter)`: an engine's further adapter reaches the tied head.
 - `with_tied_head_tensors(named, heads)`: an adapter tensor stream (peft names) with the tied head
   factors added after the embedding's, as peft's `save_pretrained` writes them.
 Does not build models or configs (see `mua.models.lora`).
@@ -90,6 +91,36 @@ def tie_head_adapters(peft_model) -> dict[str, str]:
                 module.lora_B[key] = TiedFactor(embed, EMBED_A, key)
         tied[name] = embed_name
     return tied
+
+
+def add_tied_head_adapter(peft_model, adapter: str) -> bool:
+    """Give a tied head adapter `adapter` of the embedding, as `get_peft_model` does for the
+    first adapter (peft's `update_layer` with the embedding's factors, transposed, aliased).
+    peft 0.21's `add_adapter` misses the tie once the head is wrapped, leaving the head
+    unadapted. For an engine (nothing trains there); True when a head was given one."""
+    from peft.tuners.lora import Linear
+
+    _, embed = _lora_embedding(peft_model)
+    config = peft_model.peft_config.get(adapter)
+    if embed is None or adapter not in embed.lora_embedding_A:
+        return False
+    if not getattr(config, "ensure_weight_tying", False):
+        return False
+    added = False
+    for module in peft_model.modules():
+        if not isinstance(module, Linear) or adapter in module.lora_A:
+            continue
+        if module.get_base_layer().weight is not _base(embed):
+            continue
+        factors = {
+            "lora_A": embed.lora_embedding_B[adapter].t(),
+            "lora_B": embed.lora_embedding_A[adapter].t(),
+        }
+        module.update_layer(
+            adapter, embed.r[adapter], embed.lora_alpha[adapter], config, tied_adapter=factors
+        )
+        added = True
+    return added
 
 
 def tied_heads(peft_model) -> dict[str, str]:

@@ -137,3 +137,50 @@ def test_sglang_adapter_push_of_embedding_adapters_is_refused_at_validation():
     TrainRecipe(model={"lora": lora}, rollout={**rollout, "lora_sync": "merged"})
     TrainRecipe(model={"lora": {"rank": 4}}, rollout=rollout)
     TrainRecipe(model={"lora": lora}, rollout={"engine": "hf", "lora_sync": "adapter"})
+
+
+def test_adapter_push_to_the_hf_engine_gives_the_trainers_logits_and_a_merged_push_tokens():
+    """`rollout.lora_sync: adapter`: the hf engine applies the pushed adapter (peft file names,
+    the tied head's factors among them) in place; its forward is the trainer's, and greedy
+    generation equals that after a merged push of the same weights."""
+    import asyncio
+
+    from mua.engines.adapter_versions import adapter_name
+    from mua.engines.engine_contract import GenerationRequest, SamplingParams
+    from mua.engines.hf.hf_engine import HFEngine
+    from mua.models import load_model
+    from mua.models.lora import adapter_config_dict, lora_scalings, merged_params
+    from mua.train.engine_sync import adapter_tensors
+
+    torch.set_num_threads(1)
+
+    def greedy(engine):
+        requests = [
+            GenerationRequest(
+                prompt_ids=p, sampling=SamplingParams(temperature=0.0, max_new_tokens=10)
+            )
+            for p in ([5, 6, 7, 8], [11, 12, 13], [40, 41, 42, 43, 44])
+        ]
+
+        async def run():
+            return await asyncio.gather(*(engine.generate(r) for r in requests))
+
+        return [r.token_ids for r in asyncio.run(run())]
+
+    policy = _policy(TIED, seed=2)
+    base_tokens = greedy(HFEngine(load_model(TIED, seed=0), copy_model=False))
+    adapted = HFEngine(load_model(TIED, seed=0), copy_model=False)
+    for version in (1, 2):  # the second push replaces the first (the tied head's too)
+        policy = _policy(TIED, seed=version + 1)
+        adapted.load_adapter(
+            adapter_name(version), adapter_tensors(policy), adapter_config_dict(policy)
+        )
+    with torch.no_grad():
+        want = policy(input_ids=_ids()).logits
+        got = adapted.model(input_ids=_ids()).logits
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
+    merged = HFEngine(load_model(TIED, seed=0), copy_model=False)
+    merged.load_weights(merged_params(policy.named_parameters(), lora_scalings(policy)))
+    tokens = greedy(adapted)
+    assert tokens == greedy(merged)
+    assert tokens != base_tokens
