@@ -184,3 +184,59 @@ def test_adapter_push_to_the_hf_engine_gives_the_trainers_logits_and_a_merged_pu
     tokens = greedy(adapted)
     assert tokens == greedy(merged)
     assert tokens != base_tokens
+
+
+def test_checkpoint_exports_load_in_transformers_and_peft_with_the_trainers_logits(tmp_path):
+    """An adapter-only checkpoint (embedding factors, no head copy) through `mua merge`'s LoRA
+    path: the merged folder loads in plain transformers, the adapter folder (no base weights
+    in it, the tied head's factors as peft writes them) in `PeftModel.from_pretrained`, both
+    with the trainer's logits; `verify` agrees."""
+    import torch.distributed as dist
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from mua.config.model import ModelConfig
+    from mua.distributed.dcp import save_dcp
+    from mua.distributed.dcp_offline import checkpoint_tensor_shapes
+    from mua.models import load_model
+    from mua.models.lora import read_adapter_info, write_adapter_info
+    from mua.models.merge_lora import merge_lora_checkpoint
+    from mua.models.merge_steps import MergeOptions
+
+    policy = _policy(TIED)
+    step_dir = tmp_path / "checkpoints" / "global_step_1"
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    try:
+        opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
+        save_dcp(step_dir, policy, opt, ignore_frozen=True)
+    finally:
+        dist.destroy_process_group()
+    names = set(checkpoint_tensor_shapes(step_dir))
+    assert any("lora_embedding_A" in n for n in names) and not any("lm_head" in n for n in names)
+    cfg = ModelConfig(path=TIED, lora={"rank": 4, "alpha": 8, "embeddings": True})
+    write_adapter_info(step_dir, cfg)
+    policy.get_base_model().config.save_pretrained(step_dir)
+    info = read_adapter_info(step_dir)
+    assert info["embeddings"] is True
+
+    ids = _ids()
+    with torch.no_grad():
+        want = policy(input_ids=ids).logits
+    merged = merge_lora_checkpoint(
+        1, step_dir, tmp_path / "merged", info, MergeOptions(verify=True)
+    )
+    assert merged.max_logit_diff < 1e-4
+    plain = AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(plain(input_ids=ids).logits, want, atol=2e-5, rtol=0)
+
+    options = MergeOptions(verify=True, adapter=True)
+    adapter = merge_lora_checkpoint(1, step_dir, tmp_path / "adapter", info, options)
+    assert adapter.max_logit_diff < 1e-4
+    files = load_file(str(tmp_path / "adapter" / "adapter_model.safetensors"))
+    assert "base_model.model.lm_head.lora_A.weight" in files
+    assert not any("base_layer" in n or n.endswith("embed_tokens.weight") for n in files)
+    loaded = PeftModel.from_pretrained(load_model(TIED, seed=0), tmp_path / "adapter").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=ids).logits, want, atol=2e-5, rtol=0)
