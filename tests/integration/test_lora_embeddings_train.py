@@ -123,3 +123,25 @@ def test_embedding_adapters_pushed_to_sglang_stop_before_the_run(tmp_path_factor
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "rollout.lora_sync=merged or model.lora.embeddings=false" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_embedding_lora_trains_with_bf16_and_activation_checkpointing(tmp_path_factory, tmp_path):
+    """One rank under FSDP2 (bf16 compute): the embedding's factors, held by the root unit,
+    keep their gradients across the reference's forward with the adapters disabled."""
+    from transformers import AutoModelForCausalLM
+
+    model, train, _ = shared_guess_setup(tmp_path_factory)
+    run = _run(
+        tmp_path,
+        model,
+        train,
+        "bf16",
+        parallel={"mixed_precision": "bf16", "activation_checkpointing": True},
+        rollout={"lora_sync": "adapter"},
+        total_steps=2,
+        checkpoint={"save_freq": 0},
+    )
+    assert metric_history(run, "actor/kl")[1] > 0
+    sft = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).state_dict()
+    moved = final_params(run)["model.embed_tokens.weight"] - sft["model.embed_tokens.weight"]
+    assert float(moved.abs().max()) > 1e-5
