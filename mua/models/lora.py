@@ -109,8 +109,10 @@ def check_targets(model_cfg) -> None:
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
+    # the recipe's names on their own: the embedding (every model has one) would hide a typo
+    own = model_cfg.lora.model_copy(update={"embeddings": False})
     try:
-        get_peft_model(model, peft_config(model_cfg.lora, model))
+        get_peft_model(model, peft_config(own, model))
     except ValueError as err:
         raise UsageError(_targets_message(model_cfg.lora, err)) from None
 

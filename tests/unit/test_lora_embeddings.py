@@ -127,6 +127,17 @@ def test_adapter_files_hold_the_tied_head_as_peft_writes_it():
     assert embed_a.shape == (4, 2000) and embed_b.shape == (128, 4)
 
 
+def test_target_names_matching_nothing_are_refused_with_the_embedding_adapted():
+    from mua.config.model import ModelConfig
+    from mua.errors import UsageError
+    from mua.models.lora import check_targets
+
+    check_targets(ModelConfig(path=TIED, lora={"target_modules": ["q_proj"], "embeddings": True}))
+    bad = ModelConfig(path=TIED, lora={"target_modules": ["nope_proj"], "embeddings": True})
+    with pytest.raises(UsageError, match="matches no layer"):
+        check_targets(bad)
+
+
 def test_sglang_adapter_push_of_embedding_adapters_is_refused_at_validation():
     from mua.config.recipes import TrainRecipe
 
