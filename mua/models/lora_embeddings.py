@@ -5,9 +5,9 @@ peft puts a `lora.Embedding` on the input embedding (`lora_embedding_A`: r x voc
 shares the embedding's weight (`tie_word_embeddings`), `LoraConfig(ensure_weight_tying=True)` also
 wraps the head in a `lora.Linear` whose factors are the embedding's, transposed (head A = B.T,
 head B = A.T), so the head sees the same adapted weight. peft builds those head factors as
-Parameters of their own that alias the embedding factors' storage: each gets its own gradient and
-optimizer step (two AdamW updates of one tensor), and FSDP2's sharding copies them apart, after
-which head and embedding drift. `tie_head_adapters` replaces the head's factors with
+Parameters of their own that alias the embedding factors' storage (transposed views): each gets
+its own gradient and optimizer step (two AdamW updates of one tensor), and FSDP2's `fully_shard`
+refuses them (non-contiguous parameters). `tie_head_adapters` replaces the head's factors with
 `TiedFactor`s that read the embedding's Parameters (transposed) at every call: one Parameter per
 factor, one gradient (both paths summed), one optimizer step, and the tie survives sharding
 because the head and the embedding belong to the same (root) FSDP unit.

@@ -3,10 +3,12 @@ through `mua train` and `mua merge`: 1 rank (plain module, adapters pushed to th
 place) and 2 FSDP2 ranks (sharded adapters, merged pushes) give the same losses, gradient norms
 and final weights, so the head's tie to the embedding's factors survives sharding and both push
 forms serve the trainer's model; the checkpoint holds the embedding's factors and no copy for
-the head; both export forms pass `--verify` and load with the trained model's logits."""
+the head and a resume from it ends where the straight run ended; both export forms pass
+`--verify` and load with the trained model's logits."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -93,6 +95,16 @@ def test_embedding_lora_trains_alike_on_one_and_two_ranks_and_exports(tmp_path_f
     names = set(checkpoint_tensor_shapes(last))
     assert any(".lora_embedding_A." in n for n in names)
     assert not any("lm_head" in n for n in names)
+
+    # exact resume: drop the last checkpoint and export, run the same command again
+    straight = final_params(one)
+    shutil.rmtree(last)
+    shutil.rmtree(one / "hf" / "final")
+    res = run_train(tmp_path / "one" / "rl.yaml")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "resumed from" in res.stdout + res.stderr
+    again = final_params(one)
+    assert max(float((again[k] - straight[k]).abs().max()) for k in straight) == 0.0
 
     merged = _merge(last, "--verify", "--out", tmp_path / "merged")
     assert merged.returncode == 0, merged.stderr
