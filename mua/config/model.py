@@ -23,6 +23,12 @@ class LoraConfig(Section):
         description="`all-linear` (every linear layer of the decoder blocks, MLP included; not "
         "the output head) or a list of module names (e.g. [q_proj, v_proj]).",
     )
+    embeddings: bool = Field(
+        False,
+        description="Also adapt the token embedding (peft's LoRA embedding) and the output head: "
+        "a head tied to the embedding (tie_word_embeddings) sees the same adapted weight, an "
+        "untied head gets an adapter of its own.",
+    )
 
     @field_validator("rank", mode="before")
     @classmethod

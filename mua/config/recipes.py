@@ -129,6 +129,19 @@ class TrainRecipe(_ConversationRecipe):
                 "rollout.lora_sync=adapter pushes LoRA adapters, but model.lora is not set; "
                 "add model.lora (e.g. {rank: 16}) or remove rollout.lora_sync"
             )
+        lora = self.model.lora
+        if (
+            lora is not None
+            and lora.embeddings
+            and self.rollout.lora_sync == "adapter"
+            and self.rollout.engine == "sglang"
+        ):
+            raise ValueError(
+                "model.lora.embeddings=true cannot push its adapter to SGLang (releases before "
+                "the tied-head LoRA support refuse embed_tokens/lm_head adapters, and mua's push "
+                "is not checked against the later ones); set rollout.lora_sync=merged or "
+                "model.lora.embeddings=false"
+            )
         return self
 
 

@@ -1,16 +1,20 @@
 """LoRA adapters on a causal LM, built with `peft`: wrapping, names, merged weights, adapter files.
 
 - `add_adapters(model, cfg)` wraps a model in peft's `PeftModel` with the recipe's `model.lora`
-  (only the adapter parameters require gradients); `check_targets` refuses, before anything
-  runs, target modules that match nothing in the model (built on the meta device, no weights).
+  (only the adapter parameters require gradients; with `embeddings`, the token embedding and
+  the output head are adapted too, see `mua.models.lora_embeddings`); `check_targets` refuses,
+  before anything runs, target modules that match nothing in the model (built on the meta
+  device, no weights).
 - `hf_name` maps a peft parameter name back to the base model's Hugging Face name
   (`base_model.model.` and `.base_layer` dropped).
 - `merged_params(named)` turns the (gathered) parameters of a peft model, in `named_parameters`
-  order, into the base model's HF names with every adapter merged: W + (B @ A) * alpha / r.
+  order, into the base model's HF names with every adapter merged: W + (B @ A) * alpha / r
+  (the embedding: W + (B @ A).T * alpha / r).
   It consumes the stream one tensor at a time, so it can sit on top of FSDP gathers.
 - `adapter_params(named)` keeps the adapter tensors only (what an adapter push or checkpoint holds);
-  `adapter_file_names(named)` renames them as peft writes them in `adapter_model.safetensors`
-  (`...q_proj.lora_A.weight`, no adapter name), the form an engine loads an adapter in;
+  `adapter_file_names(named, heads)` renames them as peft writes them in
+  `adapter_model.safetensors` (`...q_proj.lora_A.weight`, `...embed_tokens.lora_embedding_A`, no
+  adapter name; a tied head's factors added), the form an engine loads an adapter in;
   `adapter_config_dict(model)` is the matching `adapter_config.json` content (JSON types only).
 - `ADAPTER_INFO`: the file beside an adapter checkpoint naming its base and LoRA settings.
 
@@ -30,36 +34,57 @@ ADAPTER_NAME = "default"  # peft's adapter name
 _PEFT_PREFIX = "base_model.model."
 
 
-def peft_config(cfg):
-    """peft's LoraConfig for a `model.lora` section (or a dict with the same keys)."""
+def peft_config(cfg, model=None):
+    """peft's LoraConfig for a `model.lora` section (or a dict with the same keys); with
+    `embeddings`, `model` (meta weights do) resolves the targets (`mua.models.lora_embeddings`)."""
     from peft import LoraConfig
 
-    get = cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k)
+    def get(key):
+        return _get(cfg, key)
+
     target = get("target_modules")
+    target = target if isinstance(target, str) else list(target)
+    tie = False
+    if get("embeddings"):
+        from mua.models.lora_embeddings import embedding_targets
+
+        target = embedding_targets(model, target)
+        tie = bool(getattr(model.config, "tie_word_embeddings", False))
     return LoraConfig(
         r=int(get("rank")),
         lora_alpha=float(get("alpha")),
         lora_dropout=float(get("dropout")),
-        target_modules=target if isinstance(target, str) else list(target),
+        target_modules=target,
         bias="none",
         task_type="CAUSAL_LM",
+        ensure_weight_tying=tie,
     )
 
 
 def add_adapters(model, cfg):
-    """`model` wrapped in a peft model with fresh adapters (B = 0: the output is the base's)."""
+    """`model` wrapped in a peft model with fresh adapters (B = 0, or the embedding's A = 0: the
+    output is the base's); with `embeddings`, the tied head reads the embedding's adapter."""
     from peft import get_peft_model
 
     try:
-        return get_peft_model(model, peft_config(cfg))
+        peft_model = get_peft_model(model, peft_config(cfg, model))
     except ValueError as err:
         raise UsageError(_targets_message(cfg, err)) from None
+    if _get(cfg, "embeddings"):
+        from mua.models.lora_embeddings import tie_head_adapters
+
+        tie_head_adapters(peft_model)
+    return peft_model
+
+
+def _get(cfg, key):
+    return cfg.get(key) if isinstance(cfg, dict) else getattr(cfg, key, None)
 
 
 def _targets_message(cfg, err: Exception) -> str:
     first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
     return (
-        f"model.lora.target_modules={cfg.target_modules!r} matches no layer of the model "
+        f"model.lora.target_modules={_get(cfg, 'target_modules')!r} matches no layer of the model "
         f"({first}); use all-linear or names such as q_proj, v_proj, gate_proj"
     )
 
@@ -84,8 +109,10 @@ def check_targets(model_cfg) -> None:
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
+    # the recipe's names on their own: the embedding (every model has one) would hide a typo
+    own = model_cfg.lora.model_copy(update={"embeddings": False})
     try:
-        get_peft_model(model, peft_config(model_cfg.lora))
+        get_peft_model(model, peft_config(own, model))
     except ValueError as err:
         raise UsageError(_targets_message(model_cfg.lora, err)) from None
 
@@ -98,8 +125,12 @@ def is_peft(model) -> bool:
     return isinstance(model, PeftModel)
 
 
+_EMBED_FACTORS = (".lora_embedding_A", ".lora_embedding_B")  # peft's lora.Embedding
+
+
 def is_adapter_name(name: str) -> bool:
-    return ".lora_A." in name or ".lora_B." in name
+    """A LoRA factor, peft name or file name (`.lora_A.`/`.lora_B.`, `.lora_embedding_A`/`_B`)."""
+    return ".lora_A." in name or ".lora_B." in name or any(f in name for f in _EMBED_FACTORS)
 
 
 def hf_name(name: str) -> str:
@@ -124,7 +155,10 @@ def merged_params(named: Iterable, scalings: dict[str, float]) -> Iterator:
     """(HF name, merged tensor) from (peft name, full tensor) pairs in `named_parameters` order.
 
     A LoRA layer's base weight is held until its A and B arrive (they follow it), then yielded
-    as W + (B @ A) * scaling; the adapter tensors themselves are not yielded."""
+    as W + (B @ A) * scaling (a linear layer) or W + (B @ A).T * scaling (the embedding, whose
+    A is r x vocab and B hidden x r); the adapter tensors themselves are not yielded. A head
+    tied to the embedding has no tensors of its own here: the embedding's merged weight is
+    its weight too."""
     pending: dict[str, dict] = {}
     for name, tensor in named:
         module, _, leaf = name.rpartition(".")
@@ -136,23 +170,32 @@ def merged_params(named: Iterable, scalings: dict[str, float]) -> Iterator:
             yield hf_name(name), tensor
             continue
         parts = pending.setdefault(owner, {})
-        if ".lora_A." in name:
+        if ".lora_A." in name or ".lora_embedding_A." in name:
             parts["A"] = tensor
-        elif ".lora_B." in name:
+        elif ".lora_B." in name or ".lora_embedding_B." in name:
             parts["B"] = tensor
+            parts["embedding"] = ".lora_embedding_B." in name
         else:
             parts["W"], parts["name"] = tensor, hf_name(name)
         if {"A", "B", "W"} <= parts.keys():
             del pending[owner]
             w, a, b = parts["W"], parts["A"], parts["B"]
             delta = (b.float() @ a.float()) * scalings[owner]
+            if parts["embedding"]:
+                delta = delta.T
             yield parts["name"], (w.float() + delta).to(w.dtype)
     if pending:
         raise RuntimeError(f"LoRA layers without their weights or adapters: {sorted(pending)[:3]}")
 
 
 def _lora_owner(name: str, scalings: dict[str, float]) -> str | None:
-    for marker in (".base_layer.", ".lora_A.", ".lora_B."):
+    for marker in (
+        ".base_layer.",
+        ".lora_A.",
+        ".lora_B.",
+        ".lora_embedding_A.",
+        ".lora_embedding_B.",
+    ):
         if marker in name:
             owner = name.split(marker, 1)[0]
             return owner if owner in scalings else None
@@ -167,15 +210,23 @@ def adapter_params(named: Iterable) -> Iterator:
 
 
 def adapter_file_name(name: str) -> str:
-    """The name peft writes a peft parameter under in `adapter_model.safetensors`."""
+    """The name peft writes a peft parameter under in `adapter_model.safetensors`
+    (`...q_proj.lora_A.weight`, `...embed_tokens.lora_embedding_A`)."""
+    for factor in _EMBED_FACTORS:
+        if name.endswith(f"{factor}.{ADAPTER_NAME}"):
+            return name[: -len(ADAPTER_NAME) - 1]
     return name.replace(f".lora_A.{ADAPTER_NAME}.", ".lora_A.").replace(
         f".lora_B.{ADAPTER_NAME}.", ".lora_B."
     )
 
 
-def adapter_file_names(named: Iterable) -> Iterator:
-    """(file name, tensor) of the adapter tensors of a stream of (peft name, tensor)."""
-    for name, tensor in adapter_params(named):
+def adapter_file_names(named: Iterable, heads: dict[str, str] | None = None) -> Iterator:
+    """(file name, tensor) of the adapter tensors of a stream of (peft name, tensor); `heads`
+    ({tied head module: embedding module}, `lora_embeddings.tied_heads`) adds the tied head's
+    factors, which peft's files hold too."""
+    from mua.models.lora_embeddings import with_tied_head_tensors
+
+    for name, tensor in with_tied_head_tensors(adapter_params(named), heads or {}):
         yield adapter_file_name(name), tensor
 
 
@@ -203,6 +254,7 @@ def write_adapter_info(folder: Path, model_cfg) -> None:
         "alpha": lora.alpha,
         "dropout": lora.dropout,
         "target_modules": lora.target_modules,
+        "embeddings": lora.embeddings,
     }
     (Path(folder) / ADAPTER_INFO).write_text(json.dumps(info, indent=2) + "\n")
 

@@ -6,7 +6,9 @@ with the same LoRA settings, and the checkpoint's adapters are loaded into it af
 check: an adapter trained on a base of another shape is refused (one line) before anything is
 written. Merged: W + (B @ A) * alpha / r for every adapted layer (`mua.models.lora`), written
 with `mua merge`'s writer. Adapter: peft's own `save_pretrained` (adapter_model.safetensors +
-adapter_config.json, float32), which `peft.PeftModel.from_pretrained(base, folder)` loads.
+adapter_config.json, float32; an adapted embedding's base weight is not copied in, and a tied
+head's factors are added as peft's files hold them), which
+`peft.PeftModel.from_pretrained(base, folder)` loads.
 `verify` compares the exported model's logits on the probe batch with the trainer's forward
 (the base with the adapters active, float32). Both forms end with `merge_info.json`.
 Does not read optimizer state.
@@ -144,7 +146,8 @@ def _write_adapter_folder(peft_model, tokenizer, out_dir: Path, dtype: str, reco
 
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    peft_model.save_pretrained(tmp)
+    peft_model.save_pretrained(tmp, save_embedding_layers=False)  # the base stays out
+    _add_tied_head_factors(peft_model, tmp)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     mark_dir(tmp, "merge")
@@ -155,6 +158,23 @@ def _write_adapter_folder(peft_model, tokenizer, out_dir: Path, dtype: str, reco
         shutil.rmtree(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, out_dir)
+
+
+def _add_tied_head_factors(peft_model, folder: Path) -> None:
+    """With an adapted embedding tied to the output head, the head's factors are the
+    embedding's (`mua.models.lora_embeddings`), so peft's state dict lacks them; its files hold
+    them (as a head's own factors), and a peft loader expects them: write the full set."""
+    from safetensors.torch import save_file
+
+    from mua.models.lora import adapter_file_names
+    from mua.models.lora_embeddings import tied_heads
+
+    heads = tied_heads(peft_model)
+    if not heads:
+        return
+    named = ((n, p.detach()) for n, p in peft_model.named_parameters())
+    tensors = {n: t.contiguous() for n, t in adapter_file_names(named, heads)}
+    save_file(tensors, folder / "adapter_model.safetensors", metadata={"format": "pt"})
 
 
 def _verify(

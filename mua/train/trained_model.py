@@ -67,15 +67,39 @@ class AdaptersDisabled:
             packed_logits(policy, pack([[0, 0]], [0], device))
         if hasattr(policy, "reshard"):
             policy.reshard()
+        self._root_adapters = hasattr(policy, "reshard") and _root_holds_adapters(policy)
 
     def __call__(self, *args, **kwargs):
+        """peft's `disable_adapter` turns `requires_grad` off on the adapters and back on after,
+        on the Parameters registered then. FSDP2 keeps the root's parameters gathered after its
+        forward, so adapters held by the root (an adapted embedding or head) would be turned
+        back on in their gathered form only, leaving the shards without `requires_grad`, and
+        FSDP2 drops gradients of such shards. The root is resharded around the reference's
+        forward, so both switches reach the shards."""
         import torch
 
-        with torch.no_grad(), self.policy.disable_adapter():
-            return self.policy(*args, **kwargs)
+        with torch.no_grad():
+            self._reshard_root()
+            with self.policy.disable_adapter():
+                try:
+                    return self.policy(*args, **kwargs)
+                finally:
+                    self._reshard_root()
+
+    def _reshard_root(self) -> None:
+        if self._root_adapters:
+            self.policy.reshard()
 
     def __getattr__(self, name):
         return getattr(self.policy, name)
+
+
+def _root_holds_adapters(model: nn.Module) -> bool:
+    """Whether a trainable parameter sits outside the decoder blocks (FSDP2's root unit)."""
+    from mua.distributed.fsdp import decoder_blocks
+
+    in_blocks = {id(p) for block in decoder_blocks(model) for p in block.parameters()}
+    return any(p.requires_grad and id(p) not in in_blocks for p in model.parameters())
 
 
 def engine_params(model: nn.Module) -> Iterator:

@@ -40,6 +40,8 @@ class PeftAdapters:
         ValueError (nothing kept) when its tensors do not fit the model's layers."""
         from peft import get_peft_config, get_peft_model, set_peft_model_state_dict
 
+        from mua.models.lora_embeddings import add_tied_head_adapter
+
         if name in self.names:
             raise ValueError(f"an adapter named {name!r} is already loaded")
         peft_config = get_peft_config(dict(config))
@@ -47,6 +49,7 @@ class PeftAdapters:
             self.peft = get_peft_model(self.model, peft_config, adapter_name=name)
         else:
             self.peft.add_adapter(name, peft_config)
+            add_tied_head_adapter(self.peft, name)  # an adapted embedding's tied head
         result = set_peft_model_state_dict(self.peft, dict(named_tensors), adapter_name=name)
         missing = [k for k in result.missing_keys if ".lora_" in k and f".{name}." in k]
         if result.unexpected_keys or missing:

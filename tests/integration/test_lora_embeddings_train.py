@@ -1,0 +1,159 @@
+"""GRPO with LoRA on the token embedding and its tied output head (`model.lora.embeddings`)
+through `mua train` and `mua merge`: 1 rank (plain module, adapters pushed to the hf engine in
+place) and 2 FSDP2 ranks (sharded adapters, merged pushes) give the same losses, gradient norms
+and final weights, so the head's tie to the embedding's factors survives sharding and both push
+forms serve the trainer's model; the checkpoint holds the embedding's factors and no copy for
+the head and a resume from it ends where the straight run ended; both export forms pass
+`--verify` and load with the trained model's logits."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.train_helpers import (
+    REPO,
+    final_params,
+    hf_logits,
+    metric_history,
+    run_train,
+)
+
+pytestmark = pytest.mark.integration
+
+ALGO = {
+    "kind": "grpo",
+    "score": "sum",
+    "gamma": 1.0,
+    "kl": {"coef": 0.5, "estimator": "k3", "placement": "loss"},
+}
+
+
+def _run(tmp_path, model, train, name, *args, **extra):
+    folder = tmp_path / name
+    folder.mkdir()
+    recipe = write_rl_recipe(folder, model, train, algo=ALGO, optim={"lr": 1e-2}, **extra)
+    import yaml
+
+    data = yaml.safe_load(recipe.read_text())
+    data["model"]["lora"] = {"rank": 4, "alpha": 8, "embeddings": True}
+    recipe.write_text(yaml.safe_dump(data))
+    res = run_train(recipe, *args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return folder / "run"
+
+
+def _merge(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "mua.cli.main", "merge", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+
+
+def test_embedding_lora_trains_alike_on_one_and_two_ranks_and_exports(tmp_path_factory, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from mua.distributed.dcp_offline import checkpoint_tensor_shapes
+
+    model, train, _ = shared_guess_setup(tmp_path_factory)
+    one = _run(tmp_path, model, train, "one", rollout={"lora_sync": "adapter"}, total_steps=2)
+    two = _run(
+        tmp_path,
+        model,
+        train,
+        "two",
+        "--nproc-per-node",
+        "2",
+        parallel={"micro_batch_tokens": 100},
+        total_steps=2,
+        checkpoint={"save_freq": 0},
+    )
+    kl = metric_history(one, "actor/kl")
+    assert abs(kl[0]) < 1e-6 and kl[1] > 1e-6  # reference = base (embedding adapter off too)
+    assert max(metric_history(one, "logp_diff_engine_vs_trainer")) < 1e-4  # adapter push
+    assert max(metric_history(two, "logp_diff_engine_vs_trainer")) < 1e-4  # merged push
+    for key in ("loss", "actor/kl", "grad_norm"):
+        a, b = metric_history(one, key), metric_history(two, key)
+        assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5, key
+    final_one, final_two = final_params(one), final_params(two)
+    assert "lm_head.weight" not in final_one  # tied: the head is the embedding
+    assert max(float((final_one[k] - final_two[k]).abs().max()) for k in final_one) < 1e-5
+    sft = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).state_dict()
+    moved = final_one["model.embed_tokens.weight"] - sft["model.embed_tokens.weight"]
+    assert float(moved.abs().max()) > 1e-5  # the embedding (and the tied head) trained
+
+    last = one / "checkpoints" / "global_step_2"
+    names = set(checkpoint_tensor_shapes(last))
+    assert any(".lora_embedding_A." in n for n in names)
+    assert not any("lm_head" in n for n in names)
+
+    # exact resume: drop the last checkpoint and export, run the same command again
+    straight = final_params(one)
+    shutil.rmtree(last)
+    shutil.rmtree(one / "hf" / "final")
+    res = run_train(tmp_path / "one" / "rl.yaml")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "resumed from" in res.stdout + res.stderr
+    again = final_params(one)
+    assert max(float((again[k] - straight[k]).abs().max()) for k in straight) == 0.0
+
+    merged = _merge(last, "--verify", "--out", tmp_path / "merged")
+    assert merged.returncode == 0, merged.stderr
+    adapter = _merge(last, "--verify", "--adapter", "--out", tmp_path / "adapter")
+    assert adapter.returncode == 0, adapter.stderr
+    ids = torch.randint(3, 1999, (2, 16), generator=torch.Generator().manual_seed(5))
+    trained = hf_logits(one / "hf" / "final", ids)
+    assert (
+        float((hf_logits(tmp_path / "merged" / "global_step_2", ids) - trained).abs().max()) < 1e-4
+    )
+    base = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    peft_model = PeftModel.from_pretrained(base, tmp_path / "adapter" / "global_step_2").eval()
+    with torch.no_grad():
+        assert float((peft_model(input_ids=ids).logits - trained).abs().max()) < 1e-4
+
+
+def test_embedding_adapters_pushed_to_sglang_stop_before_the_run(tmp_path_factory, tmp_path):
+    import yaml
+
+    model, train, _ = shared_guess_setup(tmp_path_factory)
+    recipe = write_rl_recipe(tmp_path, model, train)
+    data = yaml.safe_load(recipe.read_text())
+    data["model"]["lora"] = {"rank": 4, "embeddings": True}
+    data["rollout"].update(engine="sglang", lora_sync="adapter")
+    recipe.write_text(yaml.safe_dump(data))
+    res = run_train(recipe)
+    assert res.returncode == 2, res.stderr[-2000:]
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "rollout.lora_sync=merged or model.lora.embeddings=false" in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_embedding_lora_trains_with_bf16_and_activation_checkpointing(tmp_path_factory, tmp_path):
+    """One rank under FSDP2 (bf16 compute): the embedding's factors, held by the root unit,
+    keep their gradients across the reference's forward with the adapters disabled."""
+    from transformers import AutoModelForCausalLM
+
+    model, train, _ = shared_guess_setup(tmp_path_factory)
+    run = _run(
+        tmp_path,
+        model,
+        train,
+        "bf16",
+        parallel={"mixed_precision": "bf16", "activation_checkpointing": True},
+        rollout={"lora_sync": "adapter"},
+        total_steps=2,
+        checkpoint={"save_freq": 0},
+    )
+    assert metric_history(run, "actor/kl")[1] > 0
+    sft = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).state_dict()
+    moved = final_params(run)["model.embed_tokens.weight"] - sft["model.embed_tokens.weight"]
+    assert float(moved.abs().max()) > 1e-5
