@@ -141,6 +141,21 @@ def write_rl_recipe(
     return path
 
 
+def lora_rl_run(folder: Path, model, train, lora: dict, *args, algo: dict, **extra) -> Path:
+    """`mua train` of a GRPO recipe with `model.lora: LORA` written in FOLDER (which it creates);
+    the recipe's path. Asserts the run succeeded."""
+    from tests.integration.train_helpers import run_train
+
+    folder.mkdir()
+    recipe = write_rl_recipe(folder, model, train, algo=algo, optim={"lr": 1e-2}, **extra)
+    data = yaml.safe_load(recipe.read_text())
+    data["model"]["lora"] = lora
+    recipe.write_text(yaml.safe_dump(data))
+    res = run_train(recipe, *args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return recipe
+
+
 def shared_guess_setup(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(warm model, train tasks, test tasks), built once per test session and shared by modules."""
     folder = tmp_path_factory.getbasetemp() / "guess-shared"

@@ -9,18 +9,16 @@ the head and a resume from it ends where the straight run ended; both export for
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.grpo_helpers import lora_rl_run, shared_guess_setup, write_rl_recipe
 from tests.integration.train_helpers import (
-    REPO,
     final_params,
     hf_logits,
     metric_history,
+    run_merge,
     run_train,
 )
 
@@ -36,26 +34,10 @@ ALGO = {
 
 def _run(tmp_path, model, train, name, *args, **extra):
     folder = tmp_path / name
-    folder.mkdir()
-    recipe = write_rl_recipe(folder, model, train, algo=ALGO, optim={"lr": 1e-2}, **extra)
-    import yaml
-
-    data = yaml.safe_load(recipe.read_text())
-    data["model"]["lora"] = {"rank": 4, "alpha": 8, "embeddings": True}
-    recipe.write_text(yaml.safe_dump(data))
-    res = run_train(recipe, *args)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return folder / "run"
-
-
-def _merge(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "mua.cli.main", "merge", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
+    lora_rl_run(
+        folder, model, train, {"rank": 4, "alpha": 8, "embeddings": True}, *args, algo=ALGO, **extra
     )
+    return folder / "run"
 
 
 def test_embedding_lora_trains_alike_on_one_and_two_ranks_and_exports(tmp_path_factory, tmp_path):
@@ -106,9 +88,9 @@ def test_embedding_lora_trains_alike_on_one_and_two_ranks_and_exports(tmp_path_f
     again = final_params(one)
     assert max(float((again[k] - straight[k]).abs().max()) for k in straight) == 0.0
 
-    merged = _merge(last, "--verify", "--out", tmp_path / "merged")
+    merged = run_merge(last, "--verify", "--out", tmp_path / "merged")
     assert merged.returncode == 0, merged.stderr
-    adapter = _merge(last, "--verify", "--adapter", "--out", tmp_path / "adapter")
+    adapter = run_merge(last, "--verify", "--adapter", "--out", tmp_path / "adapter")
     assert adapter.returncode == 0, adapter.stderr
     ids = torch.randint(3, 1999, (2, 16), generator=torch.Generator().manual_seed(5))
     trained = hf_logits(one / "hf" / "final", ids)

@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import urllib.request
 
 import pytest
 import torch
 
-from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.grpo_helpers import lora_rl_run, shared_guess_setup, write_rl_recipe
 from tests.integration.train_helpers import (
-    REPO,
     final_params,
     hf_logits,
     metric_history,
     mua_serve,
+    run_merge,
     run_train,
 )
 
@@ -42,26 +40,8 @@ LORA = {"rank": 4, "alpha": 8}
 
 def _run(tmp_path, model, train, name, *args, **extra):
     folder = tmp_path / name
-    folder.mkdir()
-    recipe = write_rl_recipe(folder, model, train, algo=ALGO, optim={"lr": 1e-2}, **extra)
-    import yaml
-
-    data = yaml.safe_load(recipe.read_text())
-    data["model"]["lora"] = LORA
-    recipe.write_text(yaml.safe_dump(data))
-    res = run_train(recipe, *args)
-    assert res.returncode == 0, res.stderr[-3000:]
+    recipe = lora_rl_run(folder, model, train, LORA, *args, algo=ALGO, **extra)
     return folder / "run", recipe
-
-
-def _merge(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "mua.cli.main", "merge", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
 
 
 def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factory, tmp_path):
@@ -119,9 +99,9 @@ def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factor
     assert max(float((again[k] - straight[k]).abs().max()) for k in straight) == 0.0
 
     # exports: merged (default) and PEFT adapter, each verified against the trainer's forward
-    merged = _merge(last, "--verify", "--out", tmp_path / "merged")
+    merged = run_merge(last, "--verify", "--out", tmp_path / "merged")
     assert merged.returncode == 0, merged.stderr
-    adapter = _merge(last, "--verify", "--adapter", "--out", tmp_path / "adapter")
+    adapter = run_merge(last, "--verify", "--adapter", "--out", tmp_path / "adapter")
     assert adapter.returncode == 0, adapter.stderr
     ids = torch.randint(3, 1999, (2, 16), generator=torch.Generator().manual_seed(5))
     trained = hf_logits(tmp_path / "straight", ids)

@@ -69,6 +69,17 @@ def sft_run(folder: Path, *args: str, **recipe_extra) -> Path:
     return folder / "run"
 
 
+def run_merge(*args) -> subprocess.CompletedProcess:
+    """`mua merge ARGS` in a subprocess (output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mua.cli.main", "merge", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+
+
 def metric_history(run_dir: Path, key: str) -> list[float]:
     from mlflow.tracking import MlflowClient
 
