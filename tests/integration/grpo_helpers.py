@@ -141,7 +141,18 @@ def write_rl_recipe(
     return path
 
 
-def lora_rl_run(folder: Path, model, train, lora: dict, *args, algo: dict, **extra) -> Path:
+# GRPO with a KL term against the reference (for LoRA: the policy with its adapters disabled)
+LORA_GRPO_ALGO = {
+    "kind": "grpo",
+    "score": "sum",
+    "gamma": 1.0,
+    "kl": {"coef": 0.5, "estimator": "k3", "placement": "loss"},
+}
+
+
+def lora_rl_run(
+    folder: Path, model, train, lora: dict, *args, algo: dict = LORA_GRPO_ALGO, **extra
+) -> Path:
     """`mua train` of a GRPO recipe with `model.lora: LORA` written in FOLDER (which it creates);
     the recipe's path. Asserts the run succeeded."""
     from tests.integration.train_helpers import run_train

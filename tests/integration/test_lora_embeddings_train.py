@@ -24,19 +24,10 @@ from tests.integration.train_helpers import (
 
 pytestmark = pytest.mark.integration
 
-ALGO = {
-    "kind": "grpo",
-    "score": "sum",
-    "gamma": 1.0,
-    "kl": {"coef": 0.5, "estimator": "k3", "placement": "loss"},
-}
-
 
 def _run(tmp_path, model, train, name, *args, **extra):
     folder = tmp_path / name
-    lora_rl_run(
-        folder, model, train, {"rank": 4, "alpha": 8, "embeddings": True}, *args, algo=ALGO, **extra
-    )
+    lora_rl_run(folder, model, train, {"rank": 4, "alpha": 8, "embeddings": True}, *args, **extra)
     return folder / "run"
 
 

@@ -29,18 +29,12 @@ from tests.integration.train_helpers import (
 
 pytestmark = pytest.mark.integration
 
-ALGO = {
-    "kind": "grpo",
-    "score": "sum",
-    "gamma": 1.0,
-    "kl": {"coef": 0.5, "estimator": "k3", "placement": "loss"},
-}
 LORA = {"rank": 4, "alpha": 8}
 
 
 def _run(tmp_path, model, train, name, *args, **extra):
     folder = tmp_path / name
-    recipe = lora_rl_run(folder, model, train, LORA, *args, algo=ALGO, **extra)
+    recipe = lora_rl_run(folder, model, train, LORA, *args, **extra)
     return folder / "run", recipe
 
 
