@@ -19,6 +19,16 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 REPO = Path(__file__).resolve().parents[1]
 
 
+def load_script(name: str):
+    """The module of `scripts/NAME.py`, imported from its file (scripts/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(autouse=True)
 def _no_inherited_mlflow_uri(monkeypatch):
     """Every test starts without MLFLOW_TRACKING_URI: `mlflow.set_tracking_uri` exports it, so one

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,15 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_without_cuda_one_line_and_exit_2():
@@ -52,5 +46,5 @@ def _write_run(run_dir: Path, losses: list[float], exported: bool) -> None:
 )
 def test_train_part_needs_two_finite_losses_and_the_export(tmp_path, losses, exported, ok):
     _write_run(tmp_path / "run", losses, exported)
-    passed, detail = _module()._train_check(tmp_path / "run")
+    passed, detail = load_script("gpu_check")._train_check(tmp_path / "run")
     assert passed is ok, detail

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lora_learns.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("lora_learns", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_script
 
 
 def test_bar_needs_every_seed_to_gain_and_a_mean_above_two_std_and_the_spread():
-    learns = _script().learns
+    learns = load_script("lora_learns").learns
     assert learns([0.10, 0.064, 0.041, 0.107, 0.107, 0.113])  # full fine-tuning, seeds 0-5
     # the LoRA recipe over seeds 0-5: 2 std = 0.041 < mean 0.045 < spread 0.047
     assert not learns([0.055, 0.064, 0.029, 0.023, 0.027, 0.070])
@@ -41,7 +33,7 @@ def _model(folder: Path, value: float) -> Path:
 
 
 def test_swapped_models_take_blocks_or_embedding_from_the_trained_model(tmp_path):
-    swapped = _script()._swapped_model
+    swapped = load_script("lora_learns")._swapped_model
     sft, rl = _model(tmp_path / "sft", 1.0), _model(tmp_path / "rl", 2.0)
     blocks = load_file(swapped(sft, rl, tmp_path / "blocks", False) / "model.safetensors")
     embedding = load_file(swapped(sft, rl, tmp_path / "emb", True) / "model.safetensors")
