@@ -109,3 +109,27 @@ def test_run_outcome_reads_reward_stop_and_absence(tmp_path):
     outcome = al.run_outcome(stopped, sft_reward=0.2)
     assert (outcome["reward"], outcome["stopped"], outcome["collapsed"]) == (0.0, True, True)
     assert al.run_outcome(tmp_path / "absent", sft_reward=0.2) is None
+
+
+def test_sync_name_judges_against_that_folder_not_the_demo_run(tmp_path, capsys):
+    def run(folder, reward):
+        (folder / "eval_rl").mkdir(parents=True)
+        summary = {"gyms": {"guess": {"reward_mean": reward}}}
+        (folder / "eval_rl" / "summary.json").write_text(json.dumps(summary))
+
+    for seed, (demo, other, asyn) in enumerate([(0.30, 0.36, 0.35), (0.32, 0.38, 0.37)]):
+        start = tmp_path / "sft_start" / f"seed_{seed}"
+        (start / "eval_sft").mkdir(parents=True)
+        (start / "eval_sft" / "summary.json").write_text(
+            json.dumps({"gyms": {"guess": {"reward_mean": 0.25}}})
+        )
+        run(start, demo)  # the demo's own synchronous run
+        run(tmp_path / "sync_other" / f"seed_{seed}", other)
+        run(tmp_path / "arm" / f"seed_{seed}", asyn)
+    args = ["--seeds", "0-1", "--out", str(tmp_path), "--name", "arm", "--judge-only"]
+    assert al.main([*args, "--sync-name", "sync_other"]) in (0, 1)
+    verdict = json.loads((tmp_path / "arm" / "judgement.json").read_text())
+    assert (verdict["sync_min"], verdict["sync_max"]) == (0.36, 0.38)
+    al.main(args)
+    verdict = json.loads((tmp_path / "arm" / "judgement.json").read_text())
+    assert (verdict["sync_min"], verdict["sync_max"]) == (0.30, 0.32)
