@@ -12,7 +12,7 @@ Does not build models or optimizers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -86,14 +86,19 @@ def shard_model(
     return model
 
 
-def iter_full_params(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """(HF name, full tensor on CPU) for every parameter and buffer-free weight, in a fixed order.
+def iter_full_params(
+    model: nn.Module, keep: Callable[[str], bool] | None = None
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """(HF name, full tensor on CPU) for every parameter and buffer-free weight, in a fixed order
+    (only those whose name `keep` accepts, when given: the others are not gathered).
 
     Every rank must iterate in lock-step: each DTensor gather is a collective. With one rank
     (and CPU parameters) the tensors are the parameters' own storage, not copies: use them
     before the next optimizer step changes them (pushes and exports do).
     """
     for name, param in model.named_parameters():
+        if keep is not None and not keep(name):
+            continue
         data = param.detach()
         if hasattr(data, "full_tensor"):
             # one rank holds the whole tensor: no collective (one per tensor) is needed

@@ -253,20 +253,12 @@ class EngineSync:
 def adapter_tensors(model):
     """(peft file name, full CPU tensor) of a peft policy's adapter tensors only, one at a time
     (collective: every rank iterates in lock-step; the frozen base is not gathered)."""
+    from mua.distributed.fsdp import iter_full_params
     from mua.models.lora import adapter_file_names, is_adapter_name
     from mua.models.lora_embeddings import tied_heads
 
-    def gathered():
-        for name, param in model.named_parameters():
-            if not is_adapter_name(name):
-                continue
-            data = param.detach()
-            if hasattr(data, "full_tensor"):
-                data = data.to_local() if data.device_mesh.size() == 1 else data.full_tensor()
-            yield name, data.cpu()
-
     # a head tied to the embedding travels as peft's files hold it: its factors, transposed
-    yield from adapter_file_names(gathered(), tied_heads(model))
+    yield from adapter_file_names(iter_full_params(model, keep=is_adapter_name), tied_heads(model))
 
 
 # ---- building --------------------------------------------------------------------------------
