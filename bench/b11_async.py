@@ -9,7 +9,8 @@ hf engine, 16 new tokens a turn; 8 tasks a step, 4 samples each (GRPO groups of 
 Both modes run the trainer's own parts on one CPU rank: `EngineSync` (wake, serve, push),
 `SeededPolicy`, the runner, `score` / `group_relative_advantages` / `with_inputs` and `update`
 (one optimizer step of GRPO on every step's 32 samples), then the weight push:
-- sync: each step rolls out its 8 groups with `run_rollouts` and waits for the last one;
+- sync: `PartialRollouts` with oversample 1 (the trainer's synchronous step): each step rolls
+  out its 8 groups and waits for the last one;
 - async: `PartialRollouts` with oversample 2.0 (16 groups in flight), max_staleness 3 and the
   `tis` correction: each step trains the first 8 complete groups and carries the rest; a
   conversation waiting on its user when the step has its groups parks with the reply on its
@@ -139,8 +140,8 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
     from mua.distributed import DistInfo
     from mua.engines.hf.hf_engine import HFEngine
     from mua.gym import GymContext, GymSpec
+    from mua.gym.mix import GymRun
     from mua.models import load_model, load_tokenizer
-    from mua.rollout.runner import Route, run_rollouts
     from mua.train.engine_sync import EngineSync
     from mua.train.optim import build_optimizer, build_scheduler
     from mua.train.partial_rollouts import PartialRollouts
@@ -179,35 +180,24 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
         pad_token_id=tok.pad_token_id or 0,
     )
     sync = EngineSync(engine, "hf", model, parallel.weight_push_bucket_mb)
-    policy = SeededPolicy(engine, cfg, "bracket", seed=0, rank=0, world_size=1)
+    policy = SeededPolicy(engine, cfg, "bracket", seed=0)
     gym = _Gym(url)
     spec = GymSpec(name="b11", description="", make_env=gym.make_env, build_tasks=lambda *a: {})
-    route = Route(spec, GymContext(), cfg, N, label="b11")
-    tasks, carry = _Tasks(), PartialRollouts(OVERSAMPLE, MAX_STALENESS)
+    route = GymRun("b11", spec, GymContext(), cfg, N)
+    tasks, carry = _Tasks(), PartialRollouts(cfg.oversample, algo.max_staleness)
     totals = {"rollout_s": 0.0, "train_s": 0.0, "push_s": 0.0, "samples": 0.0, "wall_s": 0.0}
     staleness, dropped = [], 0.0
     for step in range(STEPS + 1):
         busy0 = engine.stats["busy_s"]  # the serving thread's seconds admitting and decoding
         t0 = time.perf_counter()
+        out = carry.rollout(
+            sampler=tasks, tasks_per_step=TASKS_PER_STEP, runs={"b11": route},
+            sync=sync, policy=policy, tokenizer=tok, rollout_cfg=cfg, step=step, dist=dist,
+        )  # fmt: skip
+        trajectories = out.trajectories
         if is_async:
-            out = carry.rollout(
-                sampler=tasks, tasks_per_step=TASKS_PER_STEP, route_of=lambda _: route,
-                sync=sync, policy=policy, tokenizer=tok, rollout_cfg=cfg, step=step, dist=dist,
-            )  # fmt: skip
-            trajectories = out.trajectories
             staleness += out.staleness
             dropped += out.counts["dropped_stale_samples"]
-        else:
-            drawn = [t for _, t in tasks.next_labelled(TASKS_PER_STEP)]
-            policy.start_step(step)
-
-            async def job(drawn=drawn):
-                return await run_rollouts(
-                    drawn, n=N, policy=policy, gym_spec=spec, gym_ctx=GymContext(),
-                    tokenizer=tok, rollout_cfg=cfg,
-                )  # fmt: skip
-
-            trajectories = sync.run(job)
         t1 = time.perf_counter()
         batch = score(trajectories, algo, rank=0, world_size=1, n=N)
         advantages, _ = group_relative_advantages(batch, algo)

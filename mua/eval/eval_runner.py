@@ -1,6 +1,6 @@
 """The evaluation runner: `evaluate(tasks, policy=..., ...)`, used by `mua eval` and by training.
 
-For one gym, n samples of every task through the rollout runner's `run_one` (at most
+For one gym, n samples of every task through `mua.rollout.collect.collect` (at most
 `rollout_cfg.max_concurrency` at once), each reduced to a result row as soon as it finishes
 (appended to a `ResultStore` when given, so an interruption loses nothing finished). Samples
 already in the store are skipped, which is how an evaluation resumes. Returns the rows of the
@@ -17,10 +17,8 @@ models or prints.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
 
 from mua.eval.fingerprint import task_digest
@@ -31,21 +29,15 @@ log = logging.getLogger("mua.eval")
 
 
 class TrajectorySeededPolicy(EnginePolicy):
-    """EnginePolicy with a per-(task, sample, turn) seed derived from the runner's route key."""
+    """EnginePolicy seeded per (seed, task id, sample, turn): the conversation's
+    `mua.rollout.collect.SeedKey` (whose position is the task id in evaluation) and turn."""
 
     def __init__(self, engine, *, seed: int = 0, **kwargs):
         super().__init__(engine, **kwargs)
         self.base_seed = seed
-        self._turns: Counter = Counter()
 
-    def request_seed(self, route_key: str) -> int:
-        turn = self._turns[route_key]
-        self._turns[route_key] += 1
-        head, _, sample = route_key.rpartition("/")
-        task_id = (
-            head.split(":", 1)[1] if ":" in head else head
-        )  # drop the runner's position prefix
-        text = f"{self.base_seed}/{task_id}/{sample}/{turn}".encode()
+    def request_seed(self, seed_key, turn: int) -> int:
+        text = f"{self.base_seed}/{seed_key.position}/{seed_key.sample}/{turn}".encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
 
 
@@ -70,6 +62,27 @@ def trivial_baseline(gym_spec, tasks) -> float | None:
         return None
 
 
+def evaluation_groups(tasks, run, n: int, seed_step=None, skip=None) -> list:
+    """One `Group` per task, its n samples less those `skip((task, sample))` says are done;
+    seeded by task id (`seed_step` None) or by (step, task position) in training."""
+    from mua.rollout.collect import Group, SeedKey
+
+    groups = []
+    for pos, task in enumerate(tasks):
+        samples = tuple(k for k in range(n) if skip is None or not skip(task, k))
+        seed = SeedKey(None, str(task.task_id)) if seed_step is None else SeedKey(seed_step, pos)
+        if samples:
+            groups.append(Group(pos, task, run, seed, samples=samples))
+    return groups
+
+
+def row_of(task, traj, gym: str, success_threshold: float) -> dict:
+    """The result row of a finished trajectory, with its task's content digest."""
+    row = result_row(traj, gym, success_threshold)
+    row["task_sha"] = task_digest(task)
+    return row
+
+
 async def evaluate(
     tasks,
     *,
@@ -87,43 +100,32 @@ async def evaluate(
     on_trajectory=None,
 ) -> GymEvaluation:
     """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring."""
-    from mua.rollout.runner import run_one
+    from mua.gym.mix import GymRun
+    from mua.rollout.collect import collect
 
     gym = gym_spec.name
-    limit = asyncio.Semaphore(rollout_cfg.max_concurrency)
     fresh: list[dict] = []
+    run = GymRun(gym, gym_spec, gym_ctx, rollout_cfg, n)
+    done = None if store is None else (lambda task, k: store.has((gym, str(task.task_id), k)))
 
-    async def one(position: int, task, sample: int) -> None:
-        async with limit:
-            traj = await run_one(
-                task,
-                f"{position}:{task.task_id}",
-                sample,
-                policy=policy,
-                gym_spec=gym_spec,
-                gym_ctx=gym_ctx,
-                tokenizer=tokenizer,
-                rollout_cfg=rollout_cfg,
-            )
+    def finished(group, traj) -> None:
         if on_trajectory is not None:
             on_trajectory(traj)
-        row = result_row(traj, gym, success_threshold)
-        row["task_sha"] = task_digest(task)
+        row = row_of(group.task, traj, gym, success_threshold)
         fresh.append(row)
         if store is not None:
             store.append(row)
-        if progress is not None:
-            progress.advance(traj)
         if on_row is not None:
             on_row(row)
 
-    jobs = [
-        one(pos, task, k)
-        for pos, task in enumerate(tasks)
-        for k in range(n)
-        if store is None or not store.has((gym, str(task.task_id), k))
-    ]
-    await asyncio.gather(*jobs)
+    await collect(
+        evaluation_groups(tasks, run, n, skip=done),
+        policy=policy,
+        tokenizer=tokenizer,
+        max_concurrency=rollout_cfg.max_concurrency,
+        progress=progress,
+        on_trajectory=finished,
+    )
     wanted = {(str(t.task_id), k) for t in tasks for k in range(n)}
     known = store.rows_of(gym) if store is not None else fresh
     rows = [r for r in known if (str(r["task_id"]), int(r["sample_index"])) in wanted]
@@ -131,8 +133,3 @@ async def evaluate(
     k_all = sorted({k for k in (*k_values, 1, n) if 1 <= k <= n})
     summary = summarize(rows, k_all, order, trivial_baseline(gym_spec, tasks))
     return GymEvaluation(gym=gym, rows=ordered(rows, order), summary=summary, new_rows=len(fresh))
-
-
-def evaluate_sync(tasks, **kwargs) -> GymEvaluation:
-    """`evaluate` from synchronous code (its own event loop)."""
-    return asyncio.run(evaluate(tasks, **kwargs))

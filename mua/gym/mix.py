@@ -24,15 +24,17 @@ HELD_OUT_SPLITS = ("test", "validation", "dev")
 
 @dataclass
 class GymRun:
-    """One entry of `gyms:` ready to run: what each of its conversations gets."""
+    """One entry of `gyms:` ready to run: what each of its conversations gets (the one run-time
+    type of an entry; `mua.rollout.collect` runs conversations by it)."""
 
     label: str
     spec: object  # GymSpec
     ctx: object  # GymContext, with the entry's user
     rollout_cfg: object  # RolloutConfig with the entry's and the gym's budgets
     n: int
-    entry: object  # the GymConfig
+    entry: object = None  # the GymConfig
     user_cfg: object = None
+    policy: object = None  # when set, replaces the caller's policy for these conversations
 
 
 def _where(i: int, entry) -> str:

@@ -9,7 +9,7 @@ the caller cancels it), and the tasks it leaves behind go on between calls. `clo
 what is still running, runs the owner's clean-up, finalizes the loop's async generators (which close the HTTP sessions
 made on it, `mua.llm.http_session`) and stops the thread.
 
-Not here: what runs on it (`mua.rollout.carryover`).
+Not here: what runs on it (`mua.rollout.collect`).
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ class Episode:
     task: Task
     group_id: str
     sample_index: int
+    seed_key: object = None  # `mua.rollout.collect.SeedKey`: what the policy seeds turns by
     builder: TranscriptBuilder | None = None
     messages: list[dict] = field(default_factory=list)
     tools: list[dict] = field(default_factory=list)
@@ -110,6 +111,8 @@ async def policy_turn(
             stop_ids,
             route_key=f"{ep.group_id}/{ep.sample_index}",
             keep_prefix=turn < cfg.max_turns - 1,  # the last allowed turn has no continuation
+            seed_key=ep.seed_key,
+            turn=turn,
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
         text = builder.renderer.decode(result.token_ids)

@@ -1,5 +1,5 @@
 """`mua rollout` over a recipe's `gyms:` list: every entry's tasks, each conversation with its own
-gym's user, limits, group size and sampling temperature, all in one runner.
+gym's user, limits, group size and sampling temperature, all in one `collect`.
 
 `mixed_rollouts(recipe, make_engine_policy)` returns the trajectories (each with its entry's label
 in `gym`), in entry order. Tasks come from each entry's `train_files`, else the rows of
@@ -36,31 +36,24 @@ def entry_rollout_tasks(recipe) -> dict[str, list]:
     return by_gym
 
 
-def mixed_routes(runs, make_policy) -> dict:
-    """One Route per entry, its policy from `make_policy(run)`."""
-    from mua.rollout.runner import Route
-
-    return {
-        run.label: Route(
-            run.spec, run.ctx, run.rollout_cfg, run.n, label=run.label, policy=make_policy(run)
-        )
-        for run in runs
-    }
-
-
 async def mixed_rollouts(recipe, runs, tasks_by_gym, make_policy, tokenizer, progress) -> list:
-    from mua.rollout.runner import run_rollouts
+    """Every entry's tasks (`tasks_by_gym`, by label) through one `collect`, each group with its
+    entry's run and the policy `make_policy(run)`; trajectories in entry, task, sample order."""
+    from dataclasses import replace
 
-    routes = mixed_routes(runs, make_policy)
-    tasks, task_routes = [], []
+    from mua.rollout.collect import Group, SeedKey, collect
+
+    by_label = {run.label: replace(run, policy=make_policy(run)) for run in runs}
+    groups = []
     for label, gym_tasks in tasks_by_gym.items():
-        tasks += gym_tasks
-        task_routes += [routes[label]] * len(gym_tasks)
-    return await run_rollouts(
-        tasks,
-        policy=task_routes[0].policy,
+        for task in gym_tasks:
+            pos = len(groups)
+            groups.append(Group(pos, task, by_label[label], SeedKey(None, pos)))
+    await collect(
+        groups,
+        policy=None,
         tokenizer=tokenizer,
-        rollout_cfg=recipe.rollout,
+        max_concurrency=recipe.rollout.max_concurrency,
         progress=progress,
-        routes=task_routes,
     )
+    return [t for g in groups for t in g.trajectories()]

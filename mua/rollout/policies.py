@@ -62,8 +62,9 @@ class EnginePolicy:
             tool_parser=tool_parser,
         )
 
-    def request_seed(self, route_key: str) -> int | None:
-        """The sampling seed of the next request (subclasses derive it from the route key)."""
+    def request_seed(self, seed_key, turn: int) -> int | None:
+        """The sampling seed of a request: `seed + request count` when the policy has a seed
+        (subclasses derive it from the conversation's `mua.rollout.collect.SeedKey` and turn)."""
         self._requests += 1
         return None if self.seed is None else self.seed + self._requests
 
@@ -74,15 +75,18 @@ class EnginePolicy:
         stop_token_ids: list[int],
         route_key: str = "",
         keep_prefix: bool = True,
+        seed_key=None,
+        turn: int = 0,
     ) -> GenerationResult:
-        """One assistant turn; `keep_prefix=False` says no later turn continues this one."""
+        """One assistant turn; `keep_prefix=False` says no later turn continues this one;
+        `seed_key` and `turn` are what `request_seed` seeds it by."""
         sampling = SamplingParams(
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k,
             max_new_tokens=max_new_tokens,
             stop_token_ids=list(stop_token_ids),
-            seed=self.request_seed(route_key),
+            seed=self.request_seed(seed_key, turn),
         )
         request = GenerationRequest(
             prompt_ids=list(prompt_ids),

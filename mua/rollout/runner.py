@@ -77,10 +77,11 @@ class ParkedConversation:
     pending: asyncio.Future | None = None
 
 
-async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None) -> None:
+async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None, on_turn=None) -> None:
     """The turn loop of one trajectory (from `ep.next_turn` when it was parked); sets
     `ep.termination` or raises `Stop`, or `_Parked` when `gate` is closed before a policy turn
-    or while the env's answer to a policy turn is on its way."""
+    or while the env's answer to a policy turn is on its way. `on_turn()` is told of each
+    policy turn sampled."""
     if ep.builder is None:
         reset = await env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
         ep.messages = env_messages(reset, "env.reset")
@@ -97,12 +98,10 @@ async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None) -> None:
         if gate is not None and gate.closed:
             raise _Parked
         action, stopped = await policy_turn(ep, policy, turn, cfg, stop_ids)
+        if on_turn is not None:
+            on_turn()
         answer = _env_answer(ep, env, policy, action, stopped, turn, cfg)
-        if gate is None:
-            ended = await answer
-        else:
-            gate.turn_sampled(ep.group_id, ep.sample_index)
-            ended = await _answer_or_park(answer, gate)
+        ended = await (answer if gate is None else _answer_or_park(answer, gate))
         if ended:
             return
     ep.termination = "max_turns"
@@ -167,19 +166,23 @@ async def run_one(
     gym_ctx: GymContext,
     tokenizer,
     rollout_cfg,
+    seed_key=None,
+    on_turn=None,
     gate=None,
     resume: ParkedConversation | None = None,
 ) -> Trajectory | ParkedConversation:
     """One trajectory, start to finish, whatever the env does. With a `gate` it may come back
     parked (a `ParkedConversation`); `resume` carries on a parked one (its time budget starts
-    again: time parked between steps is not the conversation's). A parked conversation's
+    again: time parked between steps is not the conversation's). `seed_key` (a
+    `mua.rollout.collect.SeedKey`) is what the policy seeds this conversation's turns by. A parked conversation's
     pending env answer is awaited first, outside that budget: the env call bounds its own time,
     leaving out time spent waiting on LLM endpoints, as every env call does."""
     pending = None
     if resume is not None:
         ep, env, pending = resume.episode, resume.env, resume.pending
     else:
-        ep, env = Episode(task=task, group_id=group_id, sample_index=sample_index), None
+        ep = Episode(task=task, group_id=group_id, sample_index=sample_index, seed_key=seed_key)
+        env = None
     parked = False
     try:
         if env is None:
@@ -191,7 +194,7 @@ async def run_one(
             ep.next_turn += 1
         if not ended:
             await wait_within(
-                _drive(ep, env, policy, tokenizer, rollout_cfg, gate),
+                _drive(ep, env, policy, tokenizer, rollout_cfg, gate, on_turn),
                 WaitClock(),
                 rollout_cfg.trajectory_timeout_s,
             )
@@ -232,21 +235,6 @@ async def discard_parked(parked: ParkedConversation, rollout_cfg) -> None:
         log.warning("env.close failed for a parked conversation: %s", clean_text(str(e)))
 
 
-@dataclass(frozen=True)
-class Route:
-    """Where one task's conversations run: its gym, env context (user), limits and group size.
-
-    `label` names the `gyms:` entry (it becomes each trajectory's `gym`); `policy`, when set,
-    replaces the run's policy for these conversations (e.g. another sampling temperature)."""
-
-    gym_spec: GymSpec
-    gym_ctx: GymContext
-    rollout_cfg: object
-    n: int
-    label: str = ""
-    policy: object = None
-
-
 async def run_rollouts(
     tasks: list[Task],
     *,
@@ -257,53 +245,31 @@ async def run_rollouts(
     tokenizer,
     rollout_cfg,
     progress=None,
-    routes: list[Route] | None = None,
+    runs: list | None = None,
 ) -> list[Trajectory]:
-    """n trajectories per task, grouped by task (`group_id`), in task order then sample order.
+    """n trajectories per task, grouped by task (`group_id`), in task order then sample order,
+    through `mua.rollout.collect.collect`. `runs[i]` (a `mua.gym.mix.GymRun`) says where task i
+    runs (its gym, user, limits and n); without `runs`, `gym_spec`, `gym_ctx` and `n` serve
+    every task. Seeds are keyed by task position."""
+    from mua.gym.mix import GymRun
+    from mua.rollout.collect import Group, SeedKey, collect
 
-    One gym: `gym_spec`, `gym_ctx` and `n` serve every task. Several: `routes[i]` says where
-    task i runs (its gym, user, limits and n); conversations of all gyms are in flight together,
-    at most `rollout_cfg.max_concurrency` at once. `progress`, when given, gets
-    `advance(trajectory)` as each trajectory finishes.
-    """
-    if routes is None:
-        route = Route(gym_spec, gym_ctx, rollout_cfg, n or 1)
-        routes = [route] * len(tasks)
-    if len(routes) != len(tasks):
-        raise ValueError(f"{len(routes)} routes for {len(tasks)} tasks")
-    limit = asyncio.Semaphore(rollout_cfg.max_concurrency)
-
-    async def one(task_pos: int, task: Task, k: int, route: Route) -> Trajectory:
-        async with limit:
-            traj = await run_one(
-                task,
-                f"{task_pos}:{task.task_id}",
-                k,
-                policy=route.policy or policy,
-                gym_spec=route.gym_spec,
-                gym_ctx=route.gym_ctx,
-                tokenizer=tokenizer,
-                rollout_cfg=route.rollout_cfg,
-            )
-        traj.gym = route.label
-        if progress is not None:
-            progress.advance(traj)
-        return traj
-
-    jobs = [
-        asyncio.ensure_future(one(pos, task, k, route))
-        for pos, (task, route) in enumerate(zip(tasks, routes, strict=True))
-        for k in range(route.n)
+    if runs is None:
+        runs = [GymRun("", gym_spec, gym_ctx, rollout_cfg, n or 1)] * len(tasks)
+    if len(runs) != len(tasks):
+        raise ValueError(f"{len(runs)} runs for {len(tasks)} tasks")
+    groups = [
+        Group(pos, task, run, SeedKey(None, pos))
+        for pos, (task, run) in enumerate(zip(tasks, runs, strict=True))
     ]
-    try:
-        return list(await asyncio.gather(*jobs))
-    except BaseException:
-        # One failure that stops the run (RunFailure, a broken engine, an interrupt): the other
-        # trajectories would only keep the endpoints busy.
-        for job in jobs:
-            job.cancel()
-        await asyncio.gather(*jobs, return_exceptions=True)
-        raise
+    await collect(
+        groups,
+        policy=policy,
+        tokenizer=tokenizer,
+        max_concurrency=rollout_cfg.max_concurrency,
+        progress=progress,
+    )
+    return [t for g in groups for t in g.trajectories()]
 
 
 def run_rollouts_sync(tasks: list[Task], **kwargs) -> list[Trajectory]:

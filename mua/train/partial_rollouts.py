@@ -1,17 +1,20 @@
-"""The rollout phase of an asynchronous RL step: oversampled groups, carried over, bounded staleness.
+"""The rollout phase of every RL step: oversampled groups, carried over, bounded staleness.
 
-With `rollout.oversample` > 1 (docs/async_rl.md) each rank keeps ceil(oversample × its share of
-`data.tasks_per_step`) groups in flight. `PartialRollouts.rollout` then, on every rank:
+Each rank keeps ceil(`rollout.oversample` × its share of `data.tasks_per_step`) groups in flight
+(docs/async_rl.md). With oversampling 1 (the synchronous step) that is its share: every group
+completes in its step, nothing is carried and no staleness arises. `PartialRollouts.rollout`
+then, on every rank:
 
 1. drops carried groups that would be older than `algo.max_staleness` when trained (their
    conversations are closed, their samples counted in `async/dropped_stale_samples`);
 2. starts fresh groups to fill the rank up (the counts are agreed over ranks, the tasks drawn
-   once from the sampler, as in the synchronous step, and dealt in contiguous blocks);
-3. advances every group (`mua.rollout.carryover.advance_groups`) until the rank has its share
+   once from the sampler and dealt round-robin to the ranks that need them (`deal`), each
+   group seeded by (step, its position in the draw));
+3. advances every group (`mua.rollout.collect.collect`) until the rank has its share
    of complete groups: complete groups carried from earlier steps first (oldest first), then
    the ones completing now, in completion order;
-4. hands those groups' trajectories to the step, renumbered as the step's task positions (so
-   `global_index`, mini-batches and seeds work as in the synchronous step), and keeps the rest
+4. hands those groups' trajectories to the step in the order they were drawn, renumbered as
+   the step's task positions (so `global_index` and mini-batches work), and keeps the rest
    (unfinished, or complete beyond the share) for the next step.
 
 A group is trained once, in the step that takes it; nothing is trained twice and nothing is
@@ -19,8 +22,8 @@ dropped without being counted. A version is the number of weight pushes before a
 sampled (`EngineSync.updates`); within one step the version does not change, so the staleness
 checked in (1) is the staleness at training.
 
-The conversations run on a `BackgroundLoop` owned by this object, not on the step's own event
-loop: a conversation parked while its user's reply is on its way keeps receiving it while the
+With oversampling the conversations run on a `BackgroundLoop` owned by this object, not on the
+step's own event loop: a conversation parked while its user's reply is on its way keeps receiving it while the
 step trains and pushes weights. Checkpoints and the end of a run:
 - `in_flight_tasks()` (collective) lists the tasks of the groups in flight, (gym label, task id)
   in a fixed order, for the checkpoint; a resumed run gets them back through `requeue` and
@@ -30,7 +33,7 @@ step trains and pushes weights. Checkpoints and the end of a run:
   not the run was resumed in between.
 - `close()` closes every parked conversation's env and returns how many groups were still in
   flight (`async/unfinished_at_end`), then stops the loop.
-Not here: the conversations themselves (`mua.rollout.carryover`), the loss correction
+Not here: the conversations themselves (`mua.rollout.collect`), the loss correction
 (`mua.algo.offpolicy`), writing checkpoints (`mua.train.trainer`).
 """
 
@@ -44,7 +47,7 @@ from dataclasses import dataclass, field
 from mua.algo import sample_staleness
 from mua.distributed import all_gather_objects
 from mua.rollout.background_loop import BackgroundLoop
-from mua.rollout.carryover import GroupInFlight, advance_groups, discard_groups
+from mua.rollout.collect import Group, SeedKey, collect, discard_groups
 
 log = logging.getLogger("mua.train")
 
@@ -65,7 +68,7 @@ class PartialRollouts:
 
     oversample: float
     max_staleness: int
-    carried: list[GroupInFlight] = field(default_factory=list)
+    carried: list[Group] = field(default_factory=list)
     next_key: int = 0
     requeued: list[tuple[str, object]] = field(default_factory=list)  # (label, task), every rank
     loop: BackgroundLoop | None = None
@@ -89,7 +92,7 @@ class PartialRollouts:
     def in_flight_tasks(self) -> list[tuple[str, str]]:
         """(label, task id) of every group in flight, over all ranks (collective): the requeued
         tasks not started yet, then each rank's carried groups in rank order."""
-        mine = [(g.route.label, str(g.task.task_id)) for g in self.carried]
+        mine = [(g.run.label, str(g.task.task_id)) for g in self.carried]
         waiting = [(label, str(task.task_id)) for label, task in self.requeued]
         return waiting + [pair for part in all_gather_objects(mine) for pair in part]
 
@@ -107,7 +110,7 @@ class PartialRollouts:
     def in_flight_target(self, share: int) -> int:
         return math.ceil(self.oversample * share - 1e-9)
 
-    def split_stale(self, version: int) -> tuple[list[GroupInFlight], list[GroupInFlight]]:
+    def split_stale(self, version: int) -> tuple[list[Group], list[Group]]:
         """(groups still within the bound when trained at `version`, groups past it)."""
         keep, stale = [], []
         for group in self.carried:
@@ -116,15 +119,16 @@ class PartialRollouts:
             (stale if too_old else keep).append(group)
         return keep, stale
 
-    def start_groups(self, labelled_tasks, route_of, version: int) -> list[GroupInFlight]:
+    def start_groups(self, positioned, runs, step: int, version: int) -> list[Group]:
+        """Groups for (global draw position, (label, task)) pairs, seeded by (step, position)."""
         out = []
-        for label, task in labelled_tasks:
-            out.append(GroupInFlight(self.next_key, task, route_of(label), version))
+        for pos, (label, task) in positioned:
+            out.append(Group(self.next_key, task, runs[label], SeedKey(step, pos), version))
             self.next_key += 1
         return out
 
     def rollout(
-        self, *, sampler, tasks_per_step, route_of, sync, policy, tokenizer, rollout_cfg,
+        self, *, sampler, tasks_per_step, runs, sync, policy, tokenizer, rollout_cfg,
         step, dist, progress=None, timer=None,
     ) -> StepRollouts:  # fmt: skip
         """One step's rollout phase on this rank (collective: counts and tasks are agreed)."""
@@ -134,18 +138,18 @@ class PartialRollouts:
         need = max(0, self.in_flight_target(share) - len(keep))
         needs = all_gather_objects(need)
         drawn, requeued = self.draw(sampler, sum(needs))
-        offset = sum(needs[: dist.rank])
-        fresh = self.start_groups(drawn[offset : offset + need], route_of, version)
-        restarted = max(0, min(need, requeued - offset))
+        mine = [p for p, owner in enumerate(deal(needs)) if owner == dist.rank]
+        fresh = self.start_groups([(p, drawn[p]) for p in mine], runs, step, version)
+        restarted = sum(1 for p in mine if p < requeued)
         groups = keep + fresh
         ready = sorted((g for g in keep if g.complete), key=lambda g: g.first_version)
         policy.start_step(step)
 
         async def job():
             dropped = await discard_groups(stale)
-            completed = await advance_groups(
+            completed = await collect(
                 groups,
-                target=share - len(ready),
+                until=share - len(ready),
                 version=version,
                 policy=policy,
                 tokenizer=tokenizer,
@@ -154,11 +158,13 @@ class PartialRollouts:
             )
             return dropped, completed
 
-        loop = self.background()
+        # conversations outlive the step (parked, their replies arriving) only with oversampling
+        loop = self.background() if self.oversample > 1.0 else None
         self.carried = groups  # until the phase ends: what `close` closes if it is interrupted
-        dropped, completed = sync.run(lambda: loop.run(job()), timer)
+        dropped, completed = sync.run(lambda: loop.run(job()) if loop else job(), timer)
         by_id = {g.group_id: g for g in groups}
         trained = (ready + [by_id[i] for i in completed])[:share]
+        trained.sort(key=lambda g: (g.seed.step, g.seed.position))  # in the order drawn
         taken = {g.group_id for g in trained}
         self.carried = [g for g in groups if g.group_id not in taken]
         trajectories, staleness = [], []
@@ -173,7 +179,7 @@ class PartialRollouts:
                 )
                 traj.group_id = f"{pos}:{group.task.task_id}"
                 trajectories.append(traj)
-        sizes = all_gather_objects([g.route.n for g in trained])
+        sizes = all_gather_objects([g.run.n for g in trained])
         counts = {
             "groups_started": float(len(fresh)),
             "groups_carried": float(len(self.carried)),
@@ -183,6 +189,19 @@ class PartialRollouts:
             "restarted_groups": float(restarted),
         }
         return StepRollouts(trajectories, _by_global_position(sizes), staleness, counts)
+
+
+def deal(needs: list[int]) -> list[int]:
+    """The rank that takes each drawn task: round-robin over the ranks that still need tasks.
+    With every rank needing its share of a step, rank r takes positions r, r + W, ... (the
+    strided dealing `mua.train.data.rank_slice` does), which `_by_global_position` undoes."""
+    left, owners = list(needs), []
+    while any(left):
+        for rank, count in enumerate(left):
+            if count:
+                owners.append(rank)
+                left[rank] -= 1
+    return owners
 
 
 def _token_versions(traj, turn_versions: list[int]) -> list[int]:
@@ -221,7 +240,7 @@ def staleness_metrics(staleness_per_rank: list[list[int]], counts_per_rank: list
 
 def in_flight_checkpoint(parts) -> list[tuple[str, str]]:
     """What a checkpoint records of the groups in flight (collective; [] without oversampling)."""
-    return parts.carry.in_flight_tasks() if parts.carry is not None else []
+    return parts.carry.in_flight_tasks()
 
 
 def restore_in_flight(parts, recipe, saved: list, sampler) -> None:
@@ -235,12 +254,10 @@ def restore_in_flight(parts, recipe, saved: list, sampler) -> None:
             len(saved),
         )
         return
-    if parts.carry is None:
-        parts.carry = PartialRollouts(recipe.rollout.oversample, recipe.algo.max_staleness)
     parts.carry.requeue([(label, sampler.find_task(label, task_id)) for label, task_id in saved])
 
 
 def close_in_flight(parts) -> int:
     """At the end of a run (or when it stops): close the parked conversations' envs; returns
     how many groups this rank still had in flight."""
-    return parts.carry.close() if parts.carry is not None else 0
+    return parts.carry.close()

@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from mua.distributed import all_gather_objects, all_reduce_sum
+from mua.errors import RunFailure
 from mua.llm.llm_client import user_call_report
 from mua.train.advantage_strategy import LogProbs
-from mua.train.data import rank_slice
 from mua.train.packed_forward import forward_only
 from mua.train.policy_update import update
 from mua.train.rl_batch import RLSample, score, with_inputs
@@ -78,122 +78,62 @@ def rl_step(
     r, algo, parallel = recipe, recipe.algo, recipe.parallel
     timer = StepTimer(always=("rollout", "weight_push", "prepare", "update"))
     step_start, busy_start = time.perf_counter(), _engine_busy_s(parts)
-    async_metrics: dict[str, float] = {}
-    if r.rollout.oversample > 1.0:  # partial rollouts carried across steps (docs/async_rl.md)
-        with timer.phase("rollout"):
-            trajectories, group_sizes, async_metrics = partial_rollout(
-                step, recipe=r, dist=dist, state=state, parts=parts, sampler=sampler,
-                tracker=tracker, timer=timer,
-            )  # fmt: skip
-        drawn = []
-    else:
-        drawn = sampler.next_labelled(r.data.tasks_per_step)  # the same on every rank
-        group_sizes = [parts.runs[label].n for label, _ in drawn]
-        mine = rank_slice(drawn, dist.rank, dist.world_size)
-        tasks = [task for _, task in mine]
-        routes = [parts.route(label) for label, _ in mine]
-
-        with timer.phase("rollout"):  # wake (a stale sglang engine is pushed to), generate, sleep
-            progress = tracker.rollout_progress(step, sum(route.n for route in routes))
-            trajectories = rollout(
-                parts,
-                tasks,
-                step,
-                state.tokenizer,
-                r.rollout,
-                progress=progress,
-                routes=routes,
-                timer=timer,
-            )
+    with timer.phase("rollout"):  # wake (a stale sglang engine is pushed to), generate, sleep
+        trajectories, group_sizes, async_metrics = rollout(
+            step, recipe=r, dist=dist, state=state, parts=parts, sampler=sampler,
+            tracker=tracker, timer=timer,
+        )  # fmt: skip
     probe = parts.sync.take_metrics()
-    feedback = observe_step(sampler, trajectories, drawn, r)
+    feedback = observe_step(sampler, trajectories, r)
 
     with timer.phase("prepare"):
-        n = (
-            r.rollout.n
-            if len(set(group_sizes)) <= 1 and group_sizes[:1] == [r.rollout.n]
-            else group_sizes
-        )
+        n = r.rollout.n if set(group_sizes) <= {r.rollout.n} else group_sizes
         batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=n)
+        check_trainable(trajectories, batch, step)
         old_from_update = reuses_update_forward(algo, parts.ref_model is not None)
         logprobs = pre_update_logprobs(
-            state.model,
-            parts.ref_model,
-            batch.samples,
-            with_old=not old_from_update,
-            temperature=sampling_temperature(r.rollout),
-            parallel=parallel,
-            device=dist.device,
-        )
+            state.model, parts.ref_model, batch.samples, with_old=not old_from_update,
+            temperature=sampling_temperature(r.rollout), parallel=parallel, device=dist.device,
+        )  # fmt: skip
         advantages = parts.advantages.compute(batch, logprobs)
         samples = with_inputs(
-            batch.samples,
-            advantages.tokens,
-            logprobs.old,
-            logprobs.ref,
-            advantages.values,
+            batch.samples, advantages.tokens, logprobs.old, logprobs.ref, advantages.values,
             advantages.returns,
-        )
+        )  # fmt: skip
 
     with timer.phase("update"):
         result = update(
-            state.model,
-            state.optimizer,
-            state.scheduler,
-            parts.critic,
-            samples,
-            algo=algo,
-            parallel=parallel,
-            grad_clip=r.optim.grad_clip,
-            global_batch=sum(group_sizes),
-            temperature=sampling_temperature(r.rollout),
-            dist=dist,
+            state.model, state.optimizer, state.scheduler, parts.critic, samples,
+            algo=algo, parallel=parallel, grad_clip=r.optim.grad_clip,
+            global_batch=sum(group_sizes), temperature=sampling_temperature(r.rollout), dist=dist,
             train_policy=algo.kind != "ppo" or step > algo.critic_warmup_steps,
-            with_ref=parts.ref_model is not None,
-            old_from_forward=old_from_update,
-        )
+            with_ref=parts.ref_model is not None, old_from_forward=old_from_update,
+        )  # fmt: skip
 
     # The new weights to the engine: the hf engine copies them now (timed here); an sglang
     # server released its weight memory after the rollout, so it is pushed to in its next wake.
     parts.sync.push_weights(timer)
-    if busy_start is not None:  # hf: the share of the step the engine had nothing to decode
-        busy = _engine_busy_s(parts) - busy_start
-        idle = 1.0 - busy / max(time.perf_counter() - step_start, 1e-9)
-    else:
-        idle = None
-
+    idle = _idle_frac(parts, busy_start, step_start)
     old = logprobs.old if logprobs.old is not None else result.old_logprobs
+    labels = list(parts.runs) if len(parts.runs) > 1 else None
     metrics = {
         **rollout_metrics(
-            trajectories,
-            samples,
-            batch.report,
-            advantages.per_trajectory,
-            old,
-            labels=list(parts.runs) if parts.multi_gym else None,
+            trajectories, samples, batch.report, advantages.per_trajectory, old, labels=labels
         ),
         **feedback,
         **async_metrics,
         **result.metrics,
         **probe,
         **_user_call_metrics(parts),
+        **idle,
     }
-    if idle is not None:
-        metrics["engine/idle_frac"] = max(0.0, idle)
     log_transcripts(
-        tracker if dist.is_main else None,
-        step,
-        trajectories,
-        r.track.transcripts_per_step,
+        tracker if dist.is_main else None, step, trajectories, r.track.transcripts_per_step,
         state.tokenizer,
-    )
+    )  # fmt: skip
     if r.eval.test_freq and step % r.eval.test_freq == 0 and parts.test_tasks:
         with timer.phase("validation"):
-            metrics.update(
-                validate(
-                    recipe=r, dist=dist, parts=parts, state=state, tracker=tracker, timer=timer
-                )
-            )
+            metrics.update(validate(recipe=r, dist=dist, parts=parts, state=state, tracker=tracker))
         val_probe = parts.sync.take_metrics()  # validation's own wake probes the engine
         if "engine/probe_logp_diff" in val_probe:
             metrics["engine/probe_logp_diff"] = max(
@@ -209,56 +149,19 @@ def rl_step(
 
 
 def rollout(
-    parts: RLParts,
-    tasks,
-    step: int,
-    tokenizer,
-    rollout_cfg,
-    policy=None,
-    progress=None,
-    routes=None,
-    timer: StepTimer | None = None,
-) -> list:
-    """Wake the engine, roll out each task's group (`routes[i]`: task i's gym, user, limits and
-    n; without routes, `rollout_cfg.n` samples in the run's first gym), put it to sleep."""
-    from mua.rollout.runner import run_rollouts
-
-    policy = policy or parts.policy
-    policy.start_step(step)
-
-    async def go():
-        if not tasks:
-            return []
-        return await run_rollouts(
-            tasks,
-            n=rollout_cfg.n,
-            policy=policy,
-            gym_spec=parts.gym,
-            gym_ctx=parts.gym_ctx,
-            tokenizer=tokenizer,
-            rollout_cfg=rollout_cfg,
-            progress=progress,
-            routes=routes,
-        )
-
-    return parts.sync.run(go, timer)
-
-
-def partial_rollout(
     step: int, *, recipe, dist, state, parts: RLParts, sampler, tracker, timer
 ) -> tuple[list, list[int], dict[str, float]]:
-    """The rollout phase with `rollout.oversample` > 1: this rank's trained trajectories, the
-    step's group sizes by global task position, and the `async/...` metrics (over all ranks)."""
-    from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
+    """The rollout phase (`mua.train.partial_rollouts`; with `rollout.oversample` 1 every
+    group completes in its step): this rank's trained trajectories, the step's group sizes by
+    global task position, and with oversampling the `async/...` metrics (over all ranks)."""
+    from mua.train.partial_rollouts import staleness_metrics
 
     r = recipe
-    if parts.carry is None:
-        parts.carry = PartialRollouts(r.rollout.oversample, r.algo.max_staleness)
     share = len(range(dist.rank, r.data.tasks_per_step, dist.world_size))
     out = parts.carry.rollout(
         sampler=sampler,
         tasks_per_step=r.data.tasks_per_step,
-        route_of=parts.route,
+        runs=parts.runs,
         sync=parts.sync,
         policy=parts.policy,
         tokenizer=state.tokenizer,
@@ -268,6 +171,8 @@ def partial_rollout(
         progress=tracker.rollout_progress(step, share * r.rollout.n),
         timer=timer,
     )
+    if r.rollout.oversample <= 1.0:
+        return out.trajectories, out.group_sizes, {}
     if step == r.total_steps:  # groups in flight when the run ends are not trained
         out.counts["unfinished_at_end"] = out.counts["groups_carried"]
     gathered = all_gather_objects((out.staleness, out.counts))
@@ -275,10 +180,44 @@ def partial_rollout(
     return out.trajectories, out.group_sizes, metrics
 
 
+def check_trainable(trajectories, batch, step: int) -> None:
+    """Refuse a step with nothing to train over all ranks (collective): no trajectories, or none
+    with a trained token left after the exclusions. Its loss would be logged as 0 and the run
+    would go on learning nothing."""
+    report = batch.report
+    local = [
+        len(trajectories),
+        sum(sum(s.loss_mask) for s in batch.samples),
+        report.excluded_by_termination,
+        report.dropped_zero_variance_trajectories,
+        report.no_policy_tokens,
+    ]
+    count, tokens, excluded, zero_var, empty = (int(v) for v in all_reduce_sum(local).tolist())
+    if count == 0:
+        raise RunFailure(
+            f"step {step} rolled out no trajectories on any rank; check data.tasks_per_step "
+            "and the gyms' task files"
+        )
+    if tokens == 0:
+        raise RunFailure(
+            f"step {step} has no trained tokens on any rank: of {count} trajectories {excluded} "
+            f"were excluded by termination, {zero_var} dropped by dynamic sampling and {empty} "
+            "had no policy token; read the step's transcripts (mua view) for why"
+        )
+
+
+def _idle_frac(parts: RLParts, busy_start, step_start: float) -> dict[str, float]:
+    """`engine/idle_frac` for the hf engine: the share of the step it had nothing to decode."""
+    if busy_start is None:
+        return {}
+    busy = _engine_busy_s(parts) - busy_start
+    return {"engine/idle_frac": max(0.0, 1.0 - busy / max(time.perf_counter() - step_start, 1e-9))}
+
+
 def _engine_busy_s(parts: RLParts) -> float | None:
     """Seconds the hf engine's serving thread has spent admitting and decoding (None: another
     engine, which does not report it)."""
-    stats = getattr(parts.engine, "stats", None)
+    stats = getattr(parts.sync.engine, "stats", None)
     return float(stats["busy_s"]) if isinstance(stats, dict) and "busy_s" in stats else None
 
 
@@ -305,7 +244,7 @@ def _user_calls(parts: RLParts) -> dict:
     return {k: total[k] for k in keys}
 
 
-def observe_step(sampler, trajectories, drawn, recipe) -> dict[str, float]:
+def observe_step(sampler, trajectories, recipe) -> dict[str, float]:
     """Tell the sampler every trajectory's reward (gathered over ranks) when an entry has a
     curriculum or reward standardisation; returns their per-gym metrics."""
     labelled = {e.key for e in recipe.gyms if e.curriculum is not None or e.standardize_rewards}

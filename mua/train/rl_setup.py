@@ -12,7 +12,6 @@ draw the same rollouts. Not here: the step itself (`mua.train.rl`).
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,8 +20,6 @@ from mua.rollout.policies import EnginePolicy
 if TYPE_CHECKING:
     import torch
 
-    from mua.engines.engine_contract import RolloutEngine
-    from mua.gym.api import GymSpec
     from mua.gym.mix import GymRun
     from mua.train.advantage_strategy import CriticGAE, GroupRelative
     from mua.train.critic import Critic
@@ -31,23 +28,11 @@ if TYPE_CHECKING:
 
 
 class SeededPolicy(EnginePolicy):
-    """An EnginePolicy whose every request is seeded by (seed, step, global task, sample, turn).
+    """An EnginePolicy whose every request is seeded by (seed, step, global task position,
+    sample, turn): the conversation's `mua.rollout.collect.SeedKey` and turn. Positions are
+    global, so the seeds do not depend on how tasks were dealt to ranks."""
 
-    The runner's route key is `"{local task position}:{task id}/{sample}"`; the local position is
-    mapped back to the global one so the seed does not depend on how tasks were dealt to ranks.
-    """
-
-    def __init__(
-        self,
-        engine,
-        rollout_cfg,
-        tool_parser,
-        *,
-        seed: int,
-        rank: int,
-        world_size: int,
-        temperature: float | None = None,
-    ):
+    def __init__(self, engine, rollout_cfg, tool_parser, *, seed: int, temperature=None):
         super().__init__(
             engine,
             temperature=rollout_cfg.temperature if temperature is None else temperature,
@@ -55,21 +40,15 @@ class SeededPolicy(EnginePolicy):
             top_k=rollout_cfg.top_k,
             tool_parser=tool_parser,
         )
-        self.base_seed, self.rank, self.world_size = seed, rank, world_size
+        self.base_seed = seed
         self.step = 0
-        self._turns: Counter = Counter()
 
     def start_step(self, step: int) -> None:
         self.step = step
-        self._turns.clear()
 
-    def request_seed(self, route_key: str) -> int:
-        head, sample = route_key.rsplit("/", 1)
-        local_pos = int(head.split(":", 1)[0])
-        global_pos = local_pos * self.world_size + self.rank
-        turn = self._turns[route_key]
-        self._turns[route_key] += 1
-        text = f"{self.base_seed}/{self.step}/{global_pos}/{sample}/{turn}".encode()
+    def request_seed(self, seed_key, turn: int) -> int:
+        key = seed_key
+        text = f"{self.base_seed}/{key.step}/{key.position}/{key.sample}/{turn}".encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
 
 
@@ -77,29 +56,15 @@ class SeededPolicy(EnginePolicy):
 class RLParts:
     """What the RL step works with besides the policy it trains (`PolicyState`)."""
 
-    engine: RolloutEngine
-    sync: EngineSync  # wake/sleep, weight push, probe
+    sync: EngineSync  # the engine; wake/sleep, weight push, probe
     policy: SeededPolicy
-    gym: GymSpec  # the first entry's (the only one in a one-gym run)
-    gym_ctx: object  # the first entry's env context (`GymRun.ctx`)
+    runs: dict[str, GymRun]  # by gym label, in entry order
+    carry: PartialRollouts  # the groups in flight (none carried with rollout.oversample 1)
     test_tasks: list  # every held-out task, in entry order
     advantages: GroupRelative | CriticGAE
     ref_model: torch.nn.Module | None = None
     critic: Critic | None = None  # PPO
-    runs: dict[str, GymRun] = field(default_factory=dict)  # by gym label
     test_by_gym: dict[str, list] = field(default_factory=dict)  # label -> held-out tasks
-    carry: PartialRollouts | None = None  # rollout.oversample > 1: groups carried over
-
-    @property
-    def multi_gym(self) -> bool:
-        return len(self.runs) > 1
-
-    def route(self, label: str):
-        """The runner's Route of entry `label`."""
-        from mua.rollout.runner import Route
-
-        run = self.runs[label]
-        return Route(run.spec, run.ctx, run.rollout_cfg, run.n, label=label)
 
     def llm_clients(self) -> list:
         """Each entry's LLM user client (None for scripted users), distinct ones once."""
@@ -156,12 +121,11 @@ def build_rl_parts(
     from mua.gym.mix import gym_runs
     from mua.train.advantage_strategy import build_advantages
     from mua.train.engine_sync import build_engine_sync, memory_preflight
+    from mua.train.partial_rollouts import PartialRollouts
     from mua.train.trained_model import AdaptersDisabled, load_policy, load_trained_lm
 
     r = recipe
     runs = {run.label: run for run in gym_runs(r)}
-    first = next(iter(runs.values()))
-    gym, ctx = first.spec, first.ctx
     if r.rollout.engine == "sglang" and dist.device.type == "cuda":
         import torch
 
@@ -173,8 +137,6 @@ def build_rl_parts(
         r.rollout,
         r.model.tool_parser,
         seed=r.data.seed,
-        rank=dist.rank,
-        world_size=dist.world_size,
     )
     test_by_gym = held_out_tasks(r)
     test_tasks = [t for ts in test_by_gym.values() for t in ts]
@@ -210,15 +172,13 @@ def build_rl_parts(
         else None,
     )
     return RLParts(
-        engine=sync.engine,
         sync=sync,
         policy=policy,
-        gym=gym,
-        gym_ctx=ctx,
+        runs=runs,
+        carry=PartialRollouts(r.rollout.oversample, r.algo.max_staleness),
         test_tasks=test_tasks,
         advantages=advantages,
         ref_model=ref,
         critic=critic,
-        runs=runs,
         test_by_gym=test_by_gym,
     )

@@ -280,7 +280,7 @@ class _TokenTurns:
         self.calls = 0
 
     async def generate(
-        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True
+        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True, **seed
     ):
         from mua.engines.engine_contract import GenerationResult
 

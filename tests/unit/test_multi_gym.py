@@ -298,20 +298,20 @@ def test_each_gym_scores_with_its_own_settings_and_scale():
 def test_runner_routes_each_task_to_its_gym_limits_and_group_size():
     from mua.config.rollout import RolloutConfig
     from mua.gym import GymContext, get_gym
+    from mua.gym.mix import GymRun
     from mua.models import load_tokenizer
     from mua.rollout.policies import expert_policy
-    from mua.rollout.runner import Route, run_rollouts
+    from mua.rollout.runner import run_rollouts
 
     guess, math = get_gym("guess"), get_gym("math")
     g_tasks = guess.build_tasks(None, seed=0, options={"num_train": 2, "num_test": 0})["train"]
     m_tasks = math.build_tasks(None, seed=0, options={"num_train": 2, "num_test": 0})["train"]
     ctx = GymContext()
     cfg = RolloutConfig(n=1, max_total_tokens=2048, max_new_tokens_per_turn=256)
+    one_turn = cfg.model_copy(update={"max_turns": 1})
     routes = [
-        Route(
-            guess, ctx, cfg.model_copy(update={"max_turns": 1}), 3, "g", expert_policy(guess, ctx)
-        ),
-        Route(math, ctx, cfg, 2, "m", expert_policy(math, ctx)),
+        GymRun("g", guess, ctx, one_turn, 3, policy=expert_policy(guess, ctx)),
+        GymRun("m", math, ctx, cfg, 2, policy=expert_policy(math, ctx)),
     ]
     tasks = [g_tasks[0], m_tasks[0], g_tasks[1]]
     trajs = asyncio.run(
@@ -320,7 +320,7 @@ def test_runner_routes_each_task_to_its_gym_limits_and_group_size():
             policy=None,
             tokenizer=load_tokenizer("tiny:qwen3-1m"),
             rollout_cfg=cfg,
-            routes=[routes[0], routes[1], routes[0]],
+            runs=[routes[0], routes[1], routes[0]],
         )
     )
     assert [t.gym for t in trajs] == ["g"] * 3 + ["m"] * 2 + ["g"] * 3

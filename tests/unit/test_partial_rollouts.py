@@ -19,10 +19,10 @@ from mua.config.rollout import RolloutConfig
 from mua.distributed import DistInfo
 from mua.engines.engine_contract import GenerationResult
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
+from mua.gym.mix import GymRun
 from mua.models import load_tokenizer
 from mua.rollout.background_loop import BackgroundLoop
-from mua.rollout.carryover import GroupInFlight, advance_groups
-from mua.rollout.runner import Route
+from mua.rollout.collect import Group, SeedKey, collect
 from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
 
 torch.set_num_threads(1)
@@ -72,7 +72,9 @@ class VersionedPolicy:
     def start_step(self, step):
         self.steps.append(step)
 
-    async def generate(self, prompt_ids, max_new_tokens, stop_ids, route_key="", keep_prefix=True):
+    async def generate(
+        self, prompt_ids, max_new_tokens, stop_ids, route_key="", keep_prefix=True, **seed
+    ):
         ids = (self.ids + [stop_ids[0]])[:max_new_tokens]
         lp = [-(self.version + 1.0)] * len(ids)
         return GenerationResult(token_ids=ids, logprobs=lp, finish_reason="stop")
@@ -96,7 +98,7 @@ def tok():
 CFG = RolloutConfig(
     n=2, max_turns=6, max_new_tokens_per_turn=16, max_total_tokens=1024, max_concurrency=64
 )
-ROUTE = Route(GYM, GymContext(), CFG, 2, label="slow")
+ROUTE = GymRun("slow", GYM, GymContext(), CFG, 2)
 
 
 def task(i: int, done_at: int, delay_s: float) -> Task:
@@ -112,8 +114,8 @@ def task(i: int, done_at: int, delay_s: float) -> Task:
 def advance(loop, groups, policy, tok, target):
     """Advance `groups` on `loop` until `target` are complete, at the policy's version."""
     return loop.call(
-        advance_groups(
-            groups, target=target, version=policy.version, policy=policy, tokenizer=tok,
+        collect(
+            groups, until=target, version=policy.version, policy=policy, tokenizer=tok,
             max_concurrency=64,
         )
     )  # fmt: skip
@@ -123,9 +125,9 @@ def test_parked_conversations_resume_under_new_weights(tok):
     SlowUserEnv.open_envs = SlowUserEnv.resets = 0
     policy = VersionedPolicy(tok)
     groups = [
-        GroupInFlight(0, task(0, 1, 0.0), ROUTE, 0),
-        GroupInFlight(1, task(1, 4, 0.02), ROUTE, 0),
-        GroupInFlight(2, task(2, 4, 0.02), ROUTE, 0),
+        Group(0, task(0, 1, 0.0), ROUTE, SeedKey(0, 0)),
+        Group(1, task(1, 4, 0.02), ROUTE, SeedKey(0, 1)),
+        Group(2, task(2, 4, 0.02), ROUTE, SeedKey(0, 2)),
     ]
     loop = BackgroundLoop()
 
@@ -157,8 +159,8 @@ def test_the_gate_does_not_wait_for_user_replies(tok):
     conversation resumes."""
     SlowUserEnv.open_envs = 0
     policy = VersionedPolicy(tok)
-    groups = [GroupInFlight(0, task(0, 1, 0.0), ROUTE, 0)]
-    groups += [GroupInFlight(i, task(i, 2, 0.8), ROUTE, 0) for i in (1, 2)]
+    groups = [Group(0, task(0, 1, 0.0), ROUTE, SeedKey(0, 0))]
+    groups += [Group(i, task(i, 2, 0.8), ROUTE, SeedKey(0, i)) for i in (1, 2)]
     loop = BackgroundLoop()
 
     try:
@@ -186,13 +188,11 @@ def test_closing_cancels_pending_replies_and_closes_envs(tok):
     SlowUserEnv.open_envs = 0
     policy = VersionedPolicy(tok)
     carry = PartialRollouts(2.0, 3)
-    carry.carried = [GroupInFlight(0, task(0, 1, 0.0), ROUTE, 0)]
-    carry.carried += [GroupInFlight(1, task(1, 3, 5.0), ROUTE, 0)]
+    carry.carried = [Group(0, task(0, 1, 0.0), ROUTE, SeedKey(0, 0))]
+    carry.carried += [Group(1, task(1, 3, 5.0), ROUTE, SeedKey(0, 1))]
     loop = carry.background()
     loop.call(
-        advance_groups(
-            carry.carried, target=1, version=0, policy=policy, tokenizer=tok, max_concurrency=64
-        )
+        collect(carry.carried, until=1, version=0, policy=policy, tokenizer=tok, max_concurrency=64)
     )
     carry.carried = carry.carried[1:]
     assert SlowUserEnv.open_envs == 2
@@ -232,7 +232,7 @@ def run_steps(
     for step in range(1, steps + 1):
         policy.version = sync.updates
         out = carry.rollout(
-            sampler=sampler, tasks_per_step=tasks_per_step, route_of=lambda label: ROUTE,
+            sampler=sampler, tasks_per_step=tasks_per_step, runs={"slow": ROUTE},
             sync=sync, policy=policy, tokenizer=tok, rollout_cfg=CFG, step=step, dist=dist,
         )  # fmt: skip
         per_step.append(out)
@@ -256,7 +256,7 @@ def test_every_group_is_trained_once_or_counted_as_dropped(tok):
     counts = Counter(trained)
     assert all(c == 2 for c in counts.values())  # a group's 2 samples, trained once
     dropped = sum(out.counts["dropped_stale_samples"] for out in per_step)
-    carried = sum(g.route.n for g in carry.carried)
+    carried = sum(g.run.n for g in carry.carried)
     drawn = sampler.draws * 2
     assert len(trained) + dropped + carried == drawn  # nothing lost
     assert dropped > 0  # the slow groups outlive the bound of 1
@@ -323,7 +323,7 @@ def test_a_resumed_run_restarts_the_groups_in_flight_at_its_checkpoint(tok):
     counts = Counter(trained)
     assert all(c == 2 for c in counts.values())  # trained once, over both parts of the run
     dropped = sum(out.counts["dropped_stale_samples"] for out in per_step + after)
-    in_flight = sum(g.route.n for g in second.carried)
+    in_flight = sum(g.run.n for g in second.carried)
     assert len(trained) + dropped + in_flight == sampler.draws * 2  # nothing lost
     assert {task_id for _, task_id in saved} <= set(counts)  # the restarted ones were trained
     second.close()
@@ -334,11 +334,11 @@ def test_closing_during_a_rollout_phase_cancels_it_and_closes_every_env(tok):
     cancelled and every env they opened is closed."""
     SlowUserEnv.open_envs = 0
     carry = PartialRollouts(2.0, 3)
-    carry.carried = [GroupInFlight(i, task(i, 4, 0.5), ROUTE, 0) for i in range(3)]
+    carry.carried = [Group(i, task(i, 4, 0.5), ROUTE, SeedKey(0, i)) for i in range(3)]
     loop = carry.background()
     running = asyncio.run_coroutine_threadsafe(
-        advance_groups(
-            carry.carried, target=3, version=0, policy=VersionedPolicy(tok), tokenizer=tok,
+        collect(
+            carry.carried, until=3, version=0, policy=VersionedPolicy(tok), tokenizer=tok,
             max_concurrency=64,
         ),
         loop.loop,

@@ -118,7 +118,7 @@ class ScriptedTokens:
         self.keep_prefix = []
 
     async def generate(
-        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True
+        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True, **seed
     ):
         self.prompts.append(list(prompt_ids))
         self.keep_prefix.append(keep_prefix)

@@ -1,0 +1,196 @@
+"""The one door for running conversations: `collect(groups, until=None, ...)`.
+
+Every caller that runs conversations (a training step, synchronous or with partial rollouts, in-
+training validation, `mua eval`, `mua rollout`) describes them as `Group`s, one per task, and
+hands them here. `collect` advances every unfinished conversation of every group in one pool,
+at most `max_concurrency` at once whatever the number of gyms, and with no barrier between turns
+of different conversations. Fresh conversations start from the env's reset, parked ones from the
+turn they stopped at.
+
+With `until=k` a `PauseGate` closes once k groups are complete and the other conversations park
+(`mua.rollout.runner.ParkedConversation`): one waiting on its env (a user's reply) at once, with
+the reply's task still running, one inside a generation once that turn is sampled, the others
+before their next policy turn; one not started stays unstarted. What was sampled, the finished
+trajectories and the parked conversations stay in their `Group`, which a later call takes up
+(`mua.train.partial_rollouts`). Without `until`, or when the gate could only close once
+everything finished, no gate is used and every conversation runs to its end.
+
+Each group carries its `SeedKey` (run step, position): the policy derives a conversation's
+sampling seeds from it with the sample and turn (`mua.rollout.policies.EnginePolicy.request_seed`),
+never from a parsed string. Each assistant turn is recorded with the policy `version` that
+sampled it (`Group.turn_versions`). An error that stops the run (a broken engine, a `MuaError`)
+cancels the other conversations and propagates.
+Not here: one conversation's turn loop (`mua.rollout.runner.run_one`), what a step trains or
+drops (`mua.train.partial_rollouts`), result rows (`mua.eval.eval_runner`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from mua.gym.api import Task
+from mua.rollout.runner import ParkedConversation, discard_parked, run_one
+from mua.rollout.transcript import Trajectory
+
+
+@dataclass(frozen=True)
+class SeedKey:
+    """What a conversation's sampling seeds derive from (with the policy's seed and the turn):
+    the training `step` its group started in (None outside training), its group's `position`
+    (the task's global position in that step's draw; in validation, in its gym's held-out list;
+    in `mua eval`, the task id, so seeds do not depend on task order) and its `sample`."""
+
+    step: int | None
+    position: int | str
+    sample: int = 0
+
+
+@dataclass
+class Group:
+    """One task's conversations (a GRPO group, or an evaluation's samples of one task), possibly
+    spread over several `collect` calls. `run` (a `mua.gym.mix.GymRun`) says where they run:
+    the gym, env context, limits, group size and, when set, the policy."""
+
+    key: int  # names the group (`group_id`): unique among the groups collected together
+    task: Task
+    run: object  # GymRun
+    seed: SeedKey  # its conversations' keys differ by `sample`
+    first_version: int = 0  # the policy version when the group was started
+    samples: tuple[int, ...] | None = None  # the samples to run (None: all of run.n)
+    finished: dict[int, Trajectory] = field(default_factory=dict)  # sample index -> trajectory
+    parked: dict[int, ParkedConversation] = field(default_factory=dict)
+    turn_versions: dict[int, list[int]] = field(default_factory=dict)  # sample -> per turn
+    steps_in_flight: int = 0  # collect calls it has been through
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.key}:{self.task.task_id}"
+
+    @property
+    def wanted(self) -> tuple[int, ...]:
+        return tuple(range(self.run.n)) if self.samples is None else self.samples
+
+    @property
+    def complete(self) -> bool:
+        return all(k in self.finished for k in self.wanted)
+
+    def trajectories(self) -> list[Trajectory]:
+        """The finished trajectories in sample order."""
+        return [self.finished[k] for k in sorted(self.finished)]
+
+    def oldest_version(self) -> int | None:
+        """The oldest policy version that sampled a turn of this group (None: nothing sampled)."""
+        versions = [v for turns in self.turn_versions.values() for v in turns]
+        return min(versions) if versions else None
+
+
+class PauseGate:
+    """Closes once `target` groups are complete; conversations check it before each turn."""
+
+    def __init__(self, target: int):
+        self.target = target
+        self.completed = 0
+        self.closed = False
+        self._closed = asyncio.Event()
+        if target <= 0:
+            self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    def group_complete(self) -> None:
+        self.completed += 1
+        if self.completed >= self.target:
+            self.close()
+
+
+async def collect(
+    groups: list[Group],
+    until: int | None = None,
+    *,
+    policy,
+    tokenizer,
+    max_concurrency: int,
+    version: int = 0,
+    progress=None,
+    on_trajectory: Callable[[Group, Trajectory], None] | None = None,
+) -> list[str]:
+    """Advance the groups' unfinished conversations (see the module docstring); returns the ids
+    of the groups that completed in this call, in completion order. `progress.advance(traj)` and
+    `on_trajectory(group, traj)` see each trajectory as it finishes (its `gym` set to the
+    group's label)."""
+    pending = [g for g in groups if not g.complete]
+    gate = PauseGate(until) if until is not None and until < len(pending) else None
+    limit = asyncio.Semaphore(max_concurrency)
+    completed: list[str] = []
+
+    async def one(group: Group, k: int) -> None:
+        async with limit:
+            resume = group.parked.pop(k, None)
+            if resume is None and gate is not None and gate.closed:
+                return  # not started: nothing to park
+            run = group.run
+            out = await run_one(
+                group.task,
+                group.group_id,
+                k,
+                policy=getattr(run, "policy", None) or policy,
+                gym_spec=run.spec,
+                gym_ctx=run.ctx,
+                tokenizer=tokenizer,
+                rollout_cfg=run.rollout_cfg,
+                seed_key=replace(group.seed, sample=k),
+                on_turn=lambda: group.turn_versions.setdefault(k, []).append(version),
+                gate=gate,
+                resume=resume,
+            )
+        if isinstance(out, ParkedConversation):
+            group.parked[k] = out
+            return
+        out.gym = run.label
+        group.finished[k] = out
+        if progress is not None:
+            progress.advance(out)
+        if on_trajectory is not None:
+            on_trajectory(group, out)
+        if group.complete:
+            completed.append(group.group_id)
+            if gate is not None:
+                gate.group_complete()
+
+    for group in pending:
+        group.steps_in_flight += 1
+    jobs = [
+        asyncio.ensure_future(one(group, k))
+        for group in pending
+        for k in group.wanted
+        if k not in group.finished
+    ]
+    try:
+        await asyncio.gather(*jobs)
+    except BaseException:
+        # One failure that stops the run (RunFailure, a broken engine, an interrupt): the other
+        # conversations would only keep the endpoints busy.
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+        raise
+    return completed
+
+
+async def discard_groups(groups: list[Group]) -> int:
+    """Close the envs of the parked conversations of groups that will not be trained; returns
+    how many conversations (finished, parked or unstarted) the groups held."""
+    count = 0
+    for group in groups:
+        for parked in group.parked.values():
+            await discard_parked(parked, group.run.rollout_cfg)
+        group.parked.clear()
+        count += group.run.n
+    return count
