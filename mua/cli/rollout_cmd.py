@@ -1,7 +1,9 @@
 """`mua rollout`: run a policy (the model or the gym's scripted expert) on a gym's tasks and write
 the trajectories as JSONL, optionally printing some conversations or writing an HTML page.
 
-Tasks come from `data.train_files` (parquet from `mua prep`) or the gym's built-in split. The
+Each entry of the recipe's gyms (`gym:` is a one-entry list) gets its tasks from its own
+`train_files`, else the rows of `data.train_files` (parquet from `mua prep`) naming its gym, else
+the gym's built-in split (`mua.rollout.mixed`); all conversations run in one pool. The
 resolved recipe is written to the run dir first, and the run dir is locked against a second
 `mua rollout` while this one writes (`mua.output_folders.FolderLock`). No training happens here.
 """
@@ -22,33 +24,6 @@ Examples:
 
   mua rollout recipes/quickstart_rollout.yaml policy=model model.path=tiny:qwen3-1m data.max_tasks=2 --html runs/rollout.html
 """
-
-
-def _load_tasks(recipe, gym) -> list:
-    from mua.errors import UsageError
-
-    if recipe.data.train_files:
-        from mua.gym.taskfile import read_tasks
-
-        tasks = [t for path in recipe.data.train_files for t in read_tasks(path)]
-        wrong = sorted({t.gym for t in tasks if t.gym != gym.name})
-        if wrong:
-            raise UsageError(
-                f"data.train_files hold tasks of gym(s) {wrong}, but gym.name is {gym.name!r}; "
-                "set gym.name to match the files"
-            )
-    else:
-        splits = gym.build_tasks(None, seed=recipe.data.seed, options=dict(recipe.gym.options))
-        if recipe.split not in splits:
-            raise UsageError(
-                f"gym {gym.name!r} has no split {recipe.split!r}; choose one of {sorted(splits)}"
-            )
-        tasks = splits[recipe.split]
-    limit = recipe.data.max_tasks
-    tasks = tasks[:limit] if limit else tasks
-    if not tasks:
-        raise UsageError("no tasks to roll out; check data.train_files, split and data.max_tasks")
-    return tasks
 
 
 def _make_policy(recipe, gym, ctx):
@@ -120,79 +95,27 @@ def _summary_line(trajectories, output) -> str:
 
 
 def run(args: list[str], show: int, html_path: str | None, full: bool = False) -> None:
-    import asyncio
+    """`mua rollout` over the recipe's gyms (one, or several: `mua.rollout.mixed`)."""
     from pathlib import Path
 
     from mua.cli.common import load
-    from mua.config import write_resolved
-    from mua.gym import GymContext, get_gym
-    from mua.gym.budgets import with_gym_budgets
-    from mua.gym.mix import preflight_endpoints
-    from mua.llm.llm_client import make_llm_client
-    from mua.models import load_tokenizer
-    from mua.output_folders import FolderLock
-    from mua.rollout.progress import rollout_progress
-    from mua.rollout.runner import run_rollouts
-
-    recipe = load(args, "rollout")
-    if recipe.gym is None:
-        return run_mixed(recipe, show, html_path, full)
-    gym = get_gym(recipe.gym.name)
-    recipe.rollout = with_gym_budgets(recipe.rollout, gym)
-    tasks = _load_tasks(recipe, gym)
-    user = recipe.user
-    preflight_endpoints(recipe)
-    ctx = GymContext(
-        options=dict(recipe.gym.options),
-        reward_weights=dict(recipe.gym.reward_weights),
-        user_kind=user.kind,
-        llm=make_llm_client(user),
-        seed=recipe.data.seed,
-    )
-    tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
-    run_dir = Path(recipe.run_dir)
-    # one `mua rollout` per run dir at a time: two would mix their recipe and trajectories
-    with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"):
-        write_resolved(recipe, run_dir)
-        output = recipe.output.replace("{run_dir}", str(run_dir))
-        policy, close = _make_policy(recipe, gym, ctx)
-
-        async def collect(progress):
-            try:
-                return await run_rollouts(
-                    tasks,
-                    n=recipe.rollout.n,
-                    policy=policy,
-                    gym_spec=gym,
-                    gym_ctx=ctx,
-                    tokenizer=tokenizer,
-                    rollout_cfg=recipe.rollout,
-                    progress=progress,
-                )
-            finally:
-                if close is not None:
-                    await close()
-
-        with rollout_progress(len(tasks) * recipe.rollout.n) as progress:
-            trajectories = asyncio.run(collect(progress))
-        _report(trajectories, output, tokenizer, show, html_path, full)
-
-
-def run_mixed(recipe, show: int, html_path: str | None, full: bool) -> None:
-    """`mua rollout` over several gyms (`mua.rollout.mixed`)."""
-    from pathlib import Path
-
-    from mua.gym.mix import check_gyms, gym_runs, preflight_endpoints
+    from mua.errors import UsageError
+    from mua.gym.mix import check_gyms, gym_runs, preflight_endpoints, with_entry_budgets
     from mua.models import load_tokenizer
     from mua.output_folders import FolderLock
     from mua.rollout.mixed import entry_rollout_tasks
 
+    recipe = load(args, "rollout")
     check_gyms(recipe, "rollout")
+    recipe.gyms = with_entry_budgets(recipe)  # each entry's budgets, in the resolved recipe
     runs = gym_runs(recipe)
     preflight_endpoints(recipe)
     tasks_by_gym = entry_rollout_tasks(recipe)
+    if not any(tasks_by_gym.values()):
+        raise UsageError("no tasks to roll out; check data.train_files, split and data.max_tasks")
     tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
     run_dir = Path(recipe.run_dir)
+    # one `mua rollout` per run dir at a time: two would mix their recipe and trajectories
     with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"):
         _run_mixed_in(recipe, runs, tasks_by_gym, tokenizer, run_dir, show, html_path, full)
 

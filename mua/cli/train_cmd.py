@@ -47,15 +47,7 @@ def register(app: typer.Typer) -> None:
         from mua.train.launcher import launch
 
         recipe = load(args, "train")
-        if recipe.algo.kind != "sft" and recipe.gym is not None:
-            from mua.gym import get_gym
-            from mua.gym.budgets import with_gym_budgets
-            from mua.gym.mix import check_gyms
-
-            check_gyms(recipe, "train")
-            # the gym's budgets where the recipe sets none
-            recipe.rollout = with_gym_budgets(recipe.rollout, get_gym(recipe.gym.name))
-        elif recipe.algo.kind != "sft":  # each entry's budgets, recorded in the resolved recipe
+        if recipe.algo.kind != "sft":  # each entry's budgets, recorded in the resolved recipe
             from mua.gym.mix import check_gyms, with_entry_budgets
 
             check_gyms(recipe, "train")

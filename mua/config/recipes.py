@@ -42,15 +42,15 @@ class _RecipeBase(Section):
 class _ConversationRecipe(_RecipeBase):
     """The sections of every verb that runs conversations: a model talks in gyms with a user.
 
-    `gyms:` is the one shape; `gym: {...}` is read as a one-entry `gyms:` list, and afterwards
-    `recipe.gym` is that entry (None when there are several)."""
+    `gyms:` is the one shape; `gym: {...}` is shorthand for a one-entry `gyms:` list, read into
+    `gyms` at load: a loaded recipe has only `gyms`."""
 
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     gym: GymConfig | None = Field(
         None,
         exclude=True,
-        description="One gym: the same as a one-entry `gyms:` list (default: guess).",
+        description="One gym: shorthand for a one-entry `gyms:` list (default: guess).",
     )
     gyms: list[GymConfig] = Field(
         default_factory=list,
@@ -70,7 +70,6 @@ class _ConversationRecipe(_RecipeBase):
         if not self.gyms:
             object.__setattr__(self, "gyms", [GymConfig()])
         check_entries(self.gyms)
-        object.__setattr__(self, "gym", self.gyms[0] if len(self.gyms) == 1 else None)
         return self
 
     def gym_sections(self) -> list[GymConfig]:

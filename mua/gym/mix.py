@@ -166,21 +166,28 @@ def entry_tasks(recipe, split: str, *, builtin: bool = True) -> dict[str, list]:
 
     An entry's own files, else the rows of data.<split>_files naming its gym, else (only when no
     entry and no top-level file gives tasks of this split, and `builtin`) the built-in split."""
+    by_file = entry_task_files(recipe, split, builtin=builtin)
+    return {label: [t for f in files for t in f] for label, files in by_file.items()}
+
+
+def entry_task_files(recipe, split: str, *, builtin: bool = True) -> dict[str, list[list]]:
+    """As `entry_tasks`, each entry's tasks kept per file (what `data.weights` weighs); the
+    built-in split counts as one file."""
     from mua.gym.taskfile import read_tasks
 
     top = recipe.data.train_files if split == "train" else recipe.data.test_files
     field_name = f"{split}_files"
-    shared = _rows_by_gym(top) if top else {}
+    shared = [_rows_by_gym([path]) for path in top]
     any_files = bool(top) or any(getattr(e, field_name) for e in recipe.gyms)
-    out: dict[str, list] = {}
+    out: dict[str, list[list]] = {}
     for entry in recipe.gyms:
         own = getattr(entry, field_name)
         if own:
-            out[entry.key] = [t for p in own for t in read_tasks(p)]
-        elif entry.name in shared:
-            out[entry.key] = list(shared[entry.name])
+            out[entry.key] = [read_tasks(p) for p in own]
+        elif any(entry.name in rows for rows in shared):
+            out[entry.key] = [rows.get(entry.name, []) for rows in shared]
         elif not any_files and builtin:
-            out[entry.key] = _builtin(entry, recipe.data.seed, split)
+            out[entry.key] = [_builtin(entry, recipe.data.seed, split)]
         else:
             out[entry.key] = []
     return out
@@ -292,8 +299,8 @@ def _check_file_routing(recipe, verb: str) -> None:
     listed: dict[str, list] = {}
     for entry in recipe.gyms:
         listed.setdefault(entry.name, []).append(entry)
-    if "all" in listed or len(recipe.gyms) == 1:
-        return  # one gym: the verb's own check names the file and the gym
+    if "all" in listed or (verb == "eval" and len(recipe.gyms) == 1):
+        return  # `mua eval --gym NAME` picks its gym's rows out of files shared by several
     tops = [*recipe.data.train_files, *recipe.data.test_files]
     if verb == "rollout":
         tops = list(recipe.data.train_files)

@@ -190,7 +190,7 @@ class OpenAIPolicy:
         return message_from_reply(reply, self.tool_parser)
 
     def as_message_policy(self) -> Any:
-        """This agent as the runner's `MessagePolicy` (`run_rollouts(policy=...)`)."""
+        """This agent as a `MessagePolicy` (`collect(policy=...)`)."""
         from mua.rollout.policies import MessagePolicy
 
         async def act(messages: list[dict], task: Any, tools: list[dict]) -> dict:

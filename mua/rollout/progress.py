@@ -1,7 +1,7 @@
 """Progress of rollouts: a Rich bar on a terminal (done / total, tokens per second, elapsed, ETA).
 
 `rollout_progress(total, enabled)` is a context manager yielding an object with
-`advance(trajectory)` (what `run_rollouts(progress=...)` and the evaluation runner call), or None
+`advance(trajectory)` (what `mua.rollout.collect.collect(progress=...)` calls), or None
 when disabled, e.g. when output is not a terminal. Training shows its step's rollouts through
 `mua.track.console.StepConsole.rollouts`, which reuses `RolloutProgress` and `progress_columns`
 inside its live view. No logging here.

@@ -1,10 +1,9 @@
-"""The multi-turn rollout runner: many trajectories in flight, each one independent.
+"""One conversation, start to finish: `run_one(task, group_id, sample, ...)`.
 
-`run_rollouts(tasks, n=..., policy=..., ...)` makes n samples per task (one GRPO group per task),
-each with a fresh env from `gym_spec.make_env(ctx)` (with `routes`, each task its own gym, user,
-limits and n: several gyms' conversations share one runner), at most `rollout.max_concurrency` at once and
-no barrier between turns of different trajectories. Budgets: tokens per turn and per trajectory,
-turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
+Each conversation gets a fresh env from `gym_spec.make_env(ctx)`; many run at once, independent
+of each other, in `mua.rollout.collect.collect` (the one fan-out over conversations, under one
+`rollout.max_concurrency`); `run_rollouts` is its caller for a plain list of tasks.
+Budgets: tokens per turn and per trajectory, turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
 time spent waiting on LLM endpoints (queued or in a request), which bound their own time per
 attempt and retry (`mua.rollout.wait_clock`). Whatever happens inside one trajectory (an env bug,
 an env returning nonsense, a user simulator giving up after its retries, a timeout) ends that
@@ -17,8 +16,8 @@ otherwise end every trajectory the same way. The other trajectories in flight ar
 What a turn does to the transcript (cleaning env text, `cut_at`, `style: raw`, an env's
 `on_truncate`) and the finished `Trajectory` are `mua.rollout.episode`'s.
 
-Partial rollouts (`mua.rollout.carryover`): with a `gate`, a conversation checks it before each
-policy turn; once it is closed the conversation parks (`ParkedConversation`: its episode and its
+Partial rollouts (`mua.rollout.collect`, `until=`): with a `gate`, a conversation checks it
+before each policy turn; once it is closed the conversation parks (`ParkedConversation`: its episode and its
 env, not closed) instead of asking the engine for more, and `run_one(..., resume=parked)` carries
 on from that turn later, under whatever weights the engine then holds. A conversation whose
 env is still answering (a simulated user's reply on its way) when the gate closes parks at once

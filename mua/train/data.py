@@ -90,18 +90,14 @@ def rank_slice(items: list, rank: int, world_size: int) -> list:
     return items[rank::world_size]
 
 
-def load_task_files(paths: list[str], max_tasks: int | None = None) -> list[list[Task]]:
-    from mua.gym.taskfile import read_tasks
-
-    files = [read_tasks(p) for p in paths]
-    if max_tasks is not None:
-        left = max_tasks
-        trimmed = []
-        for f in files:
-            trimmed.append(f[:left])
-            left = max(0, left - len(trimmed[-1]))
-        files = [f for f in trimmed if f] or files[:1]
-    return files
+def cap_files(files: list[list[Task]], max_tasks: int) -> list[list[Task]]:
+    """The first `max_tasks` tasks over the files in order, files left empty dropped."""
+    left = max_tasks
+    trimmed = []
+    for f in files:
+        trimmed.append(f[:left])
+        left = max(0, left - len(trimmed[-1]))
+    return [f for f in trimmed if f] or files[:1]
 
 
 @dataclass

@@ -64,9 +64,7 @@ def check_inputs(recipe) -> None:
 
 
 def _check_rl_inputs(recipe) -> None:
-    """Task files hold tasks of the recipe's gym; a launched SGLang server needs SGLang installed."""
-    from mua.gym.taskfile import read_tasks
-
+    """A launched SGLang server needs SGLang installed (`check_gyms` routed every task row)."""
     if recipe.rollout.engine == "sglang" and not recipe.rollout.sglang.base_urls:
         from mua.engines.sglang.sglang_engine import sglang_version
 
@@ -84,27 +82,6 @@ def _check_rl_inputs(recipe) -> None:
                 "which needs a CUDA GPU and this machine has none; run on a GPU host, use "
                 "rollout.engine=hf, or give rollout.sglang.base_urls (e.g. a `mua serve` address)"
             )
-    if recipe.gym is None:
-        return  # several gyms: `check_gyms` routed every row to its entry
-    for path in [*recipe.data.train_files, *recipe.data.test_files]:
-        gyms = sorted({t.gym for t in read_tasks(path)})
-        if gyms and gyms != [recipe.gym.name]:
-            raise UsageError(
-                f"{path} holds tasks of gym(s) {gyms} but gym.name is {recipe.gym.name!r}; "
-                "set gym.name to match the files"
-            )
-
-
-def _check_gym_name(name: str) -> None:
-    from mua.gym.registry import list_gyms
-
-    names = list_gyms()
-    if name not in names:
-        import difflib
-
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"; did you mean {close[0]}?" if close else f"; one of {', '.join(names)}"
-        raise UsageError(f"gym.name: unknown gym {name!r}{hint}")
 
 
 def torchrun_command(

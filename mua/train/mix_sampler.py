@@ -194,29 +194,18 @@ class MixSampler:
 
 def build_task_sampler(recipe) -> MixSampler:
     """The RL run's sampler: one source per `gyms:` entry, weights as the entries say (default:
-    their training rows). A one-gym run reads data.train_files (with data.weights) as before."""
-    from mua.gym.mix import default_weights, entry_tasks
-    from mua.train.data import load_task_files
+    their training rows), each entry's tasks kept per file: `data.weights` (one gym only,
+    `mua.gym.mix.check_gyms`) weighs them; without it the files are one pool."""
+    from mua.gym.mix import default_weights, entry_task_files
+    from mua.train.data import cap_files
 
     r = recipe
     curricula = {e.key: e.curriculum for e in r.gyms if e.curriculum is not None}
     standardize = {e.key for e in r.gyms if e.standardize_rewards}
-    if len(r.gyms) == 1 and not r.gyms[0].train_files:
-        label = r.gyms[0].key
-        files = load_task_files(r.data.train_files, r.data.max_tasks)
-        return MixSampler(
-            {label: files},
-            {label: 1.0},
-            r.data.seed,
-            shuffle=r.data.shuffle,
-            curricula=curricula,
-            standardize=standardize,
-            file_weights=r.data.weights,
-        )
-    by_gym = entry_tasks(r, "train", builtin=False)
+    by_gym = entry_task_files(r, "train", builtin=False)
     if r.data.max_tasks:
-        by_gym = {label: ts[: r.data.max_tasks] for label, ts in by_gym.items()}
-    weights = default_weights({k: len(v) for k, v in by_gym.items()}, r.gyms)
+        by_gym = {label: cap_files(files, r.data.max_tasks) for label, files in by_gym.items()}
+    weights = default_weights({k: sum(map(len, v)) for k, v in by_gym.items()}, r.gyms)
     return MixSampler(
         by_gym,
         weights,
@@ -224,4 +213,5 @@ def build_task_sampler(recipe) -> MixSampler:
         shuffle=r.data.shuffle,
         curricula=curricula,
         standardize=standardize,
+        file_weights=r.data.weights,
     )

@@ -88,15 +88,11 @@ class PolicyState:
 
 
 def held_out_tasks(recipe) -> dict[str, list]:
-    """label -> held-out tasks (`eval.max_tasks` per entry); a one-gym run reads data.test_files."""
+    """label -> held-out tasks (`eval.max_tasks` per entry): each entry's test files, else the
+    rows of data.test_files naming its gym (`mua.gym.mix.entry_tasks`)."""
     from mua.gym.mix import entry_tasks
-    from mua.train.data import load_task_files
 
     r = recipe
-    if len(r.gyms) == 1 and not r.gyms[0].test_files:
-        files = load_task_files(r.data.test_files, r.eval.max_tasks) if r.data.test_files else []
-        tasks = [t for f in files for t in f]
-        return {r.gyms[0].key: tasks} if tasks else {}
     limit = r.eval.max_tasks
     by_gym = entry_tasks(r, "test", builtin=False)
     return {label: (ts[:limit] if limit else ts) for label, ts in by_gym.items() if ts}

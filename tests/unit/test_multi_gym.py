@@ -33,16 +33,18 @@ def _recipe(tmp_path, body: dict, verb: str = "train"):
 
 def test_single_gym_is_a_one_entry_list(tmp_path):
     one = _recipe(tmp_path, {"gym": {"name": "travel", "options": {"rules": "mua"}}})
-    assert len(one.gyms) == 1 and one.gym is one.gyms[0] and one.gym.name == "travel"
+    assert len(one.gyms) == 1 and one.gyms[0].name == "travel"
+    assert not hasattr(one, "gym")  # read into gyms at load: no second way to reach the entry
     dumped = one.model_dump(mode="json")
     assert "gym" not in dumped and dumped["gyms"][0]["name"] == "travel"
     again = _recipe(tmp_path, {"gyms": dumped["gyms"]})  # the resolved form reads back
-    assert again.gym == one.gym
-    assert _recipe(tmp_path, {}).gym.name == "guess"  # neither: the default gym
+    assert again.gyms == one.gyms
+    assert [g.name for g in _recipe(tmp_path, {}).gyms] == ["guess"]  # neither: the default gym
     two = _recipe(tmp_path, {"gyms": [{"name": "guess"}, {"name": "travel"}]})
-    assert two.gym is None and [g.key for g in two.gyms] == ["guess", "travel"]
+    assert [g.key for g in two.gyms] == ["guess", "travel"]
     for verb in ("rollout", "eval"):
-        assert _recipe(tmp_path, {"gyms": [{"name": "guess"}, {"name": "math"}]}, verb).gym is None
+        both = _recipe(tmp_path, {"gyms": [{"name": "guess"}, {"name": "math"}]}, verb)
+        assert [g.name for g in both.gyms] == ["guess", "math"]
 
 
 @pytest.mark.parametrize(
@@ -391,3 +393,27 @@ def test_an_entry_without_training_tasks_is_refused(tmp_path):
             tmp_path,
             {"gyms": [{"name": "guess"}, {"name": "math"}], "data": {"train_files": [str(guess)]}},
         )
+
+
+def test_a_one_gym_run_weighs_its_files_with_data_weights(tmp_path):
+    """One gym, two task files: `data.weights` picks the file of each draw (all from the
+    second with weights [0, 1]); without it the files are one pool, as rows of one list."""
+    from mua.gym import get_gym
+    from mua.gym.taskfile import write_tasks
+    from mua.train.mix_sampler import build_task_sampler
+
+    tasks = get_gym("guess").build_tasks(None, seed=0, options={"num_train": 8, "num_test": 0})
+    first, second = tasks["train"][:4], tasks["train"][4:]
+    paths = [
+        str(write_tasks(ts, tmp_path / f"{i}.parquet")) for i, ts in enumerate((first, second))
+    ]
+    data = {"train_files": paths, "tasks_per_step": 2}
+    weighted = _recipe(tmp_path, {"gym": {"name": "guess"}, "data": {**data, "weights": [0, 1]}})
+    drawn = build_task_sampler(weighted).next_tasks(12)
+    assert {t.task_id for t in drawn} <= {t.task_id for t in second}
+    pooled = build_task_sampler(_recipe(tmp_path, {"gym": {"name": "guess"}, "data": data}))
+    assert {t.task_id for t in pooled.next_tasks(8)} == {t.task_id for t in first + second}
+    capped = _recipe(tmp_path, {"gym": {"name": "guess"}, "data": {**data, "max_tasks": 3}})
+    assert {t.task_id for t in build_task_sampler(capped).next_tasks(6)} == {
+        t.task_id for t in first[:3]
+    }

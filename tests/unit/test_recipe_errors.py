@@ -92,7 +92,7 @@ def test_override_applies_yaml_scalars(tmp_path):
     assert recipe.optim.lr == pytest.approx(3e-4)
     assert recipe.rollout.n == 8
     assert recipe.algo.kind == "ppo" and recipe.algo.lam == pytest.approx(0.95)
-    assert recipe.gym.options == {"size": 32}
+    assert recipe.gyms[0].options == {"size": 32}
 
 
 def test_override_path_follows_union_arm():

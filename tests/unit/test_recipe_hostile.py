@@ -110,7 +110,7 @@ def test_anchors_aliases_and_merge_keys_still_load(tmp_path):
     )
     recipe = load_recipe(str(path), [], verb="train")
     assert recipe.optim.lr == 2.0e-4
-    assert recipe.gym.options["more"] == {"x": 3, "y": [1, 2]}
+    assert recipe.gyms[0].options["more"] == {"x": 3, "y": [1, 2]}
 
 
 def test_the_cli_exits_2_with_one_line(tmp_path, mua_cli):

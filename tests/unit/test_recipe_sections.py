@@ -123,8 +123,8 @@ def test_eval_gym_flag_replaces_the_recipe_choice_and_keeps_known_sections(tmp_p
     )
     flags = dict(model=None, user=None, n=None, max_tasks=None, temperature=1.0)
     recipe, _ = build_recipe([str(path)], gyms=["guess"], **flags)
-    assert len(recipe.gyms) == 1 and recipe.gym.name == "guess"
-    assert recipe.gym.options == {"num_test": 3}
+    assert len(recipe.gyms) == 1 and recipe.gyms[0].name == "guess"
+    assert recipe.gyms[0].options == {"num_test": 3}
     assert recipe.eval.temperature == 1.0
     recipe, _ = build_recipe([str(path)], gyms=["tau,guess", "tau"], **flags)
     assert [(g.name, g.options) for g in recipe.gym_sections()] == [
