@@ -308,10 +308,14 @@ def _check_file_routing(recipe, verb: str) -> None:
         for task in read_tasks(path):
             entries = listed.get(task.gym)
             if not entries:
+                fix = (
+                    f"set gym.name={task.gym} to match the files, or list both in gyms"
+                    if len(recipe.gyms) == 1
+                    else f"add an entry `{{name: {task.gym}}}` or give each entry its own files"
+                )
                 raise UsageError(
                     f"{path} holds tasks of gym {task.gym!r}, which gyms does not list "
-                    f"({', '.join(e.key for e in recipe.gyms)}); add an entry `{{name: {task.gym}}}` "
-                    "or give each entry its own files"
+                    f"({', '.join(e.key for e in recipe.gyms)}); {fix}"
                 )
             field_name = "train_files" if path in recipe.data.train_files else "test_files"
             sharing = [e for e in entries if not getattr(e, field_name)]
