@@ -133,7 +133,10 @@ def rl_step(
     )  # fmt: skip
     if r.eval.test_freq and step % r.eval.test_freq == 0 and parts.test_tasks:
         with timer.phase("validation"):
-            metrics.update(validate(recipe=r, dist=dist, parts=parts, state=state, tracker=tracker))
+            val = validate(
+                recipe=r, dist=dist, parts=parts, state=state, tracker=tracker, timer=timer
+            )
+            metrics.update(val)
         val_probe = parts.sync.take_metrics()  # validation's own wake probes the engine
         if "engine/probe_logp_diff" in val_probe:
             metrics["engine/probe_logp_diff"] = max(
