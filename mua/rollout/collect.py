@@ -164,7 +164,7 @@ async def collect(
             if gate is not None:
                 gate.group_complete()
 
-    for group in pending:
+    for group in groups:
         group.steps_in_flight += 1
     jobs = [
         asyncio.ensure_future(one(group, k))
