@@ -9,6 +9,11 @@ must hold the same value, bit for bit, in both runs, and each tensor of the fina
 equal in dtype, shape and every element. Prints one line per difference (or per missing key) and
 a last line `identical` or `DIFFERENT`; exits 0 when identical, 1 otherwise.
 Does not look at checkpoints, transcripts or `metrics.jsonl` (the same numbers as the store).
+
+With the hf engine, two runs of the same code and recipe differ in
+`logp_diff_engine_vs_trainer` and `..._max` only: the engine's log-probs depend on which requests
+were decoded together, which depends on timing (the sampled tokens, and so everything trained,
+do not). Compare such runs with `--skip logp_diff_engine_vs_trainer`.
 """
 
 from __future__ import annotations
