@@ -140,7 +140,7 @@ async def collect(
                 group.task,
                 group.group_id,
                 k,
-                policy=getattr(run, "policy", None) or policy,
+                policy=run.policy or policy,
                 gym_spec=run.spec,
                 gym_ctx=run.ctx,
                 tokenizer=tokenizer,
