@@ -4,7 +4,8 @@
 appends after an assistant turn (a suffix delta rendered against a fixed stand-in conversation,
 so templates that rewrite earlier turns, like Qwen3 dropping old reasoning, still give the right
 delta), and an assistant message's ids for message-level policies. `template_messages` turns a
-rollout's messages (with `env` messages) into what a template knows. Whole conversations rendered
+rollout's messages (with `env` messages) into what a template knows; a known model family's
+template also gets its messages in the shape it needs (`mua.families.for_template`). Whole conversations rendered
 to ids are remembered per tokenizer (`rendered_ids`): the n samples of a task share their prompt,
 and a one-turn rollout cut by the token budget is checked against that same prompt, so a GRPO
 step renders each distinct prompt once instead of 2n times.
@@ -116,11 +117,13 @@ class ChatRenderer:
         self._assistant_prefix = self.render([_PROBE_USER], add_generation_prompt=True)
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
+        from mua.families import for_template
         from mua.models.chat import render_text
 
-        return render_text(
-            self.tokenizer, template_messages(messages), self.tools or None, add_generation_prompt
+        msgs = for_template(
+            getattr(self.tokenizer, "chat_template", None), template_messages(messages)
         )
+        return render_text(self.tokenizer, msgs, self.tools or None, add_generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         from mua.models.chat import encode_text

@@ -97,6 +97,13 @@ def _strip_stop_text(text: str, stop_text: str) -> str:
     return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
 
 
+def _parse_turn(ep: Episode, policy, text: str) -> AgentAction:
+    """The sampled turn read with the policy's tool parser, typed by the episode's tools; `auto`
+    picks the family of the model's chat template."""
+    template = getattr(ep.builder.renderer.tokenizer, "chat_template", None)
+    return parse_action(text, policy.tool_parser, ep.tools, template)
+
+
 async def policy_turn(
     ep: Episode, policy, turn: int, cfg, stop_ids: list[int]
 ) -> tuple[AgentAction, bool]:
@@ -113,9 +120,7 @@ async def policy_turn(
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
         text = builder.renderer.decode(result.token_ids)
-        action = parse_action(
-            _strip_stop_text(text, builder.renderer.stop_text), policy.tool_parser
-        )
+        action = _parse_turn(ep, policy, _strip_stop_text(text, builder.renderer.stop_text))
         message = action_as_message(action)
         stopped = result.finish_reason == "stop"
     else:
@@ -155,7 +160,7 @@ def cut_turn(ep: Episode, policy, action: AgentAction, chars: int, stopped: bool
                 lo = mid + 1
         builder.truncate(start + lo)
         kept = decode(ids[:lo])
-        ep.messages[index] = action_as_message(parse_action(kept, policy.tool_parser))
+        ep.messages[index] = action_as_message(_parse_turn(ep, policy, kept))
         ep.last_turn_cut = True
         return False
     # A message-level policy's turn is re-rendered, shortened, through the template.
