@@ -33,6 +33,7 @@ class Family:
     drift: str  # what makes a template's full render differ from the turn-by-turn tokens
     # messages as the template needs them (call ids, argument encoding); rendering only
     template_messages: Callable[[list[dict]], list[dict]] = list
+    stop_texts: tuple[str, ...] = ()  # turn ends besides the one the template's probe finds
 
 
 def _untyped(reader: Callable[[str], AgentAction]):
@@ -55,6 +56,7 @@ FAMILIES: dict[str, Family] = {
             "analysis channel; kept only on call turns with no later final answer",
             "analysis of earlier turns is dropped once a final answer follows; the last "
             "turn ends in <|return|> in a full render but <|end|> in history",
+            stop_texts=("<|call|>", "<|return|>"),
         ),
         Family(
             "kimi_k2",
@@ -102,7 +104,8 @@ FAMILIES: dict[str, Family] = {
             ("<function=", "<parameter="),
             "yes",
             "<think> (Qwen3.5); dropped from turns before the last user message",
-            "reasoning of earlier turns is dropped",
+            "reasoning of earlier turns is dropped; an empty <think></think> is rendered only on "
+            "the last turn",
         ),
         Family(
             "hermes",
@@ -111,7 +114,8 @@ FAMILIES: dict[str, Family] = {
             ("<tool_call>",),
             "yes",
             "<think>; dropped from turns before the last user message",
-            "reasoning of earlier turns is dropped",
+            "reasoning of earlier turns is dropped; an empty <think></think> is rendered only on "
+            "the last turn",
         ),
         Family(
             "llama3_json",
@@ -148,14 +152,18 @@ def get_family(name: str) -> Family:
 def for_template(chat_template: str | None, messages: list[dict]) -> list[dict]:
     """`messages` as the family of `chat_template` needs them rendered (unchanged for an
     unknown template)."""
-    family = detect_family(chat_template) if isinstance(chat_template, str) else None
+    family = detect_family(chat_template)
     return family.template_messages(messages) if family is not None else messages
 
 
+def detect_family(chat_template: object) -> Family | None:
+    """The family whose markers all appear in `chat_template`, or None (also for a template
+    that is not one string)."""
+    return _detect(chat_template) if isinstance(chat_template, str) else None
+
+
 @lru_cache(maxsize=64)
-def detect_family(chat_template: str | None) -> Family | None:
-    """The family whose markers all appear in `chat_template`, or None."""
-    text = chat_template or ""
+def _detect(text: str) -> Family | None:
     for family in FAMILIES.values():
         if all(marker in text for marker in family.markers):
             return family

@@ -356,9 +356,14 @@ def action_as_message(action: AgentAction) -> dict:
     keep the text verbatim as the content (templates have no markup for them, and a stray or
     malformed tag is part of what the model wrote); valid Hermes calls become structured
     `tool_calls` with the text outside the markup, stripped, as content (templates put their own
-    separators around calls).
+    separators around calls). Harmony turns (gpt-oss) keep only their parsed text: its template
+    writes the channel markup itself and refuses it in content.
     """
     bracket = bool(action.tool_calls) and all(c.id.startswith("bracket") for c in action.tool_calls)
+    raw = action.raw or ""
+    if "<|channel|>" in raw and "<|message|>" in raw:
+        # harmony (gpt-oss): the template refuses channel markup in content and writes it itself
+        return action.as_message()
     if bracket or not action.tool_calls:
         # Verbatim, whitespace included, so re-rendering gives back the text the model wrote.
         return {"role": "assistant", "content": action.raw or action.text}

@@ -113,7 +113,8 @@ def _call(i: int) -> dict:
 
 
 def _result(i: int) -> dict:
-    return {"role": "tool", "tool_call_id": f"call{i:05d}", "content": RESULTS[i]}
+    name = CALLS[i][0]
+    return {"role": "tool", "tool_call_id": f"call{i:05d}", "name": name, "content": RESULTS[i]}
 
 
 def conversation(file: str) -> list[dict]:
