@@ -341,8 +341,11 @@ def _parse_with(
         action = family.parse(text, tools)
         if action.tool_calls or action.parse_errors:
             return action
-        bracket = parse_bracket(text)
-        return bracket if bracket.tool_calls else action
+        bracket = parse_bracket(action.text)  # the family's visible text (harmony: the answer)
+        if not bracket.tool_calls:
+            return action
+        bracket.raw = text
+        return bracket
     visible = _strip_think(text)
     if "<tool_call>" in visible or "</tool_call>" in visible:
         return parse_hermes(text)
@@ -361,10 +364,9 @@ def action_as_message(action: AgentAction) -> dict:
     """
     bracket = bool(action.tool_calls) and all(c.id.startswith("bracket") for c in action.tool_calls)
     raw = action.raw or ""
-    if "<|channel|>" in raw and "<|message|>" in raw:
-        # harmony (gpt-oss): the template refuses channel markup in content and writes it itself
-        return action.as_message()
+    # harmony (gpt-oss): the template refuses channel markup in content and writes it itself
+    harmony = "<|channel|>" in raw and "<|message|>" in raw
     if bracket or not action.tool_calls:
         # Verbatim, whitespace included, so re-rendering gives back the text the model wrote.
-        return {"role": "assistant", "content": action.raw or action.text}
+        return {"role": "assistant", "content": action.text if harmony else raw or action.text}
     return action.as_message()
