@@ -190,3 +190,24 @@ def test_recipe_accepts_every_family_name():
         assert ModelConfig(tool_parser=name).tool_parser == name
     with pytest.raises(ValidationError, match="qwen3_coder"):
         ModelConfig(tool_parser="qwen4")
+
+
+def test_an_endpoint_reply_with_calls_as_text_is_read_with_the_family_reader():
+    """A server without a tool parser returns the model's markup as content: the OpenAI agent
+    reads it with `model.tool_parser`, typed by the tools it offered."""
+    from types import SimpleNamespace
+
+    from mua.rollout.openai_policy import message_from_reply
+
+    reply = SimpleNamespace(
+        content="<tool_call>\n<function=track_parcel>\n<parameter=tracking_no>\n0042\n"
+        "</parameter>\n<parameter=attempts>\n2\n</parameter>\n</function>\n</tool_call>",
+        tool_calls=None,
+    )
+    message = message_from_reply(reply, "qwen3_coder", TOOLS)
+    assert "parse_errors" not in message
+    (call,) = message["tool_calls"]
+    assert call["function"] == {
+        "name": "track_parcel",
+        "arguments": {"tracking_no": "0042", "attempts": 2},
+    }
