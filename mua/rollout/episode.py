@@ -97,6 +97,11 @@ def _strip_stop_text(text: str, stop_text: str) -> str:
     return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
 
 
+def _visible_context(token_ids: list[int], window: int | None) -> list[int]:
+    """The ids the policy is shown: the last `window` of them (MuTIS's rolling context), or all."""
+    return token_ids[-window:] if window and len(token_ids) > window else token_ids
+
+
 def _parse_turn(ep: Episode, policy, text: str) -> AgentAction:
     """The sampled turn read with the policy's tool parser, typed by the episode's tools; `auto`
     picks the family of the model's chat template."""
@@ -112,7 +117,7 @@ async def policy_turn(
     budget = cfg.max_total_tokens - len(builder.token_ids)
     if policy.kind == "tokens":
         result = await policy.generate(
-            builder.token_ids,
+            _visible_context(builder.token_ids, getattr(cfg, "context_window", None)),
             min(cfg.max_new_tokens_per_turn, budget),
             stop_ids,
             route_key=f"{ep.group_id}/{ep.sample_index}",
