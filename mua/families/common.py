@@ -25,6 +25,7 @@ __all__ = [
     "call_from_object",
     "schema_value",
     "snippet",
+    "text_arguments",
     "one_call",
     "read_blocks",
     "section_calls",
@@ -158,6 +159,28 @@ def schema_value(raw: str, tool: str, key: str, tools: list[dict] | None) -> Any
         if ok:
             return value
     return raw
+
+
+def text_arguments(
+    inner: str, pattern: re.Pattern, tool: str, tools: list[dict] | None, layout=None
+) -> tuple[dict | None, str]:
+    """Arguments written as text key/value pairs (`pattern` groups 1 and 2, matched back to
+    back from the start of `inner`), typed by `schema_value` after `layout` (the format's own
+    spacing around a value) is taken off. Returns (arguments, the unread rest) or (None, error)."""
+    args: dict = {}
+    pos = 0
+    for m in pattern.finditer(inner):
+        if inner[pos : m.start()].strip():
+            break
+        key = m.group(1).strip()
+        if not key:
+            return None, f"an argument of {tool!r} has no name"
+        if key in args:
+            return None, f"argument {key!r} of {tool!r} is given twice"
+        raw = layout(m.group(2)) if layout else m.group(2)
+        args[key] = schema_value(raw, tool, key, tools)
+        pos = m.end()
+    return args, inner[pos:]
 
 
 def one_call(found: tuple[ToolCall | None, str | None]) -> tuple[list[ToolCall], list[str]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from mua.families.common import one_call, schema_value, snippet, tagged_calls
+from mua.families.common import one_call, snippet, tagged_calls, text_arguments
 from mua.gym.api import AgentAction, ToolCall
 
 _PAIR = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
@@ -25,20 +25,11 @@ def _read_call(body: str, index: int, tools: list[dict] | None) -> tuple[ToolCal
     if not _NAME.fullmatch(name):
         return None, f"<tool_call> must start with a tool name; {_USAGE}: {snippet(body)}"
     inner = body[len(head) :]
-    args: dict = {}
-    pos = 0
-    for m in _PAIR.finditer(inner):
-        if inner[pos : m.start()].strip():
-            break
-        key = m.group(1).strip()
-        if not key:
-            return None, f"an <arg_key> of {name!r} is empty"
-        if key in args:
-            return None, f"argument {key!r} of {name!r} is given twice"
-        args[key] = schema_value(m.group(2), name, key, tools)
-        pos = m.end()
-    if inner[pos:].strip():
-        return None, f"unreadable arguments of {name!r}; {_USAGE}: {snippet(inner[pos:])}"
+    args, rest = text_arguments(inner, _PAIR, name, tools)
+    if args is None:
+        return None, rest
+    if rest.strip():
+        return None, f"unreadable arguments of {name!r}; {_USAGE}: {snippet(rest)}"
     return ToolCall(name=name, arguments=args, id=f"call_{index}"), ""
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from mua.families.common import one_call, schema_value, snippet, tagged_calls
+from mua.families.common import one_call, snippet, tagged_calls, text_arguments
 from mua.gym.api import AgentAction, ToolCall
 
 _FUNCTION = re.compile(r"\s*<function=([^>\n]*)>(.*?)(?:</function>\s*$|$)", re.S)
@@ -32,19 +32,9 @@ def _read_call(body: str, index: int, tools: list[dict] | None) -> tuple[ToolCal
     name, inner = fn.group(1).strip(), fn.group(2)
     if not body.rstrip().endswith("</function>"):
         return None, f"<function={name}> is not closed with </function>"
-    args: dict = {}
-    pos = 0
-    for m in _PARAM.finditer(inner):
-        if inner[pos : m.start()].strip():
-            break
-        key = m.group(1).strip()
-        if not key:
-            return None, f"a <parameter=> of {name!r} has no name"
-        if key in args:
-            return None, f"parameter {key!r} of {name!r} is given twice"
-        args[key] = schema_value(_layout_value(m.group(2)), name, key, tools)
-        pos = m.end()
-    rest = inner[pos:]
+    args, rest = text_arguments(inner, _PARAM, name, tools, _layout_value)
+    if args is None:
+        return None, rest
     if rest.strip():
         what = "unclosed <parameter>" if "<parameter=" in rest else "text between parameters"
         return None, f"{what} in <function={name}>; {_USAGE}: {snippet(rest)}"
