@@ -95,7 +95,8 @@ FAMILIES: dict[str, Family] = {
             ("<arg_key>", "<arg_value>"),
             "yes",
             "<think>; dropped from turns before the last user message",
-            "reasoning of earlier turns is dropped; no end-of-turn token",
+            "no end-of-turn token (a turn ends at the next role token), so token-level "
+            "rollouts cannot use this template yet; reasoning of earlier turns is dropped",
         ),
         Family(
             "qwen3_coder",

@@ -111,9 +111,13 @@ class ChatRenderer:
         after = probe[probe.index(_SENTINEL) + len(_SENTINEL) :]
         self.stop_text = next((s for s in STOP_TEXTS if after.startswith(s)), None)
         if self.stop_text is None:
+            from mua.families import detect_family
+
+            family = detect_family(getattr(self.tokenizer, "chat_template", None))
+            known = f" (a {family.name} template: {family.drift})" if family else ""
             raise RunFailure(
                 f"cannot find how the chat template ends an assistant turn (after it comes {after[:20]!r}); "
-                f"expected one of {list(STOP_TEXTS)}"
+                f"expected one of {list(STOP_TEXTS)}{known}; see docs/model_families.md"
             )
         self.rewrites_history = self._probe_rewrites_history()
         self._assistant_prefix = self.render([_PROBE_USER], add_generation_prompt=True)
