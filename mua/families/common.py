@@ -230,4 +230,6 @@ def section_calls(
     )
     if between.strip():
         errors.append(f"unexpected text between tool calls: {snippet(between)}")
+    elif not calls and not errors:
+        errors.append(f"a tool-call section without a call; write {call_open}...{call_close}")
     return calls, errors

@@ -61,3 +61,27 @@ def test_template_round_trips_its_calls(file):
 def test_another_familys_reader_does_not_read_them(file, other):
     calls, _ = _calls(assistant_bodies(file), other)
     assert calls != [(name, args) for name, args in CALLS]
+
+
+START = {
+    "hermes": "<tool_call>",
+    "qwen3_coder": "<tool_call>",
+    "glm4_5": "<tool_call>",
+    "kimi_k2": "<|tool_calls_section_begin|>",
+    "deepseek_v3_1": "<｜tool▁calls▁begin｜>",
+    "mistral": "[TOOL_CALLS]",
+    "gpt_oss": "<|message|>",
+    "llama3_json": '{"name": ',
+}
+
+
+@pytest.mark.parametrize("file", sorted(TEMPLATES))
+def test_a_call_cut_anywhere_is_read_or_reported_never_silently_dropped(file):
+    """Every prefix of the rendered calls (a turn cut by the token budget): once the call has
+    started, the reader returns calls or parse errors, and it never raises."""
+    family = TEMPLATES[file][0]
+    body = assistant_bodies(file)[0]
+    start = body.index(START[family])
+    for cut in range(start + len(START[family]), len(body)):
+        action = parse_action(body[:cut], family, TOOLS)
+        assert action.tool_calls or action.parse_errors, (cut, body[:cut])

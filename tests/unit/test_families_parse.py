@@ -211,3 +211,60 @@ def test_an_endpoint_reply_with_calls_as_text_is_read_with_the_family_reader():
         "name": "track_parcel",
         "arguments": {"tracking_no": "0042", "attempts": 2},
     }
+
+
+PIECES = [
+    "<tool_call>",
+    "</tool_call>",
+    "<function=f>",
+    "</function>",
+    "<parameter=a>",
+    "</parameter>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "functions.f:0",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>",
+    "[TOOL_CALLS]",
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|call|>",
+    "<|end|>",
+    " to=functions.f",
+    "commentary",
+    "final",
+    "<think>",
+    "</think>",
+    '{"name": "f", "arguments": {"a": 1}}',
+    '[{"name": "f"}]',
+    '{"a": [1, {"b": ',
+    "\n",
+    " ",
+    "f",
+    "}",
+    "]",
+]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_readers_never_raise_on_random_markup(family):
+    import random
+
+    rng = random.Random(family)
+    read = get_family(family).parse
+    for _ in range(400):
+        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 12)))
+        action = read(text, TOOLS)  # directly: parse_action would hide a reader bug
+        assert all(isinstance(e, str) and e for e in action.parse_errors)
+        assert all(isinstance(c.arguments, dict) for c in action.tool_calls)
