@@ -359,7 +359,8 @@ def action_as_message(action: AgentAction) -> dict:
     keep the text verbatim as the content (templates have no markup for them, and a stray or
     malformed tag is part of what the model wrote); valid Hermes calls become structured
     `tool_calls` with the text outside the markup, stripped, as content (templates put their own
-    separators around calls). Harmony turns (gpt-oss) keep only their parsed text: its template
+    separators around calls), keeping ids the model wrote itself (Mistral's, which its template
+    renders back). Harmony turns (gpt-oss) keep only their parsed text: its template
     writes the channel markup itself and refuses it in content.
     """
     bracket = bool(action.tool_calls) and all(c.id.startswith("bracket") for c in action.tool_calls)
@@ -369,4 +370,8 @@ def action_as_message(action: AgentAction) -> dict:
     if bracket or not action.tool_calls:
         # Verbatim, whitespace included, so re-rendering gives back the text the model wrote.
         return {"role": "assistant", "content": action.text if harmony else raw or action.text}
-    return action.as_message()
+    message = action.as_message()
+    for stored, call in zip(message["tool_calls"], action.tool_calls, strict=True):
+        if call.id and not call.id.startswith("call_"):  # an id the model wrote (Mistral)
+            stored["id"] = call.id
+    return message

@@ -109,12 +109,12 @@ def family_tokenizer(file: str):
 
 def _call(i: int) -> dict:
     name, args = CALLS[i]
-    return {"id": f"call{i:05d}", "type": "function", "function": {"name": name, "arguments": args}}
+    return {"id": f"x7Kp2Qz{i:02d}", "type": "function", "function": {"name": name, "arguments": args}}
 
 
 def _result(i: int) -> dict:
     name = CALLS[i][0]
-    return {"role": "tool", "tool_call_id": f"call{i:05d}", "name": name, "content": RESULTS[i]}
+    return {"role": "tool", "tool_call_id": f"x7Kp2Qz{i:02d}", "name": name, "content": RESULTS[i]}
 
 
 def conversation(file: str) -> list[dict]:
