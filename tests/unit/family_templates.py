@@ -109,7 +109,11 @@ def family_tokenizer(file: str):
 
 def _call(i: int) -> dict:
     name, args = CALLS[i]
-    return {"id": f"x7Kp2Qz{i:02d}", "type": "function", "function": {"name": name, "arguments": args}}
+    return {
+        "id": f"x7Kp2Qz{i:02d}",
+        "type": "function",
+        "function": {"name": name, "arguments": args},
+    }
 
 
 def _result(i: int) -> dict:
