@@ -8,7 +8,8 @@ after the last one is final: without an answer it ends with reward 0.
 
 `rules` (gym option) picks how a turn is read and how the env intervenes:
 
-- `upstream` (default, MuTIS's loop): the response is cut where MuTIS cuts it (after the first
+- `upstream` (default, MuTIS's loop): the prompt is MuTIS's single user turn (its instruction
+  then the task's question; the task's own system turn is not used); the response is cut where MuTIS cuts it (after the first
   `</answer>`, the paragraph of an `Answer:` line, or the first `\\boxed{}`) and the runner drops
   the rest (`StepResult.cut_at`), so nothing after the answer is trained on; the answer is read
   `<answer>` first, then `Answer:`, then `\\boxed{}` (answers.py); the intervention is MuTIS's
@@ -39,6 +40,26 @@ UPSTREAM_INTERVENTION = (
     "answer between <answer> and </answer>. Let me try again:\n"
 )
 
+# MuTIS's prompt (its data preparation, template `base`): one user turn, character for character,
+# trailing space included; a question that does not end in `?` or `.` gets a `?`.
+UPSTREAM_PROMPT = (
+    "Answer the given math question. Please reason step by step and put the final answer in "
+    "\\boxed{{}}. Question: {question} "
+)
+
+
+def upstream_prompt(question: str) -> list[dict]:
+    """The prompt MuTIS gives for `question`: one user turn, no system turn."""
+    question = question.strip()
+    if question and question[-1] not in ("?", "."):
+        question += "?"
+    return [{"role": "user", "content": UPSTREAM_PROMPT.format(question=question)}]
+
+
+def _question(task: Task) -> str:
+    users = [m for m in task.prompt if m.get("role") == "user"]
+    return str(users[-1].get("content") or "") if users else ""
+
 
 def _check_options(options: dict) -> dict:
     unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
@@ -67,6 +88,8 @@ class MathEnv:
         self.interventions = 0
         self.rounds = 0
         self.done = False
+        if self.upstream:
+            return ResetResult(messages=upstream_prompt(_question(task)), tools=[])
         return ResetResult(messages=[dict(m) for m in task.prompt], tools=[])
 
     async def step(self, action: AgentAction) -> StepResult:

@@ -61,12 +61,27 @@ class ModelConfig(Section):
         "trainer keeps float32 master weights and computes in `parallel.mixed_precision`; "
         "`mua merge` and the trainer's HF exports write this dtype.",
     )
-    tool_parser: Literal["hermes", "bracket", "llama3_json", "auto"] = Field(
+    tool_parser: Literal[
         "auto",
-        description="How tool calls are read from model output: `hermes` "
-        "(<tool_call>{json}</tool_call>), `bracket` ([action] ... / [answer] ...), "
-        '`llama3_json` (Llama-3.x bare {"name": ..., "parameters": {...}} objects, optionally '
-        "after <|python_tag|>, separated by `;` or newlines), or `auto` (hermes, else bracket).",
+        "hermes",
+        "qwen3_coder",
+        "llama3_json",
+        "mistral",
+        "gpt_oss",
+        "glm4_5",
+        "kimi_k2",
+        "deepseek_v3_1",
+        "bracket",
+    ] = Field(
+        "auto",
+        description="How tool calls are read from model output: `auto` (the family the "
+        "model's chat template identifies; for an unknown template <tool_call> blocks, else "
+        "bracket actions), a family: `hermes` (Qwen3, <tool_call>{json}</tool_call>), "
+        "`qwen3_coder` (Qwen3.5/3.6/Coder XML <function=...><parameter=...>), `llama3_json` "
+        '(Llama 3.x bare {"name": ..., "parameters": {...}}), `mistral` ([TOOL_CALLS]), '
+        "`gpt_oss` (harmony channels), `glm4_5` (GLM-4.5/4.6 <arg_key>/<arg_value>), "
+        "`kimi_k2`, `deepseek_v3_1`, or `bracket` ([action] ... / [answer] ...). "
+        "See docs/model_families.md.",
     )
     seed: int = Field(0, description="Seed used when a `tiny:` model is built from its config.")
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = Field(

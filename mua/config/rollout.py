@@ -96,6 +96,12 @@ class RolloutConfig(Section):
         64, description="Most new tokens per assistant turn."
     )
     max_total_tokens: PositiveInt = Field(1024, description="Most tokens in one trajectory.")
+    context_window: PositiveInt | None = Field(
+        None,
+        description="Most tokens the policy is shown when it generates a turn: the last N of "
+        "the conversation so far (MuTIS's rolling context, 4096). The trajectory and its "
+        "training sample keep every token. Unset: the whole conversation.",
+    )
     max_turns: PositiveInt = Field(8, description="Most assistant turns per trajectory.")
     trajectory_timeout_s: PositiveFloat = Field(
         600.0,

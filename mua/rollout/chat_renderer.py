@@ -4,7 +4,8 @@
 appends after an assistant turn (a suffix delta rendered against a fixed stand-in conversation,
 so templates that rewrite earlier turns, like Qwen3 dropping old reasoning, still give the right
 delta), and an assistant message's ids for message-level policies. `template_messages` turns a
-rollout's messages (with `env` messages) into what a template knows. Whole conversations rendered
+rollout's messages (with `env` messages) into what a template knows; a known model family's
+template also gets its messages in the shape it needs (`mua.families.for_template`). Whole conversations rendered
 to ids are remembered per tokenizer (`rendered_ids`): the n samples of a task share their prompt,
 and a one-turn rollout cut by the token budget is checked against that same prompt, so a GRPO
 step renders each distinct prompt once instead of 2n times.
@@ -27,10 +28,12 @@ STOP_TEXTS = (
     "<|im_end|>",
     "<|eot_id|>",
     "<|eom_id|>",
+    "<|return|>",
     "<|end|>",
     "<|end_of_text|>",
     "<|endoftext|>",
     "</s>",
+    "<｜end▁of▁sentence｜>",
 )
 _SENTINEL = "Zq7Xj9Wk"
 _PROBE_USER = {"role": "user", "content": "Hi"}
@@ -108,19 +111,25 @@ class ChatRenderer:
         after = probe[probe.index(_SENTINEL) + len(_SENTINEL) :]
         self.stop_text = next((s for s in STOP_TEXTS if after.startswith(s)), None)
         if self.stop_text is None:
+            from mua.families import detect_family
+
+            family = detect_family(getattr(self.tokenizer, "chat_template", None))
+            known = f" (a {family.name} template: {family.drift})" if family else ""
             raise RunFailure(
                 f"cannot find how the chat template ends an assistant turn (after it comes {after[:20]!r}); "
-                f"expected one of {list(STOP_TEXTS)}"
+                f"expected one of {list(STOP_TEXTS)}{known}; see docs/model_families.md"
             )
         self.rewrites_history = self._probe_rewrites_history()
         self._assistant_prefix = self.render([_PROBE_USER], add_generation_prompt=True)
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
+        from mua.families import for_template
         from mua.models.chat import render_text
 
-        return render_text(
-            self.tokenizer, template_messages(messages), self.tools or None, add_generation_prompt
+        msgs = for_template(
+            getattr(self.tokenizer, "chat_template", None), template_messages(messages)
         )
+        return render_text(self.tokenizer, msgs, self.tools or None, add_generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         from mua.models.chat import encode_text
@@ -145,8 +154,14 @@ class ChatRenderer:
         return list(ids)
 
     def stop_token_ids(self) -> list[int]:
-        """Ids that end an assistant turn: the template's end-of-turn token and the eos token."""
+        """Ids that end an assistant turn: the template's end-of-turn token, the eos token and the
+        other ends of a known family's turns (gpt-oss's `<|call|>`)."""
+        from mua.families import detect_family
+
         ids = set(self.encode_scaffold(self.stop_text))
+        family = detect_family(getattr(self.tokenizer, "chat_template", None))
+        for text in family.stop_texts if family is not None else ():
+            ids.update(self.encode_scaffold(text))
         eos = getattr(self.tokenizer, "eos_token_id", None)
         if isinstance(eos, int):
             ids.add(eos)
@@ -186,10 +201,45 @@ class ChatRenderer:
         text = self._followups.get(key)
         if text is None:
             base = [_PROBE_USER, {"role": "assistant", "content": _SENTINEL}]
-            full = self.render(base + list(new_messages), add_generation_prompt)
-            end = full.index(self.stop_text, full.index(_SENTINEL)) + len(self.stop_text)
-            text = self._followups[key] = full[end:]
+            try:
+                full = self.render(base + list(new_messages), add_generation_prompt)
+            except Exception:
+                text = self._followup_after_call(new_messages, add_generation_prompt)
+                if text is None:
+                    raise
+            else:
+                text = full[self._turn_end(full, full.index(_SENTINEL)) :]
+            self._followups[key] = text
         return text
+
+    def _turn_end(self, text: str, start: int) -> int:
+        """Where the assistant turn that starts at `start` ends: after its stop text, or after
+        another known end where the template ends a turn in history differently (gpt-oss ends
+        its last turn with <|return|> but earlier ones with <|end|>)."""
+        ends = [
+            (at, len(stop))
+            for stop in (self.stop_text, *STOP_TEXTS)
+            if (at := text.find(stop, start)) >= 0
+        ]
+        if not ends:
+            raise RunFailure(f"the chat template's turn after {text[start:][:40]!r} has no end")
+        at, length = min(ends)
+        return at + length
+
+    def _followup_after_call(
+        self, new_messages: list[dict], add_generation_prompt: bool
+    ) -> str | None:
+        """The follow-up text after a stand-in call turn, for templates that render a tool
+        result only after a call (gpt-oss names the result after the call); None when the
+        replies do not start with a named tool result or the template rewrites that turn."""
+        first = new_messages[0] if new_messages else {}
+        if first.get("role") != "tool" or not first.get("name"):
+            return None
+        call = {"type": "function", "function": {"name": first["name"], "arguments": {}}}
+        base = [_PROBE_USER, {"role": "assistant", "content": "", "tool_calls": [call]}]
+        before = self.render(base)
+        full = self.render(base + list(new_messages), add_generation_prompt)
+        return full[len(before) :] if full.startswith(before) else None
 
     def followup_chunks(
         self, new_messages: list[dict], add_generation_prompt: bool = True

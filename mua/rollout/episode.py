@@ -98,6 +98,18 @@ def _strip_stop_text(text: str, stop_text: str) -> str:
     return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
 
 
+def _visible_context(token_ids: list[int], window: int | None) -> list[int]:
+    """The ids the policy is shown: the last `window` of them (MuTIS's rolling context), or all."""
+    return token_ids[-window:] if window and len(token_ids) > window else token_ids
+
+
+def _parse_turn(ep: Episode, policy, text: str) -> AgentAction:
+    """The sampled turn read with the policy's tool parser, typed by the episode's tools; `auto`
+    picks the family of the model's chat template."""
+    template = getattr(ep.builder.renderer.tokenizer, "chat_template", None)
+    return parse_action(text, policy.tool_parser, ep.tools, template)
+
+
 async def policy_turn(
     ep: Episode, policy, turn: int, cfg, stop_ids: list[int]
 ) -> tuple[AgentAction, bool]:
@@ -106,7 +118,7 @@ async def policy_turn(
     budget = cfg.max_total_tokens - len(builder.token_ids)
     if policy.kind == "tokens":
         result = await policy.generate(
-            builder.token_ids,
+            _visible_context(builder.token_ids, getattr(cfg, "context_window", None)),
             min(cfg.max_new_tokens_per_turn, budget),
             stop_ids,
             route_key=f"{ep.group_id}/{ep.sample_index}",
@@ -116,9 +128,7 @@ async def policy_turn(
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
         text = builder.renderer.decode(result.token_ids)
-        action = parse_action(
-            _strip_stop_text(text, builder.renderer.stop_text), policy.tool_parser
-        )
+        action = _parse_turn(ep, policy, _strip_stop_text(text, builder.renderer.stop_text))
         message = action_as_message(action)
         stopped = result.finish_reason == "stop"
     else:
@@ -158,7 +168,7 @@ def cut_turn(ep: Episode, policy, action: AgentAction, chars: int, stopped: bool
                 lo = mid + 1
         builder.truncate(start + lo)
         kept = decode(ids[:lo])
-        ep.messages[index] = action_as_message(parse_action(kept, policy.tool_parser))
+        ep.messages[index] = action_as_message(_parse_turn(ep, policy, kept))
         ep.last_turn_cut = True
         return False
     # A message-level policy's turn is re-rendered, shortened, through the template.

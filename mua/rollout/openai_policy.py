@@ -9,7 +9,8 @@ returns one assistant message dict:
      "parse_errors": [str, ...]}          # the last two keys only when non-empty
 
 Native `tool_calls` are used when the server returns them; otherwise tool calls written as text
-(`<tool_call>{json}</tool_call>` or bracket actions) are read with `mua.rollout.toolcalls`.
+(`<tool_call>{json}</tool_call>`, bracket actions, or the format of the family `model.tool_parser`
+names, e.g. `qwen3_coder`) are read with `mua.rollout.toolcalls`.
 `message_to_action` turns the dict into the gym's `AgentAction`.
 
 Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
@@ -83,8 +84,11 @@ def _wire_call(call: dict, turn: int, index: int) -> dict:
     }
 
 
-def message_from_reply(reply: Any, tool_parser: ParserName = "auto") -> dict:
-    """The server's assistant message -> mua's assistant message dict (see module doc)."""
+def message_from_reply(
+    reply: Any, tool_parser: ParserName = "auto", tools: list[dict] | None = None
+) -> dict:
+    """The server's assistant message -> mua's assistant message dict (see module doc); calls
+    written as text are read with `tool_parser` (any family of `mua.families`), typed by `tools`."""
     content = reply.content or ""
     raw_calls = getattr(reply, "tool_calls", None) or []
     if raw_calls:
@@ -93,7 +97,7 @@ def message_from_reply(reply: Any, tool_parser: ParserName = "auto") -> dict:
         if calls:
             message["tool_calls"] = calls
     else:  # tool calls written as text: stored the way the runner stores sampled turns
-        action = parse_action(content, tool_parser)
+        action = parse_action(content, tool_parser, tools)
         message, errors = action_as_message(action), list(action.parse_errors)
     if errors:
         message["parse_errors"] = errors
@@ -187,7 +191,7 @@ class OpenAIPolicy:
             reply, _ = await self.endpoint.chat(to_wire_messages(messages), **kwargs)
         except UserFailure as err:
             raise RunFailure(str(err)) from None
-        return message_from_reply(reply, self.tool_parser)
+        return message_from_reply(reply, self.tool_parser, tools)
 
     def as_message_policy(self) -> Any:
         """This agent as a `MessagePolicy` (`collect(policy=...)`)."""

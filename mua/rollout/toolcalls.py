@@ -11,9 +11,11 @@ limit, integers of more than 4,300 digits) and arguments nested deeper than `MAX
 parse error naming the failure instead of raising. Bracket actions
 become calls of the one tool UserRL-style gyms expose, `interact_with_env(choice, content)`.
 This module does not check tool names or argument types; the gym's `ToolEnv` does that.
-Reasoning inside `<think>...</think>` is never parsed for actions. `auto` never picks the Llama-3
-reader (a plain JSON answer would read as a call); select it with `llama3_json`. Llama's built-in
+Reasoning inside `<think>...</think>` is never parsed for actions. Without a chat template `auto`
+never picks the Llama-3 reader (a plain JSON answer would read as a call); a Llama template, or
+`llama3_json`, selects it. Llama's built-in
 tool syntax (`<|python_tag|>brave_search.call(...)`) is not read: it becomes a parse error.
+The other model families' formats live in `mua.families`; `parse_action` reads any of them.
 """
 
 from __future__ import annotations
@@ -25,7 +27,19 @@ from typing import Any, Literal
 from mua.gym.api import AgentAction, ToolCall
 from mua.text import clean_text, clean_value
 
-ParserName = Literal["hermes", "bracket", "llama3_json", "auto"]
+ParserName = Literal[
+    "auto",
+    "hermes",
+    "bracket",
+    "llama3_json",
+    "qwen3_coder",
+    "glm4_5",
+    "kimi_k2",
+    "deepseek_v3_1",
+    "mistral",
+    "gpt_oss",
+]
+PARSER_NAMES: tuple[str, ...] = ParserName.__args__
 BRACKET_TOOL = "interact_with_env"
 BRACKET_CHOICES = ("action", "search", "answer", "finish")
 
@@ -282,17 +296,29 @@ def read_native_calls(raw_calls: list[Any]) -> tuple[list[dict], list[str]]:
     return calls, errors
 
 
-def parse_action(text: str, parser: ParserName = "auto") -> AgentAction:
-    """Parse one assistant turn. `auto`: Hermes blocks when present, else bracket actions, else text.
+def parse_action(
+    text: str,
+    parser: str = "auto",
+    tools: list[dict] | None = None,
+    chat_template: str | None = None,
+) -> AgentAction:
+    """Parse one assistant turn with `parser` (a family of `mua.families`, `bracket` or `auto`).
 
-    Never raises for any text (an unknown parser name is a programming error and does)."""
-    if parser not in ("hermes", "bracket", "llama3_json", "auto"):
-        raise ValueError(
-            f"unknown tool parser {parser!r}; use hermes, bracket, llama3_json or auto"
-        )
+    `auto`: the family `chat_template` identifies (bracket actions when its reader finds no
+    call), or, for an unknown or absent template, Hermes blocks when present, else bracket
+    actions, else text. `tools` (the turn's tool schemas) type the arguments of formats that
+    write values as text. Never raises for any text (an unknown parser name is a programming
+    error and does)."""
+    if parser not in PARSER_NAMES:
+        from mua.families import ALIASES
+
+        if parser not in ALIASES:
+            raise ValueError(
+                f"unknown tool parser {parser!r}; use one of {', '.join(PARSER_NAMES)}"
+            )
     text = clean_text(text)
     try:
-        return _parse_with(text, parser)
+        return _parse_with(text, parser, tools, chat_template)
     except Exception as e:  # a reader bug must cost one turn, not the run
         error = (
             f"your reply could not be read ({type(e).__name__}); write plain text or one "
@@ -301,13 +327,25 @@ def parse_action(text: str, parser: ParserName = "auto") -> AgentAction:
         return AgentAction(text=text.strip(), parse_errors=[error], raw=text)
 
 
-def _parse_with(text: str, parser: ParserName) -> AgentAction:
-    if parser == "hermes":
-        return parse_hermes(text)
+def _parse_with(
+    text: str, parser: str, tools: list[dict] | None, chat_template: str | None
+) -> AgentAction:
     if parser == "bracket":
         return parse_bracket(text)
-    if parser == "llama3_json":
-        return parse_llama3_json(text)
+    from mua.families import auto_family, get_family
+
+    if parser != "auto":
+        return get_family(parser).parse(text, tools)
+    family = auto_family(chat_template) if isinstance(chat_template, str) else None
+    if family is not None and family.name != "hermes":
+        action = family.parse(text, tools)
+        if action.tool_calls or action.parse_errors:
+            return action
+        bracket = parse_bracket(action.text)  # the family's visible text (harmony: the answer)
+        if not bracket.tool_calls:
+            return action
+        bracket.raw = text
+        return bracket
     visible = _strip_think(text)
     if "<tool_call>" in visible or "</tool_call>" in visible:
         return parse_hermes(text)
@@ -321,10 +359,19 @@ def action_as_message(action: AgentAction) -> dict:
     keep the text verbatim as the content (templates have no markup for them, and a stray or
     malformed tag is part of what the model wrote); valid Hermes calls become structured
     `tool_calls` with the text outside the markup, stripped, as content (templates put their own
-    separators around calls).
+    separators around calls), keeping ids the model wrote itself (Mistral's, which its template
+    renders back). Harmony turns (gpt-oss) keep only their parsed text: its template
+    writes the channel markup itself and refuses it in content.
     """
     bracket = bool(action.tool_calls) and all(c.id.startswith("bracket") for c in action.tool_calls)
+    raw = action.raw or ""
+    # harmony (gpt-oss): the template refuses channel markup in content and writes it itself
+    harmony = "<|channel|>" in raw and "<|message|>" in raw
     if bracket or not action.tool_calls:
         # Verbatim, whitespace included, so re-rendering gives back the text the model wrote.
-        return {"role": "assistant", "content": action.raw or action.text}
-    return action.as_message()
+        return {"role": "assistant", "content": action.text if harmony else raw or action.text}
+    message = action.as_message()
+    for stored, call in zip(message["tool_calls"], action.tool_calls, strict=True):
+        if call.id and not call.id.startswith("call_"):  # an id the model wrote (Mistral)
+            stored["id"] = call.id
+    return message

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 
 from mua.rollout.chat_renderer import STOP_TEXTS, ChatRenderer, template_messages
 from mua.rollout.trajectory import Trajectory
-from mua.rollout.transcript_drift import check_drift, drift_diff, per_turn_samples, reference_ids
+from mua.rollout.transcript_drift import (
+    check_drift,
+    drift_diff,
+    full_render_difference,
+    per_turn_samples,
+    reference_ids,
+)
 
 __all__ = [
     "SOURCES",
@@ -29,6 +35,7 @@ __all__ = [
     "TranscriptBuilder",
     "check_drift",
     "drift_diff",
+    "full_render_difference",
     "per_turn_samples",
     "reference_ids",
     "template_messages",

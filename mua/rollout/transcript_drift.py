@@ -4,7 +4,8 @@
 message for templates that rewrite history) and compares it with the stream the policy was fed;
 a turn whose sampled ids decode to the template's text but tokenize differently is counted
 (`retokenized_turns`), not called drift. `drift_diff` words the first difference.
-`per_turn_samples` is the remedy of `rollout.drift: per_turn`: one training sample per assistant
+`full_render_difference` compares the stream with the one-shot render instead, naming the model
+family's known reason. `per_turn_samples` is the remedy of `rollout.drift: per_turn`: one training sample per assistant
 turn, the template's own context followed by that turn's sampled tokens.
 
 What this module does not do: build the stream (`mua.rollout.transcript`), render templates
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mua.families import detect_family
 from mua.rollout.chat_renderer import ChatRenderer, template_messages
 
 if TYPE_CHECKING:
@@ -87,7 +89,8 @@ def check_drift(
 
     `ends_with_prompt`: the stream ends with a generation prompt (replies were appended); else it
     ends with an assistant turn, and the template's text after that turn's stop is added before
-    comparing. Returns None when they agree, else a readable diff. Sets
+    comparing. Returns None when they agree, else a readable diff (with the known drift reason of
+    the template's model family, `mua.families`). Sets
     `builder.retokenized_turns`: turns whose text matches but whose ids differ (not drift).
     """
     renderer = builder.renderer
@@ -108,7 +111,35 @@ def check_drift(
                 builder.retokenized_turns = kept
     except Exception as e:  # a template that cannot render this conversation is drift too
         return f"re-rendering failed: {type(e).__name__}: {e}"
-    return drift_diff(renderer.tokenizer, stream, reference)
+    return _with_family_reason(renderer, drift_diff(renderer.tokenizer, stream, reference))
+
+
+def _with_family_reason(renderer: ChatRenderer, diff: str | None) -> str | None:
+    family = detect_family(getattr(renderer.tokenizer, "chat_template", None))
+    if diff is not None and family is not None:
+        diff += f" (known for {family.name}: {family.drift})"
+    return diff
+
+
+def full_render_difference(
+    builder: TranscriptBuilder, messages: list[dict], ends_with_prompt: bool
+) -> str | None:
+    """How the stream differs from the template's one-shot render of `messages` (None when
+    equal), with the known reason of the template's model family.
+
+    Unlike `check_drift` this counts what a template rewrites in earlier turns (Qwen3 dropping
+    old reasoning): the stream is still what the model saw, but a one-shot render of the
+    conversation (SFT data, a server's prompt cache) is not it.
+    """
+    renderer = builder.renderer
+    stream = list(builder.token_ids)
+    if not ends_with_prompt:
+        stream += renderer.encode_scaffold(renderer.followup_text([], add_generation_prompt=False))
+    try:
+        whole = renderer.rendered_ids(messages, ends_with_prompt)
+    except Exception as e:
+        return f"re-rendering failed: {type(e).__name__}: {e}"
+    return _with_family_reason(renderer, drift_diff(renderer.tokenizer, stream, whole))
 
 
 def per_turn_samples(builder: TranscriptBuilder, messages: list[dict]) -> list[dict]:
