@@ -33,7 +33,7 @@ class ReplayTokens:
         self.turns: Counter = Counter()
 
     async def generate(
-        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True
+        self, prompt_ids, max_new_tokens, stop_token_ids, route_key="", keep_prefix=True, **seed
     ):
         task_id = route_key.split(":", 1)[1].rsplit("/", 1)[0]
         turn = self.turns[route_key]
