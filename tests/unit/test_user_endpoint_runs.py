@@ -125,8 +125,8 @@ def test_a_user_that_never_answers_is_excluded_and_counted(tmp_path):
 
     console = Console(width=250, record=True)
     console.print(summary_table(summaries, "t"))
-    text = console.export_text()
-    assert "user retry/429/timeout" in text and "2/0/4" in text
+    text = " ".join(console.export_text().split())
+    assert "user: the LLM user's retries/429 answers/timed-out attempts" in text and "2/0/4" in text
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
