@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from mua.config.redact import redact_urls
+from mua.redact import redact_urls
 from mua.eval.summary import flat_metrics
 
 SUMMARY_FILE = "summary.json"

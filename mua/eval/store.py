@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from mua.config.redact import redact_urls
+from mua.redact import redact_urls
 from mua.errors import UsageError
 from mua.eval.summary import row_key
 
