@@ -22,7 +22,8 @@ and the API agent (`mua.rollout.openai_policy`) share it. Its policy:
 - a cancelled call closes its connection (aiohttp does on cancellation), so the server sees the
   request end and no answer reaches a later request; its semaphore slot is released.
 
-When retries are spent it raises `mua.gym.UserFailure` naming the endpoint and the last error.
+When retries are spent it raises `UserFailure` (`mua.errors`, exported by `mua.gym`) naming the
+endpoint and the last error.
 The API key is read from the environment variable `api_key_env` at each request and sent as a
 header; it is never stored here, logged, or put in an error (a server message echoing it is
 redacted); an unset variable sends the placeholder `EMPTY`, as local servers expect. Credentials
