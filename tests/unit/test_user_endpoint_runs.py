@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.conftest import tau_expert_eval
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(300)
@@ -34,17 +35,7 @@ def test_eval_with_a_refused_user_is_one_line_exit_1_and_writes_nothing(
     with FakeOpenAIServer(faults=refuse(status)) as server:
         url = server.base_url.replace("http://", "http://bob:pw-secret@")
         code, stdout, err = mua_cli(
-            "eval",
-            "--gym",
-            "tau",
-            "--model",
-            "expert",
-            "--user",
-            "llm",
-            "--max-tasks",
-            "2",
-            "--out",
-            str(out),
+            *tau_expert_eval(out),
             f"user.base_url={url}",
             "user.api_key_env=MUA_TEST_RUN_KEY",
             *SMALL,
