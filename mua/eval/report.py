@@ -13,8 +13,8 @@ import math
 import os
 from pathlib import Path
 
-from mua.redact import redact_urls
 from mua.eval.summary import flat_metrics
+from mua.redact import redact_urls
 
 SUMMARY_FILE = "summary.json"
 
