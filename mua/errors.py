@@ -8,6 +8,8 @@ ordinary exceptions.
 
 from __future__ import annotations
 
+from mua.redact import redact_urls
+
 
 class MuaError(Exception):
     """Base class of errors whose message is meant for the user (URL credentials redacted)."""
@@ -15,8 +17,6 @@ class MuaError(Exception):
     exit_code = 1
 
     def __init__(self, *args):
-        from mua.config.redact import redact_urls
-
         super().__init__(*redact_urls(args))
 
 
@@ -30,3 +30,15 @@ class RunFailure(MuaError):
     """A run could not proceed (unreachable endpoint, broken checkpoint, ...). Exit code 1."""
 
     exit_code = 1
+
+
+class UserFailure(Exception):
+    """The simulated user or judge could not answer (after retries).
+
+    The runner ends the trajectory with reason `user_failure`: masked from the loss, counted,
+    never scored 0. Its message becomes the trajectory's detail, so URL credentials are redacted.
+    Not a `MuaError`: it ends one trajectory, not the command. Gyms import it from `mua.gym`.
+    """
+
+    def __init__(self, *args):
+        super().__init__(*redact_urls(args))

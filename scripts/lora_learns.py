@@ -19,7 +19,7 @@ fine-tuning's gain is within its reach.
 Prints one line per seed (reward after SFT, after RL, minutes of the RL phases; a run that stopped,
 e.g. collapsed to every reward 0, counts as a gain of 0 and is named) and a summary:
 mean gain, spread (max - min), sample standard deviation, and whether it learns by the bar used
-in the README: every seed gains and the mean gain exceeds twice the standard deviation of the
+in docs/lora.md: every seed gains and the mean gain exceeds twice the standard deviation of the
 gains (and the spread). The same figures for the demo's own full-fine-tuning GRPO phase from the
 same starts (OUT/sft_start/seed_S/eval_rl) sit beside them, under `full_ft`. Writes
 OUT/NAME/summary.json.
@@ -132,7 +132,7 @@ def _reward(folder: Path) -> float:
 
 
 def learns(gains: list[float]) -> bool:
-    """The README's bar: every seed gains, and the mean gain exceeds twice the sample standard
+    """The bar of docs/lora.md: every seed gains, and the mean gain exceeds twice the sample standard
     deviation of the gains and their spread (max - min)."""
     if len(gains) < 2:
         return False

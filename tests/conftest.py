@@ -36,6 +36,29 @@ def _no_inherited_mlflow_uri(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def guess_setup(tmp_path_factory):
+    """(warm model, train tasks, test tasks) of the guess gym, built once per session."""
+    from tests.integration.grpo_helpers import shared_guess_setup
+
+    return shared_guess_setup(tmp_path_factory)
+
+
+def tau_expert_eval(out) -> list[str]:
+    """`mua eval` arguments: tau's scripted expert on two tasks against an LLM user (whose
+    endpoint the caller sets), results in `out`."""
+    return [*"eval --gym tau --model expert --user llm --max-tasks 2".split(), "--out", str(out)]
+
+
 def shared_dir() -> Path:
     return Path(os.environ.get("MUA_SHARED", REPO.parent / "shared"))
 

@@ -5,14 +5,12 @@ subclass): the gym's name and reward weights are the env class's `gym_name` and
 `default_weights`, the env class itself makes the env, the description is the first line of the
 gym package's docstring (passed as `__doc__`, so the summary is written once), the expert comes
 from a `next_move(turn, task)` function (`turn_expert`), and the budgets are this family's
-defaults (`INTERACT_BUDGETS`) with the gym's own overrides. `data_prep_tasks(name)` is a
-`build_tasks` that imports `data_prep.<name>` only when it is called. Nothing here knows a
-particular gym.
+defaults (`INTERACT_BUDGETS`) with the gym's own overrides. Nothing here knows a particular
+gym.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from gyms.common.episode import count_assistant_turns
@@ -90,12 +88,3 @@ def interact_gym(
         random_action=random_action,
         budgets={**INTERACT_BUDGETS, **budgets},
     )
-
-
-def data_prep_tasks(name: str) -> Callable[..., dict[str, list[Task]]]:
-    """`data_prep.<name>.build_tasks`, imported on the first call rather than with the gym."""
-
-    def build_tasks(source, seed, options=None):
-        return importlib.import_module(f"data_prep.{name}").build_tasks(source, seed, options)
-
-    return build_tasks

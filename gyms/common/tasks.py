@@ -48,6 +48,17 @@ def make_task(
     )
 
 
+def task_maker(gym: str, description: str, choices: tuple[str, ...], rules: str, opening):
+    """`make(task_id, split, payload, source)`: a task of `gym` that opens with the gym's system
+    prompt (`system_prompt`) and the user message `opening(payload)`."""
+    system = system_prompt(description, choices, rules)
+
+    def make(task_id: str, split: str, payload: dict, source: str = "builtin") -> Task:
+        return make_task(gym, task_id, split, system, opening(payload), payload, source)
+
+    return make
+
+
 def stable_fraction(key: str) -> float:
     """A number in [0, 1) fixed by `key` (sha256, not Python's salted hash)."""
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) / float(16**12)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from gyms.common.spec import data_prep_tasks
+from gyms.math.data import build_tasks
 from gyms.math.env import INTERVENTION, MathEnv, make_env
 from gyms.math.problems import solve
 from mua.gym.api import GymContext, GymSpec, Task
@@ -54,7 +54,7 @@ GYM = GymSpec(
     name="math",
     description="Solve a math problem with the answer in \\boxed{}; interventions when a turn ends without one (MuTIS).",
     make_env=make_env,
-    build_tasks=data_prep_tasks("math"),
+    build_tasks=build_tasks,
     expert=make_expert,
     reward_components={"correct": 1.0},
     random_action=random_action,

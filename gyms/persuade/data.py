@@ -8,7 +8,7 @@ counter-arguments (`points` is empty), so only the LLM persuadee can be moved on
 
 from __future__ import annotations
 
-from gyms.common.tasks import builtin_tasks, by_split, make_task, system_prompt
+from gyms.common.tasks import builtin_tasks, by_split, task_maker
 from gyms.persuade.claims import CLAIMS
 
 GYM_NAME = "persuade"
@@ -30,11 +30,9 @@ def first_user(claim: str) -> str:
     )
 
 
-def _task(task_id: str, split: str, payload: dict, source: str):
-    system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return make_task(
-        GYM_NAME, task_id, split, system, first_user(payload["claim"]), payload, source
-    )
+_task = task_maker(
+    GYM_NAME, DESCRIPTION, CHOICES, RULES, lambda payload: first_user(payload["claim"])
+)
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:

@@ -5,7 +5,7 @@ Built-in split: the last 4 questions are test. Bamboogle is a test set (all 125 
 
 from __future__ import annotations
 
-from gyms.common.tasks import builtin_tasks, by_split, make_task, system_prompt
+from gyms.common.tasks import builtin_tasks, by_split, task_maker
 
 GYM_NAME = "search"
 CHOICES = ("search", "answer")
@@ -25,11 +25,9 @@ def first_user(question: str) -> str:
     return f"{question}\nSearch step by step, then give a short answer."
 
 
-def _task(task_id: str, split: str, payload: dict, source: str):
-    system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return make_task(
-        GYM_NAME, task_id, split, system, first_user(payload["question"]), payload, source
-    )
+_task = task_maker(
+    GYM_NAME, DESCRIPTION, CHOICES, RULES, lambda payload: first_user(payload["question"])
+)
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:

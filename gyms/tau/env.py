@@ -17,6 +17,7 @@ Deliberately not here: turn and token limits (the runner's), parsing model text 
 
 from __future__ import annotations
 
+from gyms.common.steps import closed_step
 from gyms.tau import domains, reward
 from gyms.tau.common_tools import TRANSFER_OK, TRANSFER_TOOL, tool_methods
 from gyms.tau.options import check_options
@@ -73,12 +74,8 @@ class TauEnv(ToolEnv):
         return ResetResult(messages=messages, tools=self.tool_schemas())
 
     async def step(self, action: AgentAction) -> StepResult:
-        if self.task is None:
-            return StepResult(
-                done=True, info={"error_kind": "not_reset", "termination": "not_reset"}
-            )
-        if self.done:
-            return StepResult(done=True, info={"termination": "already_done"})
+        if (closed := closed_step(self.task, self.done)) is not None:
+            return closed
         if action.tool_calls or action.parse_errors:
             return await self._run_tools(action)
         text = action.text or ""

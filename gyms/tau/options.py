@@ -16,10 +16,10 @@ Deliberately not here: reading the data (data_prep.tau) or acting on the rules (
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+from gyms.common.options import known_options, one_of
 from mua.errors import UsageError
 
 RULES = ("upstream", "mua")
@@ -38,15 +38,8 @@ class TauOptions:
 
 def check_options(options: dict | None) -> TauOptions:
     """`gym.options` as TauOptions; an unknown key or a bad value is one UsageError line."""
-    options = dict(options or {})
-    for key in options:
-        if key not in KNOWN:
-            close = difflib.get_close_matches(key, KNOWN, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(KNOWN)}"
-            raise UsageError(f"gym.options.{key}: unknown tau option; {hint}")
-    rules = options.get("rules", "upstream")
-    if rules not in RULES:
-        raise UsageError(f"gym.options.rules: {rules!r} is not one of {', '.join(RULES)}")
+    options = known_options(options, KNOWN, "tau")
+    rules = one_of("rules", options.get("rules", "upstream"), RULES)
     data_dir = options.get("data_dir")
     if data_dir is not None and not isinstance(data_dir, str):
         raise UsageError(f"gym.options.data_dir must be a folder path, got {data_dir!r}")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gyms.tau2.dbcache import fresh_db
 from gyms.tau2.toolkit import Toolkit
 
 AGENT, USER = "assistant", "user"
@@ -256,6 +257,21 @@ def domains_dir(data_dir: Path | str) -> Path:
     `<data_dir>/domains` when the user pointed at the inner `tau2` folder."""
     root = Path(data_dir)
     return root / "domains" if (root / "domains").is_dir() else root / "tau2" / "domains"
+
+
+DB_DOMAIN_FILES = ("db.json", "policy.md", "tasks.json", "split_tasks.json")
+
+
+def db_domain(name: str, data_dir: Path | str, tools: type, db_model: type) -> Tau2Domain:
+    """A domain of one database (`db.json`, validated as `db_model`) that the agent's `tools`
+    act on, under the folder's `policy.md`; no user tools, no solo mode (retail, airline)."""
+    folder = domains_dir(data_dir) / name
+    policy = (folder / "policy.md").read_text(encoding="utf-8")
+
+    def factory(solo: bool) -> Tau2Environment:
+        return Tau2Environment(name, policy, tools(fresh_db(folder / "db.json", db_model)))
+
+    return Tau2Domain(name, Path(data_dir), policy, factory, required_files=DB_DOMAIN_FILES)
 
 
 def load_domain(name: str, data_dir: Path | str) -> Tau2Domain:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import threading
 
+from gyms.common.steps import closed_step
 from gyms.tau2 import reward
 from gyms.tau2.domain import AGENT, InitialStateError, Tau2Domain
 from gyms.tau2.judge import judge_assertions
@@ -152,12 +153,8 @@ class Tau2Env:
         return ResetResult(messages=messages, tools=tools)
 
     async def step(self, action: AgentAction) -> StepResult:
-        if self.task is None:
-            return StepResult(
-                done=True, info={"error_kind": "not_reset", "termination": "not_reset"}
-            )
-        if self.done:
-            return StepResult(done=True, info={"termination": "already_done"})
+        if (closed := closed_step(self.task, self.done)) is not None:
+            return closed
         if action.tool_calls or action.parse_errors:
             return await self._tool_turn(action)
         text = action.text or ""

@@ -16,10 +16,10 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+from gyms.common.options import known_options, one_of
 from gyms.tau2.domain import DOMAINS
 from mua.errors import UsageError
 
@@ -38,21 +38,10 @@ class Tau2Options:
     max_errors: int = 10
 
 
-def _one_of(key: str, value, allowed) -> str:
-    if value not in allowed:
-        raise UsageError(f"gym.options.{key}: {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
 def check_options(options: dict | None) -> Tau2Options:
-    options = dict(options or {})
-    for key in options:
-        if key not in KNOWN:
-            close = difflib.get_close_matches(key, KNOWN, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(KNOWN)}"
-            raise UsageError(f"gym.options.{key}: unknown tau2 option; {hint}")
+    options = known_options(options, KNOWN, "tau2")
     if "domain" in options and options["domain"] != "all":
-        _one_of("domain", options["domain"], tuple(DOMAINS))
+        one_of("domain", options["domain"], tuple(DOMAINS))
     data_dir = options.get("data_dir")
     if data_dir is not None:
         data_dir = Path(str(data_dir)).expanduser()
@@ -73,8 +62,8 @@ def check_options(options: dict | None) -> Tau2Options:
     return Tau2Options(
         data_dir=data_dir,
         solo=bool(options.get("solo", False)),
-        persona=_one_of("persona", options.get("persona", "task"), PERSONAS),
+        persona=one_of("persona", options.get("persona", "task"), PERSONAS),
         judge=judge,
-        basis=_one_of("basis", options.get("basis", "tau2"), BASES),
+        basis=one_of("basis", options.get("basis", "tau2"), BASES),
         max_errors=max_errors,
     )

@@ -9,7 +9,7 @@ description, so the scripted oracle is much weaker on them (see README.md).
 
 from __future__ import annotations
 
-from gyms.common.tasks import by_split, make_task, public_splits, system_prompt
+from gyms.common.tasks import by_split, public_splits, task_maker
 
 GYM_NAME = "telepathy"
 CHOICES = ("action", "answer")
@@ -138,11 +138,9 @@ def builtin_payloads() -> list[dict]:
     return out
 
 
-def _task(task_id: str, split: str, payload: dict, source: str):
-    system = system_prompt(DESCRIPTION, CHOICES, RULES)
-    return make_task(
-        GYM_NAME, task_id, split, system, first_user(payload["category"]), payload, source
-    )
+_task = task_maker(
+    GYM_NAME, DESCRIPTION, CHOICES, RULES, lambda payload: first_user(payload["category"])
+)
 
 
 def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict:

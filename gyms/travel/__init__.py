@@ -6,7 +6,7 @@ and `random_action(rng)` for baselines.
 
 from __future__ import annotations
 
-from gyms.common.spec import data_prep_tasks
+from gyms.travel.data import build_tasks
 from gyms.travel.env import DEFAULT_WEIGHTS, TravelEnv, bracket_calls, make_env
 from gyms.travel.expert import make_expert, random_action
 from mua.gym.api import GymSpec
@@ -15,7 +15,7 @@ GYM = GymSpec(
     name="travel",
     description="Elicit a traveller's implicit preferences, search flights/hotels/..., recommend the best option per aspect.",
     make_env=make_env,
-    build_tasks=data_prep_tasks("travel"),
+    build_tasks=build_tasks,
     expert=make_expert,
     reward_components=dict(DEFAULT_WEIGHTS),
     random_action=random_action,

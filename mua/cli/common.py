@@ -5,10 +5,10 @@ Kept light: imports typer and rich lazily where possible; never torch.
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 from pathlib import Path
+
+from mua.terminal import is_tty  # noqa: F401 - the CLI modules import it from here
 
 RECIPE_HELP = "Recipe YAML file, then optional key=value overrides (e.g. optim.lr=1e-4)."
 
@@ -53,10 +53,6 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False)
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
 
 
 _interrupts = {"count": 0}

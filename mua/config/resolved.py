@@ -3,7 +3,7 @@
 The file records the validated recipe plus package versions and the git revision. Secrets never
 appear in it: recipes only name environment variables, loading rejects inline secrets, and
 credentials inside URLs (`http://user:key@host`, `?api_key=...`) are written redacted
-(`mua.config.redact`). The ranks still need those URLs whole: `write_resolved` puts the mapping
+(`mua.redact`). The ranks still need those URLs whole: `write_resolved` puts the mapping
 {redacted URL: real URL} in the environment variable `MUA_URL_SECRETS` of the writing process,
 which torchrun's children inherit, and `read_resolved` restores the URLs from it. A rank
 started without it (e.g. another node's launcher did not see the credentials) gets the redacted
@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from mua.config.recipes import RECIPE_MODELS
-from mua.config.redact import redact_urls
+from mua.redact import redact_urls
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 URL_SECRETS_ENV = "MUA_URL_SECRETS"

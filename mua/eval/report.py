@@ -13,8 +13,8 @@ import math
 import os
 from pathlib import Path
 
-from mua.config.redact import redact_urls
 from mua.eval.summary import flat_metrics
+from mua.redact import redact_urls
 
 SUMMARY_FILE = "summary.json"
 
@@ -46,67 +46,100 @@ def macro_average(summaries: dict[str, dict]) -> dict[str, float]:
     return out
 
 
-def summary_table(summaries: dict[str, dict], title: str):
-    """One row per gym, then (several gyms) a `macro avg` row: the unweighted mean over gyms of
-    reward, success, pass@k and turns (`macro_average`); termination reasons go in the last column, the LLM user's retries,
-    429 answers and timed-out attempts before it (when a gym had an LLM user)."""
+SCORE_LEGEND = "tasks×n: tasks × samples per task; baseline: the gym's trivial policy's reward"
+ERROR_LEGEND = (
+    "parse/tool: turns the agent's reply did not parse / tool calls that failed; "
+    "excl: trajectories excluded from scores (the user failed); "
+    "user: the LLM user's retries/429 answers/timed-out attempts"
+)
+
+
+def _table(title: str | None, columns: tuple[str, ...], caption: str | None = None):
+    """A table whose every header fits whole: each column is at least as wide as its header, and a
+    cell too long for its column wraps (never cut with an ellipsis)."""
     from rich.table import Table
+
+    table = Table(title=title, caption=caption, caption_justify="left")
+    for col in columns:
+        table.add_column(
+            col,
+            justify="left" if col in ("gym", "components", "ended") else "right",
+            min_width=len(col),
+            overflow="fold",
+        )
+    return table
+
+
+def summary_table(summaries: dict[str, dict], title: str):
+    """What `mua eval` prints, in tables narrow enough to read whole at 100 columns: the scores (one
+    row per gym, then with several gyms a `macro avg` row, the unweighted mean over gyms of reward,
+    success, pass@k and turns: `macro_average`), pass@k and pass^k, the errors and how trajectories
+    ended (with the LLM user's retries, 429 answers and timed-out attempts when a gym had one), and
+    each reward component's mean when a gym reports components."""
+    from rich.console import Group
 
     pass_keys = sorted(
         {k for s in summaries.values() for k in s if k.startswith("pass")},
         key=lambda k: (k[4], int(k[5:])),
     )
-    table = Table(title=title)
-    user_calls = any("user_requests" in s for s in summaries.values())
-    components = any(s.get("components") for s in summaries.values())
-    for col in (
-        "gym",
-        "traj",
-        "reward",
-        "success",
-        *pass_keys,
-        "turns",
-        "tokens",
-        "parse err",
-        "tool err",
-        "excl",
-        "baseline",
-        *(["user retry/429/timeout"] if user_calls else []),
-        *(["components"] if components else []),
-        "ended",
-    ):
-        table.add_column(col, justify="left" if col in ("gym", "components", "ended") else "right")
+    macro = macro_average(summaries)
+    scores = _table(
+        title,
+        ("gym", "tasks×n", "reward", "success", "turns", "tokens", "baseline"),
+        SCORE_LEGEND,
+    )
     for gym, s in summaries.items():
-        ends = ", ".join(f"{k} {v}" for k, v in s["terminations"].items())
-        table.add_row(
+        scores.add_row(
             gym,
             f"{s['num_tasks']}×{s['num_trajectories'] // max(s['num_tasks'], 1)}",
             _num(s["reward_mean"]),
             _num(s["success_rate"]),
-            *[_num(s.get(k)) for k in pass_keys],
             _num(s["turns_mean"], 1),
             _num(s["tokens_mean"], 0),
-            str(s["parse_failures"]),
-            str(s.get("tool_errors", 0)),
-            str(s["excluded"]),
             _num(s["trivial_baseline"]),
-            *([_user_calls(s)] if user_calls else []),
-            *([_components(s)] if components else []),
-            ends,
         )
-    macro = macro_average(summaries)
     if macro:
-        table.add_section()
-        table.add_row(
+        scores.add_section()
+        scores.add_row(
             "macro avg",
             f"{len(summaries)} gyms",
             _num(macro.get("reward_mean")),
             _num(macro.get("success_rate")),
-            *[_num(macro.get(k)) for k in pass_keys],
             _num(macro.get("turns_mean"), 1),
-            *[""] * (6 + int(user_calls) + int(components)),
+            "",
+            "",
         )
-    return table
+    parts = [scores]
+    if pass_keys:
+        passes = _table(None, ("gym", *pass_keys))
+        for gym, s in summaries.items():
+            passes.add_row(gym, *[_num(s.get(k)) for k in pass_keys])
+        if macro:
+            passes.add_section()
+            passes.add_row("macro avg", *[_num(macro.get(k)) for k in pass_keys])
+        parts.append(passes)
+    user_calls = any("user_requests" in s for s in summaries.values())
+    errors = _table(
+        None,
+        ("gym", "parse", "tool", "excl", *(["user"] if user_calls else []), "ended"),
+        ERROR_LEGEND if user_calls else ERROR_LEGEND.rsplit("; ", 1)[0],
+    )
+    for gym, s in summaries.items():
+        errors.add_row(
+            gym,
+            str(s["parse_failures"]),
+            str(s.get("tool_errors", 0)),
+            str(s["excluded"]),
+            *([_user_calls(s)] if user_calls else []),
+            ", ".join(f"{k} {v}" for k, v in s["terminations"].items()),
+        )
+    parts.append(errors)
+    if any(s.get("components") for s in summaries.values()):
+        components = _table(None, ("gym", "components"))
+        for gym, s in summaries.items():
+            components.add_row(gym, _components(s))
+        parts.append(components)
+    return Group(*parts)
 
 
 def _components(summary: dict) -> str:

@@ -27,8 +27,8 @@ LEGACY_PROOF = (CONFIG_FILE, RESOLVED_NAME)
 
 def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
     """Everything that determines results: settings, and the content of the model and tokenizer."""
-    from mua.config.redact import redact_urls
     from mua.eval.fingerprint import source_fingerprint
+    from mua.redact import redact_urls
 
     r = recipe.rollout
     user = recipe.user.model_dump(mode="json")

@@ -19,9 +19,9 @@ import json
 import os
 from pathlib import Path
 
-from mua.config.redact import redact_urls
 from mua.errors import UsageError
 from mua.eval.summary import row_key
+from mua.redact import redact_urls
 
 RESULTS_FILE = "results.jsonl"
 CONFIG_FILE = "eval_config.json"

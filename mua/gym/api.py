@@ -12,18 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-
-class UserFailure(Exception):
-    """The simulated user or judge could not answer (after retries).
-
-    The runner ends the trajectory with reason `user_failure`: masked from the loss, counted,
-    never scored 0. Its message becomes the trajectory's detail, so URL credentials are redacted.
-    """
-
-    def __init__(self, *args):
-        from mua.config.redact import redact_urls
-
-        super().__init__(*redact_urls(args))
+from mua.errors import UserFailure  # noqa: F401 - part of the gym API, defined with the other errors
 
 
 @dataclass

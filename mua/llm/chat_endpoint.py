@@ -17,12 +17,13 @@ and the API agent (`mua.rollout.openai_policy`) share it. Its policy:
   only as text: `content` null or empty of a string, tool calls when no `tools` were offered, or
   text far longer than `max_tokens` allows are retried like a malformed reply, never handed on;
 - every failure is counted (`counts`); the whole `chat` call (queue, attempts, backoff) is left
-  out of the rollout runner's time budgets (`mua.rollout.wait_clock.outside_budgets`);
+  out of the rollout runner's time budgets (`mua.llm.wait_clock.outside_budgets`);
 - reply text is cleaned of unencodable characters (`mua.text.clean_text`);
 - a cancelled call closes its connection (aiohttp does on cancellation), so the server sees the
   request end and no answer reaches a later request; its semaphore slot is released.
 
-When retries are spent it raises `mua.gym.UserFailure` naming the endpoint and the last error.
+When retries are spent it raises `UserFailure` (`mua.errors`, exported by `mua.gym`) naming the
+endpoint and the last error.
 The API key is read from the environment variable `api_key_env` at each request and sent as a
 header; it is never stored here, logged, or put in an error (a server message echoing it is
 redacted); an unset variable sends the placeholder `EMPTY`, as local servers expect. Credentials
@@ -51,10 +52,9 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 from yarl import URL
 
-from mua.errors import RunFailure
-from mua.gym.api import UserFailure
+from mua.errors import RunFailure, UserFailure
 from mua.llm.http_session import BodyTooLarge, LoopSessions, dumps, read_capped
-from mua.rollout.wait_clock import outside_budgets
+from mua.llm.wait_clock import outside_budgets
 from mua.text import clean_text
 
 LOCAL_PLACEHOLDER_KEY = "EMPTY"

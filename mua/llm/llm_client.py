@@ -29,8 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
-from mua.errors import RunFailure, UsageError
-from mua.gym.api import UserFailure
+from mua.errors import RunFailure, UsageError, UserFailure
 from mua.llm.chat_endpoint import (  # noqa: F401 - the names other modules import from here
     COUNTER_NAMES,
     LOCAL_PLACEHOLDER_KEY,

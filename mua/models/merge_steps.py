@@ -68,8 +68,8 @@ def read_checkpoint(step_dir: Path, verify: bool) -> CheckpointRead:
     damaged, unreadable, or (`verify`) holds NaN or infinite values."""
     from torch.distributed.checkpoint.api import CheckpointException
 
+    from mua.distributed.checksums import checkpoint_problem
     from mua.distributed.dcp_offline import read_model_state
-    from mua.train.checkpoint import checkpoint_problem
 
     problem = checkpoint_problem(step_dir)
     if problem is not None:

@@ -98,7 +98,8 @@ def resolve(path: str, what: str = "model") -> str:
 
 
 def hub_cache_dir() -> Path:
-    """The Hugging Face hub cache, found as huggingface_hub finds it (without importing it)."""
+    """The Hugging Face hub cache, read from the environment now (huggingface_hub reads it once, at
+    import, so a cache set later would be missed)."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
     if os.environ.get("HF_HOME"):
@@ -109,44 +110,42 @@ def hub_cache_dir() -> Path:
 
 def _in_hub_cache(repo_id: str, what: str) -> bool:
     """The cache's snapshot of the repo's main revision holds config.json (a model) or tokenizer
-    files (a tokenizer). Reads the cache layout directly: importing huggingface_hub takes seconds."""
-    repo = hub_cache_dir() / f"models--{repo_id.replace('/', '--')}"
-    try:
-        revision = (repo / "refs" / "main").read_text().strip()
-    except OSError:
-        return False
+    files (a tokenizer), as huggingface_hub's `try_to_load_from_cache` finds them."""
+    from huggingface_hub import try_to_load_from_cache
+
     wanted = ("config.json",) if what == "model" else _TOKENIZER_FILES
-    return any((repo / "snapshots" / revision / name).is_file() for name in wanted)
+    return any(
+        isinstance(try_to_load_from_cache(repo_id, name, cache_dir=hub_cache_dir()), str)
+        for name in wanted
+    )
 
 
 def _probe_hub(repo_id: str, what: str) -> None:
-    """Ask the hub about `repo_id` once, with a short timeout (plain urllib: proxies from the
-    environment, the token from $HF_TOKEN)."""
-    import urllib.error
-    import urllib.request
+    """Ask the hub about `repo_id` once (huggingface_hub's `model_info`, with its proxies and
+    token), waiting at most HUB_PROBE_TIMEOUT_S."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
     fix = f"download it first (`huggingface-cli download {repo_id}`) or point model.path to a local folder"
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    request = urllib.request.Request(f"{endpoint}/api/models/{repo_id}", method="GET")
-    if os.environ.get("HF_TOKEN"):
-        request.add_header("Authorization", f"Bearer {os.environ['HF_TOKEN']}")
     try:
-        with urllib.request.urlopen(request, timeout=HUB_PROBE_TIMEOUT_S):
-            return
-    except urllib.error.HTTPError as err:
-        if err.code == 404:
+        HfApi(endpoint=endpoint).model_info(repo_id, timeout=HUB_PROBE_TIMEOUT_S)
+        return
+    except HfHubHTTPError as err:
+        status = getattr(err.response, "status_code", None)
+        if isinstance(err, GatedRepoError) or status in (401, 403):
+            raise RunFailure(
+                f"{what} {repo_id!r} is private or gated on the hub (HTTP {status}); accept its "
+                f"terms and set HF_TOKEN, or {fix}"
+            ) from err
+        if isinstance(err, RepositoryNotFoundError) or status == 404:
             raise UsageError(
                 f"{what} {repo_id!r}: no such model on the hub; check the id, or point "
                 "model.path to a local folder"
             ) from err
-        if err.code in (401, 403):
-            raise RunFailure(
-                f"{what} {repo_id!r} is private or gated on the hub (HTTP {err.code}); accept its "
-                f"terms and set HF_TOKEN, or {fix}"
-            ) from err
-        reason = f"HTTP {err.code}"
-    except (OSError, ValueError) as err:  # refused, DNS, timeout, proxy, bad endpoint
-        reason = type(getattr(err, "reason", err)).__name__
+        reason = f"HTTP {status}" if status else type(err).__name__
+    except Exception as err:  # refused, DNS, timeout, proxy, bad endpoint, offline mode
+        reason = type(err).__name__
     raise RunFailure(
         f"{what} {repo_id!r} is not in the local Hugging Face cache and the hub "
         f"({endpoint}) did not answer ({reason}); {fix}"

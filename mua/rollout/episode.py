@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from mua.errors import MuaError
 from mua.gym.api import AgentAction, StepResult, Task, UserFailure
+from mua.llm.wait_clock import WaitClock, wait_within
 from mua.rollout.toolcalls import action_as_message, parse_action
 from mua.rollout.transcript import (
     Trajectory,
@@ -31,7 +32,6 @@ from mua.rollout.transcript import (
     check_drift,
     per_turn_samples,
 )
-from mua.rollout.wait_clock import WaitClock, wait_within
 from mua.text import clean_messages
 
 log = logging.getLogger("mua.rollout")

@@ -58,7 +58,7 @@ class RolloutProgress:
 
 @contextmanager
 def rollout_progress(total: int, enabled: bool | None = None, description: str = "rollouts"):
-    from mua.cli.common import is_tty
+    from mua.terminal import is_tty
 
     if enabled is None:
         enabled = is_tty()

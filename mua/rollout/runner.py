@@ -5,7 +5,7 @@ of each other, in `mua.rollout.collect.collect` (the one fan-out over conversati
 `rollout.max_concurrency`); `run_rollouts` is its caller for a plain list of tasks.
 Budgets: tokens per turn and per trajectory, turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
 time spent waiting on LLM endpoints (queued or in a request), which bound their own time per
-attempt and retry (`mua.rollout.wait_clock`). Whatever happens inside one trajectory (an env bug,
+attempt and retry (`mua.llm.wait_clock`). Whatever happens inside one trajectory (an env bug,
 an env returning nonsense, a user simulator giving up after its retries, a timeout) ends that
 trajectory with a recorded `termination` and never the batch. Errors of the policy or engine
 themselves do propagate: a broken engine must stop the run, not produce empty trajectories; so
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from mua.errors import MuaError
 from mua.gym.api import GymContext, GymSpec, Task
+from mua.llm.wait_clock import WaitClock, wait_within
 from mua.rollout.episode import (
     Episode,
     Stop,
@@ -51,7 +52,6 @@ from mua.rollout.episode import (
     to_trajectory,
 )
 from mua.rollout.transcript import ChatRenderer, Trajectory, TranscriptBuilder
-from mua.rollout.wait_clock import WaitClock, wait_within
 from mua.text import clean_text, clean_value
 
 log = logging.getLogger("mua.rollout")

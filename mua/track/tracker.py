@@ -26,8 +26,8 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from mua.config.redact import redact_text
 from mua.errors import MuaError, RunFailure
+from mua.redact import redact_text
 from mua.track.console import StepConsole, verbose
 from mua.track.run_files import append_metrics, keep_metrics_through, write_transcripts
 from mua.track.sinks import open_sinks

@@ -37,8 +37,6 @@ Does not decide when to save (the trainer does) and does not export HF folders.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
 import re
@@ -49,12 +47,12 @@ from pathlib import Path
 import torch
 
 from mua.distributed import barrier
+from mua.distributed.checksums import checkpoint_problem, write_checksums
 from mua.distributed.dcp import load_dcp, save_dcp
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 TMP_PREFIX = ".tmp-"
 TEST_DELAY_ENV = "MUA_TEST_CHECKPOINT_DELAY_S"  # test-only, see the module docstring
-CHECKSUMS = "checksums.json"
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
@@ -164,45 +162,6 @@ def _is_peft(model) -> bool:
     from mua.models.lora import is_peft
 
     return is_peft(model)
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def write_checksums(folder: Path) -> None:
-    """Record size and sha256 of every file under `folder` (after all ranks wrote theirs)."""
-    sums = {
-        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != CHECKSUMS
-    }
-    (folder / CHECKSUMS).write_text(json.dumps(sums, indent=1) + "\n")
-
-
-def checkpoint_problem(path: str | Path) -> str | None:
-    """What is wrong with checkpoint `path` (a missing, truncated or altered file), or None when
-    every file matches its checksum. A checkpoint without checksums is only checked for DCP's
-    `.metadata` (`mua merge` reads nothing else of it)."""
-    path = Path(path)
-    manifest = path / CHECKSUMS
-    if not manifest.exists():  # an older checkpoint (or one written by hand): DCP's index only
-        return None if (path / ".metadata").is_file() else ".metadata is missing"
-    try:
-        sums = json.loads(manifest.read_text())
-    except (OSError, ValueError):
-        return f"{CHECKSUMS} is unreadable"
-    for name, want in sums.items():
-        file = path / name
-        if not file.is_file():
-            return f"{name} is missing"
-        size = file.stat().st_size
-        if size != want["size"]:
-            return f"{name} has {size} bytes, {want['size']} were written (truncated?)"
-        if _sha256(file) != want["sha256"]:
-            return f"{name} does not match its checksum (overwritten or corrupted)"
-    return None
 
 
 def damaged_message(run_dir: str | Path, path: Path, problem: str) -> str:

@@ -342,7 +342,7 @@ def _node_id() -> str:
 
 def memory_preflight(recipe, model, world_size: int, gpu_bytes: int, show: bool = True) -> str:
     """Estimate per-GPU memory of trainer + co-located engine; print it, RunFailure if it cannot fit."""
-    from mua.models.memory_estimate import (
+    from mua.train.memory_estimate import (
         ModelShape,
         check_fits,
         estimate_memory,

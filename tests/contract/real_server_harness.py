@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from tests.conftest import free_port
 
 HERE = Path(__file__).resolve().parent
 SIDE = HERE.parents[1] / "tests" / ".sglang"
@@ -27,12 +28,6 @@ SITE = HERE / "real_server_site"
 SERVER_RELEASES = ("0.5.5.post3", "0.5.23")
 # releases whose server imports sgl_kernel at import time
 NEEDS_KERNEL_STAND_IN = {"0.5.5.post3"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def side_path(version: str) -> str:
@@ -51,7 +46,7 @@ class RealServer:
 
     def __init__(self, version: str, model_dir: Path, log: Path):
         self.version, self.log = version, log
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
             **os.environ,

@@ -5,21 +5,16 @@ for a server without /health)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("mode", ["health", "no-health"])
@@ -33,10 +28,10 @@ def test_stand_in_server_starts_under_torchrun(mode, tmp_path):
         "--nproc_per_node",
         "1",
         "--master_port",
-        str(_free_port()),
+        str(free_port()),
         str(HERE / "launch_driver.py"),
-        str(_free_port()),
-        str(_free_port()),
+        str(free_port()),
+        str(free_port()),
         mode,
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)

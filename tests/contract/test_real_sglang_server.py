@@ -32,13 +32,8 @@ import yaml
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.serve import protocol
 from tests.contract.real_server_harness import SERVER_RELEASES, RealServer
-from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.grpo_helpers import write_rl_recipe
 from tests.integration.train_helpers import REPO, metric_history, run_train
-
-
-@pytest.fixture(scope="module")
-def guess_setup(tmp_path_factory):
-    return shared_guess_setup(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,10 @@ docstring, the budgets it gets, and the lazily imported `data_prep` task builder
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 
-from gyms.common.spec import INTERACT_BUDGETS, data_prep_tasks, interact_gym
+from gyms.common.spec import INTERACT_BUDGETS, interact_gym
 from gyms.function.env import FunctionEnv
 from mua.gym.registry import get_gym, list_gyms
 
@@ -48,12 +47,3 @@ def test_turn_expert_passes_the_number_of_assistant_turns():
     messages = [{"role": "system"}, {"role": "assistant"}, {"role": "user"}, {"role": "assistant"}]
     asyncio.run(policy(messages, None))
     assert seen == [2]
-
-
-def test_data_prep_tasks_imports_its_module_only_when_called(monkeypatch):
-    monkeypatch.delitem(sys.modules, "data_prep.travel", raising=False)
-    build = data_prep_tasks("travel")
-    assert "data_prep.travel" not in sys.modules
-    splits = build(None, 0, {"num_train": 2, "num_test": 1})
-    assert "data_prep.travel" in sys.modules
-    assert [len(splits["train"]), len(splits["test"])] == [2, 1]

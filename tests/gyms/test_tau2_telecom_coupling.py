@@ -17,9 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from gyms.tau2.domain import load_domain
-from tests.conftest import shared_dir
-
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
@@ -28,13 +25,10 @@ def _digest(*parts) -> str:
 
 
 @pytest.fixture(scope="module")
-def telecom():
-    shared = shared_dir() / "data" / "tau2"
-    tasks_file = shared / "tau2" / "domains" / "telecom" / "tasks.json"
-    if not tasks_file.is_file():
-        pytest.skip(f"tau2 telecom data not found under {shared}")
-    tasks = {t["id"]: t for t in json.loads(tasks_file.read_text())}
-    return load_domain("telecom", shared), tasks
+def telecom(telecom):
+    """The domain, and its tasks by id."""
+    domain, tasks = telecom
+    return domain, {t["id"]: t for t in tasks}
 
 
 def test_random_sequences_match_tau2_step_by_step(telecom):

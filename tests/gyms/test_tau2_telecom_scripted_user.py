@@ -8,11 +8,9 @@ every env assertion of the task must then hold, as tau2 would check it.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from gyms.tau2.domain import AGENT, USER, load_domain
+from gyms.tau2.domain import AGENT, USER
 from gyms.tau2.telecom.scripted_user import (
     STOP,
     TRANSFER,
@@ -21,7 +19,6 @@ from gyms.tau2.telecom.scripted_user import (
     requested_tools,
     wanted_side,
 )
-from tests.conftest import shared_dir
 
 SWITCH_WORDS = {
     "toggle_airplane_mode": ("airplane_mode", "airplane mode"),
@@ -52,15 +49,6 @@ def ask_for(action: dict, env) -> str:
     if name == "grant_app_permission":
         return f"Please grant the {args['app_name']} app the {args['permission']} permission."
     return PLAIN[name]
-
-
-@pytest.fixture(scope="module")
-def telecom():
-    shared = shared_dir() / "data" / "tau2"
-    tasks_file = shared / "tau2" / "domains" / "telecom" / "tasks.json"
-    if not tasks_file.is_file():
-        pytest.skip(f"tau2 telecom data not found under {shared}")
-    return load_domain("telecom", shared), json.loads(tasks_file.read_text())
 
 
 def by_tool_name(action: dict, env) -> str:

@@ -10,21 +10,9 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
-
-from gyms.tau2.domain import AGENT, USER, load_domain
-from tests.conftest import shared_dir
+from gyms.tau2.domain import AGENT, USER
 
 REFERENCE = Path(__file__).resolve().parents[1] / "golden" / "tau2_telecom_reference.json.gz"
-
-
-@pytest.fixture(scope="module")
-def telecom():
-    shared = shared_dir() / "data" / "tau2"
-    tasks_file = shared / "tau2" / "domains" / "telecom" / "tasks.json"
-    if not tasks_file.is_file():
-        pytest.skip(f"tau2 telecom data not found under {shared}")
-    return load_domain("telecom", shared), json.loads(tasks_file.read_text())
 
 
 def test_gold_actions_by_the_agent_alone_end_as_tau2(telecom):

@@ -10,6 +10,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.conftest import free_port
+
 pytestmark = pytest.mark.integration
 
 MODEL = "tiny:qwen2-1m"
@@ -47,20 +49,12 @@ def _worker(rank: int, world: int, port: int, out: str, lora: bool) -> None:
     destroy()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_export_gather_keeps_the_full_model_on_rank_0_only(tmp_path, lora):
     from mua.models.lora import lora_scalings, merged_params
 
     out = str(tmp_path / "gathered")
-    mp.spawn(_worker, args=(2, _free_port(), out, lora), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), out, lora), nprocs=2, join=True)
     main, other = torch.load(f"{out}.rank0"), torch.load(f"{out}.rank1")
     assert other == {}
     plain = _model(lora)

@@ -2,10 +2,10 @@
 
 `scripts/lora_learns.py` runs the CPU quickstart over seeds 0, 1 and 2 with the LoRA recipe as
 its GRPO phase (rank 16 on every linear layer and the tied token embedding / output head); the
-bar (the README's, section LoRA): every seed raises held-out reward over its SFT start, and the
+bar (docs/lora.md): every seed raises held-out reward over its SFT start, and the
 mean gain exceeds twice the standard deviation of the gains and their spread.
 Gains are compared with each other on this machine, never with stored numbers.
-Over seeds 0-5 the recipe meets the bar (README, section LoRA); with the linear layers alone it
+Over seeds 0-5 the recipe meets the bar (docs/lora.md); with the linear layers alone it
 did not (the mean gain was about the spread), which is why the recipe adapts the embedding.
 """
 

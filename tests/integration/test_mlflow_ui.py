@@ -9,7 +9,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,14 +17,9 @@ import urllib.request
 import pytest
 
 from mua.track.console import mlflow_ui_command, ui_server_installed
+from tests.conftest import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str, body: dict | None = None) -> tuple[int, str]:
@@ -70,7 +64,7 @@ def test_printed_mlflow_ui_command_serves_the_store(tmp_path):
 
     command = mlflow_ui_command(uri)
     assert "pip install" not in command, command
-    port = _free_port()
+    port = free_port()
     argv = [*shlex.split(command), "--host", "127.0.0.1", "--port", str(port)]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     log = open(tmp_path / "mlflow-ui.log", "wb")

@@ -4,22 +4,16 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import free_port
 from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
 from tests.integration.train_helpers import REPO, metric_history
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _launch(recipe, node_rank: int, port: int) -> subprocess.Popen:
@@ -46,7 +40,7 @@ def _launch(recipe, node_rank: int, port: int) -> subprocess.Popen:
 def test_two_nodes_train_together(tmp_path_factory, tmp_path):
     model, train, test = shared_guess_setup(tmp_path_factory)
     recipe = write_rl_recipe(tmp_path, model, train, total_steps=2, checkpoint={"save_freq": 0})
-    port = _free_port()
+    port = free_port()
     nodes = [_launch(recipe, rank, port) for rank in (0, 1)]
     outputs = []
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.grpo_helpers import write_rl_recipe
 from tests.integration.train_helpers import final_params, metric_history, run_train
 
 pytestmark = pytest.mark.integration
@@ -14,11 +14,6 @@ pytestmark = pytest.mark.integration
 GRPO = {"kind": "grpo", "score": "sum", "gamma": 1.0}
 OFF = {"rollout": {"oversample": 1.0}, "algo": {**GRPO, "max_staleness": 0, "correction": "none"}}
 ON = {"rollout": {"oversample": 1.5}, "algo": {**GRPO, "max_staleness": 2, "correction": "tis"}}
-
-
-@pytest.fixture(scope="module")
-def guess_setup(tmp_path_factory):
-    return shared_guess_setup(tmp_path_factory)
 
 
 def train(guess_setup, folder, **extra):

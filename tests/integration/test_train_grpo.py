@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.grpo_helpers import write_rl_recipe
 from tests.integration.train_helpers import final_params, metric_history, run_train
 
 pytestmark = pytest.mark.integration
@@ -18,11 +18,6 @@ ALGO = {"kind": "grpo", "mini_batches": 2, "epochs": 2}
 def _max_param_diff(a: dict, b: dict) -> float:
     assert a.keys() == b.keys()
     return max(float((a[k] - b[k]).abs().max()) for k in a)
-
-
-@pytest.fixture(scope="module")
-def guess_setup(tmp_path_factory):
-    return shared_guess_setup(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.grpo_helpers import write_rl_recipe
 from tests.integration.train_helpers import REPO, metric_history, mua_serve, run_train
 
 pytestmark = pytest.mark.integration
@@ -30,11 +30,6 @@ PUSHES_PER_RUN = STEPS + 1
 def _server_info(url: str) -> dict:
     with urllib.request.urlopen(url + "/get_server_info", timeout=30) as resp:
         return json.loads(resp.read())
-
-
-@pytest.fixture(scope="module")
-def guess_setup(tmp_path_factory):
-    return shared_guess_setup(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,8 @@ def _saved(run_dir, step):
 
 
 def test_checksums_catch_overwritten_truncated_and_missing_files(tmp_path):
-    from mua.train.checkpoint import CHECKSUMS, checkpoint_problem, damaged_message
+    from mua.distributed.checksums import CHECKSUMS, checkpoint_problem
+    from mua.train.checkpoint import damaged_message
 
     first, second = _saved(tmp_path, 1), _saved(tmp_path, 2)
     assert (second / CHECKSUMS).exists() and checkpoint_problem(second) is None

@@ -9,6 +9,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.conftest import free_port
+
 MODEL = "tiny:qwen2-1m"
 
 
@@ -41,19 +43,11 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     destroy()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_sharded_clip_matches_torch_on_the_full_gradients(tmp_path):
     from mua.models import load_model
 
     out = str(tmp_path / "clipped.pt")
-    mp.spawn(_worker, args=(2, _free_port(), out), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), out), nprocs=2, join=True)
     got = torch.load(out)
 
     plain = load_model(MODEL, dtype="float32", seed=0)

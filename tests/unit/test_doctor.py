@@ -7,7 +7,7 @@ import pytest
 from mua.cli import doctor_cmd as doctor
 from mua.errors import RunFailure
 from mua.models import load_tokenizer
-from mua.models.memory_estimate import (
+from mua.train.memory_estimate import (
     GIB,
     ModelShape,
     RunShape,
@@ -215,7 +215,7 @@ def test_the_gpu_extra_pins_a_release_the_contract_tests_cover():
 
 def test_memory_estimate_of_the_lm_head_does_not_grow_with_tokens_times_vocab():
     """Log-probs are computed in chunks: 4x the tokens adds hidden states, not [tokens, V]."""
-    from mua.models.memory_estimate import head_scoring_bytes
+    from mua.train.memory_estimate import head_scoring_bytes
 
     small = head_scoring_bytes(QWEN_8B, 4096, 2)
     big = head_scoring_bytes(QWEN_8B, 16384, 2)

@@ -83,8 +83,72 @@ def test_unreachable_hub_fails_fast_at_run_time(tmp_path, monkeypatch):
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "0")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    with pytest.raises(RunFailure, match="did not answer"):
+    _online(monkeypatch)
+    with pytest.raises(RunFailure, match=r"did not answer \(Connect"):
         resolve("someorg/some-model", "model")
+
+
+def _online(monkeypatch):
+    """Downloads allowed, also for a huggingface_hub imported while HF_HUB_OFFLINE=1 was set (it
+    reads the variable once, at import)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
+
+@pytest.mark.parametrize(
+    ("status", "delay_s", "error", "message"),
+    [
+        (200, 0.0, None, None),
+        (404, 0.0, UsageError, "no such model on the hub"),
+        (403, 0.0, RunFailure, r"private or gated on the hub \(HTTP 403\)"),
+        (500, 0.0, RunFailure, r"did not answer \(HTTP 500\)"),
+        (200, 6.0, RunFailure, "did not answer"),
+    ],
+)
+def test_the_hub_is_asked_once_and_must_answer_within_its_timeout(
+    tmp_path, monkeypatch, status, delay_s, error, message
+):
+    import http.server
+    import threading
+
+    paths = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            paths.append(self.path)
+            time.sleep(delay_s)
+            body = b'{"id": "someorg/some-model", "sha": "abc123"}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    _online(monkeypatch)
+    t0 = time.perf_counter()
+    try:
+        if error is None:
+            assert resolve("someorg/some-model", "model") == "someorg/some-model"
+        else:
+            with pytest.raises(error, match=message) as err:
+                resolve("someorg/some-model", "model")
+            assert "\n" not in str(err.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert time.perf_counter() - t0 < 5.0  # the probe waits 2 s, not the slow hub's 6 s
+    assert len(paths) == 1 and paths[0].startswith("/api/models/someorg/some-model")
 
 
 def test_train_launcher_refuses_an_uncached_hub_model_before_any_rank(tmp_path, monkeypatch):

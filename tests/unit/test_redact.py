@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mua.config.redact import redact_text, redact_urls
+from mua.redact import redact_text, redact_urls
 
 
 @pytest.mark.parametrize(

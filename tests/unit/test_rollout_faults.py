@@ -420,7 +420,7 @@ def test_an_env_that_cannot_be_made_ends_its_trajectory_unless_the_recipe_is_wro
 
 
 def test_wait_clock_stops_only_inside_outside_budgets():
-    from mua.rollout.wait_clock import WaitClock, outside_budgets, wait_within
+    from mua.llm.wait_clock import WaitClock, outside_budgets, wait_within
 
     async def waits_on_endpoint(release: asyncio.Event) -> str:
         with outside_budgets():  # as ChatEndpoint.chat does
@@ -449,7 +449,7 @@ def test_wait_clock_stops_only_inside_outside_budgets():
 def test_wait_clock_budget_counts_running_time_before_and_after_a_stop():
     """A budget spent partly before and partly after a stopped stretch times out once the two
     running stretches add up to it, neither at the stretch before the stop nor never."""
-    from mua.rollout.wait_clock import WaitClock, outside_budgets, wait_within
+    from mua.llm.wait_clock import WaitClock, outside_budgets, wait_within
 
     reached: list[str] = []
 

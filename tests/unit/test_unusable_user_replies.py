@@ -17,6 +17,7 @@ from mua.errors import RunFailure
 from mua.gym.api import UserFailure
 from mua.llm.chat_endpoint import retry_after_s
 from mua.llm.llm_client import LLMClient, preflight_user
+from tests.conftest import tau_expert_eval
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(120)
@@ -166,17 +167,7 @@ def test_mua_eval_with_a_user_that_answers_null_exits_1_in_one_line(tmp_path, mu
     out = tmp_path / "eval"
     with FakeOpenAIServer(lambda _request: {"content": None}) as server:
         code, _, err = mua_cli(
-            "eval",
-            "--gym",
-            "tau",
-            "--model",
-            "expert",
-            "--user",
-            "llm",
-            "--max-tasks",
-            "2",
-            "--out",
-            str(out),
+            *tau_expert_eval(out),
             f"user.base_url={server.base_url}",
             "user.max_retries=1",
             "user.backoff_s=0.01",

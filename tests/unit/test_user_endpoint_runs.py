@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.conftest import tau_expert_eval
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(300)
@@ -34,17 +35,7 @@ def test_eval_with_a_refused_user_is_one_line_exit_1_and_writes_nothing(
     with FakeOpenAIServer(faults=refuse(status)) as server:
         url = server.base_url.replace("http://", "http://bob:pw-secret@")
         code, stdout, err = mua_cli(
-            "eval",
-            "--gym",
-            "tau",
-            "--model",
-            "expert",
-            "--user",
-            "llm",
-            "--max-tasks",
-            "2",
-            "--out",
-            str(out),
+            *tau_expert_eval(out),
             f"user.base_url={url}",
             "user.api_key_env=MUA_TEST_RUN_KEY",
             *SMALL,
@@ -125,8 +116,8 @@ def test_a_user_that_never_answers_is_excluded_and_counted(tmp_path):
 
     console = Console(width=250, record=True)
     console.print(summary_table(summaries, "t"))
-    text = console.export_text()
-    assert "user retry/429/timeout" in text and "2/0/4" in text
+    text = " ".join(console.export_text().split())
+    assert "user: the LLM user's retries/429 answers/timed-out attempts" in text and "2/0/4" in text
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

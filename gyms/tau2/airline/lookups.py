@@ -97,7 +97,8 @@ class AirlineLookups(Toolkit):
                 )
         return results
 
-    def _payment_for_update(self, user, payment_id: str, total_price: int) -> Payment | None:
+    def _charge_update(self, reservation, user, payment_id: str, total_price: int) -> None:
+        """Charge (or refund) `total_price` for a change of `reservation` to the user's method."""
         if payment_id not in user.payment_methods:
             raise ValueError("Payment method not found")
         method = user.payment_methods[payment_id]
@@ -108,5 +109,4 @@ class AirlineLookups(Toolkit):
         if method.source == "gift_card":
             method.amount -= total_price
         if total_price != 0:
-            return Payment(payment_id=payment_id, amount=total_price)
-        return None
+            reservation.payment_history.append(Payment(payment_id=payment_id, amount=total_price))

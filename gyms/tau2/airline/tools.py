@@ -264,9 +264,7 @@ class AirlineTools(AirlineLookups):
         reservation = self._get_reservation(reservation_id)
         user = self._get_user(reservation.user_id)
         total_price = 50 * max(0, nonfree_baggages - reservation.nonfree_baggages)
-        payment = self._payment_for_update(user, payment_id, total_price)
-        if payment is not None:
-            reservation.payment_history.append(payment)
+        self._charge_update(reservation, user, payment_id, total_price)
         reservation.total_baggages = total_baggages
         reservation.nonfree_baggages = nonfree_baggages
         return reservation
@@ -326,9 +324,7 @@ class AirlineTools(AirlineLookups):
             total_price += segment.price * count
             new_flights.append(segment)
         total_price -= sum(f.price for f in reservation.flights) * count
-        payment = self._payment_for_update(user, payment_id, total_price)
-        if payment is not None:
-            reservation.payment_history.append(payment)
+        self._charge_update(reservation, user, payment_id, total_price)
         reservation.flights = new_flights
         reservation.cabin = cabin
         return reservation

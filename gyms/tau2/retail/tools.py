@@ -23,6 +23,26 @@ from gyms.tau2.retail.models import (
 )
 from gyms.tau2.toolkit import GENERIC, READ, WRITE, arithmetic, tool
 
+# what an exchange / a modification of items checks, in tau2's words: (the order's status, the
+# error for another status, for an item not in the order, for lists of different lengths, and
+# what a gift card is short of)
+_SWAPS = {
+    "exchange": (
+        "delivered",
+        "Non-delivered order cannot be exchanged",
+        "Number of {item_id} not found.",
+        "The number of items to be exchanged should match.",
+        "the price difference",
+    ),
+    "modify": (
+        "pending",
+        "Non-pending order cannot be modified",
+        "{item_id} not found",
+        "The number of items to be exchanged should match",
+        "the new item",
+    ),
+}
+
 
 class RetailTools(RetailLookups):
     """Tools of the retail domain (class name kept: Python puts it in argument errors)."""
@@ -72,6 +92,45 @@ class RetailTools(RetailLookups):
         order.payment_history.extend(refunds)
         return order
 
+    def _priced_swap(
+        self,
+        kind: str,
+        order_id: str,
+        item_ids: list[str],
+        new_item_ids: list[str],
+        payment_method_id: str,
+    ):
+        """The checks an `exchange` of delivered items or a `modify` of pending ones makes, in
+        tau2's order and words (`_SWAPS`), and what they found: (order, price difference,
+        payment method, last variant). A modification refuses an item swapped for itself; an
+        exchange rounds the difference before it checks a gift card's balance."""
+        status, wrong_status, missing, mismatch, short_balance = _SWAPS[kind]
+        exchange = kind == "exchange"
+        order = self._get_order(order_id)
+        if order.status != status:
+            raise ValueError(wrong_status)
+        self._check_counts(order, item_ids, missing)
+        if len(item_ids) != len(new_item_ids):
+            raise ValueError(mismatch)
+        diff_price = 0
+        variant = None
+        for item_id, new_item_id in zip(item_ids, new_item_ids):
+            if not exchange and item_id == new_item_id:
+                raise ValueError("The new item id should be different from the old item id")
+            item = next((i for i in order.items if i.item_id == item_id), None)
+            if item is None:
+                raise ValueError(f"Item {item_id} not found")
+            variant = self._get_variant(item.product_id, new_item_id)
+            if not variant.available:
+                raise ValueError(f"New item {new_item_id} not found or available")
+            diff_price += variant.price - item.price
+        if exchange:
+            diff_price = round(diff_price, 2)
+        method = self._get_payment_method(order.user_id, payment_method_id)
+        if isinstance(method, GiftCard) and method.balance < diff_price:
+            raise ValueError(f"Insufficient gift card balance to pay for {short_balance}")
+        return order, diff_price, method, variant
+
     @tool(WRITE)
     def exchange_delivered_order_items(
         self, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
@@ -89,25 +148,9 @@ class RetailTools(RetailLookups):
             payment_method_id: The payment method id that pays or receives the price
                 difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
-        order = self._get_order(order_id)
-        if order.status != "delivered":
-            raise ValueError("Non-delivered order cannot be exchanged")
-        self._check_counts(order, item_ids, "Number of {item_id} not found.")
-        if len(item_ids) != len(new_item_ids):
-            raise ValueError("The number of items to be exchanged should match.")
-        diff_price = 0
-        for item_id, new_item_id in zip(item_ids, new_item_ids):
-            item = next((i for i in order.items if i.item_id == item_id), None)
-            if item is None:
-                raise ValueError(f"Item {item_id} not found")
-            variant = self._get_variant(item.product_id, new_item_id)
-            if not variant.available:
-                raise ValueError(f"New item {new_item_id} not found or available")
-            diff_price += variant.price - item.price
-        diff_price = round(diff_price, 2)
-        method = self._get_payment_method(order.user_id, payment_method_id)
-        if isinstance(method, GiftCard) and method.balance < diff_price:
-            raise ValueError("Insufficient gift card balance to pay for the price difference")
+        order, diff_price, _, _ = self._priced_swap(
+            "exchange", order_id, item_ids, new_item_ids, payment_method_id
+        )
         order.status = "exchange requested"
         order.exchange_items = sorted(item_ids)
         order.exchange_new_items = sorted(new_item_ids)
@@ -238,27 +281,9 @@ class RetailTools(RetailLookups):
             payment_method_id: The payment method id that pays or receives the price
                 difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
-        order = self._get_order(order_id)
-        if order.status != "pending":
-            raise ValueError("Non-pending order cannot be modified")
-        self._check_counts(order, item_ids, "{item_id} not found")
-        if len(item_ids) != len(new_item_ids):
-            raise ValueError("The number of items to be exchanged should match")
-        diff_price = 0
-        variant = None
-        for item_id, new_item_id in zip(item_ids, new_item_ids):
-            if item_id == new_item_id:
-                raise ValueError("The new item id should be different from the old item id")
-            item = next((i for i in order.items if i.item_id == item_id), None)
-            if item is None:
-                raise ValueError(f"Item {item_id} not found")
-            variant = self._get_variant(item.product_id, new_item_id)
-            if not variant.available:
-                raise ValueError(f"New item {new_item_id} not found or available")
-            diff_price += variant.price - item.price
-        method = self._get_payment_method(order.user_id, payment_method_id)
-        if isinstance(method, GiftCard) and method.balance < diff_price:
-            raise ValueError("Insufficient gift card balance to pay for the new item")
+        order, diff_price, method, variant = self._priced_swap(
+            "modify", order_id, item_ids, new_item_ids, payment_method_id
+        )
         order.payment_history.append(
             OrderPayment(
                 transaction_type="payment" if diff_price > 0 else "refund",

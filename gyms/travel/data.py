@@ -1,4 +1,4 @@
-"""Built-in travel tasks: procedurally generated trips turned into canonical task rows.
+"""Travel tasks: procedurally generated trips turned into canonical task rows.
 
 The public snapshot has no travel data, so this is the only source: `build_tasks(None, seed,
 options)` makes `train` and `test` splits whose scenarios are drawn from independent seeded

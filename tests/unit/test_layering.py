@@ -1,0 +1,112 @@
+"""No module imports from a layer above its own (docs/architecture.md, "Where things live").
+
+Every `import` and `from ... import` of mua/, gyms/ and data_prep/ is read with `ast` (imports
+inside functions too), each module is placed in its layer, and an import of a higher layer fails
+here naming the file, the line and both layers. The one documented exception is listed in
+EXCEPTIONS; an import it does not name fails like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Lowest first; a unit may import its own layer and the layers below it.
+LAYERS = (
+    ("mua",),  # the package root and its small modules: errors, text, redact, terminal, ...
+    ("mua.config",),
+    ("mua.algo", "mua.distributed", "mua.cpu_kernels", "mua.llm"),
+    ("mua.gym", "mua.models"),
+    ("data_prep",),  # readers of public data
+    ("gyms",),  # the gyms: plugins found by name, never imported by mua
+    ("mua.engines",),
+    ("mua.rollout",),
+    ("mua.track", "mua.serve"),
+    ("mua.eval", "mua.view"),
+    ("mua.train",),
+    ("mua.cli", "mua.demo"),
+)
+LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+PLUGINS = ("gyms", "data_prep")  # mua reaches these through the gym registry only
+# (importing file, imported module prefix): the documented exception (docs/architecture.md)
+EXCEPTIONS = {
+    ("mua/engines/sglang/lora_endpoints.py", "mua.serve"),
+    ("mua/engines/sglang/sglang_engine.py", "mua.serve"),
+    ("mua/engines/sglang/sglang_launch.py", "mua.serve"),
+}
+
+
+def unit_of(module: str) -> str:
+    """The layer unit of a dotted module name: `mua.<package>`, `mua` for the root's own modules
+    (`mua.demo` excepted), or the top-level package (`gyms`, `data_prep`)."""
+    parts = module.split(".")
+    if parts[0] != "mua":
+        return parts[0]
+    if len(parts) == 1:
+        return "mua"
+    if (REPO / "mua" / parts[1]).is_dir() or parts[1] == "demo":
+        return f"mua.{parts[1]}"
+    return "mua"
+
+
+def imports(source: str):
+    """(line, imported module) of every absolute import in a module's source."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+def upward_imports(modules) -> list[str]:
+    """What each (path relative to the repository, source) imports against the layering."""
+    found = []
+    for rel, source in modules:
+        here = unit_of(".".join(Path(rel).with_suffix("").parts))
+        for line, module in imports(source):
+            there = unit_of(module)
+            if there not in LAYER or there == here:
+                continue
+            if any(rel == f and module.startswith(m) for f, m in EXCEPTIONS):
+                continue
+            upward = LAYER[there] > LAYER[here]
+            plugin = here.startswith("mua") and there in PLUGINS
+            if upward or plugin:
+                found.append(f"{rel}:{line} ({here}) imports {module} ({there})")
+    return found
+
+
+def _sources():
+    for top in ("mua", "gyms", "data_prep"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            yield path.relative_to(REPO).as_posix(), path.read_text()
+
+
+def test_every_package_has_a_layer():
+    units = {unit_of(".".join(Path(rel).with_suffix("").parts)) for rel, _ in _sources()}
+    assert units <= set(LAYER), f"give these a layer here and in docs: {units - set(LAYER)}"
+
+
+def test_no_module_imports_a_higher_layer():
+    found = upward_imports(_sources())
+    assert not found, "upward imports:\n" + "\n".join(found)
+
+
+def test_the_check_finds_upward_imports_and_mua_importing_a_gym():
+    lazy = "def f():\n    from mua.train.rl import rl_step\n"
+    assert upward_imports([("mua/llm/probe.py", lazy)]) == [
+        "mua/llm/probe.py:2 (mua.llm) imports mua.train.rl (mua.train)"
+    ]
+    assert upward_imports([("mua/cli/probe.py", "import gyms.tau.env\n")]) == [
+        "mua/cli/probe.py:1 (mua.cli) imports gyms.tau.env (gyms)"
+    ]
+    assert upward_imports([("data_prep/probe.py", "from gyms.math import problems\n")]) == [
+        "data_prep/probe.py:1 (data_prep) imports gyms.math (gyms)"
+    ]
+    downward = "from mua.errors import UsageError\nfrom mua.gym.api import Task\n"
+    assert upward_imports([("gyms/x/probe.py", downward)]) == []
+    # the exception covers its own files only
+    assert upward_imports([("mua/engines/hf/probe.py", "from mua.serve import protocol\n")])
