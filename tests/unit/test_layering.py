@@ -22,7 +22,7 @@ LAYERS = (
     ("data_prep",),  # readers of public data
     ("gyms",),  # the gyms: plugins found by name, never imported by mua
     ("mua.engines",),
-    ("mua.rollout",),
+    ("mua.rollout", "mua.families"),  # the turn loop and the model families' call formats
     ("mua.track", "mua.serve"),
     ("mua.eval", "mua.view"),
     ("mua.train",),
