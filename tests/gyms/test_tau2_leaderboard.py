@@ -1,0 +1,177 @@
+"""tau2 under `profile: leaderboard`: texts and schemas read from a tau2-bench checkout.
+
+The checkout is assembled in a temporary folder from the shared data (tests/gyms/
+tau2_checkout.py). `tau2_reference/leaderboard.json` holds digests of what tau2-bench's own
+code first sends the agent model and the user model for every task of retail, airline and
+telecom (`make_leaderboard_reference.py` beside it computed them); the project's side is
+computed here from the same checkout and must match byte for byte (up to key order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gyms.tau2 import GYM
+from gyms.tau2.domain import load_domain
+from gyms.tau2.leaderboard.checkout import find_checkout
+from gyms.tau2.leaderboard.profile import agent_opening, user_opening
+from gyms.tau2.leaderboard.source import Tau2Source
+from gyms.tau2.options import check_options
+from gyms.tau2.tasks import read_tasks
+from mua.errors import UsageError
+from mua.gym import GymContext
+from tests.gyms.tau2_checkout import assemble, missing, tau2_checkout  # noqa: F401
+
+REFERENCE = Path(__file__).parent / "tau2_reference" / "leaderboard.json"
+DOMAINS = ("retail", "airline", "telecom")
+
+
+def _short(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _records(checkout: Path, domain: str) -> list[dict]:
+    source = Tau2Source(find_checkout(checkout))
+    data = checkout / "data"
+    tasks, _ = read_tasks(data, domain)
+    env = load_domain(domain, data).new_environment()
+    agent = _short(agent_opening(source, env, domain))
+    return [
+        {"id": str(t["id"]), "agent": agent, "user": _short(user_opening(source, env, domain, t))}
+        for t in tasks
+    ]
+
+
+def test_checkout_is_recognised(tau2_checkout, tmp_path):  # noqa: F811
+    found = find_checkout(tau2_checkout)
+    assert found is not None and found.version == "1.0.1" and found.commit is None
+    assert find_checkout(tau2_checkout / "data") == found
+    assert find_checkout(tau2_checkout / "data" / "tau2") is None  # a bare data folder
+    # a git checkout: the commit behind HEAD (a branch in packed-refs)
+    repo = assemble(tmp_path / "git-checkout")
+    sha = "a2c024725189473d2d7cea3a5cfdbcc67478e41f"
+    (repo / ".git").mkdir()
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "packed-refs").write_text(f"# pack-refs\n{sha} refs/heads/main\n")
+    assert find_checkout(repo).describe() == {"version": "1.0.1", "commit": sha}
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_first_requests_equal_tau2s_on_every_task(tau2_checkout, domain):  # noqa: F811
+    reference = json.loads(REFERENCE.read_text())
+    records = _records(tau2_checkout, domain)
+    assert len(records) == reference["tasks"][domain]
+    if domain in reference.get("records", {}):
+        expected = {r["id"]: r for r in reference["records"][domain]}
+        wrong = [r["id"] for r in records if r != expected[r["id"]]]
+        assert not wrong, f"{len(wrong)} {domain} tasks differ from tau2's, first {wrong[0]}"
+    digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
+    assert digest == reference["digests"][domain]
+
+
+def test_texts_come_from_the_checkout(tau2_checkout, tmp_path):  # noqa: F811
+    """Change tau2's agent instruction and guidelines in a copy: the profile follows them."""
+    copy = tmp_path / "edited"
+    (copy / "src" / "tau2").mkdir(parents=True)
+    for item in (tau2_checkout / "src" / "tau2").iterdir():
+        if item.name != "agent":
+            (copy / "src" / "tau2" / item.name).symlink_to(item.resolve())
+    shutil.copytree(tau2_checkout / "src" / "tau2" / "agent", copy / "src" / "tau2" / "agent")
+    agent_py = copy / "src" / "tau2" / "agent" / "llm_agent.py"
+    agent_py.write_text(agent_py.read_text().replace("You are a customer service agent", "EDITED"))
+    (copy / "pyproject.toml").symlink_to((tau2_checkout / "pyproject.toml").resolve())
+    data = copy / "data" / "tau2"
+    data.mkdir(parents=True)
+    for item in (tau2_checkout / "data" / "tau2").iterdir():
+        if item.name != "user_simulator":
+            (data / item.name).symlink_to(item.resolve())
+    shutil.copytree(tau2_checkout / "data" / "tau2" / "user_simulator", data / "user_simulator")
+    (data / "user_simulator" / "simulation_guidelines.md").write_text(
+        "GUIDELINES<PERSONA_GUIDELINES>"
+    )
+    source = Tau2Source(find_checkout(copy))
+    env = load_domain("airline", copy / "data").new_environment()
+    task = read_tasks(copy / "data", "airline")[0][0]
+    system = agent_opening(source, env, "airline")["messages"][0]["content"]
+    assert "EDITED" in system and "You are a customer service agent" not in system
+    user = user_opening(source, env, "airline", task)["messages"][0]["content"]
+    assert user.startswith("GUIDELINES\n\n<scenario>\nInstructions:\n\tDomain: airline")
+
+
+def test_profile_without_checkout_is_refused(tau2_checkout):  # noqa: F811
+    bare = tau2_checkout / "data" / "tau2"
+    with pytest.raises(UsageError) as err:
+        check_options({"profile": "leaderboard", "data_dir": str(bare)})
+    text = str(err.value)
+    assert "\n" not in text and "tau2-bench" in text and "src/tau2" in text
+    with pytest.raises(UsageError, match="checkout"):
+        GYM.build_tasks(str(bare), 0, {"domain": "airline", "profile": "leaderboard"})
+    assert check_options({"profile": "leaderboard", "data_dir": str(tau2_checkout)}).checkout
+
+
+def test_prep_from_a_checkout_records_it(tau2_checkout):  # noqa: F811
+    plain = GYM.build_tasks(str(tau2_checkout), 0, {"domain": "airline"})
+    row = plain["base"][0]
+    assert row.payload["tau2_checkout"] == {"version": "1.0.1", "commit": None}
+    assert row.prompt[1] == {"role": "assistant", "content": "Hi! How can I help you today?"}
+    board = GYM.build_tasks(str(tau2_checkout), 0, {"domain": "airline", "profile": "leaderboard"})
+    source = Tau2Source(find_checkout(tau2_checkout))
+    env = load_domain("airline", tau2_checkout / "data").new_environment()
+    assert board["base"][0].prompt == agent_opening(source, env, "airline")["messages"]
+    assert board["base"][0].prompt[1]["tool_calls"] is None
+    bare = GYM.build_tasks(str(tau2_checkout / "data" / "tau2"), 0, {"domain": "airline"})
+    assert "tau2_checkout" not in bare["base"][0].payload
+
+
+class _Endpoint:
+    """Records each request; answers text, after one phone tool call when asked to."""
+
+    def __init__(self, tool_first: str | None = None):
+        self.requests: list[dict] = []
+        self.tool_first = tool_first
+
+    async def chat(self, messages, parse=None, **kwargs):
+        self.requests.append({"messages": json.loads(json.dumps(messages)), **kwargs})
+        if self.tool_first and len(self.requests) == 1:
+            call = SimpleNamespace(
+                id="c1", function=SimpleNamespace(name=self.tool_first, arguments="{}")
+            )
+            message = SimpleNamespace(content=None, tool_calls=[call])
+        else:
+            message = SimpleNamespace(content="My phone has no service.", tool_calls=None)
+        return message, parse(message) if parse else None
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_env_sends_the_openings(tau2_checkout, domain):  # noqa: F811
+    """What the env gives the agent and sends the user model is the profile's opening."""
+    tool = "check_status_bar" if domain == "telecom" else None
+    llm = SimpleNamespace(
+        endpoint=_Endpoint(tool), cfg=SimpleNamespace(temperature=0.0, max_tokens=None)
+    )
+    options = {"data_dir": str(tau2_checkout), "profile": "leaderboard", "basis": "no_nl"}
+    task = GYM.build_tasks(str(tau2_checkout), 0, {"domain": domain})["base"][0]
+    env = GYM.make_env(GymContext(options=options, user_kind="llm", llm=llm))
+    reset = asyncio.run(env.reset(task))
+    source = Tau2Source(find_checkout(tau2_checkout))
+    domain_env = load_domain(domain, tau2_checkout / "data").new_environment()
+    agent = agent_opening(source, domain_env, domain)
+    assert reset.messages[:2] == agent["messages"] and reset.tools == agent["tools"]
+    assert "tool_calls" in reset.messages[1] and reset.messages[1]["tool_calls"] is None
+    user = user_opening(source, domain_env, domain, task.payload["task"])
+    first = llm.endpoint.requests[0]
+    assert first["messages"] == user["messages"]
+    assert first.get("tools") == user["tools"]
+    assert (user["tools"] is not None) == (domain == "telecom")
+    if tool:  # the user's tool ran on its phone and its result went back as a tool message
+        second = llm.endpoint.requests[1]["messages"]
+        assert second[-2]["tool_calls"][0]["function"]["name"] == tool
+        assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "c1"
+    assert reset.messages[2] == {"role": "user", "content": "My phone has no service."}
