@@ -7,8 +7,9 @@ pass^k is tau2's estimator: per task with n trials and c successes (reward 1), C
 averaged over tasks, for k = 1..n. A component's pass rate is the share of trials, among
 those whose task has that component in its basis, where it scored 1. Termination reasons are
 read from each conversation's end as tau2 names them (user_stop, agent_stop,
-too_many_errors, or the runner's own reason, e.g. max_turns). A run under the judge-free
-basis is labelled NOT comparable with tau2's published numbers.
+too_many_errors, or the runner's own reason, e.g. max_turns). The first line says whether the
+numbers are comparable with tau2's leaderboard, or lists each difference
+(`leaderboard/comparable.py`); the checkout's version and commit follow when there is one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import Counter, defaultdict
 from math import comb
 from pathlib import Path
 
+from gyms.tau2.leaderboard.comparable import checkout_line, line, verdict
 from gyms.tau2.users import STOP_TOKENS
 
 COMPONENT_ORDER = ("db", "env_assertion", "action", "communicate", "nl_assertion")
@@ -64,11 +66,15 @@ def summarize(out_dir: Path) -> dict:
     for row in rows:
         if row.get("gym") == "tau2" and not row.get("excluded"):
             by_domain[domain_of(str(row["task_id"]))].append(row)
+    scored = [r for r in rows if r.get("gym") == "tau2" and not r.get("excluded")]
+    version, commit, differences = verdict(config, scored)
     out = {
         "user_model": user.get("model") if user.get("kind") == "llm" else "scripted",
         "basis": options.get("basis", "tau2"),
-        "comparable_with_tau2": options.get("basis", "tau2") == "tau2"
-        and user.get("kind") == "llm",
+        "profile": options.get("profile", "mua"),
+        "comparable_with_tau2": not differences,
+        "differences": differences,
+        "tau2_checkout": {"version": version, "commit": commit},
         "domains": {},
     }
     for domain, items in sorted(by_domain.items()):
@@ -102,12 +108,14 @@ def main(argv: list[str]) -> None:
         print("usage: python -m gyms.tau2.report <mua eval output folder>", file=sys.stderr)
         raise SystemExit(2)
     summary = summarize(Path(argv[0]))
-    label = (
-        "comparable with tau2"
-        if summary["comparable_with_tau2"]
-        else "NOT comparable with tau2's published numbers"
+    checkout = summary["tau2_checkout"]
+    print(line(checkout["version"], summary["differences"]))
+    if checkout["version"] or checkout["commit"]:
+        print(checkout_line(checkout["version"], checkout["commit"]))
+    print(
+        f"user: {summary['user_model']} · basis: {summary['basis']} · "
+        f"profile: {summary['profile']}"
     )
-    print(f"user: {summary['user_model']} · basis: {summary['basis']} · {label}")
     for domain, s in summary["domains"].items():
         ks = " ".join(f"{k}={v:.3f}" for k, v in s.items() if k.startswith("pass^"))
         comps = " ".join(f"{k}={v:.3f}" for k, v in s["component_pass_rate"].items())

@@ -175,3 +175,84 @@ def test_env_sends_the_openings(tau2_checkout, domain):  # noqa: F811
         assert second[-2]["tool_calls"][0]["function"]["name"] == tool
         assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "c1"
     assert reset.messages[2] == {"role": "user", "content": "My phone has no service."}
+
+
+TAU2_DEFAULT = "gpt-4.1-2025-04-14"  # tau2 v1.0.1's config.py: user and NL-assertion judge
+
+
+def _eval_folder(folder: Path, checkout: Path, trials=4, domain="airline", **changes) -> Path:
+    """An eval output folder as `mua eval` leaves it, for every base task of `domain`."""
+    split = json.loads((checkout / "data/tau2/domains" / domain / "split_tasks.json").read_text())
+    options = {
+        "data_dir": str(checkout),
+        "profile": "leaderboard",
+        "judge": {"base_url": "http://judge", "model": TAU2_DEFAULT, "temperature": 0.0},
+        **changes.pop("options", {}),
+    }
+    user = {"kind": "llm", "model": TAU2_DEFAULT, "temperature": 0.0, **changes.pop("user", {})}
+    ids = split["base"][: changes.pop("tasks", None)]
+    rows = [
+        {
+            "gym": "tau2",
+            "task_id": f"tau2-{domain}-{i}",
+            "sample_index": k,
+            "reward": float(k % 2),
+            "excluded": False,
+            "termination": "done",
+            "reward_components": {"db": float(k % 2)},
+            "messages": [{"role": "user", "content": "thanks ###STOP###"}],
+        }
+        for i in ids
+        for k in range(trials)
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {"gym_options": {"tau2": options}, "user": user}
+    (folder / "eval_config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _report(folder: Path) -> list[str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gyms.tau2.report", str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def test_report_says_comparable_only_as_the_leaderboard_runs(tau2_checkout, tmp_path):  # noqa: F811
+    lines = _report(_eval_folder(tmp_path / "same", tau2_checkout))
+    assert lines[0] == "comparable with tau2 v1.0.1 leaderboard: yes"
+    assert lines[1] == "tau2-bench checkout: version 1.0.1, commit unknown"
+    assert any(x.startswith("airline: tasks=50 trials=200") for x in lines)
+
+    cases = {
+        "user model: gpt-4o-mini, not gpt-4.1-2025-04-14": {"user": {"model": "gpt-4o-mini"}},
+        "user temperature: 0.7, not 0.0": {"user": {"temperature": 0.7}},
+        "user: scripted, not an LLM user": {"user": {"kind": "scripted"}},
+        "judge model: qwen3, not gpt-4.1-2025-04-14": {
+            "options": {"judge": {"model": "qwen3", "temperature": 0.0}}
+        },
+        "judge: none set": {"options": {"judge": None}},
+        "basis: no_nl (NL assertions not judged)": {"options": {"basis": "no_nl"}},
+        "prompts: mua's own wording (set gym.options.profile: leaderboard)": {
+            "options": {"profile": "mua"}
+        },
+        "trials: 1 per task, not 4": {"trials": 1},
+        "tasks: airline has 10 of the 50 base tasks": {"tasks": 10},
+    }
+    for i, (difference, change) in enumerate(cases.items()):
+        folder = _eval_folder(tmp_path / f"case{i}", tau2_checkout, **change)
+        first = _report(folder)[0]
+        assert first.startswith("comparable with tau2 v1.0.1 leaderboard: no ("), first
+        assert difference in first, first
+    bare = _eval_folder(
+        tmp_path / "bare", tau2_checkout, options={"data_dir": str(tau2_checkout / "data/tau2")}
+    )
+    first = _report(bare)[0]
+    assert first.startswith("comparable with tau2 leaderboard: no (prompts: mua's own")
