@@ -256,3 +256,26 @@ def test_report_says_comparable_only_as_the_leaderboard_runs(tau2_checkout, tmp_
     )
     first = _report(bare)[0]
     assert first.startswith("comparable with tau2 leaderboard: no (prompts: mua's own")
+
+
+def test_mua_eval_prints_the_comparability_line(tau2_checkout, tmp_path, mua_cli):  # noqa: F811
+    data = tmp_path / "airline"
+    code, out, err = mua_cli(
+        "prep", "--gym", "tau2", "--source", str(tau2_checkout), "--option", "domain=airline",
+        "--option", "profile=leaderboard", "--out", str(data),
+    )  # fmt: skip
+    assert code == 0, err[-2000:]
+    recipe = tmp_path / "eval.yaml"
+    recipe.write_text(
+        "verb: eval\nmodel: {path: expert}\nuser: {kind: scripted}\ngyms:\n  - name: tau2\n"
+        f"    options: {{data_dir: {tau2_checkout}, profile: leaderboard, basis: no_nl}}\n"
+        f"    test_files: [{data / 'base.parquet'}]\n"
+    )
+    code, out, err = mua_cli(
+        "eval", str(recipe), "--max-tasks", "2", "-n", "1", "--no-mlflow", "--out", str(tmp_path / "o")
+    )  # fmt: skip
+    assert code == 0, err[-2000:]
+    line = next(x for x in out.splitlines() if x.startswith("comparable with tau2"))
+    assert line.startswith("comparable with tau2 v1.0.1 leaderboard: no (user: scripted")
+    assert "basis: no_nl" in line and "trials: 1 per task, not 4" in line
+    assert "tau2-bench checkout: version 1.0.1, commit unknown" in out
