@@ -230,7 +230,8 @@ class Tau2Env:
             and criteria.get("nl_assertions")
             and not self.skip
         ):
-            nl = await judge_assertions(self._judge(), self.transcript, criteria["nl_assertions"])
+            judge = self.board.judge if self.board is not None else judge_assertions
+            nl = await judge(self._judge(), self.transcript, criteria["nl_assertions"])
         value, components, details = reward.score(
             self.domain,
             self.tau2,

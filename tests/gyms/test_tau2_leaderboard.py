@@ -279,3 +279,60 @@ def test_mua_eval_prints_the_comparability_line(tau2_checkout, tmp_path, mua_cli
     assert line.startswith("comparable with tau2 v1.0.1 leaderboard: no (user: scripted")
     assert "basis: no_nl" in line and "trials: 1 per task, not 4" in line
     assert "tau2-bench checkout: version 1.0.1, commit unknown" in out
+
+
+def test_judge_request_and_reading_equal_tau2s(tau2_checkout):  # noqa: F811
+    from gyms.tau2.leaderboard.judge import judge_messages, read_verdicts
+    from tests.gyms.tau2_reference.make_leaderboard_reference import (
+        JUDGED_CONVERSATION,
+        canned_verdicts,
+    )
+
+    reference = json.loads(REFERENCE.read_text())["judge"]
+    source = Tau2Source(find_checkout(tau2_checkout))
+    transcript = [{"role": role, "content": content} for role, content in JUDGED_CONVERSATION]
+    checked = 0
+    for domain, records in reference.items():
+        tasks = {str(t["id"]): t for t in read_tasks(tau2_checkout / "data", domain)[0]}
+        for record in records:
+            assertions = tasks[record["id"]]["evaluation_criteria"]["nl_assertions"]
+            assert _short(judge_messages(source, transcript, assertions)) == record["judge"]
+            assert read_verdicts(canned_verdicts(assertions)) == record["met"]
+            checked += 1
+    assert checked == 90  # retail 40, airline 50
+    assert read_verdicts('{"results": []}') == []  # tau2 scores an empty list as met
+    with pytest.raises(ValueError):
+        read_verdicts('```json\n{"results": []}\n```')  # tau2 parses the bare reply
+
+
+def test_env_judges_with_tau2s_judge(tau2_checkout, monkeypatch):  # noqa: F811
+    from gyms.tau2.env import Tau2Env
+    from gyms.tau2.leaderboard.judge import judge_messages
+    from mua.gym import AgentAction
+
+    tasks = GYM.build_tasks(str(tau2_checkout), 0, {"domain": "retail"})["base"]
+    task = next(t for t in tasks if t.payload["task"]["evaluation_criteria"].get("nl_assertions"))
+    assertions = task.payload["task"]["evaluation_criteria"]["nl_assertions"]
+    answer = json.dumps({"results": [{"metExpectation": True} for _ in assertions]})
+    judge = _Endpoint()
+    judge_client = SimpleNamespace(
+        endpoint=judge, cfg=SimpleNamespace(temperature=0.0, max_tokens=None)
+    )
+    monkeypatch.setattr(Tau2Env, "_judge", lambda self: judge_client)
+
+    async def reply(messages, parse=None, **kwargs):
+        judge.requests.append({"messages": messages, **kwargs})
+        message = SimpleNamespace(content=answer, tool_calls=None)
+        return message, parse(message)
+
+    judge.chat = reply
+    options = {"data_dir": str(tau2_checkout), "profile": "leaderboard", "judge": "user"}
+    env = GYM.make_env(GymContext(options=options))
+    asyncio.run(env.reset(task))
+    result = asyncio.run(env.step(AgentAction(text="All done. ###STOP###")))
+    assert result.done and result.info["termination"] == "agent_stop"
+    source = Tau2Source(find_checkout(tau2_checkout))
+    assert judge.requests[0]["messages"] == judge_messages(source, env.transcript, assertions)
+    assert judge.requests[0]["temperature"] == 0.0
+    assert result.info["reward_info"]["nl_assertions"] == [True] * len(assertions)
+    assert result.info["tau2_checkout"] == {"version": "1.0.1", "commit": None}

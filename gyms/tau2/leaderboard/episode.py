@@ -4,7 +4,8 @@
 `profile: leaderboard` (the options carry the checkout). It gives the agent's opening messages
 and tools (`profile.agent_opening`), the LLM user (`NativeUser` on `profile.user_opening`),
 and counts tau2's orchestrator steps (every agent, user and tool message after the greeting)
-so the conversation ends with tau2's `max_steps` at the checkout's DEFAULT_MAX_STEPS.
+so the conversation ends with tau2's `max_steps` at the checkout's DEFAULT_MAX_STEPS, and
+judges NL assertions with tau2's judge prompts (`judge.py`).
 Solo mode is refused: tau2's leaderboard runs with a user.
 """
 
@@ -44,6 +45,12 @@ class LeaderboardEpisode:
     def user(self, llm) -> NativeUser:
         opening = profile.user_opening(self.source, self.env, self.domain, self.task)
         return NativeUser(llm, self.env, opening)
+
+    async def judge(self, client, transcript: list[dict], assertions: list[str]) -> list[bool]:
+        """tau2's NL-assertion judge (its prompts and reading of the reply)."""
+        from gyms.tau2.leaderboard.judge import judge
+
+        return await judge(client, self.source, transcript, assertions)
 
     def step(self, messages: int = 1) -> bool:
         """Count `messages` orchestrator steps; True when tau2 would stop at max_steps."""

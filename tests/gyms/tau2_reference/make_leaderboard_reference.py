@@ -15,6 +15,12 @@ tau2's classes (`LLMAgent`, `UserSimulator`, `to_litellm_messages`, `Tool.openai
   - `user`: what the user model is first sent: the system message, the greeting with roles
     flipped, and the user's tool schemas (telecom) or none.
 
+  - `judge`: for every task with NL assertions, the judge's request for `JUDGED_CONVERSATION`
+    (a fixed conversation: greeting, a user message, a tool call, its result, a closing
+    message) through `NLAssertionsEvaluator.evaluate_nl_assertions` with `generate` replaced by
+    a recorder that answers `results` meeting every other assertion, and the verdicts tau2
+    reads from that answer.
+
 Stored: the sha256 (16 hex digits) of `json.dumps({"messages", "tools"}, sort_keys=True)` per
 side and task, and per domain the sha256 of all its tasks' records, so the file carries no text.
 `--full` prints the payloads themselves instead (for debugging a mismatch; never stored).
@@ -108,6 +114,59 @@ def _short(value) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:SHORT]
 
 
+JUDGED_CONVERSATION = [
+    ("assistant", "Hi! How can I help you today?"),
+    ("user", "I want to exchange an item. ###STOP###"),
+    ("assistant", None),
+    ("tool", "Error: User not found"),
+    ("assistant", "Your exchange is done."),
+]
+
+
+def canned_verdicts(assertions: list[str]) -> str:
+    """The judge answer both sides are given: every other assertion met."""
+    results = [
+        {"expectedOutcome": a, "reasoning": "r", "metExpectation": i % 2 == 0}
+        for i, a in enumerate(assertions)
+    ]
+    return json.dumps({"results": results})
+
+
+def judge_records(tasks) -> list[dict]:
+    from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
+    from tau2.evaluator import evaluator_nl_assertions as nl
+    from tau2.utils.llm_utils import to_litellm_messages
+
+    trajectory = []
+    for role, content in JUDGED_CONVERSATION:
+        if role == "user":
+            trajectory.append(UserMessage(role="user", content=content))
+        elif role == "tool":
+            trajectory.append(ToolMessage(id="c1", role="tool", content=content))
+        elif content is None:
+            call = ToolCall(id="c1", name="find_user_id_by_email", arguments={"email": "x"})
+            trajectory.append(AssistantMessage(role="assistant", content=None, tool_calls=[call]))
+        else:
+            trajectory.append(AssistantMessage(role="assistant", content=content))
+    out = []
+    for task in tasks:
+        assertions = (
+            (task.evaluation_criteria.nl_assertions or []) if task.evaluation_criteria else []
+        )
+        if not assertions:
+            continue
+        sent = []
+
+        def recorder(model, messages, sent=sent, assertions=assertions, **kwargs):
+            sent.append(to_litellm_messages(messages))
+            return AssistantMessage(role="assistant", content=canned_verdicts(assertions))
+
+        nl.generate = recorder
+        checks = nl.NLAssertionsEvaluator.evaluate_nl_assertions(trajectory, assertions)
+        out.append({"id": str(task.id), "judge": _short(sent[0]), "met": [c.met for c in checks]})
+    return out
+
+
 def main(argv: list[str]) -> None:
     checkout = argv[0]
     full = {} if "--full" in argv else None
@@ -165,6 +224,9 @@ def main(argv: list[str]) -> None:
         out["tasks"][name] = len(records)
         if name != "telecom":
             out.setdefault("records", {})[name] = records
+        judged = judge_records(module.get_tasks(None))
+        if judged:
+            out.setdefault("judge", {})[name] = judged
     import tomllib
 
     with open(f"{checkout}/pyproject.toml", "rb") as handle:
