@@ -336,3 +336,94 @@ def test_env_judges_with_tau2s_judge(tau2_checkout, monkeypatch):  # noqa: F811
     assert judge.requests[0]["temperature"] == 0.0
     assert result.info["reward_info"]["nl_assertions"] == [True] * len(assertions)
     assert result.info["tau2_checkout"] == {"version": "1.0.1", "commit": None}
+
+
+def _played_rows(checkout: Path, domain: str, count: int) -> list[dict]:
+    """Result rows of expert conversations with the scripted user, as `mua eval` saves them."""
+    from gyms.tau2.expert import expert_message
+    from mua.gym import AgentAction, ToolCall
+
+    async def play(task):
+        env = GYM.make_env(GymContext(options={"data_dir": str(checkout), "basis": "no_nl"}))
+        messages = list((await env.reset(task)).messages)
+        for _ in range(40):
+            message = expert_message(messages, task)
+            messages.append(message)
+            calls = [
+                ToolCall(c["function"]["name"], c["function"]["arguments"])
+                for c in message.get("tool_calls") or []
+            ]
+            result = await env.step(
+                AgentAction(text=message.get("content") or "", tool_calls=calls)
+            )
+            messages.extend(result.messages)
+            if result.done:
+                return result, messages
+        raise AssertionError("episode did not end")
+
+    rows = []
+    for task in GYM.build_tasks(str(checkout), 0, {"domain": domain})["base"][:count]:
+        result, messages = asyncio.run(play(task))
+        rows.append(
+            {
+                "gym": "tau2",
+                "task_id": task.task_id,
+                "sample_index": 0,
+                "reward": result.reward,
+                "excluded": False,
+                "termination": "done",
+                "reward_components": result.components,
+                "messages": messages,
+            }
+        )
+    return rows
+
+
+def test_rescore_regrades_with_current_task_definitions(tau2_checkout, tmp_path):  # noqa: F811
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    rows = _played_rows(tau2_checkout, "airline", 3)
+    assert [r["reward"] for r in rows] == [1.0, 1.0, 1.0]
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {"gym_options": {"tau2": {"data_dir": str(tau2_checkout), "basis": "no_nl"}}}
+    (folder / "eval_config.json").write_text(json.dumps({**config, "user": {"kind": "scripted"}}))
+    out = _report_args("--rescore", str(folder))
+    assert "rescored 3 conversations with the current task definitions (0 rewards changed" in out
+    # the task definitions change: the first task's gold actions now book another flight
+    edited = tmp_path / "edited"
+    (edited / "data" / "tau2" / "domains").mkdir(parents=True)
+    (edited / "src").symlink_to((tau2_checkout / "src").resolve())
+    (edited / "pyproject.toml").symlink_to((tau2_checkout / "pyproject.toml").resolve())
+    real = (tau2_checkout / "data" / "tau2").resolve()
+    for item in real.iterdir():
+        if item.name != "domains":
+            (edited / "data" / "tau2" / item.name).symlink_to(item)
+    for item in (real / "domains").iterdir():
+        if item.name != "airline":
+            (edited / "data" / "tau2" / "domains" / item.name).symlink_to(item)
+    shutil.copytree(real / "domains" / "airline", edited / "data" / "tau2" / "domains" / "airline")
+    tasks_file = edited / "data" / "tau2" / "domains" / "airline" / "tasks.json"
+    tasks = json.loads(tasks_file.read_text())
+    first = next(t for t in tasks if f"tau2-airline-{t['id']}" == rows[0]["task_id"])
+    first["evaluation_criteria"]["communicate_info"] = ["a fact the agent never said"]
+    first["evaluation_criteria"]["reward_basis"] = ["DB", "COMMUNICATE"]
+    tasks_file.write_text(json.dumps(tasks))
+    out = _report_args("--rescore", "--data", str(edited), str(folder))
+    assert "rescored 3 conversations with the current task definitions (1 rewards changed" in out
+    rescored = [json.loads(x) for x in (folder / "results_rescored.jsonl").read_text().splitlines()]
+    assert [r["reward"] for r in rescored] == [0.0, 1.0, 1.0]
+    assert rescored[0]["reward_components"]["communicate"] == 0.0
+    assert [
+        json.loads(x)["reward"] for x in (folder / "results.jsonl").read_text().splitlines()
+    ] == [1.0] * 3
+
+
+def _report_args(*args: str) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gyms.tau2.report", *args], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
