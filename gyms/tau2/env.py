@@ -182,13 +182,15 @@ class Tau2Env:
         if self.user is None:
             note = "Error: in solo mode there is no user to talk to; make a tool call."
             return StepResult(messages=[{"role": "user", "content": note}])
+        if self.board is not None and self.board.step(1):
+            return await self._finish([], "max_steps")
         turn = await self.user.reply(text)
         self.calls.extend(turn.calls)
         self.transcript.append({"role": "user", "content": turn.text})
         messages = [{"role": "user", "content": turn.text}]
         if is_stop(turn.text):
             return await self._finish(messages, "user_stop")
-        if self.board is not None and self.board.step(2 + 2 * len(turn.calls)):
+        if self.board is not None and self.board.step(1 + 2 * len(turn.calls)):
             return await self._finish(messages, "max_steps")
         return StepResult(messages=messages)
 

@@ -213,16 +213,7 @@ def _eval_folder(folder: Path, checkout: Path, trials=4, domain="airline", **cha
 
 
 def _report(folder: Path) -> list[str]:
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "gyms.tau2.report", str(folder)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.splitlines()
+    return _report_args(str(folder)).splitlines()
 
 
 def test_report_says_comparable_only_as_the_leaderboard_runs(tau2_checkout, tmp_path):  # noqa: F811
@@ -244,6 +235,7 @@ def test_report_says_comparable_only_as_the_leaderboard_runs(tau2_checkout, tmp_
             "options": {"profile": "mua"}
         },
         "trials: 1 per task, not 4": {"trials": 1},
+        "max_errors: 3, not 10": {"options": {"max_errors": 3}},
         "tasks: airline has 10 of the 50 base tasks": {"tasks": 10},
     }
     for i, (difference, change) in enumerate(cases.items()):
@@ -427,3 +419,29 @@ def _report_args(*args: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def test_profile_ends_at_tau2s_max_steps(tau2_checkout, tmp_path):  # noqa: F811
+    """The step limit is the checkout's DEFAULT_MAX_STEPS (set to 6 in a copy here)."""
+    from mua.gym import AgentAction, ToolCall
+
+    copy = tmp_path / "six-steps"
+    (copy / "src" / "tau2").mkdir(parents=True)
+    for item in (tau2_checkout / "src" / "tau2").resolve().iterdir():
+        if item.name != "config.py":
+            (copy / "src" / "tau2" / item.name).symlink_to(item)
+    config = (tau2_checkout / "src" / "tau2" / "config.py").read_text()
+    assert "DEFAULT_MAX_STEPS = 200" in config
+    (copy / "src" / "tau2" / "config.py").write_text(
+        config.replace("DEFAULT_MAX_STEPS = 200", "DEFAULT_MAX_STEPS = 6")
+    )
+    (copy / "pyproject.toml").symlink_to((tau2_checkout / "pyproject.toml").resolve())
+    (copy / "data").symlink_to((tau2_checkout / "data").resolve())
+    options = {"data_dir": str(copy), "profile": "leaderboard", "basis": "no_nl"}
+    task = GYM.build_tasks(str(copy), 0, {"domain": "airline"})["base"][0]
+    env = GYM.make_env(GymContext(options=options))
+    asyncio.run(env.reset(task))  # the user's first message: step 1
+    call = AgentAction(text="", tool_calls=[ToolCall("get_user_details", {"user_id": "nobody"})])
+    ends = [asyncio.run(env.step(call)) for _ in range(3)]  # each call and its result: 2 steps
+    assert [r.done for r in ends] == [False, False, True]
+    assert ends[-1].info["termination"] == "max_steps" and ends[-1].reward == 0.0

@@ -3,7 +3,8 @@
 `verdict(config, rows)` compares an evaluation (its `eval_config.json` and result rows) with
 how tau2-bench's leaderboard runs: `profile: leaderboard` on a checkout (tau2's prompts and tool
 schemas), tau2's default user model and temperature and NL-assertion judge model and
-temperature (read from the checkout's `config.py`), `LEADERBOARD_TRIALS` trials per task, the
+temperature and its error limit (read from the checkout's `config.py`), `LEADERBOARD_TRIALS`
+trials per task, the
 full reward basis (NL assertions judged), and every task of each domain's `base` split.
 It returns `(version, commit, differences)`; `line(...)` writes the one line the report and
 `mua eval` print: "comparable with tau2 v1.0.1 leaderboard: yes", or ": no (...)" listing
@@ -64,6 +65,9 @@ def verdict(config: dict, rows: list[dict]) -> tuple[str | None, str | None, lis
             diffs.append(f"user model: {user.get('model')}, not {want_user}")
         if want_user_t is not None and user.get("temperature") != want_user_t:
             diffs.append(f"user temperature: {user.get('temperature')}, not {want_user_t}")
+    want_errors = defaults.get("DEFAULT_MAX_ERRORS")
+    if want_errors is not None and options.get("max_errors", 10) != want_errors:
+        diffs.append(f"max_errors: {options.get('max_errors')}, not {want_errors}")
     if options.get("basis", "tau2") != "tau2":
         diffs.append(f"basis: {options.get('basis')} (NL assertions not judged)")
     else:
