@@ -15,6 +15,8 @@ folder given is not a checkout. Not here: the conversation loop (env.py), the ju
 
 from __future__ import annotations
 
+import copy
+
 from gyms.tau2.leaderboard.source import Tau2Source
 from gyms.tau2.users import scenario_text
 from mua.errors import UsageError
@@ -36,17 +38,27 @@ def greeting_message(source: Tau2Source) -> dict:
     return {"role": "assistant", "content": source.greeting(), "tool_calls": None}
 
 
+def _schemas(source: Tau2Source, env, domain: str, side: str) -> list[dict]:
+    """A domain side's schemas with tau2's descriptions, built once per source (a copy)."""
+
+    def build() -> list[dict]:
+        schemas = env.agent_schemas() if side == "agent" else env.user_schemas()
+        return source.tool_schemas(domain, side, schemas)
+
+    return copy.deepcopy(source._once(("schemas", domain, side), build))
+
+
 def agent_tools(source: Tau2Source, env, domain: str) -> list[dict]:
-    return source.tool_schemas(domain, "agent", env.agent_schemas())
+    return _schemas(source, env, domain, "agent")
 
 
 def user_tools(source: Tau2Source, env, domain: str, task: dict) -> list[dict] | None:
     """tau2's user tools for `task` (its `user_tools` list filters them), or None."""
-    schemas = env.user_schemas()
+    schemas = _schemas(source, env, domain, "user")
     include = task.get("user_tools")
     if include is not None:
         schemas = [s for s in schemas if s["function"]["name"] in include]
-    return source.tool_schemas(domain, "user", schemas) if schemas else None
+    return schemas or None
 
 
 def agent_opening(source: Tau2Source, env, domain: str) -> dict:

@@ -96,7 +96,9 @@ class Tau2Source:
 
     def greeting(self) -> str:
         path = self._file("orchestrator/orchestrator.py")
-        text = call_keyword(path, "DEFAULT_FIRST_AGENT_MESSAGE", "content")
+        text = self._once(
+            "greeting", lambda: call_keyword(path, "DEFAULT_FIRST_AGENT_MESSAGE", "content")
+        )
         if text is None:
             raise SourceError(f"{path} has no DEFAULT_FIRST_AGENT_MESSAGE with a literal content")
         return text
