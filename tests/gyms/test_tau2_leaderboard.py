@@ -208,6 +208,7 @@ def _eval_folder(folder: Path, checkout: Path, trials=4, domain="airline", **cha
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     config = {"gym_options": {"tau2": options}, "user": user}
+    config["max_turns"] = changes.pop("max_turns", 100)
     (folder / "eval_config.json").write_text(json.dumps(config))
     return folder
 
@@ -236,6 +237,7 @@ def test_report_says_comparable_only_as_the_leaderboard_runs(tau2_checkout, tmp_
         },
         "trials: 1 per task, not 4": {"trials": 1},
         "max_errors: 3, not 10": {"options": {"max_errors": 3}},
+        "max_turns: 60 agent turns, fewer than tau2's 200 steps allow": {"max_turns": 60},
         "tasks: airline has 10 of the 50 base tasks": {"tasks": 10},
     }
     for i, (difference, change) in enumerate(cases.items()):

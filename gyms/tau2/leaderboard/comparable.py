@@ -3,7 +3,8 @@
 `verdict(config, rows)` compares an evaluation (its `eval_config.json` and result rows) with
 how tau2-bench's leaderboard runs: `profile: leaderboard` on a checkout (tau2's prompts and tool
 schemas), tau2's default user model and temperature and NL-assertion judge model and
-temperature and its error limit (read from the checkout's `config.py`), `LEADERBOARD_TRIALS`
+temperature, its error limit and a turn budget its step limit fits in (read from the
+checkout's `config.py`), `LEADERBOARD_TRIALS`
 trials per task, the
 full reward basis (NL assertions judged), and every task of each domain's `base` split.
 It returns `(version, commit, differences)`; `line(...)` writes the one line the report and
@@ -65,6 +66,12 @@ def verdict(config: dict, rows: list[dict]) -> tuple[str | None, str | None, lis
             diffs.append(f"user model: {user.get('model')}, not {want_user}")
         if want_user_t is not None and user.get("temperature") != want_user_t:
             diffs.append(f"user temperature: {user.get('temperature')}, not {want_user_t}")
+    want_steps, max_turns = defaults.get("DEFAULT_MAX_STEPS"), config.get("max_turns")
+    if want_steps is not None and max_turns is not None and 2 * max_turns < want_steps:
+        diffs.append(
+            f"max_turns: {max_turns} agent turns, fewer than tau2's {want_steps} steps allow "
+            f"(set max_turns: {want_steps // 2})"
+        )
     want_errors = defaults.get("DEFAULT_MAX_ERRORS")
     if want_errors is not None and options.get("max_errors", 10) != want_errors:
         diffs.append(f"max_errors: {options.get('max_errors')}, not {want_errors}")
