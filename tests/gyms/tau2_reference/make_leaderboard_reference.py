@@ -2,19 +2,21 @@
 
 Usage (a tau2-bench checkout: `src/`, `pyproject.toml`, `data/tau2/`):
 
-    PYTHONPATH=<checkout>/src python make_leaderboard_reference.py <checkout> > leaderboard.json
+    python make_leaderboard_reference.py <checkout> [--stub] > leaderboard.json
 
 tau2 needs Python >= 3.12 and its full dependency set to import as a package; this script only
-needs pydantic, docstring_parser and loguru: it loads `tau2` as a bare namespace (skipping the
-package `__init__`, which imports the runner, voice and API layers) and, with `--stub`, answers
-any other missing third-party import with an inert module. What it computes, per task, with
+needs pydantic, docstring_parser, loguru, toml and PyYAML: it loads `tau2` as a bare namespace
+from `<checkout>/src/tau2` (skipping the package `__init__`, which imports the runner, voice and
+API layers) and, with `--stub`, answers any other missing third-party import with an inert
+module (none of them takes part in building prompts, schemas or judge requests). The stored
+file was computed on Python 3.11 with `--stub` and docstring_parser 0.18.0, loguru 0.7.3 and
+toml 0.10.2 on the path. What it computes, per task, with
 tau2's classes (`LLMAgent`, `UserSimulator`, `to_litellm_messages`, `Tool.openai_schema`):
 
   - `agent`: what the agent model is first sent: `to_litellm_messages([system, greeting])` and
     the tool schemas, as `generate()` passes them (the user's first reply is not included);
   - `user`: what the user model is first sent: the system message, the greeting with roles
-    flipped, and the user's tool schemas (telecom) or none.
-
+    flipped, and the user's tool schemas (telecom) or none;
   - `judge`: for every task with NL assertions, the judge's request for `JUDGED_CONVERSATION`
     (a fixed conversation: greeting, a user message, a tool call, its result, a closing
     message) through `NLAssertionsEvaluator.evaluate_nl_assertions` with `generate` replaced by
