@@ -114,6 +114,13 @@ def test_profile_without_checkout_is_refused(tau2_checkout):  # noqa: F811
     with pytest.raises(UsageError, match="checkout"):
         GYM.build_tasks(str(bare), 0, {"domain": "airline", "profile": "leaderboard"})
     assert check_options({"profile": "leaderboard", "data_dir": str(tau2_checkout)}).checkout
+    for domain, extra in (("telecom", {"solo": True}), ("airline", {"persona": "non_cooperative"})):
+        task = GYM.build_tasks(str(tau2_checkout), 0, {"domain": domain})["base"][0]
+        options = {"profile": "leaderboard", "data_dir": str(tau2_checkout), **extra}
+        env = GYM.make_env(GymContext(options=options))
+        with pytest.raises(UsageError, match="profile leaderboard") as err:
+            asyncio.run(env.reset(task))
+        assert "\n" not in str(err.value)
 
 
 def test_prep_from_a_checkout_records_it(tau2_checkout):  # noqa: F811

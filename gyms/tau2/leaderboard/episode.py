@@ -6,7 +6,8 @@ and tools (`profile.agent_opening`), the LLM user (`NativeUser` on `profile.user
 and counts tau2's orchestrator steps (every agent, user and tool message after the greeting)
 so the conversation ends with tau2's `max_steps` at the checkout's DEFAULT_MAX_STEPS, and
 judges NL assertions with tau2's judge prompts (`judge.py`).
-Solo mode is refused: tau2's leaderboard runs with a user.
+Solo mode and mua's extra personas are refused: tau2's leaderboard runs with a user playing
+each task's own persona.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ class LeaderboardEpisode:
             raise UsageError(
                 "tau2: profile leaderboard runs with a user; drop gym.options.solo or use "
                 "profile mua"
+            )
+        if options.persona != "task":
+            raise UsageError(
+                f"tau2: profile leaderboard plays each task's own persona; drop "
+                f"gym.options.persona ({options.persona}) or use profile mua"
             )
         self.source = source_for(options.checkout)
         self.env, self.domain, self.task = env, domain, task
