@@ -42,6 +42,13 @@ def random_action(rng: random.Random) -> str:
     return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
 
+def eval_notes(out_dir) -> list[str]:
+    """Whether the run is comparable with tau2's leaderboard, and the checkout it read."""
+    from gyms.tau2.leaderboard.comparable import report_lines
+
+    return report_lines(out_dir)
+
+
 def endpoints(options: dict) -> list[tuple[str, object]]:
     """The judge endpoint of `gym.options.judge` when it names one (checked before a run)."""
     judge = check_options(options).judge
@@ -68,5 +75,6 @@ GYM = GymSpec(
     random_action=random_action,
     needs_data=True,
     endpoints=endpoints,
+    eval_notes=eval_notes,
     budgets={"max_turns": 60, "max_total_tokens": 32768, "max_new_tokens_per_turn": 1024},
 )

@@ -132,12 +132,24 @@ class Tau2Env:
         tools = self.env.agent_schemas() + ([DONE_SCHEMA] if solo else [])
         policy = system_prompt(self.env.policy, solo, self.tau2.get("ticket"))
         messages = [{"role": "system", "content": policy}]
+        greeting = {"role": "assistant", "content": GREETING}
+        self.board = None
+        if self.options.profile == "leaderboard":
+            from gyms.tau2.leaderboard.episode import LeaderboardEpisode
+
+            self.board = LeaderboardEpisode(self.options, self.env, name, self.tau2)
+            tools, messages = self.board.agent["tools"], self.board.agent["messages"][:1]
+            greeting = self.board.greeting
         if solo:
             self.user = None
             return ResetResult(messages=messages, tools=tools)
         persona = self.options.persona
         scenario = self.tau2.get("user_scenario") or {}
-        if self.ctx.user_kind == "llm":
+        if self.ctx.user_kind == "llm" and self.board is not None:
+            self.user = self.board.user(self.ctx.llm)
+            opening = await self.user.reply(greeting["content"])
+            first, calls = opening.text, opening.calls
+        elif self.ctx.user_kind == "llm":
             self.user = LLMUser(self.ctx.llm, self.env, self.domain.data_dir, scenario, persona)
             opening = await self.user.reply(GREETING)
             first, calls = opening.text, opening.calls
@@ -149,7 +161,9 @@ class Tau2Env:
             {"role": "assistant", "content": GREETING},
             {"role": "user", "content": first},
         ]
-        messages += [{"role": "assistant", "content": GREETING}, {"role": "user", "content": first}]
+        messages += [greeting, {"role": "user", "content": first}]
+        if self.board is not None:
+            self.board.step(1 + 2 * len(calls))
         return ResetResult(messages=messages, tools=tools)
 
     async def step(self, action: AgentAction) -> StepResult:
@@ -165,12 +179,16 @@ class Tau2Env:
         if self.user is None:
             note = "Error: in solo mode there is no user to talk to; make a tool call."
             return StepResult(messages=[{"role": "user", "content": note}])
+        if self.board is not None and self.board.step(1):
+            return await self._finish([], "max_steps")
         turn = await self.user.reply(text)
         self.calls.extend(turn.calls)
         self.transcript.append({"role": "user", "content": turn.text})
         messages = [{"role": "user", "content": turn.text}]
         if is_stop(turn.text):
             return await self._finish(messages, "user_stop")
+        if self.board is not None and self.board.step(1 + 2 * len(turn.calls)):
+            return await self._finish(messages, "max_steps")
         return StepResult(messages=messages)
 
     async def _tool_turn(self, action: AgentAction) -> StepResult:
@@ -197,6 +215,8 @@ class Tau2Env:
             errors["tool_error"] = errors.get("tool_error", 0) + 1
             if self.errors >= self.options.max_errors:
                 return await self._finish(messages, "too_many_errors", {"errors": errors})
+        if self.board is not None and self.board.step(2):
+            return await self._finish(messages, "max_steps", {"errors": errors})
         return StepResult(messages=messages, info={"errors": errors} if errors else {})
 
     async def _finish(self, messages: list[dict], termination: str, info: dict | None = None):
@@ -209,7 +229,8 @@ class Tau2Env:
             and criteria.get("nl_assertions")
             and not self.skip
         ):
-            nl = await judge_assertions(self._judge(), self.transcript, criteria["nl_assertions"])
+            judge = self.board.judge if self.board is not None else judge_assertions
+            nl = await judge(self._judge(), self.transcript, criteria["nl_assertions"])
         value, components, details = reward.score(
             self.domain,
             self.tau2,
@@ -227,7 +248,10 @@ class Tau2Env:
             "domain": self.task.payload["domain"],
             "comparable": not self.skip,
             "user_model": self._user_model(),
+            "profile": self.options.profile,
         }
+        if self.options.checkout is not None:
+            info["tau2_checkout"] = self.options.checkout.describe()
         return StepResult(
             messages=messages, reward=value, components=components, done=True, info=info
         )

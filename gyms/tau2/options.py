@@ -1,7 +1,9 @@
 """The tau2 gym's options (`gym.options` in a recipe, `--option` for `mua prep`), checked once.
 
-- `data_dir`: the tau2-bench data folder (the `--source` given to `mua prep`); required to
-  run tasks, since rows never store a path.
+- `data_dir`: the tau2-bench data folder, or a whole tau2-bench checkout (the `--source`
+  given to `mua prep`); required to run tasks, since rows never store a path.
+- `profile`: `mua` (default: mua's own prompt wording) or `leaderboard` (tau2's prompts, tool
+  schemas and defaults read from the checkout `data_dir` names; see gyms/tau2/leaderboard/).
 - `domain`: retail | airline | telecom | telecom-workflow | all; read by `mua prep` only (each
   row carries its own domain).
 - `solo`: telecom solo mode (no user; the agent gets the ticket and the user's tools).
@@ -23,7 +25,7 @@ from gyms.common.options import known_options, one_of
 from gyms.tau2.domain import DOMAINS
 from mua.errors import UsageError
 
-KNOWN = ("data_dir", "domain", "solo", "persona", "judge", "basis", "max_errors")
+KNOWN = ("data_dir", "domain", "solo", "persona", "judge", "basis", "max_errors", "profile")
 PERSONAS = ("task", "non_cooperative")
 BASES = ("tau2", "no_nl")
 
@@ -36,6 +38,8 @@ class Tau2Options:
     judge: object = None
     basis: str = "tau2"
     max_errors: int = 10
+    profile: str = "mua"
+    checkout: object = None  # a leaderboard.checkout.Checkout when data_dir is a checkout
 
 
 def check_options(options: dict | None) -> Tau2Options:
@@ -50,6 +54,15 @@ def check_options(options: dict | None) -> Tau2Options:
                 f"gym.options.data_dir: {data_dir} is not a folder; point it at tau2-bench's "
                 "data folder (the one holding tau2/domains/)"
             )
+    from gyms.tau2.leaderboard.checkout import data_folder, find_checkout
+    from gyms.tau2.leaderboard.profile import PROFILES, refuse_without_checkout
+
+    profile = _one_of("profile", options.get("profile", "mua"), PROFILES)
+    checkout = find_checkout(data_dir) if data_dir is not None else None
+    if checkout is not None:
+        data_dir = data_folder(data_dir)
+    if profile != "mua" and checkout is None:
+        raise refuse_without_checkout(data_dir or "gym.options.data_dir (unset)")
     judge = options.get("judge")
     if judge is not None and judge != "user" and not isinstance(judge, dict):
         raise UsageError(
@@ -66,4 +79,6 @@ def check_options(options: dict | None) -> Tau2Options:
         judge=judge,
         basis=one_of("basis", options.get("basis", "tau2"), BASES),
         max_errors=max_errors,
+        profile=profile,
+        checkout=checkout,
     )

@@ -2,13 +2,15 @@
 component's pass rate, tau2's termination reasons, the user model and comparability.
 
     python -m gyms.tau2.report <eval out dir>
+    python -m gyms.tau2.report --rescore <eval out dir> [--data <checkout or data folder>]
 
 pass^k is tau2's estimator: per task with n trials and c successes (reward 1), C(c,k)/C(n,k),
 averaged over tasks, for k = 1..n. A component's pass rate is the share of trials, among
 those whose task has that component in its basis, where it scored 1. Termination reasons are
 read from each conversation's end as tau2 names them (user_stop, agent_stop,
-too_many_errors, or the runner's own reason, e.g. max_turns). A run under the judge-free
-basis is labelled NOT comparable with tau2's published numbers.
+too_many_errors, or the runner's own reason, e.g. max_turns). The first line says whether the
+numbers are comparable with tau2's leaderboard, or lists each difference
+(`leaderboard/comparable.py`); the checkout's version and commit follow when there is one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections import Counter, defaultdict
 from math import comb
 from pathlib import Path
 
+from gyms.tau2.leaderboard.comparable import checkout_line, line, verdict
 from gyms.tau2.users import STOP_TOKENS
 
 COMPONENT_ORDER = ("db", "env_assertion", "action", "communicate", "nl_assertion")
@@ -53,10 +56,8 @@ def domain_of(task_id: str) -> str:
     return parts[1] if len(parts) > 1 else "?"
 
 
-def summarize(out_dir: Path) -> dict:
-    rows = [
-        json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines() if line
-    ]
+def summarize(out_dir: Path, results: str = "results.jsonl") -> dict:
+    rows = [json.loads(line) for line in (out_dir / results).read_text().splitlines() if line]
     config = json.loads((out_dir / "eval_config.json").read_text())
     options = (config.get("gym_options") or {}).get("tau2") or {}
     user = config.get("user") or {}
@@ -64,11 +65,15 @@ def summarize(out_dir: Path) -> dict:
     for row in rows:
         if row.get("gym") == "tau2" and not row.get("excluded"):
             by_domain[domain_of(str(row["task_id"]))].append(row)
+    scored = [r for r in rows if r.get("gym") == "tau2" and not r.get("excluded")]
+    version, commit, differences = verdict(config, scored)
     out = {
         "user_model": user.get("model") if user.get("kind") == "llm" else "scripted",
         "basis": options.get("basis", "tau2"),
-        "comparable_with_tau2": options.get("basis", "tau2") == "tau2"
-        and user.get("kind") == "llm",
+        "profile": options.get("profile", "mua"),
+        "comparable_with_tau2": not differences,
+        "differences": differences,
+        "tau2_checkout": {"version": version, "commit": commit},
         "domains": {},
     }
     for domain, items in sorted(by_domain.items()):
@@ -97,17 +102,53 @@ def summarize(out_dir: Path) -> dict:
     return out
 
 
+USAGE = (
+    "usage: python -m gyms.tau2.report [--rescore [--data <tau2 checkout or data folder>]] "
+    "<mua eval output folder>"
+)
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) != 1 or not (Path(argv[0]) / "results.jsonl").is_file():
-        print("usage: python -m gyms.tau2.report <mua eval output folder>", file=sys.stderr)
+    argv = list(argv)
+    rescoring, data_flag = "--rescore" in argv, "--data" in argv
+    data = None
+    if rescoring:
+        argv.remove("--rescore")
+    if "--data" in argv:
+        at = argv.index("--data")
+        data = argv[at + 1] if at + 1 < len(argv) else None
+        del argv[at : at + 2]
+    if (
+        len(argv) != 1
+        or not (Path(argv[0]) / "results.jsonl").is_file()
+        or (data_flag and not data)
+    ):
+        print(USAGE, file=sys.stderr)
         raise SystemExit(2)
-    summary = summarize(Path(argv[0]))
-    label = (
-        "comparable with tau2"
-        if summary["comparable_with_tau2"]
-        else "NOT comparable with tau2's published numbers"
+    results = "results.jsonl"
+    if rescoring:
+        from gyms.tau2.rescore import RESCORED, rescore
+        from mua.errors import UsageError
+
+        try:
+            counts = rescore(Path(argv[0]), data)
+        except UsageError as err:
+            print(str(err), file=sys.stderr)
+            raise SystemExit(2) from None
+        print(
+            f"rescored {counts['rescored']} conversations with the current task definitions "
+            f"({counts['changed']} rewards changed; {counts['kept']} kept as saved: their user's "
+            f"tool calls are not in the results) -> {Path(argv[0]) / RESCORED}"
+        )
+        results = RESCORED
+    summary = summarize(Path(argv[0]), results)
+    checkout = summary["tau2_checkout"]
+    print(line(checkout["version"], summary["differences"]))
+    if checkout["version"] or checkout["commit"]:
+        print(checkout_line(checkout["version"], checkout["commit"]))
+    print(
+        f"user: {summary['user_model']} · basis: {summary['basis']} · profile: {summary['profile']}"
     )
-    print(f"user: {summary['user_model']} · basis: {summary['basis']} · {label}")
     for domain, s in summary["domains"].items():
         ks = " ".join(f"{k}={v:.3f}" for k, v in s.items() if k.startswith("pass^"))
         comps = " ".join(f"{k}={v:.3f}" for k, v in s["component_pass_rate"].items())

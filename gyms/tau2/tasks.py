@@ -39,15 +39,18 @@ def check_domain(name: str) -> str:
 
 
 def check_data_dir(source) -> Path:
-    root = Path(source).expanduser()
+    from gyms.tau2.leaderboard.checkout import data_folder
+
+    root = data_folder(source)
     if not root.is_dir():
         raise UsageError(
             f"tau2: data folder {root} does not exist; point --source (or gym.options.data_dir) "
-            "at a copy of tau2-bench's data/ folder (holding tau2/domains/)"
+            "at a tau2-bench checkout or a copy of its data/ folder (holding tau2/domains/)"
         )
     if not domains_dir(root).is_dir():
         raise UsageError(
-            f"tau2: {root} has no tau2/domains/ folder; point it at tau2-bench's data/ folder"
+            f"tau2: {root} has no tau2/domains/ folder; point it at a tau2-bench checkout or "
+            "its data/ folder"
         )
     return root
 
@@ -130,8 +133,11 @@ def load_domain_checked(root: Path, domain: str):
     return spec
 
 
-def task_row(domain: str, split: str, task: dict, policy: str) -> Task:
-    """One row; its prompt is the agent's opening view (system prompt and greeting)."""
+def task_row(domain: str, split: str, task: dict, policy: str, extra=None) -> Task:
+    """One row; its prompt is the agent's opening view (system prompt and greeting).
+
+    `extra` (leaderboard.prep.RowExtras) replaces the prompt by tau2's and records the
+    checkout's version and commit in the payload."""
     from gyms.tau2.env import GREETING, system_prompt
 
     payload = {"domain": domain, "task": task}
@@ -139,6 +145,9 @@ def task_row(domain: str, split: str, task: dict, policy: str) -> Task:
         {"role": "system", "content": system_prompt(policy, False, None)},
         {"role": "assistant", "content": GREETING},
     ]
+    if extra is not None:
+        prompt = extra.prompt(domain) or prompt
+        payload["tau2_checkout"] = extra.checkout
     return Task(
         task_id=f"tau2-{domain}-{task['id']}",
         gym=GYM_NAME,
@@ -156,14 +165,17 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
             "tau2 has no built-in tasks; run `mua prep --gym tau2 --source <tau2 data folder> "
             "--option domain=retail|airline|telecom|all`, or give data.test_files"
         )
+    from gyms.tau2.leaderboard.prep import row_extras
+
     for key in options or {}:
-        if key != "domain":
+        if key not in ("domain", "profile"):
             raise UsageError(
-                f"tau2: unknown prep option {key!r}; the only one is domain=retail|airline|"
-                "telecom|telecom-workflow|all"
+                f"tau2: unknown prep option {key!r}; known: domain=retail|airline|"
+                "telecom|telecom-workflow|all, profile=mua|leaderboard"
             )
     domain = check_domain((options or {}).get("domain", "retail"))
     root = check_data_dir(source)
+    extra = row_extras(source, (options or {}).get("profile", "mua"))
     out: dict[str, list[Task]] = {}
     for name in PUBLISHED if domain == "all" else (domain,):
         tasks, splits = read_tasks(root, name)
@@ -171,6 +183,6 @@ def build_tasks(source=None, seed: int = 0, options: dict | None = None) -> dict
         by_id = {str(t["id"]): t for t in tasks}
         for split, ids in splits.items():
             out.setdefault(split, []).extend(
-                task_row(name, split, by_id[str(i)], policy) for i in ids
+                task_row(name, split, by_id[str(i)], policy, extra) for i in ids
             )
     return out

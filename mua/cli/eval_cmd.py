@@ -183,6 +183,12 @@ def register(app: typer.Typer) -> None:
                 f"{macro['reward_mean']:.3f} · success {macro['success_rate']:.3f}",
                 soft_wrap=True,
             )
+        from mua.gym import get_gym
+
+        for name in dict.fromkeys(section.name for section in recipe.gym_sections()):
+            notes = get_gym(name).eval_notes
+            for note in notes(out_dir) if notes else []:
+                con.print(note, soft_wrap=True, markup=False)
         resumed = (
             f" (resumed: {meta['resumed_rows']} trajectories were already done)"
             if meta["resumed_rows"]

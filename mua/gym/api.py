@@ -184,6 +184,8 @@ class GymSpec:
     endpoints(options) -> [(what, LLMUserConfig)]: LLM endpoints the gym itself calls with these
     options besides the simulated user (e.g. a judge); each is checked with one request before a
     run starts, like the user (`mua.gym.mix.preflight_endpoints`).
+    eval_notes(out_dir) -> [line]: lines `mua eval` prints under its summary table for this gym
+    (e.g. whether the numbers are comparable with a published benchmark's).
     """
 
     name: str
@@ -198,3 +200,4 @@ class GymSpec:
     budgets: dict[str, int] = field(default_factory=dict)
     needs_data: bool = False
     endpoints: Callable[[dict], list[tuple[str, Any]]] | None = None
+    eval_notes: Callable[[Any], list[str]] | None = None
