@@ -57,7 +57,7 @@ def check_options(options: dict | None) -> Tau2Options:
     from gyms.tau2.leaderboard.checkout import data_folder, find_checkout
     from gyms.tau2.leaderboard.profile import PROFILES, refuse_without_checkout
 
-    profile = _one_of("profile", options.get("profile", "mua"), PROFILES)
+    profile = one_of("profile", options.get("profile", "mua"), PROFILES)
     checkout = find_checkout(data_dir) if data_dir is not None else None
     if checkout is not None:
         data_dir = data_folder(data_dir)
