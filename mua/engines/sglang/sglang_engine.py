@@ -60,7 +60,7 @@ from mua.engines.sglang.http_bodies import (
     server_message,
 )
 from mua.engines.sglang.weight_push import WeightPushes, check_same_release, sglang_version
-from mua.errors import RunFailure, UsageError
+from mua.errors import RunFailure
 from mua.llm.http_session import LoopSessions
 from mua.serve import protocol
 from mua.serve.releases import ReleaseTraits
@@ -70,7 +70,6 @@ __all__ = [
     "ServerHTTPError",
     "WeightPath",
     "check_same_release",
-    "pause_request_body",
     "sglang_version",
 ]
 
@@ -316,30 +315,12 @@ class SGLangEngine(WeightPushes):
     async def flush_cache(self) -> None:
         await self._call("POST", "/flush_cache")
 
-    async def pause_generation(self, mode: str = "abort") -> None:
-        """Hold new requests until `continue_generation` (SGLang's /pause_generation). `mode`
-        (`abort`, `retract`, `in_place`) needs a release that takes it (`pause_modes`); every
-        covered release aborts running requests by default."""
-        body = pause_request_body(await self.server_traits(), mode)
-        await self._call("POST", "/pause_generation", body)
-
-    async def continue_generation(self) -> None:
-        """Let a paused server take requests again (SGLang's /continue_generation)."""
-        await self._call("POST", "/continue_generation", {})
-
-    async def abort_all(self) -> None:
-        """Abort every request running on the server (SGLang's /abort_request, abort_all)."""
-        await self._call("POST", "/abort_request", {"abort_all": True})
-
     async def health(self, timeout_s: float = 10.0) -> bool:
         try:
             await self._call("GET", "/health", timeout_s=timeout_s)
             return True
         except RunFailure:
             return False
-
-    async def model_info(self) -> dict:
-        return await self._call("GET", "/get_model_info")
 
     async def close_connections(self) -> None:
         """Close this event loop's connections to the server (other loops' close with them)."""
@@ -355,15 +336,3 @@ class SGLangEngine(WeightPushes):
             except subprocess.TimeoutExpired:
                 self.process.kill()
 
-
-def pause_request_body(traits: ReleaseTraits, mode: str = "abort") -> dict:
-    """The /pause_generation body a release takes: PauseGenerationReqInput's `mode` where it has
-    one, else none (a pause then aborts what runs); UsageError for a mode it cannot honour."""
-    if traits.pause_modes:
-        return {"mode": mode}
-    if mode != "abort":
-        raise UsageError(
-            f"SGLang {traits.version} pauses by aborting only; pause mode {mode!r} needs a "
-            "newer release"
-        )
-    return {}
