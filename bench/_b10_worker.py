@@ -145,8 +145,8 @@ def _adapter_push_bytes(model) -> int:
     gathers it (`adapter_tensors`) and the SGLang client sends it to the newest release."""
     from mua.engines.sglang import lora_endpoints
     from mua.engines.sglang.http_bodies import encode_body
+    from mua.engines.sglang.releases import NEWEST_COVERED, ReleaseTraits
     from mua.models.lora import adapter_config_dict
-    from mua.serve.releases import NEWEST_COVERED, ReleaseTraits
     from mua.train.engine_sync import adapter_tensors
 
     body = lora_endpoints.load_body(

@@ -122,4 +122,3 @@ def clip_grad_norm(model: nn.Module, max_norm: float | None) -> float:
     if hasattr(norm, "full_tensor"):
         norm = norm.full_tensor()
     return float(norm)
-

@@ -16,7 +16,7 @@ Per release, one probe run checks:
   one server, driven through the trainer's EngineSync against `mua serve --sglang-release
   <version>`) run through the scheduler's own release/resume methods, which must not fail; every
   release frees all the release's tags;
-- that mua's table of release facts (mua.serve.releases) matches the release's code, and that the
+- that mua's table of release facts (mua.engines.sglang.releases) matches the release's code, and that the
   /generate keys mua reads are written by the release's tokenizer manager (a source check);
 - the finish_reason objects built by the release's own classes, parsed by mua's response parser;
 - mua's launch command (`sglang_launch.launch_command`) parsed by the release's own ServerArgs
@@ -39,9 +39,8 @@ import pytest
 import torch
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
-from mua.engines.sglang import weight_sync
-from mua.serve import protocol
-from mua.serve.releases import COVERED_RELEASES, ReleaseTraits
+from mua.engines.sglang import protocol, weight_sync
+from mua.engines.sglang.releases import COVERED_RELEASES, ReleaseTraits
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -12,12 +12,12 @@ import torch
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.engines.hf.hf_engine import HFEngine
-from mua.engines.sglang import weight_sync
+from mua.engines.sglang import protocol, weight_sync
 from mua.engines.sglang.engine_pool import EnginePool
 from mua.engines.sglang.sglang_engine import SGLangEngine
 from mua.errors import RunFailure
 from mua.models import load_model
-from mua.serve import protocol, serve_model
+from mua.serve import serve_model
 
 MODEL = "tiny:qwen2-1m"
 PROMPT = [5, 6, 7, 8, 9, 10]

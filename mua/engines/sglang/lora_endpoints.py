@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from mua.engines.sglang import weight_sync
+from mua.engines.sglang.releases import ReleaseTraits
 from mua.errors import UsageError
-from mua.serve.releases import ReleaseTraits
 
 LOAD_PATH = "/load_lora_adapter_from_tensors"
 UNLOAD_PATH = "/unload_lora_adapter"

@@ -12,7 +12,7 @@ One client path for every server: the same bodies, tensor encoding (SGLang's
 MultiprocessingSerializer form, see `weight_sync.encode_tensors`) and call sequence go to a real
 SGLang server and to `mua serve`. What differs between SGLang releases (memory tags, weight-update
 sessions, `sampling_seed`) is read once from the `version` the server reports in
-`/get_server_info` (`mua.serve.releases`); `mua serve` reports the release it emulates.
+`/get_server_info` (`mua.engines.sglang.releases`); `mua serve` reports the release it emulates.
 Memory: the client remembers which tags it released, so it never resumes a tag that is not
 released (a fresh server holds everything), and `drain()` aborts and waits for this client's
 requests still running on the server, so memory is never released under a running request.
@@ -51,6 +51,7 @@ import aiohttp
 
 from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
+from mua.engines.sglang import protocol
 from mua.engines.sglang.http_bodies import (
     JSON_HEADERS,
     PromptJSON,
@@ -59,11 +60,10 @@ from mua.engines.sglang.http_bodies import (
     read_body,
     server_message,
 )
+from mua.engines.sglang.releases import ReleaseTraits
 from mua.engines.sglang.weight_push import WeightPushes, check_same_release, sglang_version
 from mua.errors import RunFailure
 from mua.llm.http_session import LoopSessions
-from mua.serve import protocol
-from mua.serve.releases import ReleaseTraits
 
 __all__ = [
     "SGLangEngine",
@@ -335,4 +335,3 @@ class SGLangEngine(WeightPushes):
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-
