@@ -222,11 +222,15 @@ class SGLangEngine(WeightPushes):
             "it (or `mua serve`) or fix rollout.sglang.base_urls"
         )
 
+    async def server_info(self) -> dict:
+        """The server's `/get_server_info` answer ({} when it is not a JSON object)."""
+        info = await self._call("GET", "/get_server_info")
+        return info if isinstance(info, dict) else {}
+
     async def server_traits(self) -> ReleaseTraits:
         """The release facts of this server, read once from `/get_server_info`."""
         if self.traits is None:
-            info = await self._call("GET", "/get_server_info")
-            info = info if isinstance(info, dict) else {}
+            info = await self.server_info()
             self.traits = ReleaseTraits.of(info.get("version"))
             self.seeds_honoured = self.traits.sampling_seed and bool(
                 info.get("enable_deterministic_inference")
