@@ -131,12 +131,13 @@ def update(mode: str) -> dict:
 
 def _full_push_bytes(model, engine_params) -> int:
     """Bytes of the `/update_weights_from_tensor` bodies of a full (or merged) push."""
+    from mua.engines import weight_buckets
     from mua.engines.sglang import weight_sync
     from mua.engines.sglang.http_bodies import encode_body
 
     return sum(
         len(encode_body(weight_sync.tensor_push_body(bucket, tp_size=1, flush_cache=False)))
-        for bucket in weight_sync.iter_buckets(engine_params(model), 256.0)
+        for bucket in weight_buckets.iter_buckets(engine_params(model), 256.0)
     )
 
 

@@ -75,8 +75,9 @@ def _versions_are(results, adapter: str, version: str) -> None:
 
 @pytest.mark.parametrize("release", ["0.5.23", "0.5.12"])  # per-rank payloads, one payload
 def test_adapter_sync_against_mua_serve(release):
+    from mua.engines.sglang.colocated import SGLangColocated
     from mua.engines.sglang.sglang_engine import SGLangEngine
-    from mua.engines.sglang.weight_sync import default_probe_ids
+    from mua.engines.weight_probe import default_probe_ids
     from mua.serve import serve_model
     from mua.train.engine_sync import EngineSync
 
@@ -87,24 +88,21 @@ def test_adapter_sync_against_mua_serve(release):
         probe = default_probe_ids(policy.config.vocab_size)
         leader, follower = (
             EngineSync(
-                SGLangEngine(server.url),
-                "sglang",
+                SGLangColocated(
+                    SGLangEngine(server.url), is_leader=lead, probe_ids=probe, probe_tolerance=1e-3
+                ),
                 policy,
-                bucket_mb=64,
-                is_leader=lead,
-                probe_ids=probe,
-                probe_tolerance=1e-3,
                 lora_sync="adapter",
             )
             for lead in (True, False)
         )
 
         async def cycle() -> tuple[list, list]:
-            await leader.wake()  # pushes the adapter, then probes it against the trainer
-            await follower.wake()
+            await leader.begin()  # pushes the adapter, then probes it against the trainer
+            await follower.begin()
             got = await _greedy(leader.engine), await _greedy(follower.engine)
-            await follower.sleep()
-            await leader.sleep()
+            await follower.end()
+            await leader.end()
             return got
 
         lead_out, follow_out = asyncio.run(cycle())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mua.engines import weight_buckets
 from mua.engines.sglang import weight_sync
 from mua.engines.sglang.releases import ReleaseTraits
 from mua.errors import RunFailure, UsageError
@@ -30,7 +31,11 @@ UNLOAD_PATH = "/unload_lora_adapter"
 
 
 def load_body(
-    name: str, named_tensors: weight_sync.Bucket, config: dict, traits: ReleaseTraits, tp_size: int
+    name: str,
+    named_tensors: weight_buckets.Bucket,
+    config: dict,
+    traits: ReleaseTraits,
+    tp_size: int,
 ) -> dict[str, Any]:
     """The `/load_lora_adapter_from_tensors` body for the server's release."""
     body: dict[str, Any] = {"lora_name": name, "config_dict": config, "pinned": False}
