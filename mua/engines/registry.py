@@ -12,12 +12,11 @@ Not here: `rollout.engine: openai` (the API agent evaluates only; it is no train
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
 
 from mua.errors import UsageError
+from mua.plugin_targets import load_target, with_entry_points
 
 ENV_VAR = "MUA_ENGINES"
 
@@ -40,12 +39,7 @@ def _env_targets() -> dict[str, str]:
 
 
 def _all_targets() -> dict[str, str]:
-    targets = dict(BUILTIN_ENGINES)
-    try:
-        for ep in entry_points(group="mua.engines"):
-            targets.setdefault(ep.name, ep.value)
-    except Exception:  # a broken third-party install must not hide the built-in engines
-        pass
+    targets = with_entry_points(BUILTIN_ENGINES, "mua.engines")
     for name, target in _env_targets().items():
         targets.setdefault(name, target)
     return targets
@@ -61,5 +55,4 @@ def engine_builder(name: str) -> Callable:
     target = _all_targets().get(name)
     if target is None:
         raise UsageError(f"unknown rollout.engine {name!r}; known: {', '.join(list_engines())}")
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr or "build")
+    return load_target(target, "build")
