@@ -34,7 +34,7 @@ test-all: setup sglang-releases
 # The SGLang releases the contract tests (tests/contract) check mua against, each installed with
 # --no-deps into its own side folder, plus the small packages their request, sampling and
 # serializer modules import. Never on mua's path: the tests import them in a subprocess. Keep
-# SGLANG_RELEASES equal to mua.serve.releases.COVERED_RELEASES.
+# SGLANG_RELEASES equal to mua.engines.sglang.releases.COVERED_RELEASES.
 SGLANG_RELEASES := 0.4.9.post6 0.5.5.post3 0.5.23
 SGLANG_SIDE := tests/.sglang
 SGLANG_SIDE_DEPS := pybase64==1.5.1 msgspec==0.22.0 orjson==3.13.0 pyzmq==27.3.0 psutil==7.2.2 pillow==13.0.0

@@ -131,12 +131,13 @@ def update(mode: str) -> dict:
 
 def _full_push_bytes(model, engine_params) -> int:
     """Bytes of the `/update_weights_from_tensor` bodies of a full (or merged) push."""
+    from mua.engines import weight_buckets
     from mua.engines.sglang import weight_sync
     from mua.engines.sglang.http_bodies import encode_body
 
     return sum(
         len(encode_body(weight_sync.tensor_push_body(bucket, tp_size=1, flush_cache=False)))
-        for bucket in weight_sync.iter_buckets(engine_params(model), 256.0)
+        for bucket in weight_buckets.iter_buckets(engine_params(model), 256.0)
     )
 
 
@@ -145,8 +146,8 @@ def _adapter_push_bytes(model) -> int:
     gathers it (`adapter_tensors`) and the SGLang client sends it to the newest release."""
     from mua.engines.sglang import lora_endpoints
     from mua.engines.sglang.http_bodies import encode_body
+    from mua.engines.sglang.releases import NEWEST_COVERED, ReleaseTraits
     from mua.models.lora import adapter_config_dict
-    from mua.serve.releases import NEWEST_COVERED, ReleaseTraits
     from mua.train.engine_sync import adapter_tensors
 
     body = lora_endpoints.load_body(

@@ -138,6 +138,7 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
     from mua.config.rollout import RolloutConfig
     from mua.config.train import GRPOConfig, OptimConfig, ParallelConfig
     from mua.distributed import DistInfo
+    from mua.engines.hf.colocated import HFColocated
     from mua.engines.hf.hf_engine import HFEngine
     from mua.gym import GymContext, GymSpec
     from mua.gym.mix import GymRun
@@ -179,7 +180,7 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
         copy_model=False,
         pad_token_id=tok.pad_token_id or 0,
     )
-    sync = EngineSync(engine, "hf", model, parallel.weight_push_bucket_mb)
+    sync = EngineSync(HFColocated(engine, parallel.weight_push_bucket_mb), model)
     policy = SeededPolicy(engine, cfg, "bracket", seed=0)
     gym = _Gym(url)
     spec = GymSpec(name="b11", description="", make_env=gym.make_env, build_tasks=lambda *a: {})

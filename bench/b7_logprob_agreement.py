@@ -14,11 +14,11 @@ engine variant starts from a fresh policy (the same seed-0 weights) and runs the
 
 Variants (metric suffix):
 - none (the original bar keys): the in-process `hf` engine holding its own copy of the weights;
-  step 0 samples with that copy, the push is `EngineSync(kind="hf").push()`.
+  step 0 samples with that copy, the push is `EngineSync(HFColocated(...)).push()`.
 - `_sglang_protocol`: the SGLang-protocol client (`mua.engines.sglang.sglang_engine.SGLangEngine`, built
   by `engine_from_config` from a `rollout.sglang` section with `base_urls`) against a `mua serve`
   subprocess that the benchmark starts on a free 127.0.0.1 port for the same model (fp32, CPU).
-  Every use of the engine goes through `EngineSync(kind="sglang", is_leader=True)` as the RL
+  Every use of the engine goes through `EngineSync(SGLangColocated(..., is_leader=True))` as the RL
   step does: wake (resume weights, push because stale, resume KV cache, probe) -> sample ->
   sleep (release all; stale again). So step 0 too samples after a push (of unchanged weights),
   and the probe the trainer relies on to stop a run on a bad push runs before each sampling.
@@ -188,8 +188,9 @@ def variant_metrics(step0, stale, pushed, sampled, suffix: str) -> dict[str, flo
 
 
 def measure_hf(dist, prompt_ids: list[list[int]], stop_id: int) -> dict[str, float]:
-    """The in-process hf engine with its own copy of the weights; push = EngineSync(kind="hf")."""
+    """The in-process hf engine with its own copy of the weights; push = EngineSync(HFColocated(...))."""
     from mua.distributed.fsdp import shard_model
+    from mua.engines.hf.colocated import HFColocated
     from mua.engines.hf.hf_engine import HFEngine
     from mua.models import load_model
     from mua.models.tiny import PAD_TOKEN_ID
@@ -206,7 +207,7 @@ def measure_hf(dist, prompt_ids: list[list[int]], stop_id: int) -> dict[str, flo
         ids1, res1 = sample(engine, prompt_ids, stop_id, seed=1)
         stale = differences(res1, trainer_logprobs(policy, ids1, res1, dist.device))
 
-        asyncio.run(EngineSync(engine, "hf", policy, PUSH_BUCKET_MB).push())
+        asyncio.run(EngineSync(HFColocated(engine, PUSH_BUCKET_MB), policy).push())
         ids2, res2 = sample(engine, prompt_ids, stop_id, seed=2)
         pushed = differences(res2, trainer_logprobs(policy, ids2, res2, dist.device))
     finally:
@@ -262,32 +263,28 @@ def server_weight_requests(url: str) -> int:
 def protocol_sync(url: str, weight_path: str, policy, hf_config, vocab_size: int):
     """EngineSync for a `rollout.sglang` section pointing at `url`, built as the trainer builds it."""
     from mua.config.rollout import SGLangConfig
+    from mua.engines.sglang.colocated import SGLangColocated
     from mua.engines.sglang.engine_pool import engine_from_config
-    from mua.engines.sglang.weight_sync import default_probe_ids
+    from mua.engines.weight_probe import default_probe_ids
     from mua.train.engine_sync import EngineSync
 
     cfg = SGLangConfig(base_urls=[url], weight_path=weight_path)
     engine = engine_from_config(cfg, MODEL, bucket_mb=PUSH_BUCKET_MB, hf_config=hf_config)
-    return EngineSync(
-        engine,
-        "sglang",
-        policy,
-        PUSH_BUCKET_MB,
-        is_leader=True,
-        probe_ids=default_probe_ids(vocab_size),
-        probe_tolerance=cfg.probe_tolerance,
+    session = SGLangColocated(
+        engine, probe_ids=default_probe_ids(vocab_size), probe_tolerance=cfg.probe_tolerance
     )
+    return EngineSync(session, policy)
 
 
 def sample_in_cycle(sync, prompt_ids, stop_id: int, seed: int):
     """One use of the engine as the RL step makes it: wake (push if stale, probe), sample, sleep."""
 
     async def go():
-        await sync.wake()
+        await sync.begin()
         try:
             return await sample_async(sync.engine, prompt_ids, stop_id, seed)
         finally:
-            await sync.sleep()
+            await sync.end()
 
     return asyncio.run(go())
 

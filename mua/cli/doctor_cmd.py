@@ -81,8 +81,8 @@ def _version_tuple(text: str) -> tuple:
 
 
 def check_sglang(has_cuda: bool) -> Check:
+    from mua.engines.sglang.releases import COVERED_RELEASES, is_covered
     from mua.engines.sglang.sglang_engine import sglang_version
-    from mua.serve.releases import COVERED_RELEASES, is_covered
 
     version = sglang_version()
     covered = ", ".join(COVERED_RELEASES)

@@ -45,9 +45,9 @@ def register(app: typer.Typer) -> None:
         import time
 
         from mua.cli.common import console
+        from mua.engines.sglang.releases import COVERED_RELEASES, NEWEST_COVERED
         from mua.errors import UsageError
         from mua.serve import serve_model
-        from mua.serve.releases import COVERED_RELEASES, NEWEST_COVERED
 
         if not 0 <= port <= 65535:
             raise UsageError(f"--port {port} is out of range; give 0..65535")

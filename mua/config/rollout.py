@@ -83,10 +83,11 @@ class SGLangConfig(Section):
 
 
 class RolloutConfig(Section):
-    engine: Literal["hf", "sglang", "openai"] = Field(
+    engine: str = Field(
         "hf",
         description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), "
-        "`openai` (any OpenAI-compatible server; evaluation only).",
+        "`openai` (any OpenAI-compatible server; evaluation only), or another engine "
+        "registered in `mua.engines.registry`.",
     )
     n: PositiveInt = Field(4, description="Samples per task (the GRPO group size).")
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature.")
@@ -145,6 +146,16 @@ class RolloutConfig(Section):
         default_factory=lambda: SGLangConfig(),
         description="SGLang engine settings (servers, memory, weight push); engine=sglang only.",
     )
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        from mua.engines.registry import list_engines
+
+        known = [*list_engines(), "openai"]
+        if v not in known:
+            raise ValueError(f"unknown engine {v!r}; use one of: {', '.join(sorted(known))}")
+        return v
 
     @field_validator("max_total_tokens")
     @classmethod

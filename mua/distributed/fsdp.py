@@ -122,10 +122,3 @@ def clip_grad_norm(model: nn.Module, max_norm: float | None) -> float:
     if hasattr(norm, "full_tensor"):
         norm = norm.full_tensor()
     return float(norm)
-
-
-def set_grad_divide_factor(model: nn.Module, factor: float) -> None:
-    """Make FSDP sum gradients across ranks (factor 1) so the loss sets the normalisation."""
-    for m in model.modules():
-        if hasattr(m, "set_gradient_divide_factor"):
-            m.set_gradient_divide_factor(factor)

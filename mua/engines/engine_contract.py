@@ -1,16 +1,24 @@
-"""The RolloutEngine contract every engine implements (hf, sglang, openai, remote servers).
+"""The two contracts of a rollout engine: what rollouts call, and what the trainer calls.
 
-An engine turns token ids into sampled token ids with their log-probs. Callers issue many
-`generate` calls concurrently from asyncio; the engine batches whatever is pending. Weights
-arrive through `update_weights` (named full tensors, in buckets); `sleep`/`wake` release and
-restore memory when the engine shares GPUs with the trainer. No tokenization happens here.
+`RolloutEngine`: turns token ids into sampled token ids with their log-probs. Callers issue many
+`generate` calls concurrently from asyncio; the engine batches whatever is pending (hf, sglang,
+and the API agent's policy speak it).
+
+`ColocatedEngine`: one rank's engine as the trainer uses it, with its co-location details: begin
+and end of a use (wake, a push of stale weights, the release), the push of full weights and of a
+LoRA adapter, each carrying the trainer's version. `mua.train.engine_sync.EngineSync` drives it
+without knowing which engine it is; each engine's folder has its own (`hf/colocated.py`,
+`sglang/colocated.py`) and a builder, found through `mua.engines.registry`.
+No tokenization happens here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 FinishReason = Literal["stop", "length", "abort"]
 
@@ -50,12 +58,72 @@ class GenerationResult:
 
 @runtime_checkable
 class RolloutEngine(Protocol):
+    """What rollouts generate with: many concurrent `generate` calls from asyncio."""
+
     async def generate(self, request: GenerationRequest) -> GenerationResult: ...
 
-    async def update_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None: ...
 
-    async def sleep(self) -> None: ...
+T = TypeVar("T")
+Push = Callable[[], Awaitable[None]]
 
-    async def wake(self) -> None: ...
 
-    async def close(self) -> None: ...
+class ColocatedEngine(ABC):
+    """One rank's rollout engine as the trainer drives it (`mua.train.engine_sync.EngineSync`).
+
+    Every rank holds one; `engine` is what its rollouts generate with. A use of the engine is
+    `run(job, begin, end)`: `begin` calls `begin_use(push)`, which makes the engine ready and
+    awaits `push()` at the point where stale weights must travel; `end` calls `end_use`, which
+    gives the engine's memory back. Pushes carry the trainer's `version` (a string). All
+    methods are called on every rank in the same order; which rank sends, and what it does on
+    the others, is the engine's own business (collectives: the gathers inside the tensors'
+    iterators run on every rank)."""
+
+    engine: RolloutEngine
+    # True: the trainer pushes right after each update; False: at the next `begin_use`
+    push_on_update: bool = False
+    # a prompt whose greedy continuation is compared with the trainer's log-probs after each
+    # `begin_use` (every rank, collective); empty: no probe
+    probe_ids: list[int] = []
+    probe_tolerance: float = 0.05
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        return await self.engine.generate(request)
+
+    def run(self, job: Callable[[], Awaitable[T]], begin: Push, end: Push) -> T:
+        """`await begin()`, `await job()`, `await end()` (even when the job failed), on one
+        event loop in the calling thread; returns the job's result."""
+
+        async def whole() -> T:
+            await begin()
+            try:
+                return await job()
+            finally:
+                await end()
+
+        return asyncio.run(whole())
+
+    @abstractmethod
+    async def begin_use(self, push: Push | None) -> None:
+        """Make the engine ready to generate (wake it); `push`, when given (stale weights),
+        must be awaited before any request is served."""
+
+    @abstractmethod
+    async def end_use(self, keep_base: bool) -> bool:
+        """Give the engine's memory back to the trainer once every rank is done with it.
+        `keep_base`: adapter pushes, the base weights stay. True when the pushed weights (or
+        adapter) are gone and must be pushed again at the next use."""
+
+    @abstractmethod
+    async def push_full(self, named_tensors: Iterable[tuple[str, Any]], version: str) -> None:
+        """Take the full weights (an iterator of (name, tensor) whose gathers are collective:
+        iterate it to the end on every rank); `version` becomes the engine's."""
+
+    @abstractmethod
+    async def push_adapter(
+        self, name: str, named_tensors: list[tuple[str, Any]], config: dict, version: str
+    ) -> None:
+        """Take a LoRA adapter (peft's file names and `adapter_config.json`) under the new
+        versioned `name` and generate with it from now on, reporting `version`."""
+
+    async def close(self) -> None:
+        await self.engine.close()

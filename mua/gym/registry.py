@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from importlib.metadata import entry_points
 
 from mua.errors import UsageError
+from mua.plugin_targets import load_target, with_entry_points
 
 BUILTIN_GYMS: dict[str, str] = {
     "guess": "gyms.guess:GYM",
@@ -28,13 +28,7 @@ BUILTIN_GYMS: dict[str, str] = {
 
 
 def _all_targets() -> dict[str, str]:
-    targets = dict(BUILTIN_GYMS)
-    try:
-        for ep in entry_points(group="mua.gyms"):
-            targets.setdefault(ep.name, ep.value)
-    except Exception:  # a broken third-party install must not hide the built-in gyms
-        pass
-    return targets
+    return with_entry_points(BUILTIN_GYMS, "mua.gyms")
 
 
 def _available(name: str, target: str) -> bool:
@@ -60,6 +54,4 @@ def get_gym(name: str):
             f"; did you mean {close[0]!r}?" if close else f"; known gyms: {', '.join(list_gyms())}"
         )
         raise UsageError(f"unknown gym {name!r}{hint}")
-    module_name, _, attr = target.partition(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, attr or "GYM")
+    return load_target(target, "GYM")

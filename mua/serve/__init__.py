@@ -34,7 +34,7 @@ def serve_model(
         max_batch_size=max_batch_size,
         pad_token_id=tokenizer.pad_token_id or 0,
     )
-    from mua.serve.releases import NEWEST_COVERED
+    from mua.engines.sglang.releases import NEWEST_COVERED
 
     eos = getattr(getattr(engine, "model", None), "config", None)
     eos = getattr(eos, "eos_token_id", None)

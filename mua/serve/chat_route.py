@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any
 
-from mua.serve.protocol import ProtocolError
+from mua.engines.sglang.protocol import ProtocolError
 from mua.serve.refusals import HTTPError
 
 

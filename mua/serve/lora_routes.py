@@ -25,8 +25,8 @@ from collections import Counter
 from typing import Any
 
 from mua.engines.sglang import lora_endpoints
+from mua.engines.sglang.protocol import ProtocolError
 from mua.engines.sglang.weight_sync import decode_tensors
-from mua.serve.protocol import ProtocolError
 from mua.serve.refusals import Refused
 
 

@@ -1,6 +1,6 @@
 """`mua serve`: SGLang's native HTTP protocol and an OpenAI chat endpoint over any RolloutEngine.
 
-Endpoints (SGLang's names and shapes, see `mua.serve.protocol`):
+Endpoints (SGLang's names and shapes, see `mua.engines.sglang.protocol`):
   GET  /health, /health_generate, /get_model_info, /get_server_info, /server_info, /v1/models
   POST /generate                      token ids in, sampled ids + log-probs + finish reason out
   POST /abort_request                 {"rid": ...} or {"abort_all": true}
@@ -17,7 +17,7 @@ Endpoints (SGLang's names and shapes, see `mua.serve.protocol`):
 
 It exists so the exact client code that drives SGLang on GPU runs in CI against mua's own
 transformers engine. It emulates one SGLang release (`sglang_release`, `mua serve
---sglang-release`; the newest covered by default, see `mua.serve.releases`): it reports that
+--sglang-release`; the newest covered by default, see `mua.engines.sglang.releases`): it reports that
 release's `version`, and refuses what that release refuses, with its status codes (400):
 `sampling_seed` before 0.5.3, a tensor push outside a weight-update session from 0.5.21, a push
 with a `load_format` or payload it cannot load. Where the real scheduler would die or hang instead
@@ -51,13 +51,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import mua
-from mua.serve import protocol
+from mua.engines.sglang import protocol
+from mua.engines.sglang.protocol import ProtocolError
+from mua.engines.sglang.releases import DEFAULT_WEIGHT_VERSION, NEWEST_COVERED, ReleaseTraits
 from mua.serve.chat_route import ChatRoute
 from mua.serve.http_front import BadBody, Listener, start_listener
 from mua.serve.lora_routes import LoraRoutes
-from mua.serve.protocol import ProtocolError
 from mua.serve.refusals import HTTPError, Refused, error_body
-from mua.serve.releases import DEFAULT_WEIGHT_VERSION, NEWEST_COVERED, ReleaseTraits
 from mua.serve.weight_routes import WeightRoutes
 
 

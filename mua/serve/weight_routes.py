@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mua.serve.protocol import ProtocolError
+from mua.engines.sglang.protocol import ProtocolError
 from mua.serve.refusals import Refused
 
 

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
-from mua.serve import protocol
+from mua.engines.sglang import protocol
 from tests.contract.real_server_harness import SERVER_RELEASES, RealServer
 from tests.integration.grpo_helpers import write_rl_recipe
 from tests.integration.train_helpers import REPO, metric_history, run_train

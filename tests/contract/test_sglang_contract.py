@@ -16,7 +16,7 @@ Per release, one probe run checks:
   one server, driven through the trainer's EngineSync against `mua serve --sglang-release
   <version>`) run through the scheduler's own release/resume methods, which must not fail; every
   release frees all the release's tags;
-- that mua's table of release facts (mua.serve.releases) matches the release's code, and that the
+- that mua's table of release facts (mua.engines.sglang.releases) matches the release's code, and that the
   /generate keys mua reads are written by the release's tokenizer manager (a source check);
 - the finish_reason objects built by the release's own classes, parsed by mua's response parser;
 - mua's launch command (`sglang_launch.launch_command`) parsed by the release's own ServerArgs
@@ -38,10 +38,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from mua.engines import weight_probe
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
-from mua.engines.sglang import weight_sync
-from mua.serve import protocol
-from mua.serve.releases import COVERED_RELEASES, ReleaseTraits
+from mua.engines.sglang import protocol, weight_sync
+from mua.engines.sglang.releases import COVERED_RELEASES, ReleaseTraits
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -134,6 +134,7 @@ def _generate_bodies(traits: ReleaseTraits) -> tuple[list[dict], list[dict]]:
 def _training_step_calls(version: str) -> tuple[list[dict], list[str]]:
     """The memory calls of two RL steps (leader and follower sharing one server), as the
     trainer's EngineSync makes them against `mua serve` emulating `version`."""
+    from mua.engines.sglang.colocated import SGLangColocated
     from mua.engines.sglang.sglang_engine import SGLangEngine
     from mua.models import load_model
     from mua.serve import serve_model
@@ -141,27 +142,25 @@ def _training_step_calls(version: str) -> tuple[list[dict], list[str]]:
 
     torch.set_num_threads(1)
     model = load_model(MODEL, dtype="float32", seed=0)
-    probe = weight_sync.default_probe_ids(model.config.vocab_size)
+    probe = weight_probe.default_probe_ids(model.config.vocab_size)
     server = serve_model(MODEL, sglang_release=version)
     try:
         syncs = [
             EngineSync(
-                SGLangEngine(server.url, bucket_mb=64),
-                "sglang",
+                SGLangColocated(
+                    SGLangEngine(server.url, bucket_mb=64), is_leader=leader, probe_ids=probe
+                ),
                 model,
-                bucket_mb=64,
-                is_leader=leader,
-                probe_ids=probe,
             )
             for leader in (True, False)
         ]
 
         async def step() -> None:
             leader, follower = syncs
-            await leader.wake()
-            await follower.wake()  # its probe runs while the leader's could, rids differ
-            await follower.sleep()
-            await leader.sleep()
+            await leader.begin()
+            await follower.begin()  # its probe runs while the leader's could, rids differ
+            await follower.end()
+            await leader.end()
 
         for _ in range(2):
             asyncio.run(step())

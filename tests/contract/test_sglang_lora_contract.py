@@ -20,10 +20,9 @@ import torch
 
 from mua.config.model import LoraConfig
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
-from mua.engines.sglang import lora_endpoints
+from mua.engines.sglang import lora_endpoints, protocol
+from mua.engines.sglang.releases import COVERED_RELEASES, ReleaseTraits
 from mua.errors import UsageError
-from mua.serve import protocol
-from mua.serve.releases import COVERED_RELEASES, ReleaseTraits
 from tests.contract.test_sglang_contract import _run_probe, _side_folder
 
 MODEL = "tiny:qwen2-1m"

@@ -29,9 +29,9 @@ def _free_port() -> int:
 
 async def _cycle(sync, run: dict) -> None:
     """wake (resume what was released, push, probe on every rank at once) and sleep."""
-    await sync.wake()
+    await sync.begin()
     run.setdefault("probe_diffs", []).append(sync.take_metrics()["engine/probe_logp_diff"])
-    await sync.sleep()
+    await sync.end()
 
 
 async def _twice(engine, request):
@@ -45,8 +45,9 @@ def main() -> None:
     from mua.distributed import all_gather_objects, barrier
     from mua.distributed.fsdp import shard_model
     from mua.distributed.runtime import init_distributed
+    from mua.engines import weight_probe
     from mua.engines.engine_contract import GenerationRequest, SamplingParams
-    from mua.engines.sglang import weight_sync
+    from mua.engines.sglang.colocated import SGLangColocated
     from mua.engines.sglang.sglang_engine import SGLangEngine, sglang_version
     from mua.engines.sglang.sglang_launch import launch_sglang_server
     from mua.models import load_model
@@ -61,7 +62,7 @@ def main() -> None:
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=gen) * 0.05)
     model = shard_model(model, info.mesh, mixed_precision="fp32")
-    probe_ids = weight_sync.default_probe_ids(model.config.vocab_size)
+    probe_ids = weight_probe.default_probe_ids(model.config.vocab_size)
     for tp in [1, 2] if info.world_size >= 2 else [1]:
         port = all_gather_objects(_free_port())[0]
         if info.rank == 0:
@@ -80,7 +81,7 @@ def main() -> None:
         if info.rank != 0:
             engine = SGLangEngine(f"http://127.0.0.1:{port}", bucket_mb=1.0, tp_size=tp)
         sync = EngineSync(
-            engine, "sglang", model, 1.0, is_leader=info.rank == 0, probe_ids=probe_ids
+            SGLangColocated(engine, is_leader=info.rank == 0, probe_ids=probe_ids), model
         )
         run: dict = {"tp": tp}
 

@@ -90,18 +90,18 @@ def test_greedy_generation_matches_the_transformers_engine(sglang_engine):
 def test_logprobs_agree_after_a_tensor_push(sglang_engine):
     import torch
 
-    from mua.engines.sglang import weight_sync
+    from mua.engines import weight_probe
     from mua.models import load_model
 
     trainer = load_model(MODEL).cuda()
     with torch.no_grad():
         for p in trainer.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    probe = weight_sync.default_probe_ids(trainer.config.vocab_size)
-    assert asyncio.run(weight_sync.probe_logprob_diff(sglang_engine, trainer, probe)) > 0.02
+    probe = weight_probe.default_probe_ids(trainer.config.vocab_size)
+    assert asyncio.run(weight_probe.probe_logprob_diff(sglang_engine, trainer, probe)) > 0.02
     asyncio.run(sglang_engine.update_weights(trainer.named_parameters()))
     assert (
-        asyncio.run(weight_sync.check_probe(sglang_engine, trainer, probe, tolerance=0.02)) <= 0.02
+        asyncio.run(weight_probe.check_probe(sglang_engine, trainer, probe, tolerance=0.02)) <= 0.02
     )
 
 

@@ -202,7 +202,7 @@ def test_the_gpu_extra_pins_a_release_the_contract_tests_cover():
 
     import tomllib
 
-    from mua.serve.releases import COVERED_RELEASES
+    from mua.engines.sglang.releases import COVERED_RELEASES
 
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     gpu = pyproject["project"]["optional-dependencies"]["gpu"]

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from mua.engines.hf.colocated import HFColocated
 from mua.engines.hf.hf_engine import HFEngine
-from mua.engines.sglang.weight_sync import default_probe_ids
+from mua.engines.sglang.colocated import SGLangColocated
+from mua.engines.weight_probe import default_probe_ids
 from mua.errors import RunFailure
 from mua.train.engine_sync import EngineSync, memory_preflight
 from mua.train.step_timer import StepTimer
@@ -71,15 +73,12 @@ def model():
     return load_model(MODEL, dtype="float32", seed=0)
 
 
-def _sync(model, engine, kind="sglang", **kwargs) -> EngineSync:
-    return EngineSync(
-        engine,
-        kind,
-        model,
-        bucket_mb=1,
-        probe_ids=default_probe_ids(model.config.vocab_size),
-        **kwargs,
-    )
+def _sync(model, engine, kind="sglang", is_leader=True, probe_tolerance=0.05, **kwargs):
+    if kind == "hf":
+        return EngineSync(HFColocated(engine, bucket_mb=1), model, **kwargs)
+    probe_ids = default_probe_ids(model.config.vocab_size)
+    session = SGLangColocated(engine, is_leader, probe_ids, probe_tolerance)
+    return EngineSync(session, model, **kwargs)
 
 
 def test_leader_resumes_pushes_probes_then_releases(model):
@@ -87,7 +86,7 @@ def test_leader_resumes_pushes_probes_then_releases(model):
     engine = RecordingEngine(copy.deepcopy(model))
     sync = _sync(model, engine)
     sync.timer = timer = StepTimer()
-    asyncio.run(sync.wake())
+    asyncio.run(sync.begin())
     assert engine.calls == [
         ("wake", ("weights",)),  # the engine resumes it only if it released it
         ("push", num_params),
@@ -96,7 +95,7 @@ def test_leader_resumes_pushes_probes_then_releases(model):
     ]
     assert not sync.stale
     engine.calls.clear()
-    asyncio.run(sync.sleep())
+    asyncio.run(sync.end())
     assert engine.calls == [("drain",), ("sleep", ())]  # all of the release's tags
     assert sync.stale  # released weights are gone on SGLang: push again on the next wake
     metrics = sync.take_metrics()
@@ -107,8 +106,8 @@ def test_leader_resumes_pushes_probes_then_releases(model):
 def test_follower_only_generates(model):
     engine = RecordingEngine(copy.deepcopy(model))
     sync = _sync(model, engine, is_leader=False)
-    asyncio.run(sync.wake())
-    asyncio.run(sync.sleep())
+    asyncio.run(sync.begin())
+    asyncio.run(sync.end())
     assert engine.calls == [("generate",), ("drain",)]  # the leader pushes and releases
 
 
@@ -151,10 +150,10 @@ def test_push_weights_copies_to_hf_now_and_to_sglang_at_its_next_wake(model):
     sg = _sync(trainer_model, sg_engine, stale=False)
     sg.push_weights()
     assert sg_engine.calls == []  # its weight memory is released: nothing to push into yet
-    asyncio.run(sg.wake())
+    asyncio.run(sg.begin())
     names = [c[0] for c in sg_engine.calls]
     assert names.index("push") < names.index("generate")  # pushed before the probe generates
-    asyncio.run(sg.sleep())
+    asyncio.run(sg.end())
 
 
 def test_probe_stops_a_stale_engine(model):
@@ -169,7 +168,7 @@ def test_probe_stops_a_stale_engine(model):
     engine.update_weights = ignore
     sync = _sync(model, engine, probe_tolerance=0.05)
     with pytest.raises(RunFailure, match="weight sync check failed"):
-        asyncio.run(sync.wake())
+        asyncio.run(sync.begin())
 
 
 def _recipe(**overrides):
@@ -217,9 +216,9 @@ def test_first_wake_on_a_fresh_server_resumes_nothing(model, served):
 
     engine = SGLangEngine(served.url, bucket_mb=64)
     sync = _sync(model, engine)
-    asyncio.run(sync.wake())  # a fresh server holds all its memory: nothing to resume
-    asyncio.run(sync.sleep())
-    asyncio.run(sync.wake())
+    asyncio.run(sync.begin())  # a fresh server holds all its memory: nothing to resume
+    asyncio.run(sync.end())
+    asyncio.run(sync.begin())
     calls = [(c["call"], tuple(c.get("tags") or ())) for c in served.call_log]
     assert calls == [
         ("begin_weight_update", ()),
@@ -243,7 +242,7 @@ def test_sleep_after_an_abandoned_request_drains_it_first(model, served):
 
     engine = SGLangEngine(served.url, bucket_mb=64)
     sync = _sync(model, engine)
-    asyncio.run(sync.wake())
+    asyncio.run(sync.begin())
 
     async def abandon():
         request = GenerationRequest(
@@ -253,7 +252,7 @@ def test_sleep_after_an_abandoned_request_drains_it_first(model, served):
         while not served._running:  # the server runs it
             await asyncio.sleep(0.005)
         task.cancel()
-        await sync.sleep()
+        await sync.end()
 
     asyncio.run(abandon())
     assert served.released_tags == {"weights", "kv_cache", "cuda_graph"}

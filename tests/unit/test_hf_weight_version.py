@@ -12,6 +12,7 @@ import torch
 
 from mua.config.model import LoraConfig
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.hf.colocated import HFColocated
 from mua.engines.hf.hf_engine import HFEngine
 from mua.train.engine_sync import EngineSync
 
@@ -70,7 +71,7 @@ def test_an_adapter_reports_its_own_version_and_the_base_the_full_push(model):
 
 
 def _sync(policy, engine, **kwargs) -> EngineSync:
-    return EngineSync(engine, "hf", policy, bucket_mb=1, **kwargs)
+    return EngineSync(HFColocated(engine, bucket_mb=1), policy, **kwargs)
 
 
 def _rollout_versions(sync: EngineSync) -> list:

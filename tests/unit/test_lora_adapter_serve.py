@@ -75,8 +75,9 @@ def _versions_are(results, adapter: str, version: str) -> None:
 
 @pytest.mark.parametrize("release", ["0.5.23", "0.5.12"])  # per-rank payloads, one payload
 def test_adapter_sync_against_mua_serve(release):
+    from mua.engines.sglang.colocated import SGLangColocated
     from mua.engines.sglang.sglang_engine import SGLangEngine
-    from mua.engines.sglang.weight_sync import default_probe_ids
+    from mua.engines.weight_probe import default_probe_ids
     from mua.serve import serve_model
     from mua.train.engine_sync import EngineSync
 
@@ -87,24 +88,21 @@ def test_adapter_sync_against_mua_serve(release):
         probe = default_probe_ids(policy.config.vocab_size)
         leader, follower = (
             EngineSync(
-                SGLangEngine(server.url),
-                "sglang",
+                SGLangColocated(
+                    SGLangEngine(server.url), is_leader=lead, probe_ids=probe, probe_tolerance=1e-3
+                ),
                 policy,
-                bucket_mb=64,
-                is_leader=lead,
-                probe_ids=probe,
-                probe_tolerance=1e-3,
                 lora_sync="adapter",
             )
             for lead in (True, False)
         )
 
         async def cycle() -> tuple[list, list]:
-            await leader.wake()  # pushes the adapter, then probes it against the trainer
-            await follower.wake()
+            await leader.begin()  # pushes the adapter, then probes it against the trainer
+            await follower.begin()
             got = await _greedy(leader.engine), await _greedy(follower.engine)
-            await follower.sleep()
-            await leader.sleep()
+            await follower.end()
+            await leader.end()
             return got
 
         lead_out, follow_out = asyncio.run(cycle())
@@ -189,9 +187,16 @@ def test_mua_serve_refuses_requests_that_do_not_name_a_loaded_adapter():
         server.stop()
 
 
+def _hold(engine, delta: int) -> None:
+    """Hold the hf engine's admission (+1) as a weight load does, or let it go (-1)."""
+    with engine._queue_lock:
+        engine._holds += delta
+    engine._start_serving()
+
+
 def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_is_loaded():
     """The protocol's promise: an old version stays until no request in flight names it. The
-    engine is held (paused) with requests naming version 0 admitted, version 1 is loaded and a
+    engine is held with requests naming version 0 admitted, version 1 is loaded and a
     request naming it arrives; then the old requests finish with version 0, the new one with
     version 1, and version 0 is unloaded only after its requests answered."""
     from mua.engines.sglang.sglang_engine import SGLangEngine
@@ -216,14 +221,14 @@ def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_is_loaded():
     async def run():
         engine = SGLangEngine(server.url)
         await engine.load_adapter("mua-lora-0", *adapter(first), weight_version="0")
-        server.engine.pause()  # requests get in, none is sampled yet
+        _hold(server.engine, +1)  # requests get in, none is sampled yet
         old = asyncio.ensure_future(_greedy(engine))
         await until(lambda: gate.running["mua-lora-0"] == len(PROMPTS))
         await engine.load_adapter("mua-lora-1", *adapter(second), weight_version="1")
         new = asyncio.ensure_future(_greedy(engine))
         await until(lambda: gate.waiting["mua-lora-1"] == len(PROMPTS))
         assert server.lora.registered == ["mua-lora-0", "mua-lora-1"] and not old.done()
-        server.engine.resume()
+        _hold(server.engine, -1)
         got = await old, await new
         await engine.close()
         return got

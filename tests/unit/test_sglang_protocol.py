@@ -10,14 +10,15 @@ import pickle
 import pytest
 import torch
 
+from mua.engines import weight_buckets, weight_probe
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.engines.hf.hf_engine import HFEngine
-from mua.engines.sglang import weight_sync
+from mua.engines.sglang import protocol, weight_sync
 from mua.engines.sglang.engine_pool import EnginePool
 from mua.engines.sglang.sglang_engine import SGLangEngine
 from mua.errors import RunFailure
 from mua.models import load_model
-from mua.serve import protocol, serve_model
+from mua.serve import serve_model
 
 MODEL = "tiny:qwen2-1m"
 PROMPT = [5, 6, 7, 8, 9, 10]
@@ -142,12 +143,12 @@ def test_buckets_respect_the_size_limit_and_gather_lazily():
             pulled.append(name)
             yield name, t
 
-    buckets = weight_sync.iter_buckets(source(), bucket_mb=3 * 1024 / 2**20)  # 3 KiB
+    buckets = weight_buckets.iter_buckets(source(), bucket_mb=3 * 1024 / 2**20)  # 3 KiB
     first = next(buckets)
     assert [n for n, _ in first] == ["w0", "w1", "w2"] and len(pulled) == 4  # w3 opened bucket 2
     rest = list(buckets)
     assert [len(b) for b in rest] == [3, 3, 1, 1] and rest[-1][0][0] == "big"
-    assert all(weight_sync.bucket_bytes(b) <= 3 * 1024 for b in [first, *rest[:-1]])
+    assert all(weight_buckets.bucket_bytes(b) <= 3 * 1024 for b in [first, *rest[:-1]])
 
 
 def test_tensor_encoding_round_trips_and_is_serialized_per_tp_rank(monkeypatch):
@@ -175,7 +176,7 @@ def test_tensor_payloads_cannot_run_code():
 
 
 def test_probe_request_ids_are_unique():
-    ids = {weight_sync.probe_request_id() for _ in range(5)}
+    ids = {weight_probe.probe_request_id() for _ in range(5)}
     assert len(ids) == 5
     a, b = SGLangEngine("http://127.0.0.1:9"), SGLangEngine("http://127.0.0.1:9")
     req = GenerationRequest(prompt_ids=[1], request_id="traj-1", sampling=_greedy(1))
@@ -221,20 +222,20 @@ def test_concurrent_requests_are_batched_by_the_server(server, client):
 
 def test_probe_catches_a_stale_engine_and_pushes_fix_it(server, client):
     trainer = load_model(MODEL)
-    probe = weight_sync.default_probe_ids(trainer.config.vocab_size)
+    probe = weight_probe.default_probe_ids(trainer.config.vocab_size)
     asyncio.run(client.update_weights(trainer.named_parameters()))  # start in sync
-    assert asyncio.run(weight_sync.check_probe(client, trainer, probe)) < 1e-4
+    assert asyncio.run(weight_probe.check_probe(client, trainer, probe)) < 1e-4
 
     _perturb(trainer, seed=2)  # a training step that was not pushed
     with pytest.raises(RunFailure, match="stale or corrupted"):
-        asyncio.run(weight_sync.check_probe(client, trainer, probe))
+        asyncio.run(weight_probe.check_probe(client, trainer, probe))
 
     pushes = server.counts["weight_requests"]
     buckets = client.stats["weight_buckets"]
     asyncio.run(client.update_weights(trainer.named_parameters()))  # tensor path
     assert client.stats["weight_buckets"] - buckets > 1  # 0.5 MiB buckets: several requests
     assert server.counts["weight_requests"] - pushes == client.stats["weight_buckets"] - buckets
-    assert asyncio.run(weight_sync.check_probe(client, trainer, probe)) < 1e-4
+    assert asyncio.run(weight_probe.check_probe(client, trainer, probe)) < 1e-4
 
 
 def test_disk_path_push(server, tmp_path):
@@ -247,11 +248,11 @@ def test_disk_path_push(server, tmp_path):
         weights_dir=str(tmp_path),
         hf_config=trainer.config,
     )
-    probe = weight_sync.default_probe_ids(trainer.config.vocab_size)
-    assert asyncio.run(weight_sync.probe_logprob_diff(engine, trainer, probe)) > 0.05
+    probe = weight_probe.default_probe_ids(trainer.config.vocab_size)
+    assert asyncio.run(weight_probe.probe_logprob_diff(engine, trainer, probe)) > 0.05
     folder = asyncio.run(engine.update_weights_from_disk(trainer.named_parameters()))
     assert folder.parent == tmp_path and not folder.exists()  # shards removed after the load
-    assert asyncio.run(weight_sync.check_probe(engine, trainer, probe)) < 1e-4
+    assert asyncio.run(weight_probe.check_probe(engine, trainer, probe)) < 1e-4
     asyncio.run(engine.close())
 
 

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.sglang.colocated import SGLangColocated
 from mua.engines.sglang.sglang_engine import SGLangEngine, check_same_release
-from mua.engines.sglang.weight_sync import default_probe_ids
+from mua.engines.weight_probe import default_probe_ids
 from mua.errors import RunFailure
 from mua.train.engine_sync import EngineSync
 
@@ -47,23 +48,18 @@ def test_every_push_carries_the_update_count_and_the_engine_reads_it_back(model)
     server = _serve("0.5.23")
     try:
         engine = SGLangEngine(server.url, bucket_mb=1)  # several buckets: version on the last
-        sync = EngineSync(
-            engine,
-            "sglang",
-            copy.deepcopy(model),
-            bucket_mb=1,
-            probe_ids=default_probe_ids(model.config.vocab_size),
-        )
+        probe_ids = default_probe_ids(model.config.vocab_size)
+        sync = EngineSync(SGLangColocated(engine, probe_ids=probe_ids), copy.deepcopy(model))
         assert server.weight_version == "default"  # a fresh SGLang server's version
-        asyncio.run(sync.wake())
+        asyncio.run(sync.begin())
         assert engine.weight_version == server.weight_version == "0"  # the initial weights
         assert _generate_version(engine) == "0"
-        asyncio.run(sync.sleep())
+        asyncio.run(sync.end())
         sync.push_weights()  # an update
-        asyncio.run(sync.wake())
+        asyncio.run(sync.begin())
         assert engine.weight_version == _generate_version(engine) == "1"
-        asyncio.run(sync.sleep())
-        asyncio.run(sync.wake())  # a re-push of the same weights after a release: same version
+        asyncio.run(sync.end())
+        asyncio.run(sync.begin())  # a re-push of the same weights after a release: same version
         assert engine.weight_version == "1"
         asyncio.run(sync.close())
     finally:

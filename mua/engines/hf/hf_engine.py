@@ -105,7 +105,6 @@ class HFEngine:
         self._model_lock = threading.Lock()  # held by the serving thread while it has rows
         self._serving = False
         self._holds = 0  # weight loads / sleeps waiting: admit nothing new meanwhile
-        self._paused = 0  # pause() calls not yet resumed (each one also holds admission)
         self._closing = False
         self._drive: Drive | None = None  # set while a caller's thread serves (`serve_while`)
         self.prefixes = PrefixStore(int(prefix_cache_mb * 2**20))
@@ -209,36 +208,6 @@ class HFEngine:
         """Drop the stored prefixes (KV kept for later turns and by content); rows in flight
         finish first."""
         await asyncio.to_thread(self._while_held, self.prefixes.clear)
-
-    def pause(self) -> None:
-        """Admit no new request until `resume()` (SGLang's /pause_generation, for an engine in this
-        process): requests already decoding finish; new ones wait in the queue."""
-        with self._queue_lock:
-            self._holds += 1
-            self._paused += 1
-
-    def resume(self) -> None:
-        """Undo one `pause()` (SGLang's /continue_generation); waiting requests are admitted."""
-        with self._queue_lock:
-            if not self._paused:
-                return
-            self._paused -= 1
-            self._holds -= 1
-        self._start_serving()
-
-    def abort_waiting(self, request_id: str | None = None) -> int:
-        """Finish requests not yet admitted (`request_id`'s, or all) with `finish_reason` abort
-        and no tokens, as SGLang's /abort_request answers them; returns how many. A request
-        already decoding is not stopped: it finishes normally."""
-        with self._queue_lock:
-            rows = self._queue + self._arriving
-            hit = [r for r in rows if request_id is None or r.request.request_id == request_id]
-            gone = {id(r) for r in hit}
-            self._queue = [r for r in self._queue if id(r) not in gone]
-            self._arriving = [r for r in self._arriving if id(r) not in gone]
-        aborted = GenerationResult(token_ids=[], logprobs=[], finish_reason="abort")
-        deliver_all([(row, aborted) for row in hit])
-        return len(hit)
 
     async def close(self) -> None:
         """Fail queued and running requests; the engine can be used again afterwards."""

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from itertools import count
 from typing import Any
 
+from mua.engines import weight_buckets
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
 from mua.engines.sglang import weight_sync
 from mua.engines.sglang.sglang_engine import SGLangEngine
@@ -67,7 +68,7 @@ class EnginePool:
             return
         await asyncio.gather(*(e.begin_weight_update() for e in self.engines))
         try:
-            buckets = weight_sync.iter_buckets(named_tensors, self.engines[0].bucket_mb)
+            buckets = weight_buckets.iter_buckets(named_tensors, self.engines[0].bucket_mb)
             current = next(buckets, None)
             while current is not None:
                 following = next(buckets, None)

@@ -4,7 +4,7 @@
 keeps each conversation's prompt ids as JSON text so a turn serializes only its new tail;
 `read_body` / `server_message` / `check_success` read a server's answer (JSON, plain text, an
 error message, a `{"success": false}` refusal). Not here: HTTP sessions and the calls
-(`mua.engines.sglang.sglang_engine`), the shapes of /generate (`mua.serve.protocol`).
+(`mua.engines.sglang.sglang_engine`), the shapes of /generate (`mua.engines.sglang.protocol`).
 """
 
 from __future__ import annotations

@@ -21,16 +21,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from mua.engines import weight_buckets
 from mua.engines.sglang import weight_sync
-from mua.errors import UsageError
-from mua.serve.releases import ReleaseTraits
+from mua.engines.sglang.releases import ReleaseTraits
+from mua.errors import RunFailure, UsageError
 
 LOAD_PATH = "/load_lora_adapter_from_tensors"
 UNLOAD_PATH = "/unload_lora_adapter"
 
 
 def load_body(
-    name: str, named_tensors: weight_sync.Bucket, config: dict, traits: ReleaseTraits, tp_size: int
+    name: str,
+    named_tensors: weight_buckets.Bucket,
+    config: dict,
+    traits: ReleaseTraits,
+    tp_size: int,
 ) -> dict[str, Any]:
     """The `/load_lora_adapter_from_tensors` body for the server's release."""
     body: dict[str, Any] = {"lora_name": name, "config_dict": config, "pinned": False}
@@ -98,13 +103,20 @@ def check_adapter_sync(recipe) -> None:
 
 
 def _server_version(url: str) -> str | None:
-    """The release a server reports (`/get_server_info`), or None when it does not answer."""
-    import json
-    import urllib.request
+    """The release a server reports (`/get_server_info`), or None when it does not answer; asked
+    through the SGLang client (`SGLangEngine.server_info`, mua's one HTTP stack)."""
+    import asyncio
 
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/get_server_info", timeout=10) as reply:
-            info = json.loads(reply.read())
-    except (OSError, ValueError):
-        return None
-    return info.get("version") if isinstance(info, dict) else None
+    from mua.engines.sglang.sglang_engine import SGLangEngine
+
+    async def ask() -> str | None:
+        client = SGLangEngine(url, timeout_s=10)
+        try:
+            info = await client.server_info()
+        except RunFailure:
+            return None
+        finally:
+            await client.close_connections()
+        return info.get("version")
+
+    return asyncio.run(ask())

@@ -12,7 +12,7 @@ One client path for every server: the same bodies, tensor encoding (SGLang's
 MultiprocessingSerializer form, see `weight_sync.encode_tensors`) and call sequence go to a real
 SGLang server and to `mua serve`. What differs between SGLang releases (memory tags, weight-update
 sessions, `sampling_seed`) is read once from the `version` the server reports in
-`/get_server_info` (`mua.serve.releases`); `mua serve` reports the release it emulates.
+`/get_server_info` (`mua.engines.sglang.releases`); `mua serve` reports the release it emulates.
 Memory: the client remembers which tags it released, so it never resumes a tag that is not
 released (a fresh server holds everything), and `drain()` aborts and waits for this client's
 requests still running on the server, so memory is never released under a running request.
@@ -51,6 +51,7 @@ import aiohttp
 
 from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
+from mua.engines.sglang import protocol
 from mua.engines.sglang.http_bodies import (
     JSON_HEADERS,
     PromptJSON,
@@ -59,18 +60,16 @@ from mua.engines.sglang.http_bodies import (
     read_body,
     server_message,
 )
+from mua.engines.sglang.releases import ReleaseTraits
 from mua.engines.sglang.weight_push import WeightPushes, check_same_release, sglang_version
-from mua.errors import RunFailure, UsageError
+from mua.errors import RunFailure
 from mua.llm.http_session import LoopSessions
-from mua.serve import protocol
-from mua.serve.releases import ReleaseTraits
 
 __all__ = [
     "SGLangEngine",
     "ServerHTTPError",
     "WeightPath",
     "check_same_release",
-    "pause_request_body",
     "sglang_version",
 ]
 
@@ -223,11 +222,15 @@ class SGLangEngine(WeightPushes):
             "it (or `mua serve`) or fix rollout.sglang.base_urls"
         )
 
+    async def server_info(self) -> dict:
+        """The server's `/get_server_info` answer ({} when it is not a JSON object)."""
+        info = await self._call("GET", "/get_server_info")
+        return info if isinstance(info, dict) else {}
+
     async def server_traits(self) -> ReleaseTraits:
         """The release facts of this server, read once from `/get_server_info`."""
         if self.traits is None:
-            info = await self._call("GET", "/get_server_info")
-            info = info if isinstance(info, dict) else {}
+            info = await self.server_info()
             self.traits = ReleaseTraits.of(info.get("version"))
             self.seeds_honoured = self.traits.sampling_seed and bool(
                 info.get("enable_deterministic_inference")
@@ -316,30 +319,12 @@ class SGLangEngine(WeightPushes):
     async def flush_cache(self) -> None:
         await self._call("POST", "/flush_cache")
 
-    async def pause_generation(self, mode: str = "abort") -> None:
-        """Hold new requests until `continue_generation` (SGLang's /pause_generation). `mode`
-        (`abort`, `retract`, `in_place`) needs a release that takes it (`pause_modes`); every
-        covered release aborts running requests by default."""
-        body = pause_request_body(await self.server_traits(), mode)
-        await self._call("POST", "/pause_generation", body)
-
-    async def continue_generation(self) -> None:
-        """Let a paused server take requests again (SGLang's /continue_generation)."""
-        await self._call("POST", "/continue_generation", {})
-
-    async def abort_all(self) -> None:
-        """Abort every request running on the server (SGLang's /abort_request, abort_all)."""
-        await self._call("POST", "/abort_request", {"abort_all": True})
-
     async def health(self, timeout_s: float = 10.0) -> bool:
         try:
             await self._call("GET", "/health", timeout_s=timeout_s)
             return True
         except RunFailure:
             return False
-
-    async def model_info(self) -> dict:
-        return await self._call("GET", "/get_model_info")
 
     async def close_connections(self) -> None:
         """Close this event loop's connections to the server (other loops' close with them)."""
@@ -354,16 +339,3 @@ class SGLangEngine(WeightPushes):
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-
-
-def pause_request_body(traits: ReleaseTraits, mode: str = "abort") -> dict:
-    """The /pause_generation body a release takes: PauseGenerationReqInput's `mode` where it has
-    one, else none (a pause then aborts what runs); UsageError for a mode it cannot honour."""
-    if traits.pause_modes:
-        return {"mode": mode}
-    if mode != "abort":
-        raise UsageError(
-            f"SGLang {traits.version} pauses by aborting only; pause mode {mode!r} needs a "
-            "newer release"
-        )
-    return {}

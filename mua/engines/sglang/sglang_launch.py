@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from mua.engines.sglang.releases import ReleaseTraits
 from mua.engines.sglang.sglang_engine import ServerHTTPError, SGLangEngine, sglang_version
 from mua.errors import RunFailure
-from mua.serve.releases import ReleaseTraits
 
 
 def launch_command(

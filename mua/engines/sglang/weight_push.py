@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from mua.engines import weight_buckets
 from mua.engines.sglang import lora_endpoints, weight_sync
 from mua.engines.sglang.http_bodies import check_success
 from mua.errors import RunFailure
@@ -41,7 +42,7 @@ class WeightPushes:
             return
         await self.begin_weight_update()
         try:
-            buckets = weight_sync.iter_buckets(named_tensors, self.bucket_mb)
+            buckets = weight_buckets.iter_buckets(named_tensors, self.bucket_mb)
             current = next(buckets, None)
             while current is not None:
                 following = next(buckets, None)
@@ -71,13 +72,13 @@ class WeightPushes:
         `meta["weight_version"]` (with the adapter's name in `meta["lora_path"]`)."""
         traits = await self.server_traits()
         lora_endpoints.refuse_release(traits.version, f"the SGLang server at {self.base_url}")
-        named = [(n, weight_sync.full_tensor(t)) for n, t in named_tensors]
+        named = [(n, weight_buckets.full_tensor(t)) for n, t in named_tensors]
         body = await asyncio.to_thread(
             lora_endpoints.load_body, name, named, config, traits, self.tp_size
         )
         check_success(await self._call("POST", lora_endpoints.LOAD_PATH, body), self.base_url)
         self.stats["weight_buckets"] += 1
-        self.stats["weight_bytes"] += weight_sync.bucket_bytes(named)
+        self.stats["weight_bytes"] += weight_buckets.bucket_bytes(named)
         await self._unload_adapters(self.adapters.adopt(name, weight_version=weight_version))
         if weight_version is not None:
             self.weight_version = str(weight_version)
@@ -121,7 +122,7 @@ class WeightPushes:
             check_success(await self._call("POST", "/end_weight_update", {}), self.base_url)
 
     async def push_tensor_bucket(
-        self, bucket: weight_sync.Bucket, flush_cache: bool, weight_version: str | None = None
+        self, bucket: weight_buckets.Bucket, flush_cache: bool, weight_version: str | None = None
     ) -> None:
         """Send one bucket to `/update_weights_from_tensor`; flush the cache after the last one.
 
@@ -139,7 +140,7 @@ class WeightPushes:
         )
         check_success(await self._call("POST", "/update_weights_from_tensor", body), self.base_url)
         self.stats["weight_buckets"] += 1
-        self.stats["weight_bytes"] += weight_sync.bucket_bytes(bucket)
+        self.stats["weight_bytes"] += weight_buckets.bucket_bytes(bucket)
 
     async def update_weights_from_disk(
         self, named_tensors: Iterable[tuple[str, Any]], weight_version: str | None = None

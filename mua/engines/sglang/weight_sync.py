@@ -1,74 +1,36 @@
-"""Moving trainer weights into rollout engines: buckets, wire encodings, a disk path, a probe check.
+"""Moving trainer weights into SGLang servers: wire encodings and a disk path.
 
-- `iter_buckets` gathers full tensors one at a time from an iterator of (name, tensor) (a sharded
-  DTensor is gathered with `full_tensor()`) and groups them into buckets of at most `bucket_mb`,
-  so at most one bucket of full tensors exists at once: never a full-model copy.
+- Buckets (`iter_buckets`, from `mua.engines.weight_buckets`): at most one bucket of full
+  tensors exists at once, never a full-model copy.
 - Tensor path: `encode_tensors` is SGLang's `MultiprocessingSerializer` form (base64 pickle of
   [(name, tensor)]: CUDA tensors by CUDA-IPC handle, same host only; CPU tensors inline);
   `tensor_push_body` serializes it once per tensor-parallel rank.
   `decode_tensors` is the receiving side `mua serve` uses. Every server gets this one encoding.
 - Disk path: `write_shards` writes each bucket as one safetensors shard (plus an index) into a
   folder, by default in shared memory, for `/update_weights_from_disk`; `read_shards` is the reverse.
-- Probe: `probe_logprob_diff` has the engine greedily continue a fixed prompt and compares the
-  log-probs it reports with the trainer model's log-probs of the same tokens; `check_probe` raises
-  `RunFailure` beyond a tolerance, so a stale or corrupted engine never trains silently.
 
 Not here: NCCL broadcast of weights (SGLang's update_weights_from_distributed), resharding for
-tensor parallelism (SGLang's loader does that from full tensors), HTTP (see sglang_engine).
+tensor parallelism (SGLang's loader does that from full tensors), HTTP (see sglang_engine), the
+probe of the pushed weights (`mua.engines.weight_probe`).
 """
 
 from __future__ import annotations
 
 import base64
 import importlib
-import itertools
 import json
 import os
 import tempfile
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from mua.engines.weight_buckets import Bucket, bucket_bytes, full_tensor, iter_buckets
 from mua.errors import RunFailure
 
-Bucket = list[tuple[str, Any]]
+__all__ = ["Bucket", "bucket_bytes", "full_tensor", "iter_buckets"]  # and what is defined below
+
 SHARD_INDEX = "model.safetensors.index.json"
-DEFAULT_PROBE_TOLERANCE = 0.05
-
-
-def full_tensor(tensor):
-    """The whole tensor on this rank: gathers a DTensor, detaches anything else."""
-    if hasattr(tensor, "full_tensor"):
-        tensor = tensor.full_tensor()
-    return tensor.detach()
-
-
-def iter_buckets(named_tensors: Iterable[tuple[str, Any]], bucket_mb: float) -> Iterator[Bucket]:
-    """Yield lists of (name, full tensor) whose sizes add up to at most `bucket_mb` MiB.
-
-    A single tensor larger than the limit forms a bucket of its own. Tensors are gathered lazily,
-    as the bucket they belong to is filled.
-    """
-    if bucket_mb <= 0:
-        raise ValueError("bucket_mb must be positive")
-    limit_bytes = int(bucket_mb * 1024 * 1024)
-    bucket: Bucket = []
-    size_bytes = 0
-    for name, tensor in named_tensors:
-        tensor = full_tensor(tensor)
-        nbytes = tensor.numel() * tensor.element_size()
-        if bucket and size_bytes + nbytes > limit_bytes:
-            yield bucket
-            bucket, size_bytes = [], 0
-        bucket.append((name, tensor))
-        size_bytes += nbytes
-    if bucket:
-        yield bucket
-
-
-def bucket_bytes(bucket: Bucket) -> int:
-    return sum(t.numel() * t.element_size() for _, t in bucket)
 
 
 # ---- tensor-path encoding -------------------------------------------------------------------
@@ -274,85 +236,3 @@ def read_shards(folder: str | Path) -> Iterator[Bucket]:
         raise FileNotFoundError(f"weights folder {folder} holds no .safetensors files")
     for path in files:
         yield list(load_file(str(path)).items())
-
-
-# ---- probe check ----------------------------------------------------------------------------
-
-
-def default_probe_ids(vocab_size: int, length: int = 16) -> list[int]:
-    """A fixed, model-independent prompt: spread-out ids below the vocabulary size."""
-    return [(7 + 97 * i) % max(2, vocab_size - 1) + 1 for i in range(length)]
-
-
-def trainer_logprobs(model, prompt_ids: list[int], token_ids: list[int]) -> list[float]:
-    """log_softmax of the model's logits at each continuation token (teacher-forced).
-
-    For a sharded (FSDP) model every rank must call this together, as for any forward.
-    """
-    import torch
-
-    device = next(model.parameters()).device
-    ids = torch.tensor(
-        [list(prompt_ids) + list(token_ids)], dtype=torch.long, device=device
-    )  # [1, T]
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0].float()  # [T, V]
-    start = len(prompt_ids) - 1
-    logp = torch.log_softmax(logits[start : start + len(token_ids)], dim=-1)  # [N, V]
-    picked = logp[
-        torch.arange(len(token_ids), device=device), torch.tensor(token_ids, device=device)
-    ]
-    return picked.tolist()
-
-
-_PROBE_IDS = itertools.count()
-_PROBE_PROCESS = uuid.uuid4().hex[:12]
-
-
-def probe_request_id() -> str:
-    """A rid no other rank or probe uses: several ranks probe one shared server at once, and
-    SGLang refuses (>= 0.5.12) or overwrites (older) a second in-flight request with the same rid."""
-    return f"mua-weight-probe-{_PROBE_PROCESS}-{next(_PROBE_IDS)}"
-
-
-async def probe_logprob_diff(engine, model, prompt_ids: list[int], num_tokens: int = 8) -> float:
-    """Mean |engine log-prob - trainer log-prob| over a greedy continuation of `prompt_ids`.
-
-    Greedy and unseeded: the probe must not depend on a server honouring seeds."""
-    from mua.engines.engine_contract import GenerationRequest, SamplingParams
-
-    request = GenerationRequest(
-        prompt_ids=list(prompt_ids),
-        request_id=probe_request_id(),
-        sampling=SamplingParams(temperature=0.0, max_new_tokens=num_tokens),
-    )
-    result = await engine.generate(request)
-    if not result.token_ids:
-        raise RunFailure("weight probe: the engine returned no tokens for the probe prompt")
-    reference = trainer_logprobs(model, prompt_ids, result.token_ids)
-    diffs = [abs(a - b) for a, b in zip(result.logprobs, reference, strict=True)]
-    return sum(diffs) / len(diffs)
-
-
-async def check_probe(
-    engine,
-    model,
-    prompt_ids: list[int],
-    tolerance: float = DEFAULT_PROBE_TOLERANCE,
-    num_tokens: int = 8,
-) -> float:
-    """Probe the engine after a weight push; raise RunFailure when it disagrees with the trainer."""
-    return check_probe_diff(
-        await probe_logprob_diff(engine, model, prompt_ids, num_tokens), tolerance
-    )
-
-
-def check_probe_diff(diff: float, tolerance: float = DEFAULT_PROBE_TOLERANCE) -> float:
-    """Return `diff`, or raise RunFailure when it is past `tolerance` (or NaN)."""
-    if diff != diff or diff > tolerance:  # NaN counts as a failure
-        raise RunFailure(
-            f"weight sync check failed: the rollout engine's log-probs differ from the trainer's by "
-            f"{diff:.4g} on average (tolerance {tolerance:g}); the engine holds stale or corrupted "
-            "weights. Check the weight push (names, dtype) or raise rollout.sglang.probe_tolerance"
-        )
-    return diff

@@ -30,7 +30,7 @@ tests/contract run the covered releases' own classes on what mua sends.
                         `serialized_tensors`, from 0.5.17 one per TP rank in
                         `serialized_named_tensors`. /generate names it in `lora_path`.
 
-Not here: the HTTP shapes (`mua.serve.protocol`), how the client or server act on these facts.
+Not here: the HTTP shapes (`mua.engines.sglang.protocol`), how the client or server act on these facts.
 """
 
 from __future__ import annotations

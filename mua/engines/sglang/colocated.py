@@ -1,0 +1,135 @@
+"""The SGLang engine as the trainer drives it (`ColocatedEngine`), and its builder.
+
+A server speaking SGLang's protocol (a real SGLang server, or `mua serve` on CPU) is shared by
+several ranks. One rank, the leader, drives it: with `rollout.sglang.base_urls` the servers
+serve the whole job and global rank 0 leads; otherwise each node's local rank 0 launches one
+server and leads it, and the node's other ranks connect to the URL it shares. A use:
+    leader resumes weights memory if it released it -> push (every rank gathers the full
+    parameters, a collective; only the leader sends) -> leader resumes the other released tags
+    (KV cache, CUDA graphs) -> barrier -> (the trainer probes) -> rollouts from every rank ->
+    every rank drains its own requests still running on the server -> barrier -> leader
+    releases every memory tag the server's release knows.
+A fresh server has released nothing, so the first wake resumes nothing (SGLang's scheduler dies
+resuming a tag that is not released). SGLang frees released weights, so after a release the
+weights must be pushed again; with adapter pushes the base stays resident (its tag is kept) and
+the adapter is pushed again at each use, being small: the leader loads it, the other ranks name
+it in their requests. Pushes wait for the next use (`push_on_update` is False): a push before
+the release would be thrown away.
+Not here: the HTTP protocol and launching (`sglang_engine`, `sglang_launch`, `engine_pool`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+from mua.distributed import all_gather_objects, barrier
+from mua.engines.engine_contract import ColocatedEngine, Push
+from mua.engines.weight_probe import DEFAULT_PROBE_TOLERANCE
+
+
+class SGLangColocated(ColocatedEngine):
+    """A client of the servers (an `SGLangEngine` or `EnginePool`); `is_leader` drives them."""
+
+    def __init__(
+        self,
+        engine,
+        is_leader: bool = True,
+        probe_ids: list[int] | None = None,
+        probe_tolerance: float = DEFAULT_PROBE_TOLERANCE,
+    ):
+        self.engine = engine
+        self.is_leader = is_leader
+        self.probe_ids = list(probe_ids or [])
+        self.probe_tolerance = probe_tolerance
+
+    async def begin_use(self, push: Push | None) -> None:
+        if self.is_leader:
+            await self.engine.wake(tags=["weights"])  # only when released
+        if push is not None:
+            await push()
+        if self.is_leader:
+            await self.engine.wake()  # every other tag it released
+        barrier()  # followers generate only once the leader's push and resume are done
+
+    async def end_use(self, keep_base: bool) -> bool:
+        await self.engine.drain()  # SGLang 0.5.x asserts it is idle when memory is released
+        barrier()
+        if self.is_leader:  # every tag of the server's release (cuda_graph included)
+            await self.engine.sleep(tags=await self._released_tags(keep_base))
+        return True  # SGLang frees released weights; an adapter is pushed again too
+
+    async def _released_tags(self, keep_base: bool) -> list[str] | None:
+        if not keep_base:
+            return None
+        engines = getattr(self.engine, "engines", [self.engine])
+        traits = await engines[0].server_traits()
+        return [t for t in traits.memory_tags if t != "weights"]
+
+    async def push_full(self, named_tensors: Iterable[tuple[str, Any]], version: str) -> None:
+        if not self.is_leader:
+            for _ in named_tensors:  # take part in each gather; the leader sends
+                pass
+            return
+        await self.engine.update_weights(named_tensors, weight_version=version)  # it buckets
+
+    async def push_adapter(self, name, named_tensors, config: dict, version: str) -> None:
+        if self.is_leader:
+            await self.engine.load_adapter(name, named_tensors, config, version)
+        else:  # the leader loaded it (the barrier in `begin_use` orders it before any request)
+            self.engine.use_adapter(name, version)
+
+    async def close(self) -> None:
+        """Leave a shared server as a fresh one is: the leader resumes what it released, so the
+        next trainer that attaches (whose first wake resumes nothing) finds its memory there."""
+        if self.is_leader:
+            try:
+                await self.engine.wake()
+            except Exception:  # the server is gone (or was launched here and stops below)
+                pass
+        await self.engine.close()
+
+
+def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> SGLangColocated:
+    """Connect to `rollout.sglang.base_urls`, or launch one server per node (collective)."""
+    from mua.engines.sglang.engine_pool import engine_from_config
+    from mua.engines.weight_probe import default_probe_ids
+
+    cfg = rollout.sglang
+    hf_config = getattr(policy, "config", None)
+    options = dict(
+        bucket_mb=parallel.weight_push_bucket_mb,
+        hf_config=hf_config,
+        max_concurrency=rollout.max_concurrency,
+    )
+    if model_cfg.lora is not None and rollout.lora_sync == "adapter":
+        from mua.engines.sglang.lora_endpoints import launch_args
+
+        options["lora_args"] = launch_args(model_cfg.lora)  # a launched server takes adapters
+    if cfg.base_urls:  # servers of the whole job: global rank 0 drives them
+        engine = engine_from_config(cfg, model_cfg.path, **options)
+        is_leader = dist.rank == 0
+    else:  # one launched server per node, driven by the node's local rank 0
+        is_leader = dist.local_rank == 0
+        engine = engine_from_config(cfg, model_cfg.path, **options) if is_leader else None
+        node = _node_id()
+        shared = all_gather_objects((node, engine.base_url if engine is not None else None))
+        if engine is None:
+            url = next(u for n, u in shared if n == node and u)
+            engine = engine_from_config(
+                cfg.model_copy(update={"base_urls": [url]}), model_cfg.path, **options
+            )
+    vocab_size = int(getattr(hf_config, "vocab_size", 0) or len(tokenizer))
+    return SGLangColocated(
+        engine,
+        is_leader=is_leader,
+        probe_ids=default_probe_ids(vocab_size),
+        probe_tolerance=cfg.probe_tolerance,
+    )
+
+
+def _node_id() -> str:
+    """Which node this process runs on: torchrun's node rank, else the host name."""
+    return os.environ.get("GROUP_RANK") or socket.gethostname()

@@ -1,0 +1,44 @@
+"""`rollout.engine` names a builder through `mua.engines.registry`: the built-in engines, one added
+by `MUA_ENGINES`, one-line errors for an unknown name or a malformed entry, and recipe validation
+that takes the registry's names."""
+
+from __future__ import annotations
+
+import pytest
+
+from mua.config.rollout import RolloutConfig
+from mua.engines import registry
+from mua.engines.engine_contract import ColocatedEngine
+from mua.errors import UsageError
+
+
+def build_nothing(*_args):  # a builder the tests register by name
+    return "built"
+
+
+def test_builtin_engines_build_colocated_engines():
+    assert registry.list_engines() == ["hf", "sglang"]
+    from mua.engines.hf.colocated import HFColocated
+    from mua.engines.sglang.colocated import SGLangColocated
+
+    assert registry.engine_builder("hf").__module__ == "mua.engines.hf.colocated"
+    assert registry.engine_builder("sglang").__module__ == "mua.engines.sglang.colocated"
+    assert issubclass(HFColocated, ColocatedEngine) and issubclass(SGLangColocated, ColocatedEngine)
+
+
+def test_an_engine_added_by_the_environment_is_found_and_accepted_by_recipes(monkeypatch):
+    with pytest.raises(ValueError, match="unknown engine 'mine'; use one of: hf, openai, sglang"):
+        RolloutConfig(engine="mine")
+    monkeypatch.setenv(registry.ENV_VAR, f"mine={__name__}:build_nothing")
+    assert "mine" in registry.list_engines()
+    assert registry.engine_builder("mine")() == "built"
+    assert RolloutConfig(engine="mine").engine == "mine"
+
+
+def test_unknown_names_and_bad_entries_are_one_line(monkeypatch):
+    with pytest.raises(UsageError, match=r"unknown rollout.engine 'vllm'; known: hf, sglang$"):
+        registry.engine_builder("vllm")
+    monkeypatch.setenv(registry.ENV_VAR, "broken")
+    with pytest.raises(UsageError, match="not name=module:function") as err:
+        registry.list_engines()
+    assert "\n" not in str(err.value)
