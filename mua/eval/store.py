@@ -4,7 +4,9 @@ Every finished trajectory is appended (and flushed) at once, so an interrupted e
 everything it finished. On start, the existing file is read, a torn last line (a kill during a
 write) and duplicate keys are dropped (any other unreadable line is refused, not dropped), and
 the clean rows are written back atomically once the checks below pass; the keys
-(gym, task_id, sample_index) already present are not evaluated again. `eval_config.json` holds
+(gym, task_id, sample_index) already present are not evaluated again, except rows that were
+never scored (`excluded`: the user or judge failed), which are dropped and evaluated again
+(`retried` counts them). `eval_config.json` holds
 the settings and content that determine results (model and tokenizer content, sampling, budgets,
 user); resuming into a folder evaluated with other settings is refused unless `fresh`, which
 starts over. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows whose
@@ -40,6 +42,7 @@ class ResultStore:
         self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
         self.rows: dict[tuple, dict] = {}
         self.dropped_lines = 0
+        self.retried = 0  # earlier rows never scored (a user or judge failure): evaluated again
         self._file = None
         self._open(fresh, task_digests or {})
 
@@ -88,6 +91,9 @@ class ResultStore:
                         "move the file away or use --fresh to start over"
                     ) from None
                 self.dropped_lines += 1
+                continue
+            if row.get("excluded"):
+                self.retried += 1
                 continue
             self.rows.setdefault(key, row)
 
