@@ -98,13 +98,14 @@ def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperatur
     overrides = (
         kind + overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
     )
-    recipe = load_recipe(path, overrides, verb="eval")
+    names = None
     if gyms:  # --gym replaces the recipe's choice; a gym the recipe has a section for keeps it
         names = [name.strip() for item in gyms for name in item.split(",") if name.strip()]
         if not names:
             raise UsageError("--gym: no gym named; pass --gym NAME (or --gym all)")
-        recipe = recipe.with_gyms(list(dict.fromkeys(names)))
-    return recipe, path
+        names = list(dict.fromkeys(names))
+    # the gyms are chosen before the overrides apply, so `gym.options.x=...` reaches them
+    return load_recipe(path, overrides, verb="eval", gyms=names), path
 
 
 def _ends(summary: dict, *, excluded_only: bool) -> str:
