@@ -277,9 +277,33 @@ def parse_recipe_dict(raw: dict, verb: str, source: str = "<recipe>"):
     if declared is not None and declared != verb:
         raise UsageError(f"{source}: verb: this recipe is for `mua {declared}`, not `mua {verb}`")
     try:
-        return model.model_validate({**raw, "verb": verb})
+        recipe = model.model_validate({**raw, "verb": verb})
     except ValidationError as err:
         raise UsageError(_render_validation(source, err, model, raw)) from None
+    # a string such as `1e309` (YAML reads no float there) becomes inf only in the model
+    bad_number = non_finite_path(recipe.model_dump())
+    if bad_number is not None:
+        where, value = bad_number
+        raise UsageError(
+            f"{source}: {where}: must be a finite number (got {_raw_at(raw, where, value)}, "
+            f"which is {value}); write a finite number"
+        )
+    return recipe
+
+
+def _raw_at(raw: dict, dotted: str, default):
+    """The value the recipe wrote at `a.b[0].c`, for an error message (default when not found;
+    a one-gym `gym:` is found under `gyms[0]`)."""
+    node: Any = gyms_from_raw(raw) if isinstance(raw, dict) else raw
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            node = node[index] if isinstance(node, list) and index < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return default
+    return node
 
 
 def read_yaml(path: str | Path) -> dict:
