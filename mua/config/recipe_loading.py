@@ -22,10 +22,10 @@ from pydantic import BaseModel, ValidationError
 from mua.config.gyms import gyms_from_raw
 from mua.config.recipe_yaml import load_text, non_finite_path, read_recipe_text
 from mua.config.recipes import RECIPE_MODELS
+from mua.config.redact import is_secret_name
 from mua.errors import UsageError
 
 _SECRET_VALUE = re.compile(r"^(sk-|sk_|hf_|xox[bap]-|ghp_|AKIA)[A-Za-z0-9_\-]{8,}")
-_SECRET_KEY = re.compile(r"(api_?key|secret|token|password)$", re.IGNORECASE)
 
 
 def _yaml_scalar(text: str) -> Any:
@@ -217,12 +217,7 @@ def _find_inline_secrets(node: Any, path: str = "") -> list[str]:
     if isinstance(node, dict):
         for k, v in node.items():
             sub = f"{path}.{k}" if path else str(k)
-            if (
-                isinstance(v, str)
-                and _SECRET_KEY.search(str(k))
-                and not str(k).endswith("_env")
-                and v
-            ):
+            if isinstance(v, str) and is_secret_name(k) and v:
                 found.append(sub)
             else:
                 found.extend(_find_inline_secrets(v, sub))

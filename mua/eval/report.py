@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from mua.config.redact import redact_urls
+from mua.config.redact import redact_secrets, redact_urls
 from mua.eval.summary import flat_metrics
 
 SUMMARY_FILE = "summary.json"
@@ -136,7 +136,7 @@ def write_summary(out_dir: Path, summaries: dict[str, dict], meta: dict) -> Path
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     macro = macro_average(summaries)
     extra = {"macro_average": macro} if macro else {}
-    clean = redact_urls(_json_safe({**meta, "gyms": summaries, **extra}))
+    clean = redact_secrets(_json_safe({**meta, "gyms": summaries, **extra}))
     tmp.write_text(json.dumps(clean, indent=2, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)
     return path

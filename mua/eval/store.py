@@ -11,7 +11,7 @@ the settings and content that determine results (model and tokenizer content, sa
 user); resuming into a folder evaluated with other settings is refused unless `fresh`, which
 starts over. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows whose
 task has changed since (a re-prepared task file). Rows are written with URL credentials
-redacted. Not here: what a row contains (`mua.eval.summary`), computing fingerprints
+redacted, eval_config.json with every credential (`redact_secrets`). Not here: what a row contains (`mua.eval.summary`), computing fingerprints
 (`mua.eval.fingerprint`) or running anything.
 """
 
@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from mua.config.redact import redact_urls
+from mua.config.redact import redact_secrets, redact_urls
 from mua.errors import UsageError
 from mua.eval.summary import row_key
 
@@ -39,7 +39,10 @@ class ResultStore:
     ):
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / RESULTS_FILE
-        self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
+        # as written to eval_config.json (credentials masked), so a resume compares like with like
+        self.fingerprint = redact_secrets(
+            json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
+        )
         self.rows: dict[tuple, dict] = {}
         self.dropped_lines = 0
         self.retried = 0  # earlier rows never scored (a user or judge failure): evaluated again

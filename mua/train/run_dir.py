@@ -98,6 +98,7 @@ def _flatten(tree, prefix: str = "") -> dict:
 
 def check_resume_recipe(run_dir: Path, recipe, *, resume: bool, allow_change: bool) -> None:
     """Refuse (or, when allowed, record) a changed recipe for a run that will resume."""
+    from mua.config.redact import redact_secrets
     from mua.config.resolved import RESOLVED_NAME
 
     resolved = run_dir / RESOLVED_NAME
@@ -107,7 +108,8 @@ def check_resume_recipe(run_dir: Path, recipe, *, resume: bool, allow_change: bo
         old = yaml.safe_load(resolved.read_text())["recipe"]
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         return  # unreadable: nothing to compare with (the new one replaces it)
-    changes = recipe_changes(old, recipe.model_dump(mode="json"))
+    # the resolved recipe was written with credentials masked: compare (and record) alike
+    changes = recipe_changes(old, redact_secrets(recipe.model_dump(mode="json")))
     if not changes:
         return
     lines = [_describe(key, before, after) for key, (before, after) in changes.items()]
