@@ -65,7 +65,7 @@ def test_recipe_changes_record_no_credentials(tmp_path):
 
     from mua.config import load_recipe
     from mua.config.resolved import write_resolved
-    from mua.train.run_dir import CHANGES, check_resume_recipe
+    from mua.train.run_dir import CHANGES, check_resume_recipe, promote, stage
 
     def recipe(url, lr):
         return load_recipe(
@@ -81,9 +81,10 @@ def test_recipe_changes_record_no_credentials(tmp_path):
     (step / "trainer_state.pt").write_bytes(b"x")
     # the same recipe resumes (its URL compares equal to the redacted one written)
     check_resume_recipe(tmp_path, recipe(url, 1e-5), resume=True, allow_change=False)
-    check_resume_recipe(
-        tmp_path, recipe(url.replace("pw-", "pw2-"), 2e-5), resume=True, allow_change=True
-    )
+    changed = recipe(url.replace("pw-", "pw2-"), 2e-5)
+    changes = check_resume_recipe(tmp_path, changed, resume=True, allow_change=True)
+    stage(tmp_path, changed, changes, resuming=True)
+    promote(tmp_path)
     text = (tmp_path / CHANGES).read_text()
     _clean(text)
     assert "pw2-judge-secret" not in text
