@@ -1,0 +1,48 @@
+"""Benchmarks fail when they time no work: B1's mua step runs its own one-turn gym (so it
+generates and trains), and a step that generated or trained nothing, or did other work than the
+other side, stops the benchmark instead of reporting a ratio."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.common import NoWorkTimed, require_same_work, require_work
+
+
+def test_require_work_and_same_work():
+    require_work("BX", "a step", trajectories=32, trained_tokens=5)
+    with pytest.raises(NoWorkTimed, match="trained_tokens=0"):
+        require_work("BX", "a step", trajectories=32, trained_tokens=0)
+    require_same_work("BX", "rows", a=3, b=3)
+    with pytest.raises(NoWorkTimed, match="a 3, b 4"):
+        require_same_work("BX", "rows", a=3, b=4)
+
+
+@pytest.mark.timeout(300)
+def test_b1_mua_step_generates_and_trains_on_its_gym(tmp_path):
+    import torch
+
+    from bench import b1_grpo_vs_trl as b1
+    from bench._proc_group import one_process_group
+    from mua.train.rl import rl_step
+
+    torch.set_num_threads(1)
+    with one_process_group() as dist:
+        trainer = b1.mua_trainer(b1.MODELS["1m"], tmp_path, dist)
+        metrics = rl_step(
+            1,
+            recipe=trainer.recipe,
+            dist=trainer.dist,
+            state=trainer.state,
+            parts=trainer.rl,
+            sampler=trainer.sampler,
+            tracker=trainer.tracker,
+        )
+        trainer.tracker.close("FINISHED")
+    b1.check_mua_step(metrics, 0)  # raises NoWorkTimed on a step that did nothing
+    assert metrics["tokens/trained"] > 0
+    assert sum(v for k, v in metrics.items() if k.startswith("termination/")) == b1.WORK
+    with pytest.raises(NoWorkTimed):
+        b1.check_mua_step({**metrics, "tokens/trained": 0.0}, 0)
+    with pytest.raises(NoWorkTimed):
+        b1.check_trl_step({"step_s": 1.0, "completions": 0.0, "completion_tokens": 0.0}, 0)
