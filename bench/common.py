@@ -68,6 +68,11 @@ def require_same_work(bench_id: str, what: str, **sides: float) -> None:
         raise NoWorkTimed(f"{bench_id}: the sides did different work ({what}: {shown})")
 
 
+def nonzero_grads(model) -> int:
+    """Gradient entries that are not 0 after a backward (0: the update trained nothing)."""
+    return sum(int(p.grad.count_nonzero()) for p in model.parameters() if p.grad is not None)
+
+
 def _check(value: float, rule: str) -> bool:
     m = re.fullmatch(r"\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*", rule)
     if not m:

@@ -46,3 +46,28 @@ def test_b1_mua_step_generates_and_trains_on_its_gym(tmp_path):
         b1.check_mua_step({**metrics, "tokens/trained": 0.0}, 0)
     with pytest.raises(NoWorkTimed):
         b1.check_trl_step({"step_s": 1.0, "completions": 0.0, "completion_tokens": 0.0}, 0)
+
+
+def test_b7_fails_when_the_training_step_left_the_weights_as_they_were():
+    from types import SimpleNamespace
+
+    from bench.b7_logprob_agreement import variant_metrics
+
+    sampled = [SimpleNamespace(token_ids=[1, 2, 3])]
+    ok = variant_metrics((0.0, 0.0), (0.2, 0.5), (0.0, 0.0), sampled, "_x")
+    assert ok["sampled_tokens_x"] == 3.0
+    with pytest.raises(NoWorkTimed, match="stale_engine_logp_diff=0"):
+        variant_metrics((0.0, 0.0), (0.0, 0.0), (0.0, 0.0), sampled, "_x")
+    with pytest.raises(NoWorkTimed, match="sampled_tokens=0"):
+        variant_metrics((0.0, 0.0), (0.2, 0.5), (0.0, 0.0), [], "_x")
+
+
+def test_nonzero_grads_counts_what_a_backward_left():
+    import torch
+
+    from bench.common import nonzero_grads
+
+    model = torch.nn.Linear(2, 1, bias=False)
+    assert nonzero_grads(model) == 0
+    model(torch.ones(1, 2)).sum().backward()
+    assert nonzero_grads(model) == 2
