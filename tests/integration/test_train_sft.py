@@ -117,6 +117,8 @@ def test_missing_data_file_is_a_usage_error(tmp_path):
     assert "nope.jsonl not found" in res.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_an_allowed_recipe_change_takes_effect_once_the_resume_loaded(tmp_path):
     """The changed recipe is staged while the ranks load the checkpoint, then becomes the run's
     (with its change recorded); a failed start before that leaves the run's recipe alone."""
