@@ -78,6 +78,7 @@ def _nbytes(tensors) -> int:
 
 
 def update(mode: str) -> dict:
+    from bench.common import nonzero_grads
     from mua.algo import aggregate, policy_loss
     from mua.config.train import OptimConfig
     from mua.models.lora import adapter_params
@@ -112,6 +113,7 @@ def update(mode: str) -> dict:
     optimizer.step()
     seconds = time.perf_counter() - start
     peak = peak_rss_gb()
+    trained = nonzero_grads(model)
     named = [(n, p.detach()) for n, p in model.named_parameters()]
     full_push = _full_push_bytes(model, engine_params)
     push = _adapter_push_bytes(model) if mode == "lora" else full_push
@@ -126,6 +128,8 @@ def update(mode: str) -> dict:
         "push_bytes": push,
         "full_push_bytes": full_push,
         "push_tensor_bytes": tensor_bytes,
+        "scored_tokens": scored,
+        "nonzero_grads": trained,
     }
 
 

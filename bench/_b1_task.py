@@ -64,11 +64,28 @@ class OneTurnEnv:
         return None
 
 
+GYM_NAME = "b1-vowels"
+
+
+def register() -> None:
+    """Make the one-turn gym a registered gym of this process, so a recipe can name it and the
+    trainer's rollouts run it (`mua.gym.registry`; mua side only)."""
+    from mua.gym.registry import BUILTIN_GYMS
+
+    BUILTIN_GYMS[GYM_NAME] = f"{__name__}:GYM"
+
+
+def __getattr__(name: str):
+    if name == "GYM":  # built on first use: the TRL side never imports mua's gym API
+        return gym_spec()
+    raise AttributeError(name)
+
+
 def gym_spec():
     from mua.gym.api import GymSpec
 
     return GymSpec(
-        name="b1-vowels",
+        name=GYM_NAME,
         description="One turn, reward = share of vowels.",
         make_env=lambda ctx: OneTurnEnv(),
         build_tasks=lambda *a, **k: {"train": tasks()},
@@ -79,6 +96,6 @@ def tasks():
     from mua.gym.api import Task
 
     return [
-        Task(task_id=f"b1-{i}", gym="b1-vowels", split="train", prompt=chat_prompt(i), payload={})
+        Task(task_id=f"b1-{i}", gym=GYM_NAME, split="train", prompt=chat_prompt(i), payload={})
         for i in range(NUM_PROMPTS)
     ]

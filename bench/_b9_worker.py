@@ -64,6 +64,7 @@ def peak_rss_gb() -> float:
 
 
 def update() -> dict:
+    from bench.common import nonzero_grads
     from mua.algo import aggregate, policy_loss
     from mua.train.packed_batch import concat_per_token, first_token_mask
     from mua.train.packed_forward import accumulate
@@ -86,11 +87,13 @@ def update() -> dict:
     optimizer.zero_grad(set_to_none=True)
     accumulate(model, [ids], ROW_TOKENS, "cpu", loss_fn, masks=[mask])
     optimizer.step()
+    seconds = time.perf_counter() - start
     return {
         "peak_rss_gb": peak_rss_gb(),
-        "update_s": time.perf_counter() - start,
+        "update_s": seconds,
         "scored_tokens": scored,
         "row_tokens": len(ids),
+        "nonzero_grads": nonzero_grads(model),
     }
 
 

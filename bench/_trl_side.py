@@ -6,7 +6,8 @@ on stdout (`{"ready": true}`, then `{"step_s": ...}` after each optimizer step) 
 line on stdin before each step (`go`, or `stop` to end). The step time is measured by a trainer
 callback from `on_step_begin` to `on_step_end`: generation, rewards, loss, backward, gradient
 clipping and the optimizer step of one `trainer.train()` step, nothing of the pauses. Each report
-also carries `generation_s`, the part spent generating and scoring completions.
+also carries `generation_s`, the part spent generating and scoring completions, and the
+`completions` and `completion_tokens` it generated (B1 fails a step that generated nothing).
 Everything TRL prints goes to stderr, so stdout carries only the protocol.
 The configuration is docs/benchmarks.md's; lr_scheduler_type="constant" matches mua's constant lr.
 """
@@ -38,7 +39,12 @@ def _make_callback(protocol_out):
 
         def on_step_end(self, args, state, control, **kwargs):
             dt = time.perf_counter() - self.t0
-            report = {"step_s": dt, "generation_s": _GENERATION_S.pop("step", 0.0)}
+            report = {
+                "step_s": dt,
+                "generation_s": _GENERATION_S.pop("step", 0.0),
+                "completions": _GENERATION_S.pop("completions", 0.0),
+                "completion_tokens": _GENERATION_S.pop("completion_tokens", 0.0),
+            }
             protocol_out.write(json.dumps(report) + "\n")
             protocol_out.flush()
             if not wait_for_go():
@@ -51,15 +57,23 @@ _GENERATION_S: dict[str, float] = {}
 
 
 def _time_generation(trainer_cls) -> None:
-    """Add the seconds of each step's generation (with its reward scoring) to _GENERATION_S."""
+    """Add the seconds of each step's generation (with its reward scoring) to _GENERATION_S,
+    and the completions it generated and their tokens (what B1 checks the step did)."""
     original = trainer_cls._generate_and_score_completions
 
     def timed(self, *args, **kwargs):
         t0 = time.perf_counter()
         try:
-            return original(self, *args, **kwargs)
+            out = original(self, *args, **kwargs)
         finally:
             _GENERATION_S["step"] = _GENERATION_S.get("step", 0.0) + time.perf_counter() - t0
+        mask = out.get("completion_mask") if isinstance(out, dict) else None
+        if mask is not None:
+            _GENERATION_S["completions"] = _GENERATION_S.get("completions", 0.0) + mask.shape[0]
+            _GENERATION_S["completion_tokens"] = _GENERATION_S.get(
+                "completion_tokens", 0.0
+            ) + float(mask.sum())
+        return out
 
     trainer_cls._generate_and_score_completions = timed
 

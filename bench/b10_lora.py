@@ -18,7 +18,7 @@ sends as much), both built by the client's own functions. `lora_update_s_vs_full
 
 from __future__ import annotations
 
-from bench.common import worker_result
+from bench.common import require_same_work, require_work, worker_result
 
 ID = "B10"
 BAR = {"lora_peak_mem_vs_full": "<= 0.5", "adapter_push_bytes_vs_full": "<= 0.02"}
@@ -32,6 +32,14 @@ def run():
     full = _worker("full")
     lora = _worker("lora")
     print(f"  full: {full}\n  lora: {lora}", flush=True)
+    for mode, seen in (("full", full), ("lora", lora)):
+        require_work(
+            ID,
+            f"the {mode} update",
+            nonzero_grads=seen["nonzero_grads"],
+            push_bytes=seen["push_bytes"],
+        )
+    require_same_work(ID, "scored tokens", full=full["scored_tokens"], lora=lora["scored_tokens"])
     full_mem = full["peak_rss_gb"] - full["base_rss_gb"]
     lora_mem = lora["peak_rss_gb"] - lora["base_rss_gb"]
     metrics = {

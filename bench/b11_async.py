@@ -40,6 +40,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from bench.common import require_same_work, require_work
+
+ID = "B11"
 BAR = {"samples_per_s_vs_sync": ">= 1.3"}
 MODEL = "tiny:qwen2-1m"
 STEPS, TASKS_PER_STEP, N = 20, 8, 4
@@ -203,6 +206,13 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
         batch = score(trajectories, algo, rank=0, world_size=1, n=N)
         advantages, _ = group_relative_advantages(batch, algo)
         samples = with_inputs(batch.samples, advantages, None, None)
+        # both modes train every step's 8 x 4 samples, with trained tokens
+        require_same_work(
+            ID, f"{mode} step {step}: samples", mode=len(trajectories), workload=TASKS_PER_STEP * N
+        )
+        require_work(
+            ID, f"{mode} step {step}", trained_tokens=sum(sum(s.loss_mask) for s in samples)
+        )
         update(
             model, optimizer, scheduler, None, samples, algo=algo, parallel=parallel,
             grad_clip=1.0, global_batch=TASKS_PER_STEP * N, temperature=1.0, dist=dist,

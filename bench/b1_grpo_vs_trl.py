@@ -10,8 +10,10 @@ mua: a `Trainer` built from a GRPO recipe exactly as `mua train` builds it (a on
 group, where the trainer keeps the model unsharded because FSDP2 would shard nothing; an `hf`
 engine with its own copy of the weights, running the model's own transformers forward); the timed
 unit is `rl_step` (`mua.train.rl`): rollouts through the multi-turn runner, advantages, the
-update, and the weight push into the engine. The recipe names the `math` gym only to pass
-validation; its GymSpec is then replaced by the one-turn gym of `bench._b1_task`.
+update, and the weight push into the engine. The recipe names the one-turn gym of
+`bench._b1_task`, registered in this process. Every timed step of each side must have done the
+work: 8 x 4 trajectories (completions) on both sides and trained tokens > 0 (`NoWorkTimed`
+otherwise: a step that generated or trained nothing would time nothing).
 TRL (trl 1.16, in bench/.venv, `bench._trl_side`): `GRPOTrainer.train()` with docs/benchmarks.md's
 GRPOConfig (TRL's default gradient checkpointing left on), timed by a callback from step begin to
 step end and paused between steps.
@@ -42,6 +44,7 @@ import time
 from pathlib import Path
 
 from bench import _b1_task as task
+from bench.common import require_same_work, require_work
 
 ID = "B1"
 BAR = {"step_ratio_vs_trl_1m": "<= 0.75", "step_ratio_vs_trl_10m": "<= 0.75"}
@@ -130,7 +133,7 @@ def mua_recipe(model_path: str, task_file: Path, run_dir: Path):
         {
             "run_dir": str(run_dir),
             "model": {"path": model_path, "seed": task.SEED},
-            "gym": {"name": "math"},
+            "gym": {"name": task.GYM_NAME},
             "data": {
                 "train_files": [str(task_file)],
                 "tasks_per_step": task.NUM_PROMPTS,
@@ -177,12 +180,32 @@ def mua_trainer(model_path: str, workdir: Path, dist):
     from mua.gym.taskfile import write_tasks
     from mua.train.trainer import Trainer
 
+    task.register()
     task_file = write_tasks(task.tasks(), workdir / "tasks.parquet")
     recipe = mua_recipe(model_path, task_file, workdir / "run")
     write_resolved(recipe, workdir / "run")  # as `mua train` does before starting the ranks
-    trainer = Trainer(recipe, workdir / "run", dist, resume=False)
-    trainer.rl.gym = task.gym_spec()
-    return trainer
+    return Trainer(recipe, workdir / "run", dist, resume=False)
+
+
+WORK = task.NUM_PROMPTS * task.NUM_GENERATIONS  # trajectories (completions) of one step
+
+
+def check_mua_step(step_metrics: dict, round_index: int) -> None:
+    """The mua step generated every trajectory and trained tokens (else `NoWorkTimed`)."""
+    trajectories = sum(v for k, v in step_metrics.items() if k.startswith("termination/"))
+    what = f"mua step {round_index}"
+    require_work(ID, what, trajectories=trajectories, trained_tokens=step_metrics["tokens/trained"])
+    require_same_work(ID, f"{what}: trajectories", mua=trajectories, workload=WORK)
+
+
+def check_trl_step(trl_times: dict, round_index: int) -> None:
+    """The TRL step generated every completion and trained tokens (else `NoWorkTimed`)."""
+    what = f"TRL step {round_index}"
+    completions = trl_times.get("completions", 0.0)
+    require_work(
+        ID, what, completions=completions, completion_tokens=trl_times.get("completion_tokens", 0.0)
+    )
+    require_same_work(ID, f"{what}: completions", trl=completions, workload=WORK)
 
 
 def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[str, float], str]:
@@ -211,13 +234,16 @@ def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[
                 sampler=trainer.sampler,
                 tracker=trainer.tracker,
             )
+            elapsed = time.perf_counter() - t0
+            check_mua_step(step_metrics, round_index)
             seen = {
-                "mua_step_s": time.perf_counter() - t0,
+                "mua_step_s": elapsed,
                 "mua_rollout_s": step_metrics["time/rollout_s"],
                 "mua_update_s": step_metrics["time/update_s"],
             }
             if trl is not None:
                 trl_times = trl.step()
+                check_trl_step(trl_times, round_index)
                 seen["trl_step_s"] = trl_times["step_s"]
                 seen["trl_generation_s"] = trl_times["generation_s"]
             shown = f", TRL {seen['trl_step_s']:.3f} s" if trl is not None else ""

@@ -61,7 +61,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import cpu_cores, interleaved_rounds
+from bench.common import cpu_cores, interleaved_rounds, require_same_work, require_work
 
 ID = "B2"
 BAR = {
@@ -433,11 +433,21 @@ def run() -> tuple[dict[str, float], str]:
         engine = SGLangEngine(engine_url, max_concurrency=SCALE_TASKS * SCALE_SAMPLES)
         server, base_url = _start_user_server()
         workload = _turn_workload(asyncio.run(_mua_run(engine, tokenizer, base_url)))
+        turns = sum(len(conv) for conv in workload)
+        require_work(
+            ID,
+            "mua's first run",
+            conversations=len(workload),
+            sampled_tokens=sum(n for conv in workload for _, n in conv),
+        )
         recording = _Recording(engine)
 
         def mua_recorded():
             recording.restart()
-            return asyncio.run(_mua_run(recording, tokenizer, base_url))
+            trajs = asyncio.run(_mua_run(recording, tokenizer, base_url))
+            # each round of (a) does the work the replays (b), (c) repeat
+            require_same_work(ID, "turns", mua=sum(t.num_turns for t in trajs), replays=turns)
+            return trajs
 
         rounds = interleaved_rounds(
             {

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import random
 
+from bench.common import require_same_work, require_work
+
 ID = "B3"
 BAR = {"padding_fraction": "<= 0.05"}
 
@@ -105,10 +107,8 @@ def run() -> dict[str, float]:
         )
     finally:
         hook.remove()
-    if not computed or metrics["tokens/total"] != sum(lengths):
-        raise RuntimeError(
-            f"the step trained {metrics['tokens/total']} tokens, expected {sum(lengths)}"
-        )
+    require_work(ID, "the SFT step", forward_tokens=sum(computed), trained=metrics["tokens/total"])
+    require_same_work(ID, "tokens", trained=metrics["tokens/total"], workload=sum(lengths))
     num_micro_batches = len(plan_micro_batches(lengths, MICRO_BATCH_TOKENS))
     inputs = sum(n - 1 if n > 1 else n for n in lengths)
     return {

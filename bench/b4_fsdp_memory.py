@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.common import require_same_work, require_work
+
 ID = "B4"
 BAR = {"per_rank_bytes_ratio_2_vs_1": "<= 0.55"}
 
@@ -55,6 +57,17 @@ def measure(world_size: int) -> list[int]:
                 f"torchrun with {world_size} rank(s) failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
             )
         ranks = json.loads(out.read_text())["ranks"]
+    require_same_work(
+        ID, f"ranks reported with {world_size}", ranks=len(ranks), launched=world_size
+    )
+    for rank, r in enumerate(ranks):  # a real step leaves gradients and AdamW state on every rank
+        require_work(
+            ID,
+            f"rank {rank} of {world_size}",
+            param_bytes=r["param_bytes"],
+            grad_bytes=r["grad_bytes"],
+            optim_bytes=r["optim_bytes"],
+        )
     return [r["param_bytes"] + r["grad_bytes"] + r["optim_bytes"] for r in ranks]
 
 

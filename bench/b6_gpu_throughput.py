@@ -21,6 +21,8 @@ import random
 import statistics
 import time
 
+from bench.common import require_work
+
 ID = "B6"
 BAR = {"train_tokens_per_s": ">= 15000"}
 
@@ -129,6 +131,7 @@ def measure(
             if dist.device.type == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
+            require_work(ID, f"step {step}", trained_tokens=out["tokens/total"])
             if step >= warmup_steps:
                 rates.append(out["tokens/total"] / seconds)
                 tokens = out["tokens/total"]

@@ -49,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import require_work
+
 ID = "B7"
 PROTOCOL_VARIANTS = {"_sglang_protocol": "tensor", "_sglang_protocol_disk": "disk"}  # suffix: path
 BAR = {
@@ -176,7 +178,15 @@ def train_one_step(policy, prompts_ids, results, device) -> None:
 
 
 def variant_metrics(step0, stale, pushed, sampled, suffix: str) -> dict[str, float]:
-    """The per-variant figures; each of step0/stale/pushed is (mean, max)."""
+    """The per-variant figures; each of step0/stale/pushed is (mean, max). Fails (`NoWorkTimed`)
+    when nothing was sampled or the training step left the weights as they were (a stale
+    engine then agrees with the trainer, and the push would compare nothing)."""
+    require_work(
+        ID,
+        f"variant {suffix or 'hf'}",
+        sampled_tokens=sum(len(r.token_ids) for r in sampled),
+        stale_engine_logp_diff=stale[0],
+    )
     return {
         f"mean_abs_logp_diff_step0{suffix}": step0[0],
         f"mean_abs_logp_diff_after_push{suffix}": pushed[0],

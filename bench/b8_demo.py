@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import statistics
 
+from bench.common import require_work
+
 ID = "B8"
 BAR = {"demo_minutes": "<= 15", "gain_minus_spread": "> 0"}
 
@@ -24,6 +26,13 @@ def run() -> tuple[dict[str, float], str]:
     for seed in seeds:
         print(f"-- seed {seed}", flush=True)
         results.append(run_demo(f"runs/bench_b8/seed_{seed}", seed=seed))
+    for r in results:  # both evaluations scored trajectories (an empty one has no reward)
+        for phase, summary in (("after SFT", r.before), ("after GRPO", r.after)):
+            require_work(
+                ID,
+                f"seed {r.seed} evaluation {phase}",
+                scored=summary.get("num_trajectories", 0) - summary.get("excluded", 0),
+            )
     before = [r.before["reward_mean"] for r in results]
     after = [r.after["reward_mean"] for r in results]
     gains = [a - b for a, b in zip(after, before, strict=True)]

@@ -16,7 +16,7 @@ difference and the largest relative gradient difference are reported too.
 
 from __future__ import annotations
 
-from bench.common import worker_result
+from bench.common import require_work, worker_result
 
 ID = "B9"
 BAR = {"peak_rss_gb": "<= 3", "max_abs_logp_diff_vs_unchunked": "<= 1e-5"}
@@ -30,6 +30,13 @@ def run():
     updated = _worker("update")
     compared = _worker("compare")
     print(f"  update: {updated}\n  compare: {compared}", flush=True)
+    require_work(
+        ID,
+        "the update",
+        scored_tokens=updated["scored_tokens"],
+        nonzero_grads=updated["nonzero_grads"],
+    )
+    require_work(ID, "the comparison", scored_tokens=compared["scored_tokens"])
     metrics = {
         "peak_rss_gb": updated["peak_rss_gb"],
         "max_abs_logp_diff_vs_unchunked": compared["max_abs_logp_diff"],

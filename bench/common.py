@@ -1,6 +1,7 @@
 """Shared benchmark helpers: interleaved timing (A B A B ..., median after warm-up), result files,
-a measurement in a worker process of its own (`worker_result`), and a model built from a config as
-the trainer runs it on CPU (`cpu_trainer_model`).
+a measurement in a worker process of its own (`worker_result`), a model built from a config as
+the trainer runs it on CPU (`cpu_trainer_model`), and the checks that a benchmark timed the work
+it names (`require_work`, `require_same_work`: a timing of nothing fails instead of passing).
 
 Does not decide what is measured; each bench module does.
 """
@@ -44,6 +45,32 @@ def interleaved(
     """Median seconds of each callable, measured A B A B ... after `warmup` rounds."""
     rounds = interleaved_rounds(fns, repeats, warmup)
     return {k: statistics.median(v) for k, v in rounds.items()}
+
+
+class NoWorkTimed(RuntimeError):
+    """A benchmark timed less work than it names (nothing generated, trained or pushed, or not
+    the same work on both sides): its figures would mean nothing, so it fails."""
+
+
+def require_work(bench_id: str, what: str, **counts: float) -> None:
+    """Fail unless every count of the work timed is above 0, e.g.
+    `require_work("B1", "mua step 3", trajectories=32, trained_tokens=610)`."""
+    empty = [f"{name}={value:g}" for name, value in counts.items() if not value > 0]
+    if empty:
+        raise NoWorkTimed(f"{bench_id}: {what} timed no work ({', '.join(empty)})")
+
+
+def require_same_work(bench_id: str, what: str, **sides: float) -> None:
+    """Fail unless both (all) sides of a comparison did the same amount of work, e.g.
+    `require_same_work("B1", "trajectories per step", mua=32, trl=32)`."""
+    if len(set(sides.values())) > 1:
+        shown = ", ".join(f"{name} {value:g}" for name, value in sides.items())
+        raise NoWorkTimed(f"{bench_id}: the sides did different work ({what}: {shown})")
+
+
+def nonzero_grads(model) -> int:
+    """Gradient entries that are not 0 after a backward (0: the update trained nothing)."""
+    return sum(int(p.grad.count_nonzero()) for p in model.parameters() if p.grad is not None)
 
 
 def _check(value: float, rule: str) -> bool:

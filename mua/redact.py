@@ -8,8 +8,14 @@ returns it with every URL's credentials replaced by `***`:
   credential, ...): `?key=abc&model=x` -> `?key=***&model=x`.
 
 Everything else (scheme, host, port, path, other parameters) is kept, so a redacted URL still
-says where a request went. Text that is not a URL is returned unchanged. Does not decide where
-to redact: writers of files, MLflow params and error messages call it.
+says where a request went. Text that is not a URL is returned unchanged.
+
+`redact_secrets(value)` also replaces the string value of every key named like a secret
+(`is_secret_name`: `api_key`, `OPENAI_API_KEY`, `token`, `password`, `Authorization`, `Cookie`,
+...; a key ending in `_env` names a variable and is kept): for files holding settings (eval
+configs, summaries, recipe change records), where a header or key may sit in a gym's options.
+Result rows keep their transcripts and get `redact_urls` only. Does not decide where to redact:
+writers of files, MLflow params and error messages call these.
 """
 
 from __future__ import annotations
@@ -25,6 +31,18 @@ _SECRET_PARAM = re.compile(
     r"([^&;#]*)",
     re.IGNORECASE,
 )
+
+
+_SECRET_NAME = re.compile(
+    r"(api[_-]?key|secret|token|password|passwd|authorization|cookie|credentials?)$",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(key: object) -> bool:
+    """Whether a setting named `key` holds a secret (not one ending `_env`: it names a variable)."""
+    name = str(key)
+    return bool(_SECRET_NAME.search(name)) and not name.lower().endswith("_env")
 
 
 def _redact_url(url: str) -> str:
@@ -50,3 +68,15 @@ def redact_urls(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(redact_urls(v) for v in value)
     return value
+
+
+def redact_secrets(value: Any) -> Any:
+    """`redact_urls`, and the string value of every key named like a secret replaced by `***`."""
+    if isinstance(value, dict):
+        return {
+            k: MASK if isinstance(v, str) and v and is_secret_name(k) else redact_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_secrets(v) for v in value)
+    return redact_urls(value)

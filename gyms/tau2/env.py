@@ -97,7 +97,11 @@ class Tau2Env:
                 from mua.config.rollout import LLMUserConfig
                 from mua.llm.llm_client import LLMClient
 
-                _JUDGES[key] = LLMClient(LLMUserConfig(**{"kind": "llm", **judge}))
+                _JUDGES[key] = LLMClient(
+                    LLMUserConfig(**{"kind": "llm", **judge}),
+                    label="tau2 judge (gym.options.judge)",
+                    setting="gym.options.judge.base_url",
+                )
             return _JUDGES[key]
         return None
 

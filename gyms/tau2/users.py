@@ -12,7 +12,8 @@ builds it. It talks through mua's OpenAI-compatible client (`JudgeClient.complet
 cache, `UserFailure` masking). tau2 lets the user model call tools natively; mua's client
 returns text, so the user writes a tool call as one JSON object
 `{"tool_call": {"name": ..., "arguments": {...}}}` (the format is explained after the
-guidelines); a bad call becomes an error message back to the user, as in tau2.
+guidelines); a bad call becomes an error message back to the user, as in tau2. A user that
+makes more than `MAX_USER_TOOL_CALLS` calls in one reply breaks protocol: `UserFailure`.
 
 Scripted user: no model. It opens with the reason for the call and what it knows, answers
 questions from the scenario, confirms proposals, performs the task's gold user actions (in
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gyms.tau2.domain import USER, Tau2Environment
+from mua.gym.api import UserFailure
 
 STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
 STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
@@ -139,14 +141,23 @@ class LLMUser:
         ]
 
     async def reply(self, agent_text: str) -> UserTurn:
+        """The user's message to the agent after its tool calls (at most MAX_USER_TOOL_CALLS);
+        a user that keeps calling tools past that breaks protocol: `UserFailure` (masked, the
+        user's failure), never an ending the agent would be scored on."""
         self.messages.append({"role": "user", "content": agent_text})
         calls = []
-        for _ in range(MAX_USER_TOOL_CALLS + 1):
+        while True:
             text = await self.llm.complete(self.messages)
             self.messages.append({"role": "assistant", "content": text})
             call = parse_tool_call(text)
-            if call is None or len(calls) >= MAX_USER_TOOL_CALLS:
-                return UserTurn(text if call is None else STOP, calls)
+            if call is None:
+                return UserTurn(text, calls)
+            if len(calls) >= MAX_USER_TOOL_CALLS:
+                raise UserFailure(
+                    f"{_where(self.llm)} made {MAX_USER_TOOL_CALLS} tool calls and asked for "
+                    "another without a message for the agent; the user model breaks the "
+                    "protocol (use a stronger user model)"
+                )
             arguments = call.get("arguments")
             arguments = arguments if isinstance(arguments, dict) else {}
             content, error = self.env.tool_call(USER, call["name"], arguments)
@@ -155,7 +166,12 @@ class LLMUser:
             self.messages.append(
                 {"role": "user", "content": f"[{note} from {call['name']}]\n{content}"}
             )
-        return UserTurn(STOP, calls)
+
+
+def _where(llm) -> str:
+    """How errors name the LLM user: its endpoint's description when it has one."""
+    endpoint = getattr(llm, "endpoint", None)
+    return getattr(endpoint, "where", None) or "the tau2 LLM user"
 
 
 _ASKS_CONFIRM = re.compile(r"\b(confirm|proceed|shall i|should i|would you like|do you want)\b")

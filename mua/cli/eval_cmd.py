@@ -98,13 +98,78 @@ def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperatur
     overrides = (
         kind + overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
     )
-    recipe = load_recipe(path, overrides, verb="eval")
+    names = None
     if gyms:  # --gym replaces the recipe's choice; a gym the recipe has a section for keeps it
         names = [name.strip() for item in gyms for name in item.split(",") if name.strip()]
         if not names:
             raise UsageError("--gym: no gym named; pass --gym NAME (or --gym all)")
-        recipe = recipe.with_gyms(list(dict.fromkeys(names)))
-    return recipe, path
+        names = list(dict.fromkeys(names))
+    # the gyms are chosen before the overrides apply, so `gym.options.x=...` reaches them
+    return load_recipe(path, overrides, verb="eval", gyms=names), path
+
+
+def _ends(summary: dict, *, excluded_only: bool) -> str:
+    """`user_failure 2, done 1`: a summary's termination counts (only the unscored ones)."""
+    from mua.eval.summary import EXCLUDED_TERMINATIONS
+
+    return ", ".join(
+        f"{reason} {count}"
+        for reason, count in summary["terminations"].items()
+        if count and (reason in EXCLUDED_TERMINATIONS or not excluded_only)
+    )
+
+
+def nothing_scored(summaries: dict[str, dict], out_dir) -> str | None:
+    """The one line for an evaluation in which no trajectory could be scored, else None."""
+    if any(s["num_trajectories"] - s["excluded"] > 0 for s in summaries.values()):
+        return None
+    total = sum(s["num_trajectories"] for s in summaries.values())
+    ends = "; ".join(f"{gym}: {_ends(s, excluded_only=False)}" for gym, s in summaries.items())
+    detail = next(
+        (s["excluded_detail"] for s in summaries.values() if s.get("excluded_detail")), ""
+    )
+    why = f" (first failure: {detail})" if detail else ""
+    return (
+        f"nothing could be scored: all {total} trajectories ended without a score ({ends}){why}; "
+        f"fix the user or judge endpoint and re-run the same command to retry them (kept in {out_dir})"
+    )
+
+
+def result_notes(summaries: dict[str, dict]) -> list[str]:
+    """Lines printed under the table: the macro average of several gyms (or why there is none),
+    and each gym's trajectories that were not scored (its reward is over the scored ones only)."""
+    from mua.eval.report import macro_average
+
+    notes = []
+    unscored = [gym for gym, s in summaries.items() if s["num_trajectories"] == s["excluded"]]
+    macro = macro_average(summaries)
+    if len(summaries) > 1 and unscored:
+        notes.append(f"no macro average: nothing scored on {', '.join(unscored)}")
+    elif "reward_mean" in macro and "success_rate" in macro:
+        notes.append(
+            f"macro average over {len(summaries)} gyms (unweighted mean of each gym's mean; "
+            f"every gym counts the same whatever its task count): reward "
+            f"{macro['reward_mean']:.3f} · success {macro['success_rate']:.3f}"
+        )
+    partial = False
+    for gym, s in summaries.items():
+        if not s["excluded"]:
+            continue
+        partial = True
+        ends = _ends(s, excluded_only=True)
+        if gym in unscored:
+            notes.append(f"{gym}: nothing scored ({ends})")
+        else:
+            notes.append(
+                f"{gym}: {s['excluded']} of {s['num_trajectories']} trajectories not scored "
+                f"({ends}); its reward and success are over the other "
+                f"{s['num_trajectories'] - s['excluded']}"
+            )
+    if partial:
+        notes.append(
+            "the user or judge failed on those trajectories; re-run the same command to retry them"
+        )
+    return notes
 
 
 def register(app: typer.Typer) -> None:
@@ -143,7 +208,7 @@ def register(app: typer.Typer) -> None:
         mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log an MLflow run."),
     ) -> None:
         from mua.cli.common import console, is_tty
-        from mua.eval.report import macro_average, summary_table
+        from mua.eval.report import summary_table
         from mua.eval.session import run_evaluation
 
         recipe, path = build_recipe(
@@ -170,30 +235,34 @@ def register(app: typer.Typer) -> None:
             fresh=fresh,
             track=mlflow,
         )
+        failed = nothing_scored(summaries, out_dir)
+        if failed:
+            from mua.errors import RunFailure
+
+            raise RunFailure(failed)
         con = console()
         if not is_tty():
             con.width = max(con.width, 160)  # a log file has room for the whole table
         title = f"mua eval · {meta['model']} · n={meta['n']} · T={meta['temperature']:g}"
         con.print(summary_table(summaries, title))
-        macro = macro_average(summaries)
-        if macro:
-            con.print(
-                f"macro average over {len(summaries)} gyms (unweighted mean of each gym's mean; "
-                f"every gym counts the same whatever its task count): reward "
-                f"{macro['reward_mean']:.3f} · success {macro['success_rate']:.3f}",
-                soft_wrap=True,
-            )
+        for note in result_notes(summaries):
+            con.print(note, soft_wrap=True, markup=False)
         from mua.gym import get_gym
 
-        for name in dict.fromkeys(section.name for section in recipe.gym_sections()):
+        for name in dict.fromkeys(recipe.gym_section(label).name for label in summaries):
             notes = get_gym(name).eval_notes
             for note in notes(out_dir) if notes else []:
                 con.print(note, soft_wrap=True, markup=False)
-        resumed = (
-            f" (resumed: {meta['resumed_rows']} trajectories were already done)"
+        resumed = [
+            f"{meta['resumed_rows']} trajectories were already done"
             if meta["resumed_rows"]
-            else ""
-        )
+            else "",
+            f"{meta['retried_rows']} not scored before were retried"
+            if meta.get("retried_rows")
+            else "",
+        ]
+        resumed = "; ".join(r for r in resumed if r)
+        resumed = f" (resumed: {resumed})" if resumed else ""
         con.print(
             f"results: {out_dir}/results.jsonl, {out_dir}/summary.json{resumed}", soft_wrap=True
         )

@@ -15,14 +15,18 @@ override the gym cannot use) are in `mua.gym.mix`; this module checks the shape 
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.algo_names import GRPO_CREDIT_KINDS, SCORE_KINDS
 from mua.config.base import Section
 
 GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
+# what a label may hold: it names MLflow metrics (`train/<label>/reward`) and overrides
+LABEL_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class GymUserConfig(Section):
@@ -129,6 +133,16 @@ class GymConfig(Section):
         None, description="Draw this gym's tasks by difficulty (training only); null: uniformly."
     )
 
+    @field_validator("label")
+    @classmethod
+    def _label_is_a_name(cls, label: str | None) -> str | None:
+        if label is not None and not LABEL_PATTERN.fullmatch(label):
+            raise ValueError(
+                f"label {label!r}: use letters, digits, `_` and `-` only (it names metrics, "
+                "`train/<label>/reward`, and overrides, `gyms.<label>.<key>`), e.g. guess_1_8"
+            )
+        return label
+
     @property
     def key(self) -> str:
         """The entry's label: `label`, else the gym's name."""
@@ -170,14 +184,19 @@ def gyms_from_raw(data):
 
 
 def check_entries(gyms: list[GymConfig]) -> None:
-    """Shape rules across entries: labels unique, weights positive, and given for every entry or
-    for none (rows and chosen weights are not on one scale)."""
+    """Shape rules across entries: labels unique, weights positive with a finite sum, and given
+    for every entry or for none (rows and chosen weights are not on one scale)."""
     weighted = [e.weight is not None for e in gyms]
     if any(weighted) and not all(weighted):
         i = weighted.index(False)
         raise ValueError(
             f"gyms[{i}] ({gyms[i].key}): no weight while other entries have one; give every entry "
             "a weight, or none (shares then follow the rows)"
+        )
+    if all(weighted) and not math.isfinite(sum(e.weight for e in gyms)):
+        raise ValueError(
+            "gyms: the weights sum to more than a finite number can hold; use small weights "
+            "(only their ratios matter, e.g. 1 and 3)"
         )
     seen: dict[str, int] = {}
     for i, entry in enumerate(gyms):

@@ -8,6 +8,7 @@ NaN numbers are refused. Nothing here runs a recipe.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 import sys
@@ -18,12 +19,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from mua.config.gyms import gyms_from_raw
 from mua.config.recipe_yaml import load_text, non_finite_path, read_recipe_text
 from mua.config.recipes import RECIPE_MODELS
 from mua.errors import UsageError
+from mua.redact import is_secret_name
 
 _SECRET_VALUE = re.compile(r"^(sk-|sk_|hf_|xox[bap]-|ghp_|AKIA)[A-Za-z0-9_\-]{8,}")
-_SECRET_KEY = re.compile(r"(api_?key|secret|token|password)$", re.IGNORECASE)
 
 
 def _yaml_scalar(text: str) -> Any:
@@ -111,6 +113,18 @@ def apply_overrides(raw: dict, overrides: list[str], model: type[BaseModel]) -> 
         if path[-1] == "kind" and section is not None:
             _drop_other_arm_keys(node, section, where)
     return raw
+
+
+def _refuse_one_gym_keys(overrides: list[str], gyms: list[str]) -> None:
+    """With several gyms chosen, `gym.<key>` names none of them: refused with the entry form."""
+    for item in overrides:
+        dotted, _, value = item.partition("=")
+        if dotted.strip().startswith("gym."):
+            rest = dotted.strip()[4:]
+            raise UsageError(
+                f"override {dotted.strip()}: {len(gyms)} gyms are chosen ({', '.join(gyms)}); "
+                f"name the entry, e.g. gyms.{gyms[-1]}.{rest}={value}"
+            )
 
 
 def _walk_to_parent(raw: dict, path: list[str], model: type[BaseModel], dotted: str):
@@ -203,12 +217,7 @@ def _find_inline_secrets(node: Any, path: str = "") -> list[str]:
     if isinstance(node, dict):
         for k, v in node.items():
             sub = f"{path}.{k}" if path else str(k)
-            if (
-                isinstance(v, str)
-                and _SECRET_KEY.search(str(k))
-                and not str(k).endswith("_env")
-                and v
-            ):
+            if isinstance(v, str) and is_secret_name(k) and v:
                 found.append(sub)
             else:
                 found.extend(_find_inline_secrets(v, sub))
@@ -263,9 +272,33 @@ def parse_recipe_dict(raw: dict, verb: str, source: str = "<recipe>"):
     if declared is not None and declared != verb:
         raise UsageError(f"{source}: verb: this recipe is for `mua {declared}`, not `mua {verb}`")
     try:
-        return model.model_validate({**raw, "verb": verb})
+        recipe = model.model_validate({**raw, "verb": verb})
     except ValidationError as err:
         raise UsageError(_render_validation(source, err, model, raw)) from None
+    # a string such as `1e309` (YAML reads no float there) becomes inf only in the model
+    bad_number = non_finite_path(recipe.model_dump())
+    if bad_number is not None:
+        where, value = bad_number
+        raise UsageError(
+            f"{source}: {where}: must be a finite number (got {_raw_at(raw, where, value)}, "
+            f"which is {value}); write a finite number"
+        )
+    return recipe
+
+
+def _raw_at(raw: dict, dotted: str, default):
+    """The value the recipe wrote at `a.b[0].c`, for an error message (default when not found;
+    a one-gym `gym:` is found under `gyms[0]`)."""
+    node: Any = gyms_from_raw(raw) if isinstance(raw, dict) else raw
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            node = node[index] if isinstance(node, list) and index < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return default
+    return node
 
 
 def read_yaml(path: str | Path) -> dict:
@@ -304,15 +337,53 @@ def infer_verb(path: str | Path, raw: dict) -> str:
     return "train"
 
 
+def select_gyms(raw: dict, names: list[str], source: str = "<recipe>") -> dict:
+    """The raw recipe evaluating `names` (distinct) instead of its gyms: an entry labelled (else
+    named) so keeps its section, another gym gets a bare one. One gym becomes `gym:`, several
+    `gyms:`, so overrides applied afterwards reach the chosen entries (`gym.<key>` or
+    `gyms.<label>.<key>`) and an override of a dropped entry is refused."""
+    try:
+        data = gyms_from_raw(raw)
+    except ValueError as err:
+        raise UsageError(f"{source}: {err}") from None
+    entries = [e for e in data.pop("gyms", None) or [] if isinstance(e, dict)]
+
+    def entry(name: str) -> dict:
+        for matches in (
+            lambda e: (e.get("label") or e.get("name")) == name,
+            lambda e: e.get("name") == name,
+        ):
+            for e in entries:
+                if matches(e):
+                    return copy.deepcopy(e)
+        return {"name": name}
+
+    picked = [entry(name) for name in dict.fromkeys(names)]
+    if len(picked) == 1:
+        data["gym"] = picked[0]
+    else:
+        data["gyms"] = picked
+    return data
+
+
 def load_recipe(
-    path: str | Path | None, overrides: list[str] | None = None, verb: str | None = None
+    path: str | Path | None,
+    overrides: list[str] | None = None,
+    verb: str | None = None,
+    gyms: list[str] | None = None,
 ):
-    """Read, override and validate a recipe file (or the verb's defaults when `path` is None)."""
+    """Read, override and validate a recipe file (or the verb's defaults when `path` is None).
+    `gyms` (e.g. from `--gym`) replaces the file's gyms before the overrides apply
+    (`select_gyms`)."""
     raw = read_yaml(path) if path is not None else {}
     verb = verb or infer_verb(path or "", raw)
     if verb not in RECIPE_MODELS:
         raise UsageError(f"unknown verb {verb!r}; one of {', '.join(RECIPE_MODELS)}")
     model = RECIPE_MODELS[verb]
+    if gyms:
+        raw = select_gyms(raw, gyms, str(path or "<defaults>"))
+        if len(gyms) > 1:
+            _refuse_one_gym_keys(overrides or [], gyms)
     raw = apply_overrides(raw, list(overrides or []), model)
     recipe = parse_recipe_dict(raw, verb, str(path) if path else "<defaults>")
     name = Path(path).stem if path else verb

@@ -172,17 +172,6 @@ class EvalRecipe(_ConversationRecipe):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     track: TrackConfig = Field(default_factory=TrackConfig)
 
-    def with_gyms(self, names: list[str]) -> EvalRecipe:
-        """This recipe evaluating `names` (distinct) instead, e.g. from `--gym`; a gym it has a
-        section for keeps that section."""
-        sections = [self.gym_section(name) for name in names]
-        return type(self).model_validate(
-            {
-                **self.model_dump(exclude={"gyms"}, exclude_unset=True),
-                "gyms": [s.model_dump(exclude_unset=True) for s in sections],
-            }
-        )
-
     @model_validator(mode="after")
     def _one_temperature(self):
         if (

@@ -58,8 +58,8 @@ def _git_revision() -> str | None:
         return None
 
 
-def write_resolved(recipe, run_dir: str | Path | None = None) -> Path:
-    """Write the resolved recipe atomically and return its path."""
+def write_resolved(recipe, run_dir: str | Path | None = None, name: str = RESOLVED_NAME) -> Path:
+    """Write the resolved recipe atomically (as `name` in the run dir) and return its path."""
     run_dir = Path(run_dir or recipe.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     dumped = recipe.model_dump(mode="json")
@@ -71,7 +71,7 @@ def write_resolved(recipe, run_dir: str | Path | None = None) -> Path:
         "recipe": redacted,
         "provenance": {"versions": _versions(), "git_revision": _git_revision()},
     }
-    target = run_dir / RESOLVED_NAME
+    target = run_dir / name
     tmp = target.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
     os.replace(tmp, target)

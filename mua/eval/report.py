@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from mua.eval.summary import flat_metrics
-from mua.redact import redact_urls
+from mua.redact import redact_secrets, redact_urls
 
 SUMMARY_FILE = "summary.json"
 
@@ -169,7 +169,7 @@ def write_summary(out_dir: Path, summaries: dict[str, dict], meta: dict) -> Path
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     macro = macro_average(summaries)
     extra = {"macro_average": macro} if macro else {}
-    clean = redact_urls(_json_safe({**meta, "gyms": summaries, **extra}))
+    clean = redact_secrets(_json_safe({**meta, "gyms": summaries, **extra}))
     tmp.write_text(json.dumps(clean, indent=2, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)
     return path

@@ -5,7 +5,8 @@
 `track` is False, and returns the per-gym summaries. The output folder must be one mua created
 or an empty one (`mua.output_folders.claim_dir`), and no other `mua eval` may be writing it
 (`mua.output_folders.FolderLock`). Re-running the same command after an interruption
-continues where it stopped, provided the model, tokenizer and tasks have the same content
+continues where it stopped (trajectories that were not scored, their user or judge having
+failed, are evaluated again), provided the model, tokenizer and tasks have the same content
 (`mua.eval.fingerprint`; file digests are cached in `content_hashes.json`); otherwise it is
 refused with a hint to use --fresh. The CLI prints the table; nothing here parses arguments.
 """
@@ -160,6 +161,7 @@ def _evaluate_into(recipe, model: str, tasks_by_gym: dict, out_dir: Path, fresh,
         "temperature": recipe.eval.temperature,
         "out_dir": str(out_dir),
         "resumed_rows": resumed,
+        "retried_rows": store.retried,
         "seconds": round(time.perf_counter() - t0, 2),
     }
     write_summary(out_dir, summaries, meta)

@@ -4,12 +4,14 @@ Every finished trajectory is appended (and flushed) at once, so an interrupted e
 everything it finished. On start, the existing file is read, a torn last line (a kill during a
 write) and duplicate keys are dropped (any other unreadable line is refused, not dropped), and
 the clean rows are written back atomically once the checks below pass; the keys
-(gym, task_id, sample_index) already present are not evaluated again. `eval_config.json` holds
+(gym, task_id, sample_index) already present are not evaluated again, except rows that were
+never scored (`excluded`: the user or judge failed), which are dropped and evaluated again
+(`retried` counts them). `eval_config.json` holds
 the settings and content that determine results (model and tokenizer content, sampling, budgets,
 user); resuming into a folder evaluated with other settings is refused unless `fresh`, which
 starts over. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows whose
 task has changed since (a re-prepared task file). Rows are written with URL credentials
-redacted. Not here: what a row contains (`mua.eval.summary`), computing fingerprints
+redacted, eval_config.json with every credential (`redact_secrets`). Not here: what a row contains (`mua.eval.summary`), computing fingerprints
 (`mua.eval.fingerprint`) or running anything.
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from mua.errors import UsageError
 from mua.eval.summary import row_key
-from mua.redact import redact_urls
+from mua.redact import redact_secrets, redact_urls
 
 RESULTS_FILE = "results.jsonl"
 CONFIG_FILE = "eval_config.json"
@@ -37,9 +39,13 @@ class ResultStore:
     ):
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / RESULTS_FILE
-        self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
+        # as written to eval_config.json (credentials masked), so a resume compares like with like
+        self.fingerprint = redact_secrets(
+            json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
+        )
         self.rows: dict[tuple, dict] = {}
         self.dropped_lines = 0
+        self.retried = 0  # earlier rows never scored (a user or judge failure): evaluated again
         self._file = None
         self._open(fresh, task_digests or {})
 
@@ -88,6 +94,9 @@ class ResultStore:
                         "move the file away or use --fresh to start over"
                     ) from None
                 self.dropped_lines += 1
+                continue
+            if row.get("excluded"):
+                self.retried += 1
                 continue
             self.rows.setdefault(key, row)
 

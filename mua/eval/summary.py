@@ -9,6 +9,7 @@ conversation. `summarize` turns the rows of one gym into:
     turns_mean, tokens_mean, assistant_tokens_mean, parse_failures (total), parse_failure_rate
     (share of trajectories with at least one), tool_errors (total), drift_rate, terminations {reason: count},
     excluded (trajectories ended by a user/judge failure: not scored, counted here),
+    excluded_detail (why the first of them failed, or None),
     trivial_baseline (the gym's trivial policy score, when it defines one),
     components {name: mean over the scored trajectories that carry it} (a gym whose components
     are pass/fail checks, like tau2's DB, ACTION or COMMUNICATE, gets each check's pass rate).
@@ -125,6 +126,9 @@ def summarize(
         "tool_errors": sum(sum(r.get("tool_errors", {}).values()) for r in rows),
         "drift_rate": _mean([float(r.get("drift", False)) for r in rows]),
         "excluded": len(rows) - len(scored),
+        "excluded_detail": next(
+            (str(r.get("detail") or "")[:300] for r in rows if r.get("excluded")), None
+        ),
         "terminations": dict(sorted(Counter(r["termination"] for r in rows).items())),
         "trivial_baseline": trivial_baseline,
         "components": component_means(scored),

@@ -57,32 +57,35 @@ def entry_user(user_cfg, entry):
     return LLMUserConfig(**base)
 
 
+def _url_setting(what: str) -> str:
+    """The recipe key of a gym endpoint's URL, from its description `judge (gym.options.judge)`."""
+    inside = what.partition("(")[2].rstrip(")").strip()
+    return f"{inside}.base_url" if inside else "base_url"
+
+
 def preflight_endpoints(recipe, entries=None) -> None:
     """One request to every LLM endpoint the run will call, before it starts: each entry's
     simulated user (the top-level one with the entry's keys) and the endpoints its gym calls
     itself (`GymSpec.endpoints`, e.g. tau2's judge). A wrong key, URL or model, or an endpoint
     that cannot answer, stops the run with one line naming which endpoint (`RunFailure`)."""
-    from mua.errors import RunFailure
     from mua.gym import get_gym
     from mua.llm.llm_client import preflight_user
 
     seen: set[str] = set()
     for entry in entries if entries is not None else recipe.gyms:
-        checks = [("", entry_user(recipe.user, entry))]
+        checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
         spec = get_gym(entry.name)
         if spec.endpoints is not None:
             checks += [
-                (f"{entry.key} {what}: ", cfg) for what, cfg in spec.endpoints(dict(entry.options))
+                (f"{entry.key} {what}", _url_setting(what), cfg)
+                for what, cfg in spec.endpoints(dict(entry.options))
             ]
-        for prefix, cfg in checks:
+        for label, setting, cfg in checks:
             key = cfg.model_dump_json()
             if key in seen:
                 continue
             seen.add(key)
-            try:
-                preflight_user(cfg)
-            except RunFailure as e:
-                raise RunFailure(f"{prefix}{e}") from None
+            preflight_user(cfg, label, setting)
 
 
 def entry_rollout(rollout_cfg, entry, spec):

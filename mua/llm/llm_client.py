@@ -79,7 +79,11 @@ def _content_text(message: Any) -> str:
 class LLMClient:
     """`JudgeClient` for an LLM user or judge configured by `LLMUserConfig`."""
 
-    def __init__(self, cfg: LLMUserConfig) -> None:
+    def __init__(
+        self, cfg: LLMUserConfig, label: str = "LLM user", setting: str = "user.base_url"
+    ) -> None:
+        """`label` names the endpoint in errors (a judge's is not the user's); `setting` is
+        the recipe key of its URL (named in a redirect's hint)."""
         self.cfg = cfg
         self.endpoint = ChatEndpoint(
             base_url=cfg.resolved_base_url() or OPENAI_API_URL,
@@ -89,8 +93,9 @@ class LLMClient:
             max_retries=cfg.max_retries,
             backoff_s=cfg.backoff_s,
             max_concurrency=cfg.max_concurrency,
+            label=label,
             typed_replies=False,
-            base_url_setting="user.base_url",
+            base_url_setting=setting,
         )
         self.cache = ReplyCache(cfg.cache_dir) if cfg.cache_dir else None
         self._reported: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
@@ -174,14 +179,18 @@ def user_call_report(client: Any) -> dict[str, int]:
     return client.take_report() if isinstance(client, LLMClient) else {}
 
 
-def preflight_user(user_cfg: LLMUserConfig | ScriptedUserConfig) -> None:
+def preflight_user(
+    user_cfg: LLMUserConfig | ScriptedUserConfig,
+    label: str = "LLM user",
+    setting: str = "user.base_url",
+) -> None:
     """Before a run starts: one request to the LLM user's endpoint (nothing for a scripted one).
 
     Raises `RunFailure` naming the endpoint (credentials left out) and the HTTP status when the
     key, URL or model is wrong, or when the endpoint cannot answer after its retries. With
     `user.cache_dir` set an unreachable endpoint is only a warning (every reply may be cached);
     a refusal still stops the run. Uses its own client, so the run's counters start at zero."""
-    client = make_llm_client(user_cfg)
+    client = make_llm_client(user_cfg, label, setting)
     if client is None:
         return
 
@@ -202,8 +211,12 @@ def preflight_user(user_cfg: LLMUserConfig | ScriptedUserConfig) -> None:
         raise RunFailure(f"{err}; nothing was run") from None
 
 
-def make_llm_client(user_cfg: LLMUserConfig | ScriptedUserConfig) -> LLMClient | None:
-    """The client a gym's LLM user gets, or None for a scripted user."""
+def make_llm_client(
+    user_cfg: LLMUserConfig | ScriptedUserConfig,
+    label: str = "LLM user",
+    setting: str = "user.base_url",
+) -> LLMClient | None:
+    """The client a gym's LLM user (or a judge, by `label`) gets, or None for a scripted user."""
     if not isinstance(user_cfg, LLMUserConfig):
         return None
     if user_cfg.resolved_base_url() is None and not os.environ.get(user_cfg.api_key_env):
@@ -211,4 +224,4 @@ def make_llm_client(user_cfg: LLMUserConfig | ScriptedUserConfig) -> LLMClient |
             f"user.kind=llm talks to the OpenAI API but ${user_cfg.api_key_env} is not set; "
             "export it, or set user.base_url (or $OPENAI_BASE_URL) to a local server"
         )
-    return LLMClient(user_cfg)
+    return LLMClient(user_cfg, label, setting)

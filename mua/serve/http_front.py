@@ -6,7 +6,10 @@ Every request, whatever its method and path, goes to `await handle(method, targe
 where `body` is the request body parsed as JSON (`{}` when empty) or a `BadBody` carrying the
 parser's message (the handler answers 400); the returned (status, payload) is sent as JSON.
 aiohttp does the HTTP/1.1 work: keep-alive, chunked bodies, `Expect: 100-continue`, bad
-requests (400). Bodies up to `MAX_BODY_BYTES` are read (weight pushes are large).
+requests (400). Each route's body is capped (`body_limit`: what its work needs; weight pushes,
+which carry tensor handles for a whole model, get the most): a declared length over the cap is
+answered 413 before the body is read, a chunked body as soon as it passes the cap, and the
+connection is then closed (the rest is never read).
 
 Why on the engine's loop and not one thread per connection: a generation request then costs
 the process one wake-up of this loop and none of its own threads, so the thread that runs the
@@ -25,7 +28,18 @@ from aiohttp import web
 
 Handle = Callable[[str, str, Any], Awaitable[tuple[int, Any]]]
 
-MAX_BODY_BYTES = 1 << 40
+MiB = 1 << 20
+# the most a request body may hold, by path; any other path (GETs, pause, abort, memory) gets
+# SMALL_BODY_BYTES
+BODY_LIMITS = {
+    "/generate": 64 * MiB,
+    "/v1/chat/completions": 64 * MiB,
+    "/update_weights_from_tensor": 2048 * MiB,
+    "/load_lora_adapter_from_tensors": 2048 * MiB,
+    "/update_weights_from_disk": MiB,
+}
+SMALL_BODY_BYTES = MiB
+MAX_BODY_BYTES = max(BODY_LIMITS.values())
 # a burst of clients (every rollout of a training step connects at once) needs a long backlog,
 # or connections are reset
 BACKLOG = 1024
@@ -54,20 +68,54 @@ async def start_listener(handle: Handle, host: str, port: int) -> Listener:
     """Listen on (host, port) (0: a free port) and serve every request with `handle`."""
 
     async def serve(request: web.Request) -> web.Response:
-        status, payload = await handle(
-            request.method, request.path_qs, _json_body(await request.read())
-        )
+        limit = body_limit(request.path)
+        declared = request.content_length
+        raw = None if declared is not None and declared > limit else await _read(request, limit)
+        if raw is None:
+            return _too_large(request.path, limit)
+        status, payload = await handle(request.method, request.path_qs, _json_body(raw))
         return web.Response(
             status=status, body=json.dumps(payload).encode(), content_type="application/json"
         )
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_route("*", "/{tail:.*}", serve)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # lingering_time=0: after a 413 the unread body is not drained, the connection closes
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, lingering_time=0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=BACKLOG, reuse_address=True)
     await site.start()
     return Listener(runner)
+
+
+def body_limit(path: str) -> int:
+    """The most bytes a request body to `path` may hold."""
+    return BODY_LIMITS.get(path.rstrip("/") or "/", SMALL_BODY_BYTES)
+
+
+async def _read(request: web.Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as it passes `limit` bytes (the rest is not read)."""
+    chunks, size = [], 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(path: str, limit: int) -> web.Response:
+    """413; the listener then closes the connection, its unread body never drained."""
+    from mua.serve.refusals import error_body
+
+    message = f"the request body is larger than {path} accepts ({limit // MiB} MiB at most)"
+    response = web.Response(
+        status=413,
+        body=json.dumps(error_body(message, path)).encode(),
+        content_type="application/json",
+    )
+    response.force_close()  # `Connection: close`
+    return response
 
 
 def _json_body(raw: bytes) -> Any:

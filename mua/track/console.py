@@ -100,11 +100,23 @@ class StepEta:
 
 def gym_split(metrics: dict) -> str:
     """The per-gym part of a step line: `gyms: travel 0.41 (38%) · turtle 0.12 (62%)` (reward and
-    share of the batch per `train/<label>/`; `val/<label>/reward_mean` when validated)."""
-    labels = [k[6:-7] for k in metrics if k.startswith("train/") and k.endswith("/reward")]
+    share of the batch per `train/<label>/`, `masked N` beside or instead of the reward when
+    trajectories were masked; `val/<label>/reward_mean` when validated)."""
+    labels = dict.fromkeys(
+        k[6:].rsplit("/", 1)[0]
+        for k in metrics
+        if k.startswith("train/") and k.endswith(("/reward", "/share", "/masked"))
+    )
     parts = []
     for label in labels:
-        text = f"{label} {_fmt(metrics[f'train/{label}/reward'])}"
+        reward = metrics.get(f"train/{label}/reward")
+        masked = int(metrics.get(f"train/{label}/masked", 0))
+        if reward is None and not masked:
+            continue
+        words = ([_fmt(reward)] if reward is not None else []) + (
+            [f"masked {masked}"] if masked else []
+        )
+        text = f"{label} " + " ".join(words)
         share = metrics.get(f"train/{label}/share")
         if share is not None:
             text += f" ({share:.0%})"

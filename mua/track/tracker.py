@@ -27,13 +27,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mua.errors import MuaError, RunFailure
-from mua.redact import redact_text
+from mua.redact import is_secret_name, redact_text
 from mua.track.console import StepConsole, verbose
 from mua.track.run_files import append_metrics, keep_metrics_through, write_transcripts
 from mua.track.sinks import open_sinks
 
 _MAX_PARAM_LEN = 500
-_SECRET_HINTS = ("api_key", "secret", "password", "token")
 
 
 def tracking_uri(configured: str | None, run_dir: str | Path) -> str:
@@ -75,8 +74,7 @@ def flatten_params(tree, prefix: str = "") -> dict[str, str]:
             out.update(flatten_params(v, f"{prefix}{k}."))
         return out
     key = prefix[:-1]
-    leaf = key.rsplit(".", 1)[-1].lower()
-    if any(h in leaf for h in _SECRET_HINTS) and not leaf.endswith("_env"):
+    if is_secret_name(key.rsplit(".", 1)[-1]):
         return out
     out[key] = redact_text(str(tree))[:_MAX_PARAM_LEN]
     return out

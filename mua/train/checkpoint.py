@@ -13,6 +13,8 @@ Layout of `run_dir/checkpoints/global_step_N/` (what `mua merge` reads):
                               (gym label, task id) of the groups in flight, which a resumed
                               run starts again (mua.train.partial_rollouts)
     rng/rank_R.pt             torch / python / cuda RNG states of rank R
+                              (both .pt files hold plain data and tensors only: a resume loads
+                              them with `weights_only=True` and refuses anything else)
     config.json, tokenizer*   the model's HF config and tokenizer files, so a merge needs
                               nothing else
     critic/                   (PPO only) DCP files of the critic {"model", "optim"}
@@ -186,8 +188,24 @@ def load_checkpoint(
     load_dcp(path, model, optimizer, ignore_frozen=_is_peft(model))
     if critic is not None:
         load_dcp(path / "critic", critic, critic_optimizer)
-    state = torch.load(path / "trainer_state.pt", weights_only=False)
+    state = load_plain(path / "trainer_state.pt")
     rng_file = path / "rng" / f"rank_{rank}.pt"
     if rng_file.exists():
-        _set_rng_state(torch.load(rng_file, weights_only=False))
+        _set_rng_state(load_plain(rng_file))
     return state
+
+
+def load_plain(file: Path):
+    """A `torch.save`d file of plain data (dicts, lists, tuples, numbers, strings, tensors) read
+    with `weights_only=True`: a file holding any other object is refused, never unpickled."""
+    import pickle
+
+    try:
+        return torch.load(file, weights_only=True)
+    except pickle.UnpicklingError:
+        from mua.errors import RunFailure
+
+        raise RunFailure(
+            f"{file} holds more than plain data (a pickled object mua never writes); refusing "
+            "to load it, since loading could run code: resume only from checkpoints of your runs"
+        ) from None

@@ -4,7 +4,8 @@ recipe, start torchrun.
 Validation happens here, in a process that has not imported torch, so a bad recipe fails in
 well under a second with one line (exit 2). The run dir must be mua's or empty, not in use by
 another `mua train`, and a resumed run must keep its recipe unless `--allow-recipe-change`
-(`mua.train.run_dir`). Then torchrun (`mua.train.torchrun`: without its own error dumps) starts
+(`mua.train.run_dir`); a resume's recipe is staged and replaces the run's only once the ranks
+loaded the checkpoint, so a failed start changes nothing. Then torchrun (`mua.train.torchrun`: without its own error dumps) starts
 the ranks, each running `mua.train.loop.train_rank` (`python -m mua.train.loop RUN_DIR`: the step
 loop that calls `rl_step` / `sft_step`), which reads only the resolved recipe.
 Ctrl-C stops the ranks and exits 130 with one line saying how to resume; SIGTERM (what a
@@ -132,7 +133,6 @@ def launch(
     resume_from: str | None = None,
     allow_recipe_change: bool = False,
 ) -> None:
-    from mua.config import write_resolved
     from mua.determinism import child_env
     from mua.train import run_dir as run_folder
 
@@ -156,10 +156,11 @@ def launch(
     run_folder.claim(run_dir)
     lock = run_folder.RunLock(run_dir) if node_rank == 0 else None
     try:
-        run_folder.check_resume_recipe(
+        changes = run_folder.check_resume_recipe(
             run_dir, recipe, resume=resume, allow_change=allow_recipe_change
         )
-        write_resolved(recipe, run_dir)
+        # a resume's recipe replaces the run's once the ranks loaded the checkpoint (promote)
+        run_folder.stage(run_dir, recipe, changes, resuming=resume)
         env = child_env()  # MUA_DETERMINISTIC=1: pinned threads and kernels (mua.determinism)
         env.setdefault("OMP_NUM_THREADS", "1")
         # torchrun holds the lock too: a killed launcher leaves it locked until torchrun ends

@@ -2,7 +2,8 @@
 [--resume-from CHECKPOINT]`, the step loop of `mua train`.
 
 `mua.train.launcher` (in the `mua train` process) starts torchrun, and torchrun starts `train_rank`
-once per rank: a process boundary, so the rank reads only `RUN_DIR/recipe.resolved.yaml`. The
+once per rank: a process boundary, so the rank reads only `RUN_DIR/recipe.resolved.yaml` (or,
+for a resume not yet known to work, the staged `recipe.pending.yaml`: `mua.train.run_dir`). The
 body of `train_rank` is the whole life of a rank: join the process group, build the run's pieces
 (`mua.train.trainer.Trainer`), loop over the steps calling `rl_step` (`mua.train.rl`) or
 `sft_step` (`mua.train.sft`), then the last checkpoint and export, and leave the group.
@@ -27,6 +28,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1  # prctl option, linux/prctl.h
 INTERRUPTED = 130
@@ -51,12 +53,13 @@ def train_rank(argv: list[str] | None = None) -> int:
     from mua.errors import MuaError
     from mua.train.guards import RunStopped
     from mua.train.rl import rl_step
+    from mua.train.run_dir import recipe_file
     from mua.train.sft import sft_step
     from mua.train.trainer import Preempted, Trainer
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     apply_torch()  # deterministic mode only
-    recipe = read_resolved(args.run_dir)
+    recipe = read_resolved(recipe_file(Path(args.run_dir)))  # a resume's pending one first
     dist = init_distributed()
     try:
         trainer = Trainer(

@@ -1,6 +1,9 @@
 """The RL step's metrics: rollouts and filters (gathered over ranks), update sums, transcripts.
 
 Every number is summed or gathered over all ranks, so a run logs the same metrics on 1 or N ranks.
+A masked trajectory (its user, gym or engine failed: `FAILURE_REASONS`) has no score: reward and
+success means leave it out and `reward/masked` (`train/<label>/masked`) counts it beside them; a
+step or gym with nothing scored logs no reward at all rather than 0.
 Not here: computing anything the update uses.
 """
 
@@ -10,6 +13,7 @@ from collections import Counter
 
 import torch
 
+from mua.algo.filters import FAILURE_REASONS
 from mua.distributed import all_gather_objects, all_reduce_sum
 from mua.train.rl_batch import BatchReport, RLSample
 
@@ -25,13 +29,26 @@ def _traj_summary(t) -> dict:
         "drift": t.metrics.get("drift", 0.0),
         "success": float(t.reward > 0 and t.termination == "done"),
         "gym": getattr(t, "gym", ""),
+        "masked": t.termination in FAILURE_REASONS,
     }
 
 
+def reward_means(trajs: list[dict], prefix: str, reward_key: str, success_key: str) -> dict:
+    """Reward and success means over the scored (not masked) trajectories, and the masked count;
+    no mean at all when nothing was scored."""
+    scored = [t for t in trajs if not t["masked"]]
+    out = {f"{prefix}masked": float(len(trajs) - len(scored))}
+    if scored:
+        out[prefix + reward_key] = sum(t["reward"] for t in scored) / len(scored)
+        out[prefix + success_key] = sum(t["success"] for t in scored) / len(scored)
+    return out
+
+
 def per_gym_metrics(trajs: list[dict], labels: list[str]) -> dict[str, float]:
-    """`train/<label>/...` for each gym of a step: reward, success, turns, tokens, truncation
-    (share that hit max_turns or length), user failures and parse failures (counts), and the gym's
-    share of the step's trajectories."""
+    """`train/<label>/...` for each gym of a step: reward and success (scored trajectories only,
+    absent when none was), masked, user failures and parse failures (counts), turns, tokens,
+    truncation (share that hit max_turns or length), and the gym's share of the step's
+    trajectories."""
     out: dict[str, float] = {}
     total = max(len(trajs), 1)
     for label in labels:
@@ -41,8 +58,7 @@ def per_gym_metrics(trajs: list[dict], labels: list[str]) -> dict[str, float]:
         out[prefix + "share"] = len(mine) / total
         if not mine:
             continue
-        out[prefix + "reward"] = sum(t["reward"] for t in mine) / num
-        out[prefix + "success"] = sum(t["success"] for t in mine) / num
+        out.update(reward_means(mine, prefix, "reward", "success"))
         out[prefix + "turns"] = sum(t["turns"] for t in mine) / num
         out[prefix + "tokens"] = sum(t["tokens"] for t in mine) / num
         out[prefix + "truncated"] = (
@@ -97,8 +113,8 @@ def rollout_metrics(
     adv = torch.tensor([a for p in parts for a in p["adv"]] or [0.0], dtype=torch.float64)
     num = max(len(trajs), 1)
     out = {
-        "reward/mean": sum(t["reward"] for t in trajs) / num,
-        "reward/success_rate": sum(t["success"] for t in trajs) / num,
+        **reward_means(trajs, "reward/", "mean", "success_rate"),
+        "reward/scored": float(sum(1 for t in trajs if not t["masked"])),
         "rollout/turns_mean": sum(t["turns"] for t in trajs) / num,
         "rollout/tokens_mean": sum(t["tokens"] for t in trajs) / num,
         "rollout/parse_errors": float(sum(t["parse_errors"] for t in trajs)),

@@ -8,8 +8,14 @@
   as long as the launcher (and the torchrun it started, which inherits the descriptor) lives.
 - Recipe changes on resume: a run resumed from a checkpoint with a recipe that differs from the
   one it was started with is refused with the differences listed (exit 2), unless the caller
-  allows it; allowed changes are appended to `recipe_changes.yaml` with what took effect.
+  allows it; a change of the checkpoint's tensor shapes (`SHAPE_KEYS`: LoRA rank, targets,
+  embeddings) is refused even then, naming the setting (`model.lora.rank 16 → 8`).
   `total_steps` may change freely (extending a run is what resuming is for).
+- Nothing is replaced before a resume is known to work: `stage` writes the recipe of a run that
+  resumes to `recipe.pending.yaml` (what the ranks read, `recipe_file`) and its allowed changes
+  beside it; `promote`, called by rank 0 once every rank loaded the checkpoint, moves it over
+  `recipe.resolved.yaml` and appends the changes to `recipe_changes.yaml` with what took effect.
+  A start that fails leaves the run dir's recipe as it was, so the original command resumes.
 
 Not here: what the ranks do with a checkpoint (`mua.train.checkpoint`), locking across nodes
 (only node 0 locks: nodes > 0 share node 0's run dir).
@@ -26,8 +32,23 @@ import yaml
 from mua.errors import UsageError
 from mua.output_folders import LOCK, FolderLock
 
-__all__ = ["LOCK", "RunLock", "claim", "check_resume_recipe", "has_checkpoint", "latest_step_dir"]
+__all__ = [
+    "LOCK",
+    "RunLock",
+    "check_resume_recipe",
+    "claim",
+    "has_checkpoint",
+    "latest_step_dir",
+    "promote",
+    "recipe_file",
+    "stage",
+]
 CHANGES = "recipe_changes.yaml"
+PENDING = "recipe.pending.yaml"  # the recipe of a resume not yet known to work
+PENDING_CHANGES = ".recipe_changes.pending.yaml"
+# settings whose change alters the checkpoint's tensor shapes: a resume cannot apply them
+SHAPE_KEYS = ("model.lora",)
+SHAPE_FREE = ("model.lora.alpha", "model.lora.dropout")
 FREE_KEYS = ("total_steps",)  # may change on resume without --allow-recipe-change
 # Restored from the checkpoint on resume, whatever the recipe says now.
 KEPT_FROM_CHECKPOINT = {
@@ -96,20 +117,34 @@ def _flatten(tree, prefix: str = "") -> dict:
     return {prefix[:-1]: tree}
 
 
-def check_resume_recipe(run_dir: Path, recipe, *, resume: bool, allow_change: bool) -> None:
-    """Refuse (or, when allowed, record) a changed recipe for a run that will resume."""
+def check_resume_recipe(run_dir: Path, recipe, *, resume: bool, allow_change: bool) -> dict:
+    """Refuse a changed recipe for a run that will resume, or (when allowed) print and return
+    its changes for `stage`; a change of tensor shapes is refused either way."""
     from mua.config.resolved import RESOLVED_NAME
+    from mua.redact import redact_secrets
 
     resolved = run_dir / RESOLVED_NAME
     if not (resume and resolved.exists() and has_checkpoint(run_dir)):
-        return
+        return {}
     try:
         old = yaml.safe_load(resolved.read_text())["recipe"]
     except (OSError, yaml.YAMLError, KeyError, TypeError):
-        return  # unreadable: nothing to compare with (the new one replaces it)
-    changes = recipe_changes(old, recipe.model_dump(mode="json"))
+        return {}  # unreadable: nothing to compare with (the new one replaces it)
+    # the resolved recipe was written with credentials masked: compare (and record) alike
+    changes = recipe_changes(old, redact_secrets(recipe.model_dump(mode="json")))
     if not changes:
-        return
+        return {}
+    shapes = [
+        f"{key} {_short(before)} → {_short(after)}"
+        for key, (before, after) in changes.items()
+        if key.startswith(SHAPE_KEYS) and key not in SHAPE_FREE
+    ]
+    if shapes:
+        raise UsageError(
+            f"{'; '.join(shapes)} changes the shapes of the tensors in run_dir {run_dir}'s "
+            "checkpoints, so they cannot be loaded (even with --allow-recipe-change); resume "
+            "with the setting the run was started with, or start a new run_dir"
+        )
     lines = [_describe(key, before, after) for key, (before, after) in changes.items()]
     if not allow_change:
         raise UsageError(
@@ -120,7 +155,57 @@ def check_resume_recipe(run_dir: Path, recipe, *, resume: bool, allow_change: bo
         )
     for line in lines:
         print(f"recipe change: {line}", flush=True)
-    _record(run_dir, changes)
+    return changes
+
+
+def _short(value) -> str:
+    return "unset" if value is None else str(value)
+
+
+def stage(run_dir: Path, recipe, changes: dict, *, resuming: bool) -> None:
+    """Write the recipe the ranks will read: a run that resumes from a checkpoint gets
+    `recipe.pending.yaml` (and its changes beside it) until `promote`; any other run (nothing
+    to lose) gets `recipe.resolved.yaml` directly. A pending recipe of an earlier failed start
+    is dropped."""
+    from mua.config.resolved import RESOLVED_NAME, write_resolved
+
+    (run_dir / PENDING).unlink(missing_ok=True)
+    (run_dir / PENDING_CHANGES).unlink(missing_ok=True)
+    if not (resuming and (run_dir / RESOLVED_NAME).exists() and has_checkpoint(run_dir)):
+        write_resolved(recipe, run_dir)
+        return
+    write_resolved(recipe, run_dir, name=PENDING)
+    if changes:
+        (run_dir / PENDING_CHANGES).write_text(
+            yaml.safe_dump({k: list(v) for k, v in changes.items()}, sort_keys=False)
+        )
+
+
+def recipe_file(run_dir: Path) -> Path:
+    """The recipe the ranks of this start read: the pending one of a resume, else the resolved."""
+    from mua.config.resolved import RESOLVED_NAME
+
+    pending = Path(run_dir) / PENDING
+    return pending if pending.exists() else Path(run_dir) / RESOLVED_NAME
+
+
+def promote(run_dir: Path) -> None:
+    """After the checkpoint loaded on every rank: the pending recipe becomes the run's, and its
+    changes are recorded (a no-op when nothing is pending)."""
+    import os
+
+    from mua.config.resolved import RESOLVED_NAME
+
+    run_dir = Path(run_dir)
+    pending = run_dir / PENDING
+    if not pending.exists():
+        return
+    changes_file = run_dir / PENDING_CHANGES
+    if changes_file.exists():
+        changes = yaml.safe_load(changes_file.read_text()) or {}
+        _record(run_dir, {k: tuple(v) for k, v in changes.items()})
+        changes_file.unlink()
+    os.replace(pending, run_dir / RESOLVED_NAME)
 
 
 def _describe(key: str, before, after) -> str:

@@ -26,6 +26,7 @@ from mua.train.mix_sampler import build_task_sampler
 from mua.train.optim import build_optimizer, build_scheduler
 from mua.train.partial_rollouts import close_in_flight, in_flight_checkpoint, restore_in_flight
 from mua.train.rl_setup import PolicyState
+from mua.train.run_dir import promote
 from mua.train.sft import sft_steps_total
 from mua.train.trained_model import export_hf, hf_side_files, load_policy, load_tokenizer_for
 
@@ -127,6 +128,8 @@ class Trainer:
                 critic=critic.model if critic else None,
                 critic_optimizer=critic.optimizer if critic else None,
             )
+        except RunFailure:  # a refusal that says what it is (e.g. a file that is not plain data)
+            raise
         except (Exception, CheckpointException) as e:  # damage the checksums could not see
             raise RunFailure(
                 ckpt.damaged_message(self.run_dir, latest, _first_line(_cause(e)))
@@ -138,7 +141,9 @@ class Trainer:
         self.sampler.load_state_dict(state["data"])
         if self.rl is not None:  # groups in flight at the checkpoint start again (async RL)
             restore_in_flight(self.rl, self.recipe, state.get("in_flight", []), self.sampler)
+        barrier()  # every rank loaded it: a staged recipe now becomes the run's
         if self.dist.is_main:
+            promote(self.run_dir)
             print(f"resumed from {latest} (step {state['step']})", flush=True)
         return int(state["step"])
 

@@ -250,3 +250,20 @@ def test_solo_mode_gives_the_agent_both_tool_sets(data_dir):
     )
     assert out.info["termination"] == "agent_stop" and out.reward == 1.0
     assert out.info["user_model"] == "none (solo)"
+
+
+def test_a_user_that_only_sends_tool_calls_is_a_user_failure_not_a_stop(data_dir):
+    """A user model that never writes a message breaks protocol: the trajectory is masked as the
+    user's failure, never read as `###STOP###` and scored against the agent."""
+    from mua.gym.api import UserFailure
+
+    def only_calls(request: dict) -> str:
+        if request["messages"][0]["content"].startswith("You grade"):
+            return _server_reply(True)(request)
+        return json.dumps({"tool_call": {"name": "line_status", "arguments": {}}})
+
+    with FakeOpenAIServer(only_calls) as server:
+        with pytest.raises(UserFailure) as err:
+            asyncio.run(_conversation(server, {"judge": "user"}, data_dir))
+    message = str(err.value)
+    assert "LLM user" in message and "tool calls" in message and "\n" not in message

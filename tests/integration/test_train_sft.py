@@ -115,3 +115,24 @@ def test_missing_data_file_is_a_usage_error(tmp_path):
     res = run_train(recipe)
     assert res.returncode == 2
     assert "nope.jsonl not found" in res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_allowed_recipe_change_takes_effect_once_the_resume_loaded(tmp_path):
+    """The changed recipe is staged while the ranks load the checkpoint, then becomes the run's
+    (with its change recorded); a failed start before that leaves the run's recipe alone."""
+    import yaml
+
+    recipe = write_sft_recipe(tmp_path, write_sft_data(tmp_path))
+    first = run_train(recipe, "total_steps=1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = tmp_path / "run"
+    second = run_train(recipe, "total_steps=2", "optim.lr=2e-5", "--allow-recipe-change")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stdout + second.stderr
+    resolved = yaml.safe_load((run / "recipe.resolved.yaml").read_text())["recipe"]
+    assert resolved["optim"]["lr"] == 2e-5
+    assert not (run / "recipe.pending.yaml").exists()
+    changes = yaml.safe_load((run / "recipe_changes.yaml").read_text())[-1]["changes"]
+    assert changes["optim.lr"]["to"] == 2e-5 and changes["optim.lr"]["took_effect"] is True

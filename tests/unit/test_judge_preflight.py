@@ -26,7 +26,7 @@ def test_a_judge_refusing_its_key_stops_the_run_naming_the_judge(tmp_path, monke
         faults=lambda i, body: Fault("status", status=401, message="bad key")
     ) as srv:
         recipe = _recipe(tmp_path, srv.base_url)
-        with pytest.raises(RunFailure, match=r"^tau2 judge \(gym\.options\.judge\): .*401"):
+        with pytest.raises(RunFailure, match=r"^tau2 judge \(gym\.options\.judge\) at .*401"):
             preflight_endpoints(recipe)
         assert srv.total_requests >= 1  # the judge itself was asked, not only the (scripted) user
 

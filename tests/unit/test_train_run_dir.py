@@ -1,6 +1,6 @@
 """`mua train`'s run dir before any rank starts: only mua's or empty folders are written into, one
 `mua train` at a time (a dead holder's lock is taken over), and a resumed run keeps its recipe
-unless changes are allowed (then they are recorded)."""
+unless changes are allowed (then they are recorded once the checkpoint loaded)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,10 @@ def test_allowed_changes_are_recorded_with_what_took_effect(tmp_path, capsys):
     changed = load_recipe(
         None, [f"run_dir={tmp_path}", "optim.lr=0.0005", "data.seed=7"], verb="train"
     )
-    rd.check_resume_recipe(tmp_path, changed, resume=True, allow_change=True)
+    changes = rd.check_resume_recipe(tmp_path, changed, resume=True, allow_change=True)
+    rd.stage(tmp_path, changed, changes, resuming=True)
+    assert not (tmp_path / rd.CHANGES).exists()  # recorded once the checkpoint loaded
+    rd.promote(tmp_path)
     out = capsys.readouterr().out
     assert "recipe change: optim.lr: 0.001 -> 0.0005" in out
     assert "data.seed: 0 -> 7 (no effect" in out
