@@ -135,7 +135,7 @@ def cpu_trainer_model(config, seed: int):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.kernels.packed_attention import enable_varlen
     from mua.train.trained_model import use_trainer_norms
 
     torch.manual_seed(seed)

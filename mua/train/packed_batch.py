@@ -13,14 +13,14 @@ untrained (loss mask 0), at least `min_shared` of them, form a cluster laid out 
 followed by each member's remaining tokens; every other sequence is laid out whole. A prefix
 segment is causal on its own, a member's segment attends to its cluster's prefix and then
 causally to itself, with positions continuing after the prefix, so each token sees exactly the
-tokens it would see alone (`mua.cpu_kernels.packed_attention` only). `row_of[j]` gives the row position
+tokens it would see alone (`mua.kernels.packed_attention` only). `row_of[j]` gives the row position
 of the j-th token of the concatenated (unshared) sequences (-1 for a last token left out).
 
 Also the per-token helpers the losses use (`concat_per_token`, `first_token_mask`): token i's
 log-prob comes from the logits at i-1 of the same sequence, so the first token of each sequence
 has none (its value is 0 and it must be masked).
 Not here: the forward and log-probs (`mua.train.packed_forward`), the attention over a row
-(`mua.cpu_kernels.packed_attention`), losses and ranks.
+(`mua.kernels.packed_attention`), losses and ranks.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class MicroBatch:
     def attention_kwargs(self) -> dict:
         """Segment boundaries for variable-length attention (flash-attn's keyword names), and
         which segments continue a shared prefix (`mua_segment_prefix`, for `mua_varlen`:
-        `mua.cpu_kernels.packed_attention`)."""
+        `mua.kernels.packed_attention`)."""
         segments = self.segments if self.segments is not None else self.lengths
         bounds = [0]
         for n in segments:

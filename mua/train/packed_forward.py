@@ -2,7 +2,7 @@
 accumulation in lock-step across ranks.
 
 `packed_logits(model, mb)` runs one packed row (`mua.train.packed_batch`) through the model.
-Which attention runs on it: `mua_varlen` (`mua.cpu_kernels.packed_attention`: each sequence attends to
+Which attention runs on it: `mua_varlen` (`mua.kernels.packed_attention`: each sequence attends to
 itself only, no [T, T] mask) on CPU and on GPUs without flash-attn, or flash-attn's varlen kernel
 with the same boundaries when `attn_implementation=flash_attention_2` (packed log-probs equal
 per-sequence ones: tests/unit/test_batching.py). For a micro-batch packed with masks,
@@ -30,7 +30,7 @@ from contextlib import contextmanager
 
 import torch
 
-from mua.cpu_kernels.packed_attention import shares_prefixes
+from mua.kernels.packed_attention import shares_prefixes
 from mua.distributed import all_reduce_max
 from mua.models.model_loading import accepts_logits_to_keep
 from mua.train.head_scores import head_scores

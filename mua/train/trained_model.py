@@ -3,8 +3,8 @@ and norms, its checkpoint side files, and its Hugging Face exports.
 
 Weights come from `mua.models.model_loading` (full fp32 master weights on every rank, built with
 the recipe's seed, so every rank starts identical), then `mua.distributed.fsdp.shard_model` shards them.
-Attention switches to `mua_varlen` (`mua.cpu_kernels.packed_attention`) for packed rows unless
-flash-attn is configured. The norms: on CPU `mua.cpu_kernels.rms_norm` (same forward, shorter
+Attention switches to `mua_varlen` (`mua.kernels.packed_attention`) for packed rows unless
+flash-attn is configured. The norms: on CPU `mua.kernels.rms_norm` (same forward, shorter
 backward); on GPUs transformers' own, or Liger's RMSNorm kernel when `liger-kernel` is installed.
 No hand-written kernel runs on a GPU. With `model.lora` the policy is a peft model whose
 adapters alone train (`mua.models.lora`); FSDP2 finds its decoder blocks through the wrapper.
@@ -125,11 +125,11 @@ def gather_to_main(model: nn.Module, is_main: bool) -> dict:
 
 def load_trained_lm(recipe, device_type: str | None = None) -> nn.Module:
     """The recipe's model as the trainer runs it (policy, reference, the critic's LM), unsharded:
-    fp32 master weights, packed-row attention (`mua.cpu_kernels.packed_attention`; flash-attn, when
+    fp32 master weights, packed-row attention (`mua.kernels.packed_attention`; flash-attn, when
     chosen, stays) and the norms of `device_type` ("cpu" or "cuda"; default: cuda when available)."""
     import torch
 
-    from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.kernels.packed_attention import enable_varlen
     from mua.models import load_model
 
     if device_type is None:
@@ -147,10 +147,10 @@ def load_trained_lm(recipe, device_type: str | None = None) -> nn.Module:
 
 def use_trainer_norms(model: nn.Module, device_type: str) -> str:
     """Swap the model's RMSNorms for the trainer's: the hand-written backward of
-    `mua.cpu_kernels.rms_norm` on CPU, Liger's kernel on a GPU when liger-kernel is installed, else
+    `mua.kernels.rms_norm` on CPU, Liger's kernel on a GPU when liger-kernel is installed, else
     transformers' own. Returns which ("mua", "liger" or "transformers")."""
     if device_type == "cpu":
-        from mua.cpu_kernels.rms_norm import use_fast_rms_norm
+        from mua.kernels.rms_norm import use_fast_rms_norm
 
         use_fast_rms_norm(model)
         return "mua"
@@ -158,7 +158,7 @@ def use_trainer_norms(model: nn.Module, device_type: str) -> str:
 
     if importlib.util.find_spec("liger_kernel") is None:
         return "transformers"
-    from mua.cpu_kernels.rms_norm import use_liger_rms_norm
+    from mua.kernels.rms_norm import use_liger_rms_norm
 
     return "liger" if use_liger_rms_norm(model) else "transformers"
 
@@ -166,7 +166,7 @@ def use_trainer_norms(model: nn.Module, device_type: str) -> str:
 def trainer_attention(recipe) -> str:
     """The attention kernel of the trained models: the recipe's choice; with `auto`, flash-attn
     on a GPU when it is installed and compute runs in bf16 (the master weights stay fp32), else
-    sdpa (which `mua.cpu_kernels.packed_attention` then runs per packed sequence)."""
+    sdpa (which `mua.kernels.packed_attention` then runs per packed sequence)."""
     import torch
 
     from mua.models.model_loading import flash_attention_2_version
@@ -234,7 +234,7 @@ def export_hf(
     from mua.models.merge import export_full_state
 
     config = copy.deepcopy(model.config)
-    # The trainer's own attention kernel (mua.cpu_kernels.packed_attention) stays out of the export.
+    # The trainer's own attention kernel (mua.kernels.packed_attention) stays out of the export.
     config._attn_implementation = "sdpa"
     out = Path(out_dir)
     tmp = out.parent / f"{EXPORT_TMP_PREFIX}{out.name}"

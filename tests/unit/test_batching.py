@@ -23,7 +23,7 @@ def test_pack_resets_positions_per_sequence():
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager", "mua_varlen"])
 def test_packed_logprobs_equal_unpacked(attn):
-    from mua.cpu_kernels.packed_attention import register
+    from mua.kernels.packed_attention import register
     from mua.models import load_model
 
     register()
@@ -58,7 +58,7 @@ def test_varlen_attention_builds_no_mask_and_matches_plain_forward(monkeypatch):
     """The trainer's default path: one packed row, per-sequence causal attention, no [T, T] mask."""
     import transformers.masking_utils as masking
 
-    from mua.cpu_kernels.packed_attention import NAME, enable_varlen
+    from mua.kernels.packed_attention import NAME, enable_varlen
     from mua.models import load_model
 
     torch.set_num_threads(1)
@@ -84,7 +84,7 @@ def test_varlen_attention_builds_no_mask_and_matches_plain_forward(monkeypatch):
 def test_enable_varlen_leaves_flash_eager_and_sliding_window_models_alone():
     from types import SimpleNamespace
 
-    from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.kernels.packed_attention import enable_varlen
 
     flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"))
     assert enable_varlen(flash) == "flash_attention_2"
@@ -188,7 +188,7 @@ def test_shared_layout_leaves_last_tokens_out_with_drop_last():
 
 
 def test_shared_prefix_rows_give_the_same_logprobs_and_gradients():
-    from mua.cpu_kernels.packed_attention import enable_varlen
+    from mua.kernels.packed_attention import enable_varlen
     from mua.models import load_model
     from mua.train.packed_forward import scored_logprobs
 
@@ -255,7 +255,7 @@ def test_varlen_attention_batches_segments_exactly(lengths, prefix_of, matmul, l
     same gradients, through both attention paths: batched matmuls with their own backward (small
     batches on CPU) and scaled_dot_product_attention; for contiguous [1, H, T, D] inputs and for
     transformers' layout (heads as a transposed view of [1, T, H, D])."""
-    from mua.cpu_kernels import packed_attention as varlen
+    from mua.kernels import packed_attention as varlen
 
     if not matmul:
         monkeypatch.setattr(varlen, "_MATMUL_SCORES_MAX", 0)
@@ -301,7 +301,7 @@ def test_varlen_matmul_attention_under_activation_checkpointing():
     non-reentrant activation checkpointing, its gradients are the plain run's."""
     from torch.utils.checkpoint import checkpoint
 
-    from mua.cpu_kernels import packed_attention as varlen
+    from mua.kernels import packed_attention as varlen
 
     lengths, prefix_of = [6, 3, 4, 5], [-1, 0, 0, -1]
     bounds = torch.tensor([0, 6, 9, 13, 18], dtype=torch.int32)

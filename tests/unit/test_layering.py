@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 LAYERS = (
     ("mua",),  # the package root and its small modules: errors, text, redact, terminal, ...
     ("mua.config",),
-    ("mua.algo", "mua.distributed", "mua.cpu_kernels", "mua.llm"),
+    ("mua.algo", "mua.distributed", "mua.kernels", "mua.llm"),
     ("mua.gym", "mua.models"),
     ("data_prep",),  # readers of public data
     ("gyms",),  # the gyms: plugins found by name, never imported by mua

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mua.cpu_kernels.rms_norm import RMSNorm, use_fast_rms_norm
+from mua.kernels.rms_norm import RMSNorm, use_fast_rms_norm
 from mua.models import load_model
 
 

@@ -59,7 +59,7 @@ def register() -> None:
 
 def supports(model) -> bool:
     """True for Llama, Qwen2 and Qwen3 models with full attention in every layer."""
-    from mua.cpu_kernels.packed_attention import has_sliding_layers
+    from mua.kernels.packed_attention import has_sliding_layers
 
     config = getattr(model, "config", None)
     if getattr(config, "model_type", "") not in ("llama", "qwen2", "qwen3"):
