@@ -30,8 +30,8 @@ from contextlib import contextmanager
 
 import torch
 
-from mua.kernels.packed_attention import shares_prefixes
 from mua.distributed import all_reduce_max
+from mua.kernels.packed_attention import shares_prefixes
 from mua.models.model_loading import accepts_logits_to_keep
 from mua.train.head_scores import head_scores
 from mua.train.packed_batch import MicroBatch, first_token_mask, pack, plan_micro_batches
