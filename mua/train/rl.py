@@ -89,7 +89,7 @@ def rl_step(
     with timer.phase("prepare"):
         n = r.rollout.n if set(group_sizes) <= {r.rollout.n} else group_sizes
         batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=n)
-        check_trainable(trajectories, batch, step)
+        check_trainable(trajectories, step)
         old_from_update = reuses_update_forward(algo, parts.ref_model is not None)
         logprobs = pre_update_logprobs(
             state.model, parts.ref_model, batch.samples, with_old=not old_from_update,
@@ -183,29 +183,16 @@ def rollout(
     return out.trajectories, out.group_sizes, metrics
 
 
-def check_trainable(trajectories, batch, step: int) -> None:
-    """Refuse a step with nothing to train over all ranks (collective): no trajectories, or none
-    with a trained token left after the exclusions. Its loss would be logged as 0 and the run
-    would go on learning nothing."""
-    report = batch.report
-    local = [
-        len(trajectories),
-        sum(sum(s.loss_mask) for s in batch.samples),
-        report.excluded_by_termination,
-        report.dropped_zero_variance_trajectories,
-        report.no_policy_tokens,
-    ]
-    count, tokens, excluded, zero_var, empty = (int(v) for v in all_reduce_sum(local).tolist())
+def check_trainable(trajectories, step: int) -> None:
+    """Refuse a step that rolled out nothing on any rank (collective): its loss would be logged
+    as 0 and the run would go on learning nothing. A step whose trajectories were all excluded,
+    dropped or without a policy token is a different case, which `stop.empty_steps` governs
+    (`mua.train.guards.StepWatch`: one line a step, then a stop with one line)."""
+    (count,) = (int(v) for v in all_reduce_sum([len(trajectories)]).tolist())
     if count == 0:
         raise RunFailure(
             f"step {step} rolled out no trajectories on any rank; check data.tasks_per_step "
             "and the gyms' task files"
-        )
-    if tokens == 0:
-        raise RunFailure(
-            f"step {step} has no trained tokens on any rank: of {count} trajectories {excluded} "
-            f"were excluded by termination, {zero_var} dropped by dynamic sampling and {empty} "
-            "had no policy token; read the step's transcripts (mua view) for why"
         )
 
 
