@@ -13,6 +13,7 @@ from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
 from mua.llm.llm_client import ChatEndpoint, LLMClient, make_llm_client, parse_json_text
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
+from tests.fakes.fake_user import fake_user_config
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,17 +26,8 @@ def json_reply(_request: dict) -> str:
 
 
 def client_for(server: FakeOpenAIServer, **overrides) -> LLMClient:
-    settings = dict(
-        kind="llm",
-        base_url=server.base_url,
-        model="sim-user",
-        api_key_env=KEY_ENV,
-        timeout_s=0.5,
-        max_retries=3,
-        backoff_s=0.05,
-    )
-    settings.update(overrides)
-    return LLMClient(LLMUserConfig(**settings))
+    settings = {"api_key_env": KEY_ENV, "timeout_s": 0.5, "max_retries": 3, "backoff_s": 0.05}
+    return LLMClient(fake_user_config(server, **{**settings, **overrides}))
 
 
 def request_gaps_s(server: FakeOpenAIServer) -> list[float]:
