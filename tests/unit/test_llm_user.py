@@ -30,6 +30,14 @@ def client_for(server: FakeOpenAIServer, **overrides) -> LLMClient:
     return LLMClient(fake_user_config(server, **{**settings, **overrides}))
 
 
+def endpoint_at(base_url: str, **settings) -> ChatEndpoint:
+    """A `ChatEndpoint` at `base_url` for model `m`, keyed by KEY_ENV, that never retries;
+    `settings`: its timeout, backoff and concurrency."""
+    return ChatEndpoint(
+        base_url=base_url, model="m", api_key_env=KEY_ENV, max_retries=0, **settings
+    )
+
+
 def request_gaps_s(server: FakeOpenAIServer) -> list[float]:
     times = [r["t"] for r in server.requests]
     return [b - a for a, b in zip(times[:-1], times[1:], strict=True)]
@@ -191,15 +199,8 @@ def test_a_cancelled_request_is_never_left_running():
 
         server = await asyncio.start_server(hold, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        endpoint = ChatEndpoint(
-            base_url=f"http://127.0.0.1:{port}/v1",
-            model="m",
-            api_key_env=KEY_ENV,
-            timeout_s=60,
-            max_retries=0,
-            backoff_s=0.01,
-            max_concurrency=4,
-        )
+        url = f"http://127.0.0.1:{port}/v1"
+        endpoint = endpoint_at(url, timeout_s=60, backoff_s=0.01, max_concurrency=4)
         calls = [asyncio.create_task(endpoint.chat(ASK)) for _ in range(4)]
         await asyncio.wait_for(seen.wait(), 10)
         cancelled_at = time.monotonic()
@@ -358,13 +359,5 @@ def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
     assert proxy_for("http://127.0.0.1:8000/v1") is None  # the proxy is for https only
     monkeypatch.setenv("NO_PROXY", "api.openai.com")
     assert proxy_for("https://api.openai.com/v1") is None
-    endpoint = ChatEndpoint(
-        base_url="https://example.org/v1",
-        model="m",
-        api_key_env=KEY_ENV,
-        timeout_s=1,
-        max_retries=0,
-        backoff_s=0.1,
-        max_concurrency=1,
-    )
+    endpoint = endpoint_at("https://example.org/v1", timeout_s=1, backoff_s=0.1, max_concurrency=1)
     assert endpoint._sessions.proxy == "http://proxy.internal:3128"
