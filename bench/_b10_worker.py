@@ -52,20 +52,13 @@ def peak_rss_gb() -> float:
 def build_model(lora: bool):
     from transformers import Qwen3Config
 
-    from bench.common import cpu_trainer_model
+    from bench.common import cpu_trainer_model, sized_config
     from mua.config.model import LoraConfig
     from mua.models.lora import add_adapters
 
-    config = Qwen3Config(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=INTERMEDIATE,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
-        head_dim=HIDDEN // HEADS,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
+    sizes = (VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE)
+    config = sized_config(
+        Qwen3Config, *sizes, head_dim=HIDDEN // HEADS, max_position_embeddings=4096
     )
     model = cpu_trainer_model(config, SEED)
     if lora:

@@ -29,18 +29,10 @@ def build_model():
     """B9's model, as the trainer runs it on CPU (varlen attention, the trainer's norms)."""
     from transformers import Qwen2Config
 
-    from bench.common import cpu_trainer_model
+    from bench.common import cpu_trainer_model, sized_config
 
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=INTERMEDIATE,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
-        max_position_embeddings=32_768,
-        tie_word_embeddings=True,  # as Qwen's small checkpoints
-    )
+    sizes = (VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE)
+    config = sized_config(Qwen2Config, *sizes, max_position_embeddings=32_768)
     return cpu_trainer_model(config, SEED)
 
 

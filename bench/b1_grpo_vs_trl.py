@@ -187,6 +187,21 @@ def mua_trainer(model_path: str, workdir: Path, dist):
     return Trainer(recipe, workdir / "run", dist, resume=False)
 
 
+def mua_step(trainer, step: int) -> dict:
+    """One RL step (`mua.train.rl.rl_step`) of `trainer`, as `mua train`'s loop runs it: its metrics."""
+    from mua.train.rl import rl_step
+
+    return rl_step(
+        step,
+        recipe=trainer.recipe,
+        dist=trainer.dist,
+        state=trainer.state,
+        parts=trainer.rl,
+        sampler=trainer.sampler,
+        tracker=trainer.tracker,
+    )
+
+
 WORK = task.NUM_PROMPTS * task.NUM_GENERATIONS  # trajectories (completions) of one step
 
 
@@ -211,8 +226,6 @@ def check_trl_step(trl_times: dict, round_index: int) -> None:
 def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[str, float], str]:
     """Median seconds per step of mua (`mua_step_s`, with its `mua_rollout_s` and
     `mua_update_s` phases) and of TRL (`trl_step_s`, with `trl_generation_s`), and TRL's version."""
-    from mua.train.rl import rl_step
-
     trl = (
         TRLWorker(model_path, WARMUP_ROUNDS + TIMED_ROUNDS, workdir / "trl.log")
         if with_trl
@@ -225,15 +238,7 @@ def compare(model_path: str, dist, workdir: Path, with_trl: bool) -> tuple[dict[
         rounds: dict[str, list[float]] = {}
         for round_index in range(WARMUP_ROUNDS + TIMED_ROUNDS):
             t0 = time.perf_counter()
-            step_metrics = rl_step(
-                round_index + 1,
-                recipe=trainer.recipe,
-                dist=trainer.dist,
-                state=trainer.state,
-                parts=trainer.rl,
-                sampler=trainer.sampler,
-                tracker=trainer.tracker,
-            )
+            step_metrics = mua_step(trainer, round_index + 1)
             elapsed = time.perf_counter() - t0
             check_mua_step(step_metrics, round_index)
             seen = {

@@ -59,7 +59,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from bench.common import cpu_cores, interleaved_rounds, require_same_work, require_work
 
@@ -181,33 +180,10 @@ def _tasks(count: int = NUM_CONVERSATIONS):
 
 
 def _start_user_server() -> tuple[subprocess.Popen, str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tests.fakes.fake_openai",
-        "--port",
-        "0",
-        "--latency-ms",
-        str(USER_LATENCY_MS),
-        "--latency-dist",
-        "lognormal",
-        "--seed",
-        "0",
-        "--max-seconds",
-        "900",
-    ]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        cwd=Path(__file__).resolve().parents[1],  # `tests.fakes` lives in the repository
-    )
-    line = proc.stdout.readline()
-    if not line.startswith("serving "):
-        proc.kill()
-        raise RuntimeError(f"fake user server did not start: {line!r}")
-    return proc, line.split()[1]
+    from tests.fakes.fake_openai import start_server_process
+
+    latency = ["--latency-ms", str(USER_LATENCY_MS), "--latency-dist", "lognormal", "--seed", "0"]
+    return start_server_process(*latency, "--max-seconds", "900")
 
 
 def _user_client(base_url: str, concurrency: int = NUM_CONVERSATIONS):

@@ -59,6 +59,46 @@ def tau_expert_eval(out) -> list[str]:
     return [*"eval --gym tau --model expert --user llm --max-tasks 2".split(), "--out", str(out)]
 
 
+def expert_rollouts(gym, tasks, tokenizer, rollout_cfg, ctx=None) -> list:
+    """One trajectory per task by `gym`'s scripted expert (`run_rollouts_sync`), in `ctx`
+    (a default `GymContext` when None)."""
+    from mua.gym import GymContext
+    from mua.rollout.policies import expert_policy
+    from mua.rollout.runner import run_rollouts_sync
+
+    ctx = GymContext() if ctx is None else ctx
+    return run_rollouts_sync(
+        tasks,
+        n=1,
+        policy=expert_policy(gym, ctx),
+        gym_spec=gym,
+        gym_ctx=ctx,
+        tokenizer=tokenizer,
+        rollout_cfg=rollout_cfg,
+    )
+
+
+SMALL_ROLLOUT = [
+    "rollout.max_new_tokens_per_turn=16",
+    "rollout.max_turns=3",
+    "rollout.max_total_tokens=2048",
+]
+
+
+def tau_expert_evaluation(base_url: str, out_dir, overrides: list[str], track: bool) -> dict:
+    """`tau_expert_eval` in this process (`run_evaluation`) against the LLM user at `base_url`,
+    with small rollout budgets and the recipe `overrides`: the summaries by gym."""
+    from mua.config import load_recipe
+    from mua.eval.session import run_evaluation
+
+    user = ["user.kind=llm", f"user.base_url={base_url}", "eval.max_tasks=2", *SMALL_ROLLOUT]
+    recipe = load_recipe(None, [*user, *overrides], verb="eval")
+    summaries, _ = run_evaluation(
+        recipe, model="expert", gyms=["tau"], out_dir=out_dir, track=track
+    )
+    return summaries
+
+
 def shared_dir() -> Path:
     return Path(os.environ.get("MUA_SHARED", REPO.parent / "shared"))
 

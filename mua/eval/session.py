@@ -66,30 +66,21 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
 
 async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) -> dict:
     from mua.eval.eval_runner import evaluate
-    from mua.gym import GymContext, get_gym
-    from mua.gym.mix import entry_rollout, entry_user
-    from mua.llm.llm_client import make_llm_client, user_call_report
+    from mua.gym.mix import gym_run
+    from mua.llm.llm_client import user_call_report
 
     summaries = {}
     try:
         for gym_name, tasks in tasks_by_gym.items():  # keyed by the entry's label
-            section = recipe.gym_section(gym_name)
-            spec = get_gym(section.name)
-            user = entry_user(recipe.user, section)
-            ctx = GymContext(
-                options=dict(section.options),
-                reward_weights=dict(section.reward_weights),
-                user_kind=user.kind,
-                llm=make_llm_client(user),
-                seed=recipe.data.seed,
-            )
+            run = gym_run(recipe, recipe.gym_section(gym_name))
+            spec, ctx = run.spec, run.ctx
             result = await evaluate(
                 tasks,
                 policy=agent.make_policy(spec, ctx),
                 gym_spec=spec,
                 gym_ctx=ctx,
                 tokenizer=agent.tokenizer,
-                rollout_cfg=entry_rollout(recipe.rollout, section, spec),
+                rollout_cfg=run.rollout_cfg,
                 n=recipe.eval.n,
                 k_values=recipe.eval.k,
                 success_threshold=recipe.eval.success_threshold,

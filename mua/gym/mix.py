@@ -110,34 +110,34 @@ def entry_rollout(rollout_cfg, entry, spec):
     return cfg
 
 
-def gym_runs(recipe, *, with_clients: bool = True) -> list[GymRun]:
-    """Every entry's GymRun (LLM user clients are made only when `with_clients`)."""
+def gym_run(recipe, entry, *, with_client: bool = True) -> GymRun:
+    """The GymRun of one entry of `recipe.gyms` (its LLM user client made only when `with_client`)."""
     from mua.gym import GymContext, get_gym
     from mua.llm.llm_client import make_llm_client
 
-    runs = []
-    for entry in recipe.gyms:
-        spec = get_gym(entry.name)
-        user = entry_user(recipe.user, entry)
-        ctx = GymContext(
-            options=dict(entry.options),
-            reward_weights=dict(entry.reward_weights),
-            user_kind=user.kind,
-            llm=make_llm_client(user) if with_clients else None,
-            seed=recipe.data.seed,
-        )
-        runs.append(
-            GymRun(
-                label=entry.key,
-                spec=spec,
-                ctx=ctx,
-                rollout_cfg=entry_rollout(recipe.rollout, entry, spec),
-                n=entry.n or recipe.rollout.n,
-                entry=entry,
-                user_cfg=user,
-            )
-        )
-    return runs
+    spec = get_gym(entry.name)
+    user = entry_user(recipe.user, entry)
+    ctx = GymContext(
+        options=dict(entry.options),
+        reward_weights=dict(entry.reward_weights),
+        user_kind=user.kind,
+        llm=make_llm_client(user) if with_client else None,
+        seed=recipe.data.seed,
+    )
+    return GymRun(
+        label=entry.key,
+        spec=spec,
+        ctx=ctx,
+        rollout_cfg=entry_rollout(recipe.rollout, entry, spec),
+        n=entry.n or recipe.rollout.n,
+        entry=entry,
+        user_cfg=user,
+    )
+
+
+def gym_runs(recipe, *, with_clients: bool = True) -> list[GymRun]:
+    """Every entry's GymRun (LLM user clients are made only when `with_clients`)."""
+    return [gym_run(recipe, entry, with_client=with_clients) for entry in recipe.gyms]
 
 
 def _rows_by_gym(paths: list[str]) -> dict[str, list]:

@@ -15,8 +15,8 @@ It does not implement streaming, embeddings, or any model: token counts in `usag
 counts, good enough for shape checks.
 
 Run standalone for benchmarks, from the repository root:
-`python -m tests.fakes.fake_openai --port 8000 --latency-ms 200`. A test double: not shipped in
-the `mua` package.
+`python -m tests.fakes.fake_openai --port 8000 --latency-ms 200`, or in a child process on a free
+port with `start_server_process(*args)`. A test double: not shipped in the `mua` package.
 """
 
 from __future__ import annotations
@@ -24,13 +24,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 FAULT_KINDS = ("hang", "http500", "http429", "status", "malformed", "garbage", "drop", "redirect")
@@ -360,6 +364,23 @@ def main(argv: list[str] | None = None) -> None:
             server.wait(args.max_seconds)
         except KeyboardInterrupt:
             pass
+
+
+def start_server_process(*args: str) -> tuple[subprocess.Popen, str]:
+    """This command line in a child process on a free port, with `args` added: (the process, its
+    base URL). The caller stops the process; a RuntimeError when it does not start."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_openai", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=Path(__file__).resolve().parents[2],  # `tests.fakes` is importable from the repo root
+    )
+    line = proc.stdout.readline()
+    if not line.startswith("serving "):
+        proc.kill()
+        raise RuntimeError(f"fake user server did not start: {line!r}")
+    return proc, line.split()[1]
 
 
 if __name__ == "__main__":

@@ -17,8 +17,7 @@ from mua.config.rollout import RolloutConfig
 from mua.errors import UsageError
 from mua.gym import AgentAction, GymContext, ToolCall
 from mua.models import load_tokenizer
-from mua.rollout.policies import expert_policy
-from mua.rollout.runner import run_rollouts_sync
+from tests.conftest import expert_rollouts
 
 MUA_RULES = {"rules": "mua"}
 
@@ -65,17 +64,9 @@ def test_upstream_runs_only_the_first_tool_call_of_a_turn(tasks):
 
 
 def _expert_rollout(task, max_turns: int, options: dict):
-    ctx = GymContext(options=options)
     cfg = RolloutConfig(max_turns=max_turns, max_new_tokens_per_turn=64, max_total_tokens=65536)
-    (traj,) = run_rollouts_sync(
-        [task],
-        n=1,
-        policy=expert_policy(GYM, ctx),
-        gym_spec=GYM,
-        gym_ctx=ctx,
-        tokenizer=load_tokenizer("tiny:qwen3-1m"),
-        rollout_cfg=cfg,
-    )
+    tok = load_tokenizer("tiny:qwen3-1m")
+    (traj,) = expert_rollouts(GYM, [task], tok, cfg, GymContext(options=options))
     return traj
 
 

@@ -24,20 +24,11 @@ def test_b1_mua_step_generates_and_trains_on_its_gym(tmp_path):
 
     from bench import b1_grpo_vs_trl as b1
     from bench._proc_group import one_process_group
-    from mua.train.rl import rl_step
 
     torch.set_num_threads(1)
     with one_process_group() as dist:
         trainer = b1.mua_trainer(b1.MODELS["1m"], tmp_path, dist)
-        metrics = rl_step(
-            1,
-            recipe=trainer.recipe,
-            dist=trainer.dist,
-            state=trainer.state,
-            parts=trainer.rl,
-            sampler=trainer.sampler,
-            tracker=trainer.tracker,
-        )
+        metrics = b1.mua_step(trainer, 1)
         trainer.tracker.close("FINISHED")
     b1.check_mua_step(metrics, 0)  # raises NoWorkTimed on a step that did nothing
     assert metrics["tokens/trained"] > 0

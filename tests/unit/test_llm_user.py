@@ -13,6 +13,7 @@ from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
 from mua.llm.llm_client import ChatEndpoint, LLMClient, make_llm_client, parse_json_text
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
+from tests.fakes.fake_user import fake_user_config
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,17 +26,16 @@ def json_reply(_request: dict) -> str:
 
 
 def client_for(server: FakeOpenAIServer, **overrides) -> LLMClient:
-    settings = dict(
-        kind="llm",
-        base_url=server.base_url,
-        model="sim-user",
-        api_key_env=KEY_ENV,
-        timeout_s=0.5,
-        max_retries=3,
-        backoff_s=0.05,
+    settings = {"api_key_env": KEY_ENV, "timeout_s": 0.5, "max_retries": 3, "backoff_s": 0.05}
+    return LLMClient(fake_user_config(server, **{**settings, **overrides}))
+
+
+def endpoint_at(base_url: str, **settings) -> ChatEndpoint:
+    """A `ChatEndpoint` at `base_url` for model `m`, keyed by KEY_ENV, that never retries;
+    `settings`: its timeout, backoff and concurrency."""
+    return ChatEndpoint(
+        base_url=base_url, model="m", api_key_env=KEY_ENV, max_retries=0, **settings
     )
-    settings.update(overrides)
-    return LLMClient(LLMUserConfig(**settings))
 
 
 def request_gaps_s(server: FakeOpenAIServer) -> list[float]:
@@ -199,15 +199,8 @@ def test_a_cancelled_request_is_never_left_running():
 
         server = await asyncio.start_server(hold, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        endpoint = ChatEndpoint(
-            base_url=f"http://127.0.0.1:{port}/v1",
-            model="m",
-            api_key_env=KEY_ENV,
-            timeout_s=60,
-            max_retries=0,
-            backoff_s=0.01,
-            max_concurrency=4,
-        )
+        url = f"http://127.0.0.1:{port}/v1"
+        endpoint = endpoint_at(url, timeout_s=60, backoff_s=0.01, max_concurrency=4)
         calls = [asyncio.create_task(endpoint.chat(ASK)) for _ in range(4)]
         await asyncio.wait_for(seen.wait(), 10)
         cancelled_at = time.monotonic()
@@ -366,13 +359,5 @@ def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
     assert proxy_for("http://127.0.0.1:8000/v1") is None  # the proxy is for https only
     monkeypatch.setenv("NO_PROXY", "api.openai.com")
     assert proxy_for("https://api.openai.com/v1") is None
-    endpoint = ChatEndpoint(
-        base_url="https://example.org/v1",
-        model="m",
-        api_key_env=KEY_ENV,
-        timeout_s=1,
-        max_retries=0,
-        backoff_s=0.1,
-        max_concurrency=1,
-    )
+    endpoint = endpoint_at("https://example.org/v1", timeout_s=1, backoff_s=0.1, max_concurrency=1)
     assert endpoint._sessions.proxy == "http://proxy.internal:3128"

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.fakes.fake_openai import FakeOpenAIServer, Fault
+from tests.fakes.fake_openai import FakeOpenAIServer, Fault, start_server_process
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -141,29 +137,9 @@ def _swallow(fn, *args):
 
 
 def test_command_line_serves_until_its_time_limit():
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.fakes.fake_openai",
-            "--port",
-            "0",
-            "--latency-ms",
-            "20",
-            "--reply",
-            "hi there",
-            "--max-seconds",
-            "20",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=Path(__file__).resolve().parents[2],  # `tests.fakes` is importable from the repo root
-    )
+    args = ("--latency-ms", "20", "--reply", "hi there", "--max-seconds", "20")
+    proc, base_url = start_server_process(*args)
     try:
-        line = proc.stdout.readline()
-        base_url = line.split()[1]
         status, body, _ = post_chat(base_url, {"messages": []})
         assert status == 200 and body["choices"][0]["message"]["content"] == "hi there"
     finally:

@@ -24,6 +24,7 @@ from mua.models import load_tokenizer
 from mua.rollout.policies import MessagePolicy
 from mua.rollout.runner import run_rollouts_sync
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
+from tests.fakes.fake_user import fake_user_config
 
 pytestmark = pytest.mark.timeout(120)
 SECRET = "sk-test-abcdef123456"
@@ -35,16 +36,8 @@ def tok():
 
 
 def user_cfg(server, **kw) -> LLMUserConfig:
-    base = dict(
-        base_url=server.base_url,
-        model="user-model",
-        api_key_env="MUA_TEST_FAULTS_KEY",
-        max_retries=2,
-        backoff_s=0.01,
-        timeout_s=30.0,
-    )
-    base.update(kw)
-    return LLMUserConfig(**base)
+    settings = {"model": "user-model", "api_key_env": "MUA_TEST_FAULTS_KEY", "timeout_s": 30.0}
+    return fake_user_config(server, **{**settings, **kw})
 
 
 def chat_tasks(n: int) -> list[Task]:

@@ -21,8 +21,9 @@ from mua.gym import (
     get_gym,
 )
 from mua.models import load_model, load_tokenizer
-from mua.rollout.policies import EnginePolicy, MessagePolicy, expert_policy
+from mua.rollout.policies import EnginePolicy, MessagePolicy
 from mua.rollout.runner import run_rollouts, run_rollouts_sync
+from tests.conftest import expert_rollouts
 
 torch.set_num_threads(1)
 TERMINATIONS = {"done", "max_turns", "length", "timeout", "user_failure", "env_error"}
@@ -299,15 +300,7 @@ def test_guess_end_to_end_with_hf_engine_and_expert(tok):
     gym = get_gym("guess")
     tasks = gym.build_tasks(None, seed=0, options={})["test"][:4]
     ctx = GymContext()
-    expert = run_rollouts_sync(
-        tasks,
-        n=1,
-        policy=expert_policy(gym, ctx),
-        gym_spec=gym,
-        gym_ctx=ctx,
-        tokenizer=tok,
-        rollout_cfg=cfg(max_turns=8),
-    )
+    expert = expert_rollouts(gym, tasks, tok, cfg(max_turns=8), ctx)
     assert all(
         t.termination == "done" and t.reward == 1.0 and t.metrics["drift"] == 0.0 for t in expert
     )

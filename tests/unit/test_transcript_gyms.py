@@ -14,12 +14,10 @@ import pytest
 from test_transcript_templates import LLAMA31_TEMPLATE, QWEN25_TEMPLATE, family_tokenizer
 
 from mua.config.rollout import RolloutConfig
-from mua.gym import GymContext
 from mua.gym.registry import get_gym
 from mua.models import load_tokenizer
-from mua.rollout.policies import expert_policy
-from mua.rollout.runner import run_rollouts_sync
 from mua.rollout.transcript import ChatRenderer, template_messages
+from tests.conftest import expert_rollouts
 
 GYMS = ["function", "guess", "intention", "persuade", "search", "tau", "telepathy", "turtle"]
 TEMPLATES = {
@@ -40,18 +38,8 @@ def test_expert_conversations_stream_equals_the_full_rendering(name, template):
     tok = TEMPLATES[template]()
     gym = get_gym(name)
     tasks = gym.build_tasks()["test"][:3]
-    ctx = GymContext()
-    trajs = run_rollouts_sync(
-        tasks,
-        n=1,
-        policy=expert_policy(gym, ctx),
-        gym_spec=gym,
-        gym_ctx=ctx,
-        tokenizer=tok,
-        rollout_cfg=RolloutConfig(
-            max_turns=30, max_new_tokens_per_turn=512, max_total_tokens=32768, max_concurrency=3
-        ),
-    )
+    budgets = dict(max_turns=30, max_new_tokens_per_turn=512, max_total_tokens=32768)
+    trajs = expert_rollouts(gym, tasks, tok, RolloutConfig(**budgets, max_concurrency=3))
     for traj in trajs:
         assert traj.termination == "done" and traj.num_turns >= 3, traj.detail
         # the stream ends with the last assistant turn's stop; the template adds its tail

@@ -17,8 +17,9 @@ from mua.errors import RunFailure
 from mua.gym.api import UserFailure
 from mua.llm.chat_endpoint import retry_after_s
 from mua.llm.llm_client import LLMClient, preflight_user
-from tests.conftest import tau_expert_eval
+from tests.conftest import tau_expert_eval, tau_expert_evaluation
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
+from tests.fakes.fake_user import fake_user_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,16 +36,7 @@ UNUSABLE = {
 
 
 def user_cfg(server: FakeOpenAIServer, **overrides) -> LLMUserConfig:
-    settings = dict(
-        kind="llm",
-        base_url=server.base_url,
-        model="sim-user",
-        timeout_s=5,
-        max_retries=2,
-        backoff_s=0.01,
-    )
-    settings.update(overrides)
-    return LLMUserConfig(**settings)
+    return fake_user_config(server, **{"timeout_s": 5, **overrides})
 
 
 @pytest.mark.parametrize("case", sorted(UNUSABLE))
@@ -113,30 +105,13 @@ def test_a_redirect_is_reported_as_one_with_the_url_to_set():
 def test_an_eval_whose_user_breaks_after_the_preflight_masks_every_trajectory(tmp_path):
     """10 MB user replies mid-run: the trajectories end `user_failure` (excluded from the
     scores), not the agent's `length` failure scored 0."""
-    from mua.config import load_recipe
-    from mua.eval.session import run_evaluation
 
     def reply(request: dict) -> str:
         return "OK" if request["messages"][-1]["content"] == "Reply with OK." else TEN_MB
 
     with FakeOpenAIServer(reply) as server:
-        recipe = load_recipe(
-            None,
-            [
-                "user.kind=llm",
-                f"user.base_url={server.base_url}",
-                "user.max_retries=1",
-                "user.backoff_s=0.01",
-                "eval.max_tasks=2",
-                "rollout.max_new_tokens_per_turn=16",
-                "rollout.max_turns=3",
-                "rollout.max_total_tokens=2048",
-            ],
-            verb="eval",
-        )
-        summaries, _ = run_evaluation(
-            recipe, model="expert", gyms=["tau"], out_dir=tmp_path, track=False
-        )
+        retry_once = ["user.max_retries=1", "user.backoff_s=0.01"]
+        summaries = tau_expert_evaluation(server.base_url, tmp_path, retry_once, track=False)
     tau = summaries["tau"]
     assert tau["terminations"] == {"user_failure": 2} and tau["excluded"] == 2
     assert tau["user_failures"] == 2

@@ -21,7 +21,7 @@ import torch
 from tests.unit.update_harness import (
     named_grads,
     named_params,
-    one_rank,
+    one_rank_update,
     scored_samples,
     trainer_critic,
     trainer_parts,
@@ -110,27 +110,6 @@ def _reference_policy_step(rows, advantages, behaviour, algo, optim, temperature
     return loss.item(), norm, grads, {k: params[k].detach() - before[k] for k in params}
 
 
-def _update(model, optimizer, scheduler, critic, samples, algo, optim, parallel, temperature):
-    from mua.train.policy_update import update
-
-    return update(
-        model,
-        optimizer,
-        scheduler,
-        critic,
-        samples,
-        algo=algo,
-        parallel=parallel,
-        grad_clip=optim.grad_clip,
-        global_batch=GROUPS * N,
-        temperature=temperature,
-        dist=one_rank(),
-        train_policy=True,
-        with_ref=False,
-        old_from_forward=False,
-    )
-
-
 def _assert_step_matches(metrics, grads, delta, want, prefix=""):
     loss, norm, want_grads, want_delta = want
     assert metrics[f"{prefix}loss"] == pytest.approx(loss, rel=LOSS_RTOL), "loss"
@@ -163,9 +142,10 @@ def test_grpo_update_matches_the_float64_reference():
     behaviour = _noisy(current, masks, seed=2)
     samples = with_inputs(batch.samples, tokens, behaviour, None)
 
-    model, optimizer, scheduler = trainer_parts(optim, parallel, optimizer_steps=1)
+    parts = trainer_parts(optim, parallel, optimizer_steps=1)
+    model = parts[0]
     before = named_params(model)
-    result = _update(model, optimizer, scheduler, None, samples, algo, optim, parallel, temperature)
+    result = one_rank_update(parts, None, samples, algo, optim, parallel, GROUPS * N, temperature)
     delta = {k: p.detach() - before[k] for k, p in model.named_parameters()}
 
     want = _reference_policy_step(rows, want_adv, behaviour, algo, optim, temperature)
@@ -218,10 +198,11 @@ def test_ppo_update_with_critic_matches_the_float64_reference():
 
     behaviour = _noisy(current_logp, masks, seed=4)
     samples = with_inputs(batch.samples, got.advantages, behaviour, None, old_values, got.returns)
-    model, optimizer, scheduler = trainer_parts(optim, parallel, optimizer_steps=1)
+    parts = trainer_parts(optim, parallel, optimizer_steps=1)
+    model = parts[0]
     before = named_params(model)
     critic_before = named_params(critic.model)
-    result = _update(model, optimizer, scheduler, critic, samples, algo, optim, parallel, 1.0)
+    result = one_rank_update(parts, critic, samples, algo, optim, parallel, GROUPS * N, 1.0)
     delta = {k: p.detach() - before[k] for k, p in model.named_parameters()}
 
     # the critic's float64 step: clipped value loss, token mean, gradient clip, its own AdamW

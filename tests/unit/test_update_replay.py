@@ -13,7 +13,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.unit.update_harness import named_params, one_rank, scored_samples, trainer_parts
+from tests.unit.update_harness import (
+    named_params,
+    one_rank_update,
+    scored_samples,
+    trainer_parts,
+)
 from tests.unit.update_reference import (
     AdamW,
     clip_gradients,
@@ -65,28 +70,10 @@ def buffer():
 
 
 def _mua_steps(parts, samples, steps):
-    from mua.train.policy_update import update
-
     algo, optim, parallel = _configs()
-    model, optimizer, scheduler = parts
     metrics = []
     for _ in range(steps):
-        result = update(
-            model,
-            optimizer,
-            scheduler,
-            None,
-            samples,
-            algo=algo,
-            parallel=parallel,
-            grad_clip=optim.grad_clip,
-            global_batch=GROUPS * N,
-            temperature=1.0,
-            dist=one_rank(),
-            train_policy=True,
-            with_ref=False,
-            old_from_forward=False,
-        )
+        result = one_rank_update(parts, None, samples, algo, optim, parallel, GROUPS * N, 1.0)
         metrics.append(result.metrics)
     return metrics
 

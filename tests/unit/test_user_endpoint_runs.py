@@ -9,16 +9,11 @@ import json
 
 import pytest
 
-from tests.conftest import tau_expert_eval
+from tests.conftest import SMALL_ROLLOUT, tau_expert_eval, tau_expert_evaluation
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 pytestmark = pytest.mark.timeout(300)
 SECRET = "sk-live-0123456789abcdef"
-SMALL = [
-    "rollout.max_new_tokens_per_turn=16",
-    "rollout.max_turns=3",
-    "rollout.max_total_tokens=2048",
-]
 
 
 def refuse(status: int):
@@ -38,7 +33,7 @@ def test_eval_with_a_refused_user_is_one_line_exit_1_and_writes_nothing(
             *tau_expert_eval(out),
             f"user.base_url={url}",
             "user.api_key_env=MUA_TEST_RUN_KEY",
-            *SMALL,
+            *SMALL_ROLLOUT,
         )
         requests = server.total_requests
     assert code == 1, err[-2000:]
@@ -81,32 +76,20 @@ def test_train_with_a_refused_user_stops_before_any_rank_starts(tmp_path, monkey
 
 
 def test_a_user_that_never_answers_is_excluded_and_counted(tmp_path):
-    from mua.config import load_recipe
     from mua.eval.report import summary_table
-    from mua.eval.session import run_evaluation
 
     # the preflight is answered; every later request hangs until the server stops
     def hang_after_first(index, _body):
         return None if index == 0 else "hang"
 
     with FakeOpenAIServer(faults=hang_after_first, hang_cap_s=None) as server:
-        recipe = load_recipe(
-            None,
-            [
-                "user.kind=llm",
-                f"user.base_url={server.base_url}",
-                "user.timeout_s=3",
-                "user.max_retries=1",
-                "user.backoff_s=0.01",
-                "rollout.call_timeout_s=2",  # below what the user may take (6 s): not a timeout
-                "eval.max_tasks=2",
-                *SMALL,
-            ],
-            verb="eval",
-        )
-        summaries, _ = run_evaluation(
-            recipe, model="expert", gyms=["tau"], out_dir=tmp_path, track=True
-        )
+        overrides = [
+            "user.timeout_s=3",
+            "user.max_retries=1",
+            "user.backoff_s=0.01",
+            "rollout.call_timeout_s=2",  # below what the user may take (6 s): not a timeout
+        ]
+        summaries = tau_expert_evaluation(server.base_url, tmp_path, overrides, track=True)
     tau = summaries["tau"]
     assert tau["terminations"] == {"user_failure": 2} and tau["excluded"] == 2
     assert tau["user_timeouts"] == 4 and tau["user_retries"] == 2 and tau["user_failures"] == 2

@@ -22,6 +22,27 @@ def one_rank():
     return DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo")
 
 
+def one_rank_update(parts, critic, samples, algo, optim, parallel, global_batch, temperature):
+    """One `mua.train.policy_update.update` of the policy on one CPU rank, as the trainer calls it
+    (no reference model; old log-probs from the samples). `parts`: (model, optimizer, scheduler)."""
+    from mua.train.policy_update import update
+
+    return update(
+        *parts,
+        critic,
+        samples,
+        algo=algo,
+        parallel=parallel,
+        grad_clip=optim.grad_clip,
+        global_batch=global_batch,
+        temperature=temperature,
+        dist=one_rank(),
+        train_policy=True,
+        with_ref=False,
+        old_from_forward=False,
+    )
+
+
 def trainer_parts(optim, parallel, optimizer_steps: int, seed: int = 0):
     """(model, optimizer, scheduler) as the Trainer builds them (`load_trained_lm`: packed-row
     attention and the trainer's norms; `build_optimizer`: fused AdamW; `build_scheduler`)."""
