@@ -247,12 +247,8 @@ def register(app: typer.Typer) -> None:
         con.print(summary_table(summaries, title))
         for note in result_notes(summaries):
             con.print(note, soft_wrap=True, markup=False)
-        from mua.gym import get_gym
-
-        for name in dict.fromkeys(recipe.gym_section(label).name for label in summaries):
-            notes = get_gym(name).eval_notes
-            for note in notes(out_dir) if notes else []:
-                con.print(note, soft_wrap=True, markup=False)
+        for note in (note for lines in meta["notes"].values() for note in lines):
+            con.print(note, soft_wrap=True, markup=False)
         resumed = [
             f"{meta['resumed_rows']} trajectories were already done"
             if meta["resumed_rows"]

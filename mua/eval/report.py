@@ -192,7 +192,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
             id_file.write_text(run.info.run_id)
             params = {
                 **flatten_params(recipe.model_dump(mode="json")),
-                **{f"eval.{k}": str(v) for k, v in meta.items()},
+                **{f"eval.{k}": str(v) for k, v in meta.items() if k != "notes"},
             }
             items = list(redact_urls(params).items())
             for i in range(0, len(items), 100):

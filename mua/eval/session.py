@@ -155,7 +155,22 @@ def _evaluate_into(recipe, model: str, tasks_by_gym: dict, out_dir: Path, fresh,
         "retried_rows": store.retried,
         "seconds": round(time.perf_counter() - t0, 2),
     }
+    meta["notes"] = gym_notes(recipe, summaries, out_dir)
     write_summary(out_dir, summaries, meta)
     if track:
         meta["mlflow_uri"] = log_mlflow(recipe, out_dir, summaries, meta)
     return summaries, meta
+
+
+def gym_notes(recipe, labels, out_dir: Path) -> dict[str, list[str]]:
+    """Each evaluated gym's own lines about the evaluation (`GymSpec.eval_notes`: tau2 says
+    whether its numbers compare with tau2's leaderboard, and the checkout it read), by gym name;
+    `mua eval` prints them and summary.json keeps them."""
+    from mua.gym import get_gym
+
+    notes = {}
+    for name in dict.fromkeys(recipe.gym_section(label).name for label in labels):
+        make = get_gym(name).eval_notes
+        if make is not None:
+            notes[name] = list(make(out_dir))
+    return notes

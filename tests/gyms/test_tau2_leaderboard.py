@@ -280,6 +280,9 @@ def test_mua_eval_prints_the_comparability_line(tau2_checkout, tmp_path, mua_cli
     assert line.startswith("comparable with tau2 v1.0.1 leaderboard: no (user: scripted")
     assert "basis: no_nl" in line and "trials: 1 per task, not 4" in line
     assert "tau2-bench checkout: version 1.0.1, commit unknown" in out
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["notes"]["tau2"][0] == line  # the summary keeps what was printed
+    assert "tau2-bench checkout: version 1.0.1, commit unknown" in summary["notes"]["tau2"]
 
 
 def test_judge_request_and_reading_equal_tau2s(tau2_checkout):  # noqa: F811
