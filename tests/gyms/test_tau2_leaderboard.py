@@ -4,7 +4,7 @@ The checkout is assembled in a temporary folder from the shared data (tests/gyms
 tau2_checkout.py). `tau2_reference/leaderboard.json` holds digests of what tau2-bench's own
 code first sends the agent model and the user model for every task of retail, airline and
 telecom (`make_leaderboard_reference.py` beside it computed them); the project's side is
-computed here from the same checkout and must match byte for byte (up to key order).
+computed here from the same checkout and must match byte for byte, keys in the order they are sent (JSON with no key sorting).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ DOMAINS = ("retail", "airline", "telecom")
 
 
 def _short(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:16]  # keys as sent
 
 
 def _records(checkout: Path, domain: str) -> list[dict]:

@@ -23,7 +23,7 @@ tau2's classes (`LLMAgent`, `UserSimulator`, `to_litellm_messages`, `Tool.openai
     a recorder that answers `results` meeting every other assertion, and the verdicts tau2
     reads from that answer.
 
-Stored: the sha256 (16 hex digits) of `json.dumps({"messages", "tools"}, sort_keys=True)` per
+Stored: the sha256 (16 hex digits) of `json.dumps({"messages", "tools"})` (keys as sent) per
 side and task, and per domain the sha256 of all its tasks' records, so the file carries no text.
 `--full` prints the payloads themselves instead (for debugging a mismatch; never stored).
 """
@@ -112,7 +112,7 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _short(value) -> str:
-    text = json.dumps(value, sort_keys=True)
+    text = json.dumps(value)  # keys in the order they are sent: byte order counts
     return hashlib.sha256(text.encode()).hexdigest()[:SHORT]
 
 
