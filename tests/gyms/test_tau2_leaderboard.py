@@ -4,7 +4,8 @@ The checkout is assembled in a temporary folder from the shared data (tests/gyms
 tau2_checkout.py). `tau2_reference/leaderboard.json` holds digests of what tau2-bench's own
 code first sends the agent model and the user model for every task of retail, airline and
 telecom (`make_leaderboard_reference.py` beside it computed them); the project's side is
-computed here from the same checkout and must match byte for byte, keys in the order they are sent (JSON with no key sorting).
+computed here from the same checkout and must match byte for byte, keys in the order they are
+sent (JSON with no key sorting).
 """
 
 from __future__ import annotations
