@@ -196,29 +196,38 @@ class Tau2Env:
         return StepResult(messages=messages)
 
     async def _tool_turn(self, action: AgentAction) -> StepResult:
+        """The agent's tool calls run, as tau2's orchestrator runs them: under `profile:
+        leaderboard` every call of the message (results in order, one step for the message and
+        one for its results); otherwise the first, the rest counted as `ignored_tool_calls`."""
         errors: dict[str, int] = {}
-        ignored = len(action.tool_calls) + len(action.parse_errors) - 1
+        every = self.options.profile == "leaderboard"
+        calls = action.tool_calls if every else action.tool_calls[:1]
+        ignored = len(action.tool_calls) - len(calls) + len(action.parse_errors)
+        ignored -= 0 if calls else 1
         if ignored:
             errors["ignored_tool_calls"] = ignored
-        if action.tool_calls:
-            call = action.tool_calls[0]
+        results = []
+        for call in calls:
             if self.options.solo and call.name == DONE_TOOL:
                 return await self._finish([], "agent_stop")
             arguments = call.arguments if isinstance(call.arguments, dict) else {}
             content, error = self.env.tool_call(AGENT, call.name, arguments)
             self.calls.append({"requestor": AGENT, "name": call.name, "arguments": arguments})
-            name = call.name
+            results.append((call.name, content, error))
+        if calls:
             self.transcript.append({"role": "assistant", "content": None})
         else:
-            content, error, name = f"Error: {action.parse_errors[0]}", True, "parser"
+            results.append(("parser", f"Error: {action.parse_errors[0]}", True))
             errors["parse_error"] = 1
-        self.transcript.append({"role": "tool", "content": content})
-        messages = [{"role": "tool", "name": name, "content": content}]
-        if error:
-            self.errors += 1
-            errors["tool_error"] = errors.get("tool_error", 0) + 1
-            if self.errors >= self.options.max_errors:
-                return await self._finish(messages, "too_many_errors", {"errors": errors})
+        messages = []
+        for name, content, error in results:
+            self.transcript.append({"role": "tool", "content": content})
+            messages.append({"role": "tool", "name": name, "content": content})
+            if error:
+                self.errors += 1
+                errors["tool_error"] = errors.get("tool_error", 0) + 1
+        if self.errors >= self.options.max_errors and any(error for *_, error in results):
+            return await self._finish(messages, "too_many_errors", {"errors": errors})
         if self.board is not None and self.board.step(2):
             return await self._finish(messages, "max_steps", {"errors": errors})
         return StepResult(messages=messages, info={"errors": errors} if errors else {})

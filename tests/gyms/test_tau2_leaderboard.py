@@ -458,3 +458,29 @@ def test_profile_ends_at_tau2s_max_steps(tau2_checkout, tmp_path):  # noqa: F811
     ends = [asyncio.run(env.step(call)) for _ in range(3)]  # each call and its result: 2 steps
     assert [r.done for r in ends] == [False, False, True]
     assert ends[-1].info["termination"] == "max_steps" and ends[-1].reward == 0.0
+
+
+def test_profile_runs_every_call_of_a_message(tau2_checkout):  # noqa: F811
+    """tau2 runs all the tool calls of an agent message; `profile: mua` runs the first only."""
+    from mua.gym import AgentAction, ToolCall
+
+    task = GYM.build_tasks(str(tau2_checkout), 0, {"domain": "airline"})["base"][0]
+    calls = [
+        ToolCall("get_user_details", {"user_id": "nobody"}),
+        ToolCall("get_reservation_details", {"reservation_id": "NONE00"}),
+    ]
+    outcomes = {}
+    for profile in ("leaderboard", "mua"):
+        options = {"data_dir": str(tau2_checkout), "profile": profile, "basis": "no_nl"}
+        env = GYM.make_env(GymContext(options=options))
+        asyncio.run(env.reset(task))
+        result = asyncio.run(env.step(AgentAction(text="", tool_calls=calls)))
+        outcomes[profile] = (result, [c["name"] for c in env.calls])
+    every, names = outcomes["leaderboard"]
+    assert [m["name"] for m in every.messages] == ["get_user_details", "get_reservation_details"]
+    assert names == ["get_user_details", "get_reservation_details"]
+    assert every.info["errors"] == {"tool_error": 2}
+    first, names = outcomes["mua"]
+    assert [m["name"] for m in first.messages] == ["get_user_details"]
+    assert names == ["get_user_details"]
+    assert first.info["errors"] == {"ignored_tool_calls": 1, "tool_error": 1}
