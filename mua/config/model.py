@@ -9,6 +9,21 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from mua.config.base import Section
 
+# How tool calls are read from model output (the readers are mua.rollout.toolcalls and
+# mua.families); one list, so a recipe names only readers that exist.
+ParserName = Literal[
+    "auto",
+    "hermes",
+    "qwen3_coder",
+    "llama3_json",
+    "mistral",
+    "gpt_oss",
+    "glm4_5",
+    "kimi_k2",
+    "deepseek_v3_1",
+    "bracket",
+]
+
 
 class LoraConfig(Section):
     """LoRA adapters on the policy (built with `peft`): only they train, the base stays frozen."""
@@ -61,18 +76,7 @@ class ModelConfig(Section):
         "trainer keeps float32 master weights and computes in `parallel.mixed_precision`; "
         "`mua merge` and the trainer's HF exports write this dtype.",
     )
-    tool_parser: Literal[
-        "auto",
-        "hermes",
-        "qwen3_coder",
-        "llama3_json",
-        "mistral",
-        "gpt_oss",
-        "glm4_5",
-        "kimi_k2",
-        "deepseek_v3_1",
-        "bracket",
-    ] = Field(
+    tool_parser: ParserName = Field(
         "auto",
         description="How tool calls are read from model output: `auto` (the family the "
         "model's chat template identifies; for an unknown template <tool_call> blocks, else "

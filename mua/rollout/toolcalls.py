@@ -22,23 +22,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Any
 
+from mua.config.model import ParserName
 from mua.gym.api import AgentAction, ToolCall
 from mua.text import clean_text, clean_value
 
-ParserName = Literal[
-    "auto",
-    "hermes",
-    "bracket",
-    "llama3_json",
-    "qwen3_coder",
-    "glm4_5",
-    "kimi_k2",
-    "deepseek_v3_1",
-    "mistral",
-    "gpt_oss",
-]
 PARSER_NAMES: tuple[str, ...] = ParserName.__args__
 BRACKET_TOOL = "interact_with_env"
 BRACKET_CHOICES = ("action", "search", "answer", "finish")
