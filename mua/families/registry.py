@@ -34,6 +34,9 @@ class Family:
     # messages as the template needs them (call ids, argument encoding); rendering only
     template_messages: Callable[[list[dict]], list[dict]] = list
     stop_texts: tuple[str, ...] = ()  # turn ends besides the one the template's probe finds
+    # role tokens that end an assistant turn by starting the next one (templates with no
+    # end-of-turn token: the sampled role token is kept as the start of the next turn)
+    role_stops: tuple[str, ...] = ()
 
 
 def _untyped(reader: Callable[[str], AgentAction]):
@@ -95,8 +98,9 @@ FAMILIES: dict[str, Family] = {
             ("<arg_key>", "<arg_value>"),
             "yes",
             "<think>; dropped from turns before the last user message",
-            "no end-of-turn token (a turn ends at the next role token), so token-level "
-            "rollouts cannot use this template yet; reasoning of earlier turns is dropped",
+            "no end-of-turn token: a turn ends at the next role token (<|user|>, "
+            "<|observation|>), which starts the next turn; reasoning of earlier turns is dropped",
+            role_stops=("<|user|>", "<|observation|>"),
         ),
         Family(
             "qwen3_coder",
