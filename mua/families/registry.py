@@ -15,7 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from mua.families import deepseek, glm, gpt_oss, kimi_k2, llama3, mistral, qwen3_coder
+from mua.families import (
+    deepseek,
+    deepseek_v32,
+    glm,
+    gpt_oss,
+    kimi_k2,
+    llama3,
+    mistral,
+    qwen3_coder,
+)
 from mua.gym.api import AgentAction
 from mua.rollout.toolcalls import parse_hermes
 
@@ -69,6 +78,16 @@ FAMILIES: dict[str, Family] = {
             "yes",
             "none in this template",
             "call ids are rebuilt by the template from name and position",
+        ),
+        Family(
+            "deepseek_v3_2",
+            "DeepSeek-V3.2 (from its published encoding script; no template checked)",
+            deepseek_v32.parse,
+            ("｜DSML｜",),
+            "yes",
+            "<think> (thinking mode); earlier turns keep only their answer",
+            "V3.2 ships an encoding script, not a chat template; mua has not rendered its "
+            "conversations",
         ),
         Family(
             "deepseek_v3_1",
@@ -143,6 +162,9 @@ ALIASES = {
     "glm": "glm4_5",
     "kimi": "kimi_k2",
     "deepseek": "deepseek_v3_1",
+    "deepseek_v32": "deepseek_v3_2",
+    "dsml": "deepseek_v3_2",
+    "qwen3_6": "qwen3_coder",
 }
 
 

@@ -1,0 +1,76 @@
+"""DeepSeek-V3.2 tool calls (DSML): a `<｜DSML｜function_calls>` block of
+`<｜DSML｜invoke name="NAME">` calls, each with `<｜DSML｜parameter name="KEY" string="true|false">`
+VALUE `</｜DSML｜parameter>` arguments.
+
+The bars are U+FF5C, matched exactly; whitespace between the tags is free. `string="true"`
+marks a value written as is (a string, kept verbatim); `string="false"` a value written as JSON
+(numbers, booleans, arrays, objects). The format is the one DeepSeek's published encoding script
+for V3.2 writes; V3.2 ships that script instead of a chat template, so no template was rendered
+to check this reader. Reasoning (`...</think>`) is never read for calls; text outside the block
+is the turn's text.
+Not here: DeepSeek-V3.1's `<｜tool▁calls▁begin｜>` format (`deepseek`), rendering.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from mua.families.common import section_calls, snippet, tagged_calls
+from mua.gym.api import AgentAction, ToolCall
+
+DSML = "｜DSML｜"
+BLOCK = (f"<{DSML}function_calls>", f"</{DSML}function_calls>")
+INVOKE = (f"<{DSML}invoke", f"</{DSML}invoke>")
+_HEAD = re.compile(r'\s+name="([^"\n]*)"\s*>(.*)', re.S)
+_PARAM = re.compile(
+    rf'\s*<{DSML}parameter\s+name="([^"\n]*)"\s+string="(true|false)"\s*>(.*?)</{DSML}parameter>',
+    re.S,
+)
+_USAGE = (
+    f'write <{DSML}invoke name="NAME"><{DSML}parameter name="KEY" string="true">value'
+    f"</{DSML}parameter></{DSML}invoke>"
+)
+
+
+def _value(raw: str, is_string: str, name: str, key: str) -> tuple[bool, object]:
+    if is_string == "true":
+        return True, raw
+    try:
+        return True, json.loads(raw)
+    except (ValueError, RecursionError):
+        return False, (
+            f'argument {key!r} of {name!r} is marked string="false" but is not JSON '
+            f'(write string="true" for text): {snippet(raw)}'
+        )
+
+
+def _read_call(body: str, index: int) -> tuple[ToolCall | None, str]:
+    head = _HEAD.fullmatch(body)
+    if head is None or not head.group(1).strip():
+        return None, f'<{DSML}invoke> without name="NAME"; {_USAGE}: {snippet(body)}'
+    name, inner = head.group(1).strip(), head.group(2)
+    args: dict = {}
+    pos = 0
+    for m in _PARAM.finditer(inner):
+        if inner[pos : m.start()].strip():
+            break
+        key = m.group(1).strip()
+        if not key:
+            return None, f"an argument of {name!r} has no name"
+        if key in args:
+            return None, f"argument {key!r} of {name!r} is given twice"
+        ok, value = _value(m.group(3), m.group(2), name, key)
+        if not ok:
+            return None, str(value)
+        args[key] = value
+        pos = m.end()
+    if inner[pos:].strip():
+        return None, f"unreadable arguments of {name!r}; {_USAGE}: {snippet(inner[pos:])}"
+    return ToolCall(name=name, arguments=args, id=f"call_{index}"), ""
+
+
+def parse(text: str, tools: list[dict] | None = None) -> AgentAction:
+    """The calls of every `function_calls` block of the turn (an unclosed last one is read
+    too); values are typed by their `string` attribute, not by `tools`."""
+    return tagged_calls(text, *BLOCK, lambda body, i: section_calls(body, *INVOKE, _read_call, i))
