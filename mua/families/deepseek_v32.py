@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import re
 
-from mua.families.common import section_calls, snippet, tagged_calls
+from mua.families.common import section_calls, snippet, tagged_calls, text_arguments
 from mua.gym.api import AgentAction, ToolCall
 
 DSML = "｜DSML｜"
 BLOCK = (f"<{DSML}function_calls>", f"</{DSML}function_calls>")
 INVOKE = (f"<{DSML}invoke", f"</{DSML}invoke>")
 _HEAD = re.compile(r'\s+name="([^"\n]*)"\s*>(.*)', re.S)
+# groups: 1 the name, 2 the `string` flag, 3 the value
 _PARAM = re.compile(
     rf'\s*<{DSML}parameter\s+name="([^"\n]*)"\s+string="(true|false)"\s*>(.*?)</{DSML}parameter>',
     re.S,
@@ -33,8 +34,10 @@ _USAGE = (
 )
 
 
-def _value(raw: str, is_string: str, name: str, key: str) -> tuple[bool, object]:
-    if is_string == "true":
+def _value(m: re.Match, name: str) -> tuple[bool, object]:
+    """(ok, value or error) of one parameter matched by `_PARAM`."""
+    key, flag, raw = m.group(1).strip(), m.group(2), m.group(3)
+    if flag == "true":
         return True, raw
     try:
         return True, json.loads(raw)
@@ -49,24 +52,12 @@ def _read_call(body: str, index: int) -> tuple[ToolCall | None, str]:
     head = _HEAD.fullmatch(body)
     if head is None or not head.group(1).strip():
         return None, f'<{DSML}invoke> without name="NAME"; {_USAGE}: {snippet(body)}'
-    name, inner = head.group(1).strip(), head.group(2)
-    args: dict = {}
-    pos = 0
-    for m in _PARAM.finditer(inner):
-        if inner[pos : m.start()].strip():
-            break
-        key = m.group(1).strip()
-        if not key:
-            return None, f"an argument of {name!r} has no name"
-        if key in args:
-            return None, f"argument {key!r} of {name!r} is given twice"
-        ok, value = _value(m.group(3), m.group(2), name, key)
-        if not ok:
-            return None, str(value)
-        args[key] = value
-        pos = m.end()
-    if inner[pos:].strip():
-        return None, f"unreadable arguments of {name!r}; {_USAGE}: {snippet(inner[pos:])}"
+    name = head.group(1).strip()
+    args, rest = text_arguments(head.group(2), _PARAM, name, None, read=lambda m: _value(m, name))
+    if args is None:
+        return None, rest
+    if rest.strip():
+        return None, f"unreadable arguments of {name!r}; {_USAGE}: {snippet(rest)}"
     return ToolCall(name=name, arguments=args, id=f"call_{index}"), ""
 
 
