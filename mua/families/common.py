@@ -26,6 +26,7 @@ __all__ = [
     "schema_value",
     "snippet",
     "text_arguments",
+    "text_call",
     "one_call",
     "read_blocks",
     "section_calls",
@@ -188,6 +189,19 @@ def text_arguments(
             args[key] = schema_value(raw, tool, key, tools)
         pos = m.end()
     return args, inner[pos:]
+
+
+def text_call(
+    name: str, inner: str, pattern: re.Pattern, tools, usage: str, index: int, **how
+) -> tuple[ToolCall | None, str]:
+    """The call `name` whose whole `inner` is text key/value pairs (`text_arguments`, with
+    `how` its `layout`/`read`); anything else left in `inner` is an error quoting `usage`."""
+    args, rest = text_arguments(inner, pattern, name, tools, **how)
+    if args is None:
+        return None, rest
+    if rest.strip():
+        return None, f"unreadable arguments of {name!r}; {usage}: {snippet(rest)}"
+    return ToolCall(name=name, arguments=args, id=f"call_{index}"), ""
 
 
 def one_call(found: tuple[ToolCall | None, str | None]) -> tuple[list[ToolCall], list[str]]:

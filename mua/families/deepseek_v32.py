@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 
-from mua.families.common import section_calls, snippet, tagged_calls, text_arguments
+from mua.families.common import section_calls, snippet, tagged_calls, text_call
 from mua.gym.api import AgentAction, ToolCall
 
 DSML = "｜DSML｜"
@@ -53,12 +54,9 @@ def _read_call(body: str, index: int) -> tuple[ToolCall | None, str]:
     if head is None or not head.group(1).strip():
         return None, f'<{DSML}invoke> without name="NAME"; {_USAGE}: {snippet(body)}'
     name = head.group(1).strip()
-    args, rest = text_arguments(head.group(2), _PARAM, name, None, read=lambda m: _value(m, name))
-    if args is None:
-        return None, rest
-    if rest.strip():
-        return None, f"unreadable arguments of {name!r}; {_USAGE}: {snippet(rest)}"
-    return ToolCall(name=name, arguments=args, id=f"call_{index}"), ""
+    return text_call(
+        name, head.group(2), _PARAM, None, _USAGE, index, read=partial(_value, name=name)
+    )
 
 
 def parse(text: str, tools: list[dict] | None = None) -> AgentAction:
