@@ -2,13 +2,15 @@
 role token (`<|user|>`, `<|observation|>`). The renderer makes those tokens stops, the token the
 model sampled starts the next turn's text (never written twice), a stop the template would not
 write there is replaced by the template's own role token, and the token stream stays the
-template's render of the conversation."""
+template's render of the conversation; also through the runner and the hf engine with a tiny
+model forced to end its turns on role tokens."""
 
 from __future__ import annotations
 
 import pytest
 
 from mua.errors import RunFailure
+from mua.gym.api import ResetResult, StepResult
 from mua.rollout.transcript import ChatRenderer, TranscriptBuilder, check_drift
 from tests.unit.family_templates import TOOLS, family_tokenizer
 
@@ -119,3 +121,87 @@ def test_a_template_with_no_turn_end_and_no_known_family_is_refused_in_one_line(
         RunFailure, match="cannot find how the chat template ends an assistant turn"
     ):
         ChatRenderer(tok)
+
+
+class _CallThenAnswer:
+    """An env whose first step answers the model's call with a tool result and whose second
+    ends the episode."""
+
+    def __init__(self, ctx):
+        self.turn = 0
+
+    async def reset(self, task):
+        return ResetResult(messages=[dict(m) for m in task.prompt])
+
+    async def step(self, action):
+        self.turn += 1
+        if self.turn == 1:
+            assert [c.name for c in action.tool_calls] == ["lookup_order"], action
+            reply = [{"role": "tool", "name": "lookup_order", "content": RESULT["content"]}]
+            return StepResult(messages=reply, reward=0.0, done=False)
+        return StepResult(messages=[], reward=1.0, done=True)
+
+    async def close(self):
+        pass
+
+
+def _forced(model, ids: list[int]):
+    """Make `model` sample exactly `ids`, one per forward pass (its logits are overwritten)."""
+    import torch
+
+    script = iter(ids)
+
+    def force(_module, _inputs, logits):
+        out = torch.full_like(logits, -1e4)
+        out[..., next(script)] = 0.0
+        return out
+
+    return model.get_output_embeddings().register_forward_hook(force)
+
+
+def test_a_tiny_model_rollout_ends_its_turns_on_role_tokens():
+    """The hf engine with a tiny model (its vocabulary grown to GLM's tokens), forced to write a
+    call ended by `<|observation|>`, then an answer ended by `<|user|>`: the runner stops on the
+    role tokens, keeps them as sampled, appends the tool result after the first, and the stream
+    is the template's render of the conversation."""
+    from mua.config.rollout import RolloutConfig
+    from mua.engines.hf.hf_engine import HFEngine
+    from mua.gym import GymContext, GymSpec, Task
+    from mua.models import load_model
+    from mua.rollout.policies import EnginePolicy
+    from mua.rollout.runner import run_rollouts_sync
+
+    renderer = _renderer()
+    tok = renderer.tokenizer
+    plain = ChatRenderer(tok)  # the task offers no tools
+    turns = [
+        plain.encode(plain.assistant_text(CALL) + "<|observation|>"),
+        plain.encode(plain.assistant_text(ANSWER) + "<|user|>"),
+    ]
+    model = load_model("tiny:qwen3-1m", seed=0)
+    model.resize_token_embeddings(len(tok))
+    hook = _forced(model, [i for turn in turns for i in turn])
+    gym = GymSpec(name="glm_fake", description="", make_env=_CallThenAnswer, build_tasks=dict)
+    task = Task(task_id="t0", gym="glm_fake", split="test", prompt=[USER], payload={})
+    try:
+        (traj,) = run_rollouts_sync(
+            [task],
+            n=1,
+            policy=EnginePolicy(HFEngine(model), temperature=1.0, tool_parser="auto"),
+            gym_spec=gym,
+            gym_ctx=GymContext(),
+            tokenizer=tok,
+            rollout_cfg=RolloutConfig(
+                max_turns=4, max_new_tokens_per_turn=64, max_total_tokens=1024
+            ),
+        )
+    finally:
+        hook.remove()
+    assert traj.termination == "done" and traj.reward == 1.0, traj.detail
+    assert traj.metrics["parse_errors"] == 0 and traj.metrics["drift"] == 0.0
+    sampled = [t for t, m in zip(traj.token_ids, traj.loss_mask, strict=True) if m]
+    assert sampled == turns[0] + turns[1]  # both role tokens sampled and kept, once each
+    observation = tok.convert_tokens_to_ids("<|observation|>")
+    assert traj.token_ids.count(observation) == 1
+    rendered = plain.encode(plain.render(traj.messages))
+    assert traj.token_ids[:-1] == rendered  # the last <|user|> opens a turn that never came
