@@ -64,7 +64,9 @@ def reference_ids(
 
 
 def _sampled_turns(builder: TranscriptBuilder) -> list[list[int]]:
-    """Each turn's ids, with the stop that closed a cut turn."""
+    """Each turn's ids, with the stop that closed a cut turn (for a template with no
+    end-of-turn token, without the role token that ended it: the template renders that token
+    with the follow-up)."""
     renderer = builder.renderer
     stops = set(renderer.stop_token_ids())
     turns = []
@@ -73,8 +75,9 @@ def _sampled_turns(builder: TranscriptBuilder) -> list[list[int]]:
         while end < len(builder.token_ids) and builder.turn_index[end] == t:
             end += 1
         seg = builder.token_ids[start:end]
-        if renderer.role_stops and seg and seg[-1] in stops:
-            seg = seg[:-1]  # the sampled role token begins the next turn's follow-up
+        if renderer.role_stops:  # a role token ends a turn by beginning the follow-up
+            if seg and seg[-1] in stops:
+                seg = seg[:-1]
         elif (
             (not seg or seg[-1] not in stops)
             and end < len(builder.token_ids)

@@ -205,3 +205,16 @@ def test_a_tiny_model_rollout_ends_its_turns_on_role_tokens():
     assert traj.token_ids.count(observation) == 1
     rendered = plain.encode(plain.render(traj.messages))
     assert traj.token_ids[:-1] == rendered  # the last <|user|> opens a turn that never came
+
+
+def test_a_turn_spelled_with_other_tokens_is_retokenized_not_drift():
+    renderer = _renderer()
+    builder = TranscriptBuilder(renderer)
+    builder.add_prompt([USER])
+    text = renderer.assistant_text(ANSWER)
+    ids = [i for ch in text for i in renderer.encode(ch)] + renderer.encode("<|user|>")
+    assert ids[:-1] != renderer.encode(text)  # the same text, other tokens
+    builder.add_sampled(ids, [0.0] * len(ids), 0)
+    builder.add_followup([THANKS])
+    assert check_drift(builder, [USER, ANSWER, THANKS], ends_with_prompt=True) is None
+    assert builder.retokenized_turns == 1
