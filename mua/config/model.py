@@ -21,6 +21,7 @@ ParserName = Literal[
     "glm4_5",
     "kimi_k2",
     "deepseek_v3_1",
+    "deepseek_v3_2",
     "bracket",
 ]
 
@@ -84,7 +85,7 @@ class ModelConfig(Section):
         "`qwen3_coder` (Qwen3.5/3.6/Coder XML <function=...><parameter=...>), `llama3_json` "
         '(Llama 3.x bare {"name": ..., "parameters": {...}}), `mistral` ([TOOL_CALLS]), '
         "`gpt_oss` (harmony channels), `glm4_5` (GLM-4.5/4.6 <arg_key>/<arg_value>), "
-        "`kimi_k2`, `deepseek_v3_1`, or `bracket` ([action] ... / [answer] ...). "
+        "`kimi_k2`, `deepseek_v3_1`, `deepseek_v3_2` (DSML), or `bracket` ([action] ... / [answer] ...). "
         "See docs/model_families.md.",
     )
     seed: int = Field(0, description="Seed used when a `tiny:` model is built from its config.")

@@ -15,6 +15,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
 from mua.config.gyms import GYM_NAME_HELP, GymConfig, PrepGymConfig  # noqa: F401  (re-exported)
+from mua.config.model import ParserName
 
 
 class ScriptedUserConfig(Section):
@@ -32,6 +33,12 @@ class LLMUserConfig(EndpointConfig):
     max_tokens: PositiveInt = Field(512, description="Most tokens per user reply.")
     cache_dir: str | None = Field(
         None, description="Optional on-disk cache keyed by the request (deterministic evaluation)."
+    )
+    tool_parser: ParserName | None = Field(
+        None,
+        description="When the user or judge is offered tools: the family whose format it writes "
+        "tool calls in as text (a raw open model behind a plain completion server), one of "
+        "`model.tool_parser`'s names; unset, only structured `tool_calls` are read.",
     )
 
     def resolved_model(self) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "schema_value",
     "snippet",
     "text_arguments",
+    "text_call",
     "one_call",
     "read_blocks",
     "section_calls",
@@ -162,11 +163,12 @@ def schema_value(raw: str, tool: str, key: str, tools: list[dict] | None) -> Any
 
 
 def text_arguments(
-    inner: str, pattern: re.Pattern, tool: str, tools: list[dict] | None, layout=None
+    inner: str, pattern: re.Pattern, tool: str, tools: list[dict] | None, layout=None, read=None
 ) -> tuple[dict | None, str]:
     """Arguments written as text key/value pairs (`pattern` groups 1 and 2, matched back to
     back from the start of `inner`), typed by `schema_value` after `layout` (the format's own
-    spacing around a value) is taken off. Returns (arguments, the unread rest) or (None, error)."""
+    spacing around a value) is taken off, or by `read(match) -> (ok, value or error)` for a
+    format that says a value's type itself. Returns (arguments, the unread rest) or (None, error)."""
     args: dict = {}
     pos = 0
     for m in pattern.finditer(inner):
@@ -177,10 +179,29 @@ def text_arguments(
             return None, f"an argument of {tool!r} has no name"
         if key in args:
             return None, f"argument {key!r} of {tool!r} is given twice"
-        raw = layout(m.group(2)) if layout else m.group(2)
-        args[key] = schema_value(raw, tool, key, tools)
+        if read is not None:
+            ok, value = read(m)
+            if not ok:
+                return None, value
+            args[key] = value
+        else:
+            raw = layout(m.group(2)) if layout else m.group(2)
+            args[key] = schema_value(raw, tool, key, tools)
         pos = m.end()
     return args, inner[pos:]
+
+
+def text_call(
+    name: str, inner: str, pattern: re.Pattern, tools, usage: str, index: int, **how
+) -> tuple[ToolCall | None, str]:
+    """The call `name` whose whole `inner` is text key/value pairs (`text_arguments`, with
+    `how` its `layout`/`read`); anything else left in `inner` is an error quoting `usage`."""
+    args, rest = text_arguments(inner, pattern, name, tools, **how)
+    if args is None:
+        return None, rest
+    if rest.strip():
+        return None, f"unreadable arguments of {name!r}; {usage}: {snippet(rest)}"
+    return ToolCall(name=name, arguments=args, id=f"call_{index}"), ""
 
 
 def one_call(found: tuple[ToolCall | None, str | None]) -> tuple[list[ToolCall], list[str]]:

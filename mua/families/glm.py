@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from mua.families.common import one_call, snippet, tagged_calls, text_arguments
+from mua.families.common import one_call, snippet, tagged_calls, text_call
 from mua.gym.api import AgentAction, ToolCall
 
 _PAIR = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
@@ -24,13 +24,7 @@ def _read_call(body: str, index: int, tools: list[dict] | None) -> tuple[ToolCal
     name = head.strip()
     if not _NAME.fullmatch(name):
         return None, f"<tool_call> must start with a tool name; {_USAGE}: {snippet(body)}"
-    inner = body[len(head) :]
-    args, rest = text_arguments(inner, _PAIR, name, tools)
-    if args is None:
-        return None, rest
-    if rest.strip():
-        return None, f"unreadable arguments of {name!r}; {_USAGE}: {snippet(rest)}"
-    return ToolCall(name=name, arguments=args, id=f"call_{index}"), ""
+    return text_call(name, body[len(head) :], _PAIR, tools, _USAGE, index)
 
 
 def parse(text: str, tools: list[dict] | None = None) -> AgentAction:

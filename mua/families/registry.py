@@ -15,7 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from mua.families import deepseek, glm, gpt_oss, kimi_k2, llama3, mistral, qwen3_coder
+from mua.families import (
+    deepseek,
+    deepseek_v32,
+    glm,
+    gpt_oss,
+    kimi_k2,
+    llama3,
+    mistral,
+    qwen3_coder,
+)
 from mua.gym.api import AgentAction
 from mua.rollout.toolcalls import parse_hermes
 
@@ -34,6 +43,9 @@ class Family:
     # messages as the template needs them (call ids, argument encoding); rendering only
     template_messages: Callable[[list[dict]], list[dict]] = list
     stop_texts: tuple[str, ...] = ()  # turn ends besides the one the template's probe finds
+    # role tokens that end an assistant turn by starting the next one (templates with no
+    # end-of-turn token: the sampled role token is kept as the start of the next turn)
+    role_stops: tuple[str, ...] = ()
 
 
 def _untyped(reader: Callable[[str], AgentAction]):
@@ -68,6 +80,16 @@ FAMILIES: dict[str, Family] = {
             "call ids are rebuilt by the template from name and position",
         ),
         Family(
+            "deepseek_v3_2",
+            "DeepSeek-V3.2 (from its published encoding script; no template checked)",
+            deepseek_v32.parse,
+            ("｜DSML｜",),
+            "yes",
+            "<think> (thinking mode); earlier turns keep only their answer",
+            "V3.2 ships an encoding script, not a chat template; mua has not rendered its "
+            "conversations",
+        ),
+        Family(
             "deepseek_v3_1",
             "DeepSeek-V3.1",
             deepseek.parse,
@@ -95,8 +117,9 @@ FAMILIES: dict[str, Family] = {
             ("<arg_key>", "<arg_value>"),
             "yes",
             "<think>; dropped from turns before the last user message",
-            "no end-of-turn token (a turn ends at the next role token), so token-level "
-            "rollouts cannot use this template yet; reasoning of earlier turns is dropped",
+            "no end-of-turn token: a turn ends at the next role token (<|user|>, "
+            "<|observation|>), which starts the next turn; reasoning of earlier turns is dropped",
+            role_stops=("<|user|>", "<|observation|>"),
         ),
         Family(
             "qwen3_coder",
@@ -139,6 +162,9 @@ ALIASES = {
     "glm": "glm4_5",
     "kimi": "kimi_k2",
     "deepseek": "deepseek_v3_1",
+    "deepseek_v32": "deepseek_v3_2",
+    "dsml": "deepseek_v3_2",
+    "qwen3_6": "qwen3_coder",
 }
 
 

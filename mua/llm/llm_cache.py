@@ -17,9 +17,16 @@ from pathlib import Path
 
 
 def request_key(
-    *, base_url: str, model: str, messages: list[dict], temperature: float, max_tokens: int
+    *,
+    base_url: str,
+    model: str,
+    messages: list[dict],
+    temperature: float,
+    max_tokens: int,
+    tools: list[dict] | None = None,
 ) -> str:
-    """A stable sha256 hex digest of the request fields that determine the reply."""
+    """A stable sha256 hex digest of the request fields that determine the reply (`tools` only
+    when offered, so keys of plain requests do not change)."""
     payload = {
         "base_url": base_url,
         "model": model,
@@ -27,6 +34,8 @@ def request_key(
         "temperature": float(temperature),
         "max_tokens": int(max_tokens),
     }
+    if tools:
+        payload["tools"] = tools
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -7,7 +7,9 @@ replies as text only: a reply that is not usable text (null content, tool calls 
 text far over `max_tokens`) is retried and, when retries are spent, a `UserFailure` (the
 trajectory is masked, never scored). JSON replies have fences stripped, are parsed, validated
 and re-asked on failure (the re-ask shows the model its bad reply and the error). An optional
-on-disk cache keeps validated replies (`llm_cache.ReplyCache`).
+on-disk cache keeps validated replies (`llm_cache.ReplyCache`). `complete_tools(messages, tools)`
+offers tools and returns the reply's text and calls (`mua.llm.tool_reply`): structured
+`tool_calls`, or with `user.tool_parser` set, calls a raw open model wrote in its text.
 
 `preflight_user` sends one request before a run starts, so a wrong key, URL or model, a
 redirect, or a user that never answers usable text stops the run with one line before anything
@@ -39,6 +41,7 @@ from mua.llm.chat_endpoint import (  # noqa: F401 - the names other modules impo
     public_url,
 )
 from mua.llm.llm_cache import ReplyCache, request_key
+from mua.llm.tool_reply import ToolReply, read_tool_reply
 
 OPENAI_API_URL = "https://api.openai.com/v1"
 # Counters a run reports for its LLM user (eval summary and table, MLflow), by report name.
@@ -112,13 +115,14 @@ class LLMClient:
         self._reported = now
         return delta
 
-    def _key(self, messages: list[dict]) -> str:
+    def _key(self, messages: list[dict], tools: list[dict] | None = None) -> str:
         return request_key(
             base_url=self.endpoint.base_url,
             model=self.endpoint.model,
             messages=messages,
             temperature=self.cfg.temperature,
             max_tokens=self.cfg.max_tokens,
+            tools=tools,
         )
 
     async def _ask(self, messages: list[dict], parse: Callable[[str], Any]) -> Any:
@@ -157,6 +161,34 @@ class LLMClient:
             return value if checked is None else checked
 
         return await self._ask(messages, parse)
+
+    async def complete_tools(self, messages: list[dict], tools: list[dict]) -> ToolReply:
+        """The reply to `messages` with `tools` offered: its text and tool calls, structured or,
+        with `tool_parser` set, written in the text in that family's format
+        (`mua.llm.tool_reply`). A call that cannot be read is retried like a malformed reply."""
+        parser = self.cfg.tool_parser
+        key = self._key(messages, tools) if self.cache else ""
+        if self.cache:
+            cached = self.cache.get(key)
+            if cached is not None:
+                try:
+                    reply = ToolReply.from_json(cached)
+                except ValueError:
+                    pass
+                else:
+                    self.endpoint.counts["cache_hits"] += 1
+                    return reply
+        _, reply = await self.endpoint.chat(
+            messages,
+            parse=lambda m: read_tool_reply(m, parser, tools),
+            reask=False,
+            tools=tools,
+            temperature=self.cfg.temperature,
+            max_tokens=self.cfg.max_tokens,
+        )
+        if self.cache:
+            self.cache.put(key, reply.to_json())
+        return reply
 
     async def preflight(self) -> None:
         """`ChatEndpoint.preflight` with this client's sampling settings (a parameter the

@@ -3,7 +3,9 @@
 `ChatRenderer` wraps a tokenizer's chat template: the prompt, the ids a new user/tool/env message
 appends after an assistant turn (a suffix delta rendered against a fixed stand-in conversation,
 so templates that rewrite earlier turns, like Qwen3 dropping old reasoning, still give the right
-delta), and an assistant message's ids for message-level policies. `template_messages` turns a
+delta), and an assistant message's ids for message-level policies. A template with no
+end-of-turn token (GLM-4.5/4.6) ends a turn at the next role token (`role_stops`, named by the
+model family): that token is a stop and begins the follow-up text. `template_messages` turns a
 rollout's messages (with `env` messages) into what a template knows; a known model family's
 template also gets its messages in the shape it needs (`mua.families.for_template`). Whole conversations rendered
 to ids are remembered per tokenizer (`rendered_ids`): the n samples of a task share their prompt,
@@ -97,12 +99,19 @@ class ChatRenderer:
             self._scaffold: dict[str, list[int]] = {}
             _PROBES[key] = (
                 self.stop_text,
+                self.role_stops,
                 self.rewrites_history,
                 self._assistant_prefix,
                 self._scaffold,
             )
         else:
-            self.stop_text, self.rewrites_history, self._assistant_prefix, self._scaffold = known
+            (
+                self.stop_text,
+                self.role_stops,
+                self.rewrites_history,
+                self._assistant_prefix,
+                self._scaffold,
+            ) = known
         self._tools_json: str | None = None
         self._followups: dict[tuple[str, bool], str] = {}
 
@@ -110,17 +119,37 @@ class ChatRenderer:
         probe = self.render([_PROBE_USER, {"role": "assistant", "content": _SENTINEL}])
         after = probe[probe.index(_SENTINEL) + len(_SENTINEL) :]
         self.stop_text = next((s for s in STOP_TEXTS if after.startswith(s)), None)
+        self.role_stops: tuple[str, ...] = ()
         if self.stop_text is None:
             from mua.families import detect_family
 
             family = detect_family(getattr(self.tokenizer, "chat_template", None))
-            known = f" (a {family.name} template: {family.drift})" if family else ""
-            raise RunFailure(
-                f"cannot find how the chat template ends an assistant turn (after it comes {after[:20]!r}); "
-                f"expected one of {list(STOP_TEXTS)}{known}; see docs/model_families.md"
-            )
+            if family is None or not self._ends_at_next_role(after, family.role_stops):
+                known = f" (a {family.name} template: {family.drift})" if family else ""
+                raise RunFailure(
+                    f"cannot find how the chat template ends an assistant turn (after it comes {after[:20]!r}); "
+                    f"expected one of {list(STOP_TEXTS)}{known}; see docs/model_families.md"
+                )
+            self.stop_text, self.role_stops = "", family.role_stops
         self.rewrites_history = self._probe_rewrites_history()
         self._assistant_prefix = self.render([_PROBE_USER], add_generation_prompt=True)
+
+    def _ends_at_next_role(self, after: str, role_stops: tuple[str, ...]) -> bool:
+        """Whether the template writes nothing after a last assistant turn and starts the next
+        message with one of `role_stops` (GLM: no end-of-turn token)."""
+        if not role_stops or after:
+            return False
+        later = self.render([_PROBE_USER, {"role": "assistant", "content": _SENTINEL}, _PROBE_USER])
+        rest = later[later.index(_SENTINEL) + len(_SENTINEL) :]
+        return any(rest.startswith(role) for role in role_stops)
+
+    def strip_stop(self, text: str) -> str:
+        """A sampled turn's text without the stop that ended it (the template's end-of-turn text,
+        or for templates with no such token the role token that starts the next turn)."""
+        for stop in (self.stop_text, *self.role_stops):
+            if stop and text.endswith(stop):
+                return text[: -len(stop)]
+        return text
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         from mua.families import for_template
@@ -155,12 +184,12 @@ class ChatRenderer:
 
     def stop_token_ids(self) -> list[int]:
         """Ids that end an assistant turn: the template's end-of-turn token, the eos token and the
-        other ends of a known family's turns (gpt-oss's `<|call|>`)."""
+        other ends of a known family's turns (gpt-oss's `<|call|>`, GLM's next role tokens)."""
         from mua.families import detect_family
 
         ids = set(self.encode_scaffold(self.stop_text))
         family = detect_family(getattr(self.tokenizer, "chat_template", None))
-        for text in family.stop_texts if family is not None else ():
+        for text in (*(family.stop_texts if family is not None else ()), *self.role_stops):
             ids.update(self.encode_scaffold(text))
         eos = getattr(self.tokenizer, "eos_token_id", None)
         if isinstance(eos, int):
@@ -196,7 +225,9 @@ class ChatRenderer:
 
     def followup_text(self, new_messages: list[dict], add_generation_prompt: bool = True) -> str:
         """Text that follows an assistant turn's stop token when `new_messages` come next
-        (remembered by this renderer)."""
+        (remembered by this renderer). A template with no end-of-turn token starts it with the
+        next message's role token, which the model may have sampled as its stop
+        (`TranscriptBuilder.add_followup` then appends the rest)."""
         key = (json.dumps(new_messages, sort_keys=True, default=str), add_generation_prompt)
         text = self._followups.get(key)
         if text is None:
@@ -215,7 +246,11 @@ class ChatRenderer:
     def _turn_end(self, text: str, start: int) -> int:
         """Where the assistant turn that starts at `start` ends: after its stop text, or after
         another known end where the template ends a turn in history differently (gpt-oss ends
-        its last turn with <|return|> but earlier ones with <|end|>)."""
+        its last turn with <|return|> but earlier ones with <|end|>). A template with no
+        end-of-turn token ends a turn where the next role token starts (or at the end)."""
+        if self.role_stops:
+            found = [at for role in self.role_stops if (at := text.find(role, start)) >= 0]
+            return min(found, default=len(text))
         ends = [
             (at, len(stop))
             for stop in (self.stop_text, *STOP_TEXTS)
@@ -273,7 +308,7 @@ class ChatRenderer:
                 "chat template renders an assistant turn without its own generation prompt"
             )
         body = full[len(prefix) :]
-        cut = body.rfind(self.stop_text)
+        cut = body.rfind(self.stop_text) if self.stop_text else -1
         return body[: cut + len(self.stop_text)] if cut >= 0 else body
 
     def _probe_rewrites_history(self) -> bool:

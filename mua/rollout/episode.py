@@ -94,10 +94,6 @@ def env_messages(result, what: str) -> list[dict]:
     return clean_messages([dict(m) for m in messages])
 
 
-def _strip_stop_text(text: str, stop_text: str) -> str:
-    return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
-
-
 def _visible_context(token_ids: list[int], window: int | None) -> list[int]:
     """The ids the policy is shown: the last `window` of them (MuTIS's rolling context), or all."""
     return token_ids[-window:] if window and len(token_ids) > window else token_ids
@@ -128,7 +124,7 @@ async def policy_turn(
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
         text = builder.renderer.decode(result.token_ids)
-        action = _parse_turn(ep, policy, _strip_stop_text(text, builder.renderer.stop_text))
+        action = _parse_turn(ep, policy, builder.renderer.strip_stop(text))
         message = action_as_message(action)
         stopped = result.finish_reason == "stop"
     else:

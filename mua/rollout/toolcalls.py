@@ -26,6 +26,7 @@ from typing import Any
 
 from mua.config.model import ParserName
 from mua.gym.api import AgentAction, ToolCall
+from mua.llm.tool_reply import register_readers
 from mua.text import clean_text, clean_value
 
 PARSER_NAMES: tuple[str, ...] = ParserName.__args__
@@ -364,3 +365,7 @@ def action_as_message(action: AgentAction) -> dict:
         if call.id and not call.id.startswith("call_"):  # an id the model wrote (Mistral)
             stored["id"] = call.id
     return message
+
+
+# The LLM user's and judge's client (a lower layer) reads calls in their replies with these.
+register_readers(parse_action, read_native_calls)

@@ -9,6 +9,9 @@ The transcript's parts live beside it and are importable from here as well: the 
 (`check_drift`, `per_turn_samples`, `reference_ids`, `drift_diff` in
 `mua.rollout.transcript_drift`) and the finished record (`Trajectory` in `mua.rollout.trajectory`).
 
+For a template with no end-of-turn token (GLM), the role token the model samples to end its turn
+is kept and the next message's text goes on after it, so the stream stays the template's render.
+
 What this module does not do: generate, parse tool calls, call envs or decide budgets (the runner
 does), or compute advantages (the trainer does).
 """
@@ -89,10 +92,32 @@ class TranscriptBuilder:
 
     def add_followup(self, messages: list[dict], add_generation_prompt: bool = True) -> None:
         renderer = self.renderer
-        for source, text in renderer.followup_chunks(messages, add_generation_prompt):
+        chunks = renderer.followup_chunks(messages, add_generation_prompt)
+        if renderer.role_stops and chunks:
+            chunks = self._after_sampled_role(chunks)
+        for source, text in chunks:
             # a "prompt" piece after the messages is the template's generation prompt
             encode = renderer.encode_scaffold if source == "prompt" else renderer.encode
             self._extend(encode(text), source, 0)
+
+    def _after_sampled_role(self, chunks: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """For a template with no end-of-turn token: the role token the model sampled to end its
+        turn is the start of the follow-up, so the follow-up goes on after it. A sampled stop the
+        template would not write here (`<|user|>` before a tool result, the eos token) is
+        replaced by the template's own role token (it is dropped from the stream)."""
+        renderer = self.renderer
+        if not self.loss_mask or self.loss_mask[-1] != 1:
+            return chunks
+        last = self.token_ids[-1]
+        if last not in set(renderer.stop_token_ids()):
+            return chunks
+        source, text = chunks[0]
+        role = next((r for r in renderer.role_stops if text.startswith(r)), None)
+        if role is not None and renderer.encode_scaffold(role) == [last]:
+            return [(source, text[len(role) :]), *chunks[1:]]
+        for name in ("token_ids", "sources", "loss_mask", "logprobs", "turn_index"):
+            getattr(self, name).pop()
+        return chunks
 
     def truncate(self, length: int) -> None:
         """Forget every token from position `length` on (an env cut the turn short there)."""

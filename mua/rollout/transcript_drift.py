@@ -64,15 +64,21 @@ def reference_ids(
 
 
 def _sampled_turns(builder: TranscriptBuilder) -> list[list[int]]:
-    """Each turn's ids, with the stop that closed a cut turn."""
-    stops = set(builder.renderer.stop_token_ids())
+    """Each turn's ids, with the stop that closed a cut turn (for a template with no
+    end-of-turn token, without the role token that ended it: the template renders that token
+    with the follow-up)."""
+    renderer = builder.renderer
+    stops = set(renderer.stop_token_ids())
     turns = []
     for t, start in enumerate(builder.turn_starts):
         end = start
         while end < len(builder.token_ids) and builder.turn_index[end] == t:
             end += 1
         seg = builder.token_ids[start:end]
-        if (
+        if renderer.role_stops:  # a role token ends a turn by beginning the follow-up
+            if seg and seg[-1] in stops:
+                seg = seg[:-1]
+        elif (
             (not seg or seg[-1] not in stops)
             and end < len(builder.token_ids)
             and builder.token_ids[end] in stops
@@ -95,9 +101,7 @@ def check_drift(
     """
     renderer = builder.renderer
     builder.retokenized_turns = 0
-    stream = list(builder.token_ids)
-    if not ends_with_prompt:
-        stream += renderer.encode_scaffold(renderer.followup_text([], add_generation_prompt=False))
+    stream = _closed_stream(builder, ends_with_prompt)
     try:
         reference, _ = reference_ids(renderer, messages, ends_with_prompt)
         if reference != stream:
@@ -112,6 +116,22 @@ def check_drift(
     except Exception as e:  # a template that cannot render this conversation is drift too
         return f"re-rendering failed: {type(e).__name__}: {e}"
     return _with_family_reason(renderer, drift_diff(renderer.tokenizer, stream, reference))
+
+
+def _closed_stream(builder: TranscriptBuilder, ends_with_prompt: bool) -> list[int]:
+    """The stream as the template renders a conversation ending there: a last assistant turn
+    gets the template's text after its stop; for a template with no end-of-turn token, the
+    role token the model sampled to end it opens a turn that never came, and is left out."""
+    renderer = builder.renderer
+    stream = list(builder.token_ids)
+    if ends_with_prompt:
+        return stream
+    if renderer.role_stops and stream and builder.loss_mask[-1] == 1:
+        if stream[-1] in set(renderer.stop_token_ids()):
+            stream.pop()
+    return stream + renderer.encode_scaffold(
+        renderer.followup_text([], add_generation_prompt=False)
+    )
 
 
 def _with_family_reason(renderer: ChatRenderer, diff: str | None) -> str | None:
@@ -132,9 +152,7 @@ def full_render_difference(
     conversation (SFT data, a server's prompt cache) is not it.
     """
     renderer = builder.renderer
-    stream = list(builder.token_ids)
-    if not ends_with_prompt:
-        stream += renderer.encode_scaffold(renderer.followup_text([], add_generation_prompt=False))
+    stream = _closed_stream(builder, ends_with_prompt)
     try:
         whole = renderer.rendered_ids(messages, ends_with_prompt)
     except Exception as e:

@@ -4,7 +4,9 @@ in the family's own format, run without parse errors.
 First the expert is evaluated (message level; its calls rendered through the family's template),
 then a token-level agent replays each expert turn as the text the family's template writes for
 it, so every turn goes through the runner's stop tokens, the `auto` reader picked from the
-template, schema typing of arguments and the drift check, as a model's sampled tokens would."""
+template, schema typing of arguments and the drift check, as a model's sampled tokens would.
+GLM's template has no end-of-turn token: its replayed turns end with the role token a GLM model
+writes next (`<|observation|>` after calls, `<|user|>` otherwise)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from mua.rollout.chat_renderer import ChatRenderer
 from tests.unit.family_templates import TEMPLATES, family_tokenizer
 
 GYMS = ["tau", "guess"]  # tool calls with typed arguments; bracket actions under `auto`
-TOKEN_LEVEL = sorted(f for f in TEMPLATES if f != "glm4_6.jinja")
+TOKEN_LEVEL = sorted(TEMPLATES)
 
 
 class ReplayTokens:
@@ -38,7 +40,10 @@ class ReplayTokens:
         task_id = route_key.split(":", 1)[1].rsplit("/", 1)[0]
         turn = self.turns[route_key]
         self.turns[route_key] += 1
-        text = self.renderer.assistant_text(self.recorded[task_id][turn])
+        message = self.recorded[task_id][turn]
+        text = self.renderer.assistant_text(message)
+        if self.renderer.role_stops:  # GLM: a turn ends with the role token the model writes
+            text += "<|observation|>" if message.get("tool_calls") else "<|user|>"
         ids = self.renderer.encode(text)[:max_new_tokens]
         reason = "stop" if ids and ids[-1] in stop_token_ids else "length"
         return GenerationResult(token_ids=ids, logprobs=[0.0] * len(ids), finish_reason=reason)

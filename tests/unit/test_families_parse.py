@@ -21,6 +21,9 @@ MALFORMED = {
     '<|tool_call_argument_begin|>{"a": <|tool_call_end|><|tool_calls_section_end|>',
     "deepseek_v3_1": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>x<｜tool▁sep｜>{oops"
     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "deepseek_v3_2": '<｜DSML｜function_calls>\n<｜DSML｜invoke name="x">\n'
+    '<｜DSML｜parameter name="a" string="false">{oops</｜DSML｜parameter>\n'
+    "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
     "mistral": '[TOOL_CALLS][{"name": "x", "arguments": {"a": 1}',
     "gpt_oss": "<|channel|>commentary to=functions.x <|constrain|>json<|message|>{bad<|call|>",
     "llama3_json": '<|python_tag|>{"name": "x", "parameters": {"a": }',
@@ -235,6 +238,13 @@ PIECES = [
     "<｜tool▁sep｜>",
     "<｜tool▁call▁end｜>",
     "<｜tool▁calls▁end｜>",
+    "<｜DSML｜function_calls>",
+    "</｜DSML｜function_calls>",
+    '<｜DSML｜invoke name="f">',
+    "</｜DSML｜invoke>",
+    '<｜DSML｜parameter name="a" string="false">',
+    '<｜DSML｜parameter name="a" string="true">',
+    "</｜DSML｜parameter>",
     "[TOOL_CALLS]",
     "<|start|>",
     "<|channel|>",
