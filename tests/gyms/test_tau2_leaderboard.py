@@ -141,13 +141,17 @@ def test_prep_from_a_checkout_records_it(tau2_checkout):  # noqa: F811
 class _Endpoint:
     """Records each request; answers text, after one phone tool call when asked to."""
 
-    def __init__(self, tool_first: str | None = None):
+    def __init__(self, tool_first: str | None = None, written: bool = False):
         self.requests: list[dict] = []
         self.tool_first = tool_first
+        self.written = written  # the call written in the text (hermes), not structured
 
     async def chat(self, messages, parse=None, **kwargs):
         self.requests.append({"messages": json.loads(json.dumps(messages)), **kwargs})
-        if self.tool_first and len(self.requests) == 1:
+        if self.tool_first and len(self.requests) == 1 and self.written:
+            text = f'<tool_call>\n{{"name": "{self.tool_first}", "arguments": {{}}}}\n</tool_call>'
+            message = SimpleNamespace(content=text, tool_calls=None)
+        elif self.tool_first and len(self.requests) == 1:
             call = SimpleNamespace(
                 id="c1", function=SimpleNamespace(name=self.tool_first, arguments="{}")
             )
@@ -183,6 +187,30 @@ def test_env_sends_the_openings(tau2_checkout, domain):  # noqa: F811
         assert second[-2]["tool_calls"][0]["function"]["name"] == tool
         assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "c1"
     assert reset.messages[2] == {"role": "user", "content": "My phone has no service."}
+
+
+def test_user_calls_written_as_text_run_with_its_tool_parser(tau2_checkout):  # noqa: F811
+    """With `user.tool_parser`, a telecom user's call written in its text (hermes) runs on its
+    phone as a structured one does; without it the text is the user's message."""
+    import mua.rollout.toolcalls  # noqa: F401  (hands the family readers to mua.llm)
+
+    options = {"data_dir": str(tau2_checkout), "profile": "leaderboard", "basis": "no_nl"}
+    task = GYM.build_tasks(str(tau2_checkout), 0, {"domain": "telecom"})["base"][0]
+    for parser in ("hermes", None):
+        llm = SimpleNamespace(
+            endpoint=_Endpoint("check_status_bar", written=True),
+            cfg=SimpleNamespace(temperature=0.0, max_tokens=None, tool_parser=parser),
+        )
+        env = GYM.make_env(GymContext(options=options, user_kind="llm", llm=llm))
+        reset = asyncio.run(env.reset(task))
+        if parser:
+            second = llm.endpoint.requests[1]["messages"]
+            assert second[-2]["tool_calls"][0]["function"]["name"] == "check_status_bar"
+            assert second[-1]["role"] == "tool"
+            assert reset.messages[2]["content"] == "My phone has no service."
+        else:
+            assert len(llm.endpoint.requests) == 1
+            assert "<tool_call>" in reset.messages[2]["content"]
 
 
 TAU2_DEFAULT = "gpt-4.1-2025-04-14"  # tau2 v1.0.1's config.py: user and NL-assertion judge

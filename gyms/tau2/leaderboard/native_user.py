@@ -8,7 +8,9 @@ runs them) and the results go back as `tool` messages; the model is asked again 
 answers with text. Its history is kept as tau2 keeps it with roles flipped: its own messages
 are `assistant` (with `tool_calls`), the agent's are `user`.
 
-It needs mua's `LLMClient` (its `endpoint.chat` accepts `tools`); replies are not cached.
+It needs mua's `LLMClient` (its `endpoint.chat` accepts `tools`); replies are not cached. With
+`user.tool_parser` set, a reply whose calls are written in its text (a raw open model behind a
+plain completion server) is read with that family's reader (`mua.llm.tool_reply`).
 `MAX_USER_TOOL_ROUNDS` bounds a user that never stops calling tools (the conversation then
 ends as a user stop, as the text-convention user does). Not here: the text-convention user
 (users.py), the agent side.
@@ -21,6 +23,7 @@ import json
 from gyms.tau2.domain import USER
 from gyms.tau2.users import STOP, UserTurn
 from mua.errors import UsageError
+from mua.llm.tool_reply import read_tool_reply
 
 MAX_USER_TOOL_ROUNDS = 10
 
@@ -37,10 +40,27 @@ def _calls(message) -> list[dict]:
     return out
 
 
-def _usable(message) -> object:
-    if _calls(message) or (isinstance(message.content, str) and message.content.strip()):
-        return message
+def _usable(message) -> tuple[str | None, list[dict]]:
+    calls = _calls(message)
+    if calls or (isinstance(message.content, str) and message.content.strip()):
+        return message.content, calls
     raise ValueError("empty reply (no text and no tool calls)")
+
+
+def _read_with(parser: str, tools: list[dict] | None):
+    """A reply's text and calls, calls written in the text read with `parser`'s family."""
+
+    def parse(message) -> tuple[str | None, list[dict]]:
+        reply = read_tool_reply(message, parser, tools)
+        calls = [
+            {"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+            for c in reply.tool_calls
+        ]
+        if not calls and not reply.text.strip():
+            raise ValueError("empty reply (no text and no tool calls)")
+        return (reply.text if calls else message.content), calls
+
+    return parse
 
 
 class NativeUser:
@@ -62,7 +82,8 @@ class NativeUser:
             body["tools"] = self.tools
         return body
 
-    async def _ask(self):
+    async def _ask(self) -> tuple[str | None, list[dict]]:
+        """The model's reply: its text and its calls (`{"id", "name", "arguments"}`)."""
         body = self._request()
         if self.first_request is None:
             self.first_request = body
@@ -70,26 +91,25 @@ class NativeUser:
         kwargs = {k: v for k, v in body.items() if k != "messages"}
         if cfg is not None:
             kwargs.update(temperature=cfg.temperature, max_tokens=cfg.max_tokens)
-        message, _ = await self.endpoint.chat(body["messages"], parse=_usable, **kwargs)
-        return message
+        parser = getattr(cfg, "tool_parser", None)
+        parse = _read_with(parser, self.tools) if parser else _usable
+        _, reply = await self.endpoint.chat(body["messages"], parse=parse, **kwargs)
+        return reply
 
     async def reply(self, agent_text: str) -> UserTurn:
         self.messages.append({"role": "user", "content": agent_text})
         made = []
         for _ in range(MAX_USER_TOOL_ROUNDS + 1):
-            message = await self._ask()
-            calls = _calls(message)
+            content, calls = await self._ask()
             if not calls:
-                self.messages.append(
-                    {"role": "assistant", "content": message.content, "tool_calls": None}
-                )
-                return UserTurn(message.content, made)
+                self.messages.append({"role": "assistant", "content": content, "tool_calls": None})
+                return UserTurn(content, made)
             if len(made) >= MAX_USER_TOOL_ROUNDS:
                 return UserTurn(STOP, made)
             self.messages.append(
                 {
                     "role": "assistant",
-                    "content": message.content,
+                    "content": content,
                     "tool_calls": [
                         {
                             "id": c["id"],
