@@ -11,10 +11,10 @@ import json
 import openai
 import pytest
 
-from mua.engines.engine_contract import GenerationResult
 from mua.gateway.server import Gateway
 from mua.gateway.session import SessionLimits
 from mua.models import load_tokenizer
+from tests.fakes.scripted_engine import ScriptedEngine
 
 TOOLS = [
     {
@@ -26,24 +26,6 @@ TOOLS = [
         },
     }
 ]
-
-
-class ScriptedEngine:
-    """Answers each request with the next scripted text (then the template's stop), log-prob
-    -0.25 per token; logs the prompts."""
-
-    def __init__(self, tokenizer, replies: list[str]):
-        self.tokenizer = tokenizer
-        self.replies = list(replies)
-        self.prompts: list[list[int]] = []
-        self.sampled: list[list[int]] = []
-
-    async def generate(self, request):
-        self.prompts.append(list(request.prompt_ids))
-        text = self.replies.pop(0) + "<|im_end|>"
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        self.sampled.append(ids)
-        return GenerationResult(ids, [-0.25] * len(ids), "stop")
 
 
 @pytest.fixture(scope="module")
