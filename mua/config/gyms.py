@@ -81,7 +81,8 @@ class ProgramConfig(Section):
     command: list[str] | None = Field(
         None,
         description="The program to run, as a list of arguments or one shell-style string "
-        "(e.g. `python examples/gateway_agents/guess_agent.py`).",
+        "(e.g. `python examples/gateway_agents/guess_agent.py`; a leading `python` is the "
+        "interpreter mua runs in).",
     )
     entry_point: str | None = Field(
         None,

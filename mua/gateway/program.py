@@ -3,7 +3,8 @@
 `run_program` is what `mua.rollout.collect` runs for a `gyms:` entry with a `program:` section
 (`mua.config.gyms.ProgramConfig`) instead of the built-in turn loop. It opens a session on the
 event loop's gateway (one per loop, started on first use and closed with its last session),
-starts the program (a command, in its own process group, or an in-process entry point) with
+starts the program (a command, in its own process group, a leading `python` being mua's own
+interpreter; or an in-process entry point) with
 `OPENAI_BASE_URL`, `OPENAI_API_KEY` (the session key) and `MUA_TASK` (the task row as JSON), and
 waits for it within `program.timeout_s`. The reward is the last line of its stdout that is a
 JSON object with a number under `reward`, or (`reward: gym`) the gym's `score_conversation` of the
@@ -26,6 +27,7 @@ import inspect
 import json
 import os
 import signal
+import sys
 import weakref
 from dataclasses import dataclass
 
@@ -95,6 +97,11 @@ async def _release(gateway: Gateway) -> None:
         await gateway.close()
 
 
+def command_line(command: list[str]) -> list[str]:
+    """The command to start; a leading `python` is the interpreter mua itself runs in."""
+    return [sys.executable, *command[1:]] if command[0] == "python" else list(command)
+
+
 async def _drain(stream, buf: bytearray, keep: int = 1 << 20) -> None:
     """Read a pipe to its end, keeping its last `keep` bytes."""
     while chunk := await stream.read(1 << 16):
@@ -111,7 +118,7 @@ def _kill_group(proc) -> None:
 
 async def _run_command(program, env: dict[str, str]) -> Outcome:
     proc = await asyncio.create_subprocess_exec(
-        *program.command,
+        *command_line(program.command),
         env={**os.environ, **program.env, **env},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,

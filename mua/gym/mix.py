@@ -274,7 +274,7 @@ def _check_program(i: int, entry, recipe, verb: str) -> None:
         )
     if program.command is not None:
         exe = program.command[0]
-        if shutil.which(exe) is None and not Path(exe).is_file():
+        if exe != "python" and shutil.which(exe) is None and not Path(exe).is_file():
             raise UsageError(
                 f"{where}: program.command {exe!r} not found; give a path or a command on PATH"
             )
