@@ -176,3 +176,27 @@ def test_an_engine_failure_stops_the_run(tokenizer):
 def test_a_program_section_is_checked(program, said):
     with pytest.raises(ValueError, match=said):
         ProgramConfig(**program)
+
+
+@pytest.mark.parametrize(
+    ("extra", "program", "said"),
+    [
+        ({"algo": {"kind": "ppo"}}, {"command": AGENT}, "train with GRPO"),
+        ({}, {"command": ["no-such-agent-binary"]}, "'no-such-agent-binary' not found"),
+        ({}, {"entry_point": "no_such_module_here:play"}, "cannot be imported"),
+    ],
+)
+def test_a_program_gym_that_cannot_run_is_refused_before_training(tmp_path, extra, program, said):
+    import yaml
+
+    from mua.config import load_recipe
+    from mua.errors import UsageError
+    from mua.gym.mix import check_gyms
+
+    path = tmp_path / "train.yaml"
+    body = {"verb": "train", "gyms": [{"name": "guess", "program": program}], **extra}
+    path.write_text(yaml.safe_dump(body))
+    with pytest.raises(UsageError) as err:
+        check_gyms(load_recipe(str(path)), "train")
+    assert said in str(err.value) and "gyms[0] (guess)" in str(err.value)
+    assert "\n" not in str(err.value)
