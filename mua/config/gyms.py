@@ -93,10 +93,11 @@ class ProgramConfig(Section):
     timeout_s: float = Field(
         300.0, gt=0, description="Per-episode deadline; a program still running is killed."
     )
-    reward: Literal["stdout", "gym"] = Field(
+    reward: Literal["stdout", "gym", "env"] = Field(
         "stdout",
         description='stdout: the last line the program prints, `{"reward": x}`; gym: the gym '
-        "scores the recorded conversation.",
+        "scores the recorded conversation; env: the sum of the rewards of the gym env's steps "
+        "the program took through the gateway (POST /v1/env/step).",
     )
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment variables for the program."

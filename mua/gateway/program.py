@@ -6,9 +6,11 @@ event loop's gateway (one per loop, started on first use and closed with its las
 starts the program (a command, in its own process group, a leading `python` being mua's own
 interpreter; or an in-process entry point) with
 `OPENAI_BASE_URL`, `OPENAI_API_KEY` (the session key) and `MUA_TASK` (the task row as JSON), and
-waits for it within `program.timeout_s`. The reward is the last line of its stdout that is a
-JSON object with a number under `reward`, or (`reward: gym`) the gym's `score_conversation` of the
-recorded messages.
+waits for it within `program.timeout_s`. The program may play the gym's own env (its
+simulated user and tools) over HTTP under its session key (`mua.gateway.env_routes`). The
+reward is the last line of its stdout that is a JSON object with a number under `reward`,
+(`reward: gym`) the gym's `score_conversation` of the recorded messages, or (`reward: env`) the
+sum of the rewards of the env steps it took; an env that failed ends it as `env_error`.
 
 A program that crashes, overruns its deadline or gives no reward ends its trajectory with a
 failure (`env_error` or `timeout`, which training masks and counts as `reward/masked`), the
@@ -32,6 +34,7 @@ import weakref
 from dataclasses import dataclass
 
 from mua.errors import UsageError
+from mua.gateway.env_routes import EnvState
 from mua.gateway.server import Gateway
 from mua.gateway.session import Session, SessionLimits
 from mua.rollout.transcript import Trajectory
@@ -197,8 +200,9 @@ async def run_program(
     program, cfg = run.entry.program, run.rollout_cfg
     gateway = await _gateway(tokenizer, policy.tool_parser)
     limits = SessionLimits(cfg.max_turns, cfg.max_new_tokens_per_turn, cfg.max_total_tokens)
-    session = gateway.open_session(limits=limits, policy=policy, seed_key=seed_key)
-    env = {
+    env = EnvState(lambda: run.spec.make_env(run.ctx), task, policy.tool_parser)
+    session = gateway.open_session(limits=limits, policy=policy, seed_key=seed_key, env=env)
+    variables = {
         "OPENAI_BASE_URL": gateway.base_url(),
         "OPENAI_API_KEY": session.key,
         "MUA_TASK": task_json(task),
@@ -206,12 +210,15 @@ async def run_program(
     }
     try:
         if program.command is not None:
-            outcome = await _run_command(program, env)
+            outcome = await _run_command(program, variables)
         else:
-            outcome = await _run_entry_point(program, env["OPENAI_BASE_URL"], session.key, task)
+            outcome = await _run_entry_point(
+                program, variables["OPENAI_BASE_URL"], session.key, task
+            )
     finally:
         gateway.close_session(session.key)
         await _release(gateway)
+        await _close_env(env)
     if session.failure is not None:  # a broken engine stops the run
         raise session.failure
     for _ in range(session.turns):
@@ -219,6 +226,13 @@ async def run_program(
             on_turn()
     outcome = _scored(outcome, session, program, run, task)
     return to_trajectory(task, group_id, sample_index, session, outcome)
+
+
+async def _close_env(env: EnvState) -> None:
+    try:
+        await env.close()
+    except Exception as e:  # best effort, as the built-in loop's close
+        env.failure = env.failure or f"env.close raised {type(e).__name__}: {e}"
 
 
 def _scored(outcome: Outcome, session: Session, program, run, task) -> Outcome:
@@ -231,8 +245,20 @@ def _scored(outcome: Outcome, session: Session, program, run, task) -> Outcome:
         outcome.reward = outcome.reward or 0.0
         outcome.detail = f"a request was refused: the session's {session.budget_hit} budget"
         return outcome
+    env = session.context["env"]
+    if env.failure and not env.failure.startswith("env.close"):
+        return Outcome(None, "env_error", env.failure, outcome.stderr_tail)
     if outcome.termination != "done":
         return outcome
+    if program.reward == "env":
+        if not env.rewards:
+            return Outcome(
+                None,
+                "env_error",
+                "reward: env, but the program never stepped the env (POST /v1/env/step)",
+                outcome.stderr_tail,
+            )
+        outcome.reward = sum(env.rewards)
     if program.reward == "gym":
         score = getattr(run.spec, "score_conversation", None)
         outcome.reward = float(score(all_messages(session), task, run.ctx))

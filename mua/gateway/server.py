@@ -2,7 +2,8 @@
 
 Routes (every one needs a session key: the bearer API key, or the path prefix `/s/<key>`, which
 wins when both are given): `POST /v1/chat/completions`, `GET /v1/models`, `GET /v1/session` (the
-caller's own session's counters; no route shows another session). An unknown or missing key is
+caller's own session's counters; no route shows another session), and for a session given an
+env (program gyms) `POST /v1/env/reset` and `POST /v1/env/step` (`mua.gateway.env_routes`). An unknown or missing key is
 401. It binds 127.0.0.1 unless told otherwise.
 
 A request is answered under its session's lock: the prompt is made by the session's prefix rule
@@ -25,6 +26,7 @@ import uuid
 from aiohttp import web
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.gateway.env_routes import env_reset, env_step
 from mua.gateway.openai_wire import (
     ChatRequest,
     Reply,
@@ -92,6 +94,8 @@ class Gateway:
             app.router.add_post(f"{prefix}/v1/chat/completions", self._chat)
             app.router.add_get(f"{prefix}/v1/models", self._models)
             app.router.add_get(f"{prefix}/v1/session", self._session_info)
+            app.router.add_post(f"{prefix}/v1/env/reset", self._env_reset)
+            app.router.add_post(f"{prefix}/v1/env/step", self._env_step)
         return app
 
     async def start(self) -> Gateway:
@@ -140,6 +144,20 @@ class Gateway:
         return web.json_response(
             {"turns": session.turns, "samples": len(session.segments), **session.metrics()}
         )
+
+    async def _env_reset(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        async with session.lock:
+            return web.json_response(await env_reset(session.context.get("env")))
+
+    async def _env_step(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        try:
+            body = await request.json()
+        except ValueError as e:
+            raise WireError(400, f"the body is not JSON: {e}") from None
+        async with session.lock:
+            return web.json_response(await env_step(session.context.get("env"), body))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         session = self._session(request)

@@ -24,6 +24,7 @@ from tests.fakes.scripted_engine import ScriptedEngine
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = [sys.executable, str(REPO / "examples" / "gateway_agents" / "guess_agent.py")]
+ENV_AGENT = [sys.executable, str(REPO / "examples" / "gateway_agents" / "env_agent.py")]
 
 
 def call(n: int) -> str:
@@ -35,11 +36,12 @@ def tokenizer():
     return load_tokenizer("tiny:qwen2-1m")
 
 
-def play(tokenizer, program: dict, replies, *, n=1, max_turns=6, concurrency=4):
-    """The trajectories of one guess task (target in the payload) played by `program`."""
-    spec = get_gym("guess")
-    task = spec.build_tasks(None, seed=0, options={"max_number": 8, "num_train": 1, "num_test": 0})
-    task = task["train"][0]
+def play(tokenizer, program: dict, replies, *, n=1, max_turns=6, concurrency=4, spec=None):
+    """The trajectories of one guess task (target in the payload) played by `program` (in
+    `spec`'s env when given, else the guess gym's)."""
+    spec = spec or get_gym("guess")
+    options = {"max_number": 8, "num_train": 1, "num_test": 0}
+    task = get_gym("guess").build_tasks(None, seed=0, options=options)["train"][0]
     cfg = RolloutConfig(
         n=n, max_turns=max_turns, max_total_tokens=4096, max_new_tokens_per_turn=64,
         max_concurrency=concurrency,
@@ -200,3 +202,36 @@ def test_a_program_gym_that_cannot_run_is_refused_before_training(tmp_path, extr
         check_gyms(load_recipe(str(path)), "train")
     assert said in str(err.value) and "gyms[0] (guess)" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_generic_agent_plays_the_gyms_own_env_and_is_rewarded_by_it(tokenizer):
+    def replies(task):
+        return [f"[answer] {wrong(task)}", f"[answer] {task.payload['target']}"]
+
+    task, engine, [traj] = play(tokenizer, {"command": ENV_AGENT, "reward": "env"}, replies)
+    assert traj.termination == "done" and traj.reward == 1.0 and traj.num_turns == 2
+    said = [m["content"] for m in traj.messages if m["role"] == "user"]
+    assert said[0] == task.prompt[-1]["content"] and said[1] in ("higher", "lower")
+    assert traj.token_ids == engine.prompts[-1] + engine.sampled[-1]
+
+
+class _BrokenEnv:
+    async def reset(self, task):
+        from mua.gym import ResetResult
+
+        return ResetResult(messages=[{"role": "user", "content": "go"}])
+
+    async def step(self, action):
+        raise RuntimeError("the tool server is down")
+
+    async def close(self):
+        return None
+
+
+def test_an_env_that_fails_under_a_program_ends_it_as_env_error(tokenizer):
+    from mua.gym import GymSpec
+
+    spec = GymSpec(name="broken", description="", make_env=lambda ctx: _BrokenEnv(),
+                   build_tasks=lambda *a, **k: {})  # fmt: skip
+    _, _, [traj] = play(tokenizer, {"command": ENV_AGENT, "reward": "env"}, ["hi"], spec=spec)
+    assert traj.termination == "env_error" and "the tool server is down" in traj.detail

@@ -254,3 +254,13 @@ def test_sessions_are_isolated_and_unknown_keys_refused(tokenizer):
     text_b = tokenizer.decode(other.lists()["token_ids"])
     assert "I am A" in text_a and "I am B" not in text_a
     assert "I am B" in text_b and "I am A" not in text_b
+
+
+def test_a_session_without_an_env_has_no_env_routes(tokenizer):
+    async def body(client, gateway, session):
+        with pytest.raises(openai.NotFoundError) as err:
+            await client.post("/env/reset", cast_to=object)
+        return err.value
+
+    _, _, err = run(_with_gateway(tokenizer, [], body))
+    assert "no env" in str(err)
