@@ -235,3 +235,24 @@ def test_an_env_that_fails_under_a_program_ends_it_as_env_error(tokenizer):
                    build_tasks=lambda *a, **k: {})  # fmt: skip
     _, _, [traj] = play(tokenizer, {"command": ENV_AGENT, "reward": "env"}, ["hi"], spec=spec)
     assert traj.termination == "env_error" and "the tool server is down" in traj.detail
+
+
+def test_mua_eval_runs_the_entrys_program(tokenizer):
+    from mua.eval.eval_runner import evaluate
+
+    spec = get_gym("guess")
+    options = {"max_number": 8, "num_train": 0, "num_test": 1}
+    task = spec.build_tasks(None, seed=0, options=options)["test"][0]
+    cfg = RolloutConfig(max_turns=4, max_total_tokens=2048, max_new_tokens_per_turn=64)
+    engine = ScriptedEngine(tokenizer, [call(task.payload["target"])])
+    entry = GymConfig(name="guess", program=ProgramConfig(command=AGENT))
+    result = asyncio.run(
+        evaluate(
+            [task], policy=EnginePolicy(engine, tool_parser="hermes"), gym_spec=spec,
+            gym_ctx=GymContext(), tokenizer=tokenizer, rollout_cfg=cfg, entry=entry,
+        )
+    )  # fmt: skip
+    [row] = result.rows
+    assert row["reward"] == 1.0 and row["termination"] == "done"
+    assert row["messages"][-1]["role"] == "assistant" and "tool_calls" in row["messages"][-1]
+    assert len(engine.prompts) == 1  # the program asked the model, not the built-in loop
