@@ -64,6 +64,24 @@ def expert(ctx: GymContext):
     return act
 
 
+def score_conversation(messages: list[dict], task: Task, ctx: GymContext) -> float:
+    """1.0 when an assistant message of a conversation held through the gateway named the
+    target: as `[answer] N` in its text or as an integer argument of a tool call."""
+    target = int(task.payload["target"])
+    for msg in messages:
+        if msg.get("role") != "assistant":
+            continue
+        match = _ANSWER.search(msg.get("content") or "")
+        if match and int(match.group(1)) == target:
+            return 1.0
+        for call in msg.get("tool_calls") or []:
+            args = (call.get("function") or {}).get("arguments")
+            values = args.values() if isinstance(args, dict) else []
+            if any(isinstance(v, int) and not isinstance(v, bool) and v == target for v in values):
+                return 1.0
+    return 0.0
+
+
 def random_action(rng: random.Random) -> str:
     """A uniformly random guess in 1..16 (the random-policy baseline)."""
     return f"[answer] {rng.randint(1, 16)}"
@@ -78,5 +96,6 @@ GYM = GymSpec(
     reward_components={"correct": 1.0},
     tool_format="bracket",
     random_action=random_action,
+    score_conversation=score_conversation,
     budgets={"max_turns": 8, "max_total_tokens": 1024},
 )

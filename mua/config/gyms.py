@@ -73,6 +73,62 @@ class CurriculumConfig(Section):
         return self
 
 
+class ProgramConfig(Section):
+    """An agent program that plays the entry's tasks through the training gateway instead of the
+    built-in turn loop (docs/gateway.md): started once per task sample with `OPENAI_BASE_URL`,
+    `OPENAI_API_KEY` (its session key) and `MUA_TASK` (the task as JSON)."""
+
+    command: list[str] | None = Field(
+        None,
+        description="The program to run, as a list of arguments or one shell-style string "
+        "(e.g. `python examples/gateway_agents/guess_agent.py`; a leading `python` is the "
+        "interpreter mua runs in).",
+    )
+    entry_point: str | None = Field(
+        None,
+        description="Instead of a command: `module:function`, called in the training process "
+        "as `function(base_url, api_key, task)` (async or not); returns the reward (a number or "
+        "`{reward: x}`).",
+    )
+    timeout_s: float = Field(
+        300.0, gt=0, description="Per-episode deadline; a program still running is killed."
+    )
+    reward: Literal["stdout", "gym", "env"] = Field(
+        "stdout",
+        description='stdout: the last line the program prints, `{"reward": x}`; gym: the gym '
+        "scores the recorded conversation; env: the sum of the rewards of the gym env's steps "
+        "the program took through the gateway (POST /v1/env/step).",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment variables for the program."
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split_command(cls, value):
+        if isinstance(value, str):
+            import shlex
+
+            return shlex.split(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self):
+        if (self.command is None) == (self.entry_point is None):
+            raise ValueError(
+                "program: give exactly one of command (a program to start) or entry_point "
+                "(`module:function`)"
+            )
+        if self.command is not None and not self.command:
+            raise ValueError("program.command is empty; give the program to run")
+        if self.entry_point is not None and ":" not in self.entry_point:
+            raise ValueError(
+                f"program.entry_point {self.entry_point!r} must be `module:function`, e.g. "
+                "examples.gateway_agents.guess_agent:play"
+            )
+        return self
+
+
 class GymConfig(Section):
     name: str = Field("guess", description=GYM_NAME_HELP)
     label: str | None = Field(
@@ -131,6 +187,11 @@ class GymConfig(Section):
     )
     curriculum: CurriculumConfig | None = Field(
         None, description="Draw this gym's tasks by difficulty (training only); null: uniformly."
+    )
+    program: ProgramConfig | None = Field(
+        None,
+        description="Run an agent program through the training gateway on this gym's tasks "
+        "instead of the built-in turn loop (docs/gateway.md).",
     )
 
     @field_validator("label")

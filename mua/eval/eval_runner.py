@@ -98,14 +98,16 @@ async def evaluate(
     progress=None,
     on_row=None,
     on_trajectory=None,
+    entry=None,
 ) -> GymEvaluation:
-    """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring."""
+    """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring.
+    `entry` (the recipe's `gyms:` entry) carries a program gym's `program`."""
     from mua.gym.mix import GymRun
     from mua.rollout.collect import collect
 
     gym = gym_spec.name
     fresh: list[dict] = []
-    run = GymRun(gym, gym_spec, gym_ctx, rollout_cfg, n)
+    run = GymRun(gym, gym_spec, gym_ctx, rollout_cfg, n, entry=entry)
     done = None if store is None else (lambda task, k: store.has((gym, str(task.task_id), k)))
 
     def finished(group, traj) -> None:

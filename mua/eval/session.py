@@ -87,6 +87,7 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
                 store=store,
                 progress=progress,
                 on_row=on_row,
+                entry=run.entry,
             )
             # retries, 429s and timeouts of the LLM user (this session's requests)
             summaries[gym_name] = {**result.summary, **user_call_report(ctx.llm)}

@@ -186,6 +186,9 @@ class GymSpec:
     run starts, like the user (`mua.gym.mix.preflight_endpoints`).
     eval_notes(out_dir) -> [line]: lines `mua eval` prints under its summary table for this gym
     (e.g. whether the numbers are comparable with a published benchmark's).
+    score_conversation(messages, task, ctx) -> float: the reward of a conversation an agent
+    program held through the training gateway (a program gym's `reward: gym`); None: the gym
+    cannot score one.
     """
 
     name: str
@@ -201,3 +204,4 @@ class GymSpec:
     needs_data: bool = False
     endpoints: Callable[[dict], list[tuple[str, Any]]] | None = None
     eval_notes: Callable[[Any], list[str]] | None = None
+    score_conversation: Callable[[list[dict], Task, GymContext], float] | None = None

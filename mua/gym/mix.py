@@ -214,6 +214,7 @@ def check_gyms(recipe, verb: str) -> None:
                 raise UsageError(f"{where}: {e}") from None
         _check_reward_weights(i, entry)
         _check_overrides(i, entry, recipe, verb)
+        _check_program(i, entry, recipe, verb)
     _check_file_routing(recipe, verb)
     if verb == "train" and len(recipe.gyms) > 1 and recipe.data.weights is not None:
         raise UsageError(
@@ -245,6 +246,48 @@ def _check_every_entry_has_tasks(recipe) -> None:
             raise UsageError(
                 f"{_where(i, entry)}: no training tasks; give the entry train_files, or rows of "
                 f"gym {entry.name} in data.train_files"
+            )
+
+
+def _check_program(i: int, entry, recipe, verb: str) -> None:
+    """A program gym (`program:`) must be runnable: its command or entry point found, its gym
+    able to score conversations when asked to, and GRPO (its split sessions share one reward)."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    from mua.gym import get_gym
+
+    program = entry.program
+    if program is None:
+        return
+    where = _where(i, entry)
+    if verb == "train" and recipe.algo.kind == "ppo":
+        raise UsageError(
+            f"{where}: program gyms train with GRPO (algo.kind: grpo), not ppo; change algo.kind "
+            "or remove the entry's program"
+        )
+    if program.reward == "gym" and get_gym(entry.name).score_conversation is None:
+        raise UsageError(
+            f"{where}: program.reward is gym, but gym {entry.name} cannot score a conversation; "
+            'use program.reward: stdout (the program prints {"reward": x})'
+        )
+    if program.command is not None:
+        exe = program.command[0]
+        if exe != "python" and shutil.which(exe) is None and not Path(exe).is_file():
+            raise UsageError(
+                f"{where}: program.command {exe!r} not found; give a path or a command on PATH"
+            )
+    else:
+        module = program.entry_point.partition(":")[0]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(
+                f"{where}: program.entry_point module {module!r} cannot be imported; check the "
+                "name and PYTHONPATH"
             )
 
 

@@ -20,6 +20,8 @@ sampling seeds from it with the sample and turn (`mua.rollout.policies.EnginePol
 never from a parsed string. Each assistant turn is recorded with the policy `version` that
 sampled it (`Group.turn_versions`). An error that stops the run (a broken engine, a `MuaError`)
 cancels the other conversations and propagates.
+A `gyms:` entry with a `program:` runs each conversation as one run of that agent program
+through the training gateway (`mua.gateway.program.run_program`), which never parks.
 Not here: one conversation's turn loop (`mua.rollout.runner.run_one`), what a step trains or
 drops (`mua.train.partial_rollouts`), result rows (`mua.eval.eval_runner`).
 """
@@ -136,20 +138,34 @@ async def collect(
             if resume is None and gate is not None and gate.closed:
                 return  # not started: nothing to park
             run = group.run
-            out = await run_one(
-                group.task,
-                group.group_id,
-                k,
-                policy=run.policy or policy,
-                gym_spec=run.spec,
-                gym_ctx=run.ctx,
-                tokenizer=tokenizer,
-                rollout_cfg=run.rollout_cfg,
-                seed_key=replace(group.seed, sample=k),
-                on_turn=lambda: group.turn_versions.setdefault(k, []).append(version),
-                gate=gate,
-                resume=resume,
-            )
+            if getattr(run.entry, "program", None) is not None:  # a program gym: the gateway
+                from mua.gateway.program import run_program
+
+                out = await run_program(
+                    group.task,
+                    group.group_id,
+                    k,
+                    policy=run.policy or policy,
+                    run=run,
+                    tokenizer=tokenizer,
+                    seed_key=replace(group.seed, sample=k),
+                    on_turn=lambda: group.turn_versions.setdefault(k, []).append(version),
+                )
+            else:
+                out = await run_one(
+                    group.task,
+                    group.group_id,
+                    k,
+                    policy=run.policy or policy,
+                    gym_spec=run.spec,
+                    gym_ctx=run.ctx,
+                    tokenizer=tokenizer,
+                    rollout_cfg=run.rollout_cfg,
+                    seed_key=replace(group.seed, sample=k),
+                    on_turn=lambda: group.turn_versions.setdefault(k, []).append(version),
+                    gate=gate,
+                    resume=resume,
+                )
         if isinstance(out, ParkedConversation):
             group.parked[k] = out
             return

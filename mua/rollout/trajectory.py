@@ -38,6 +38,9 @@ class Trajectory:
     - per_turn_samples: with rollout.drift=per_turn and drift, one dict per assistant turn
       {turn, token_ids, loss_mask, logprobs}: the re-rendered context, then that turn's samples.
     - gym: the label of the `gyms:` entry it ran in (empty when not set by the caller).
+    - segments: when the per-token lists hold several samples one after another (a program gym's
+      session that split, `mua.gateway`), each one's length; empty: one sample. Each sample is
+      trained as its own sequence, all with the trajectory's reward.
     """
 
     task_id: str
@@ -60,6 +63,7 @@ class Trajectory:
     metrics: dict[str, float] = field(default_factory=dict)
     per_turn_samples: list[dict] = field(default_factory=list)
     gym: str = ""  # the `gyms:` entry (label) it ran in, when the run has a gyms list
+    segments: list[int] = field(default_factory=list)  # sample lengths; empty: one sample
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, default=str)

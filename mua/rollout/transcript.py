@@ -74,6 +74,10 @@ class TranscriptBuilder:
         self._extend(self.renderer.prompt_ids(messages), "prompt", 0)
         self.prompt_len = len(self.token_ids)
 
+    def add_prompt_ids(self, ids: list[int], source: str = "prompt") -> None:
+        """Ids rendered elsewhere (a template's render of a longer conversation), not sampled (mask 0)."""
+        self._extend(list(ids), source, 0)
+
     def add_sampled(self, ids: list[int], logprobs: list[float], turn: int) -> None:
         """Sampled ids, verbatim, trained on (mask 1)."""
         self.turn_starts.append(len(self.token_ids))

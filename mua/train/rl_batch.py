@@ -4,8 +4,9 @@ What happens to a rank's trajectories (every GRPO group lives on one rank, so al
 1. Exclusion (`score`): `filters.termination_mask` (env/user/engine failures always, truncation
    with `algo.mask_truncated`) and, with `algo.dynamic_sampling`, groups whose scores all agree.
    Drifted trajectories already have an all-zero loss mask (the runner zeroes it).
-2. Samples (`score`): one `RLSample` per kept trajectory with at least one policy token, in the
-   order the rollouts came back, each with its position in the step's global batch
+2. Samples (`score`): one `RLSample` per kept trajectory with at least one policy token (one
+   per segment with policy tokens for a trajectory with `segments`), in the order the rollouts
+   came back, each with its position in the step's global batch
    (`global_index`, which decides its mini-batch independently of the number of ranks).
 3. Group-relative advantages (`group_relative_advantages`) over the kept trajectories only.
 Samples are frozen: log-probs, advantages and PPO's values are attached by `with_inputs`, which
@@ -110,6 +111,9 @@ class ScoredBatch:
     samples: list[RLSample]
     rows: list[int]
     report: BatchReport
+    # where `samples[i]` lies in its trajectory's per-token lists: a trajectory with `segments`
+    # (a program gym's session that split) gives one sample per segment; empty: whole trajectories
+    spans: list[tuple[int, int]] = field(default_factory=list)
 
 
 def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int]) -> ScoredBatch:
@@ -118,23 +122,39 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int])
     keep = keep_mask(trajectories, algo, report)
     kept = [t for t, k in zip(trajectories, keep, strict=False) if k]
     masks = [_clean_mask(t) for t in kept]
-    samples, rows = [], []
+    samples, rows, spans = [], [], []
     for row, (traj, mask) in enumerate(zip(kept, masks, strict=True)):
         if sum(mask) == 0:
             report.no_policy_tokens += 1
             continue
-        rows.append(row)
-        samples.append(
-            RLSample(
-                token_ids=list(traj.token_ids),
-                loss_mask=mask,
-                turn_index=list(traj.turn_index),
-                turn_rewards=list(traj.turn_rewards),
-                engine_logprobs=list(traj.logprobs),
-                global_index=global_index(traj.group_id, traj.sample_index, rank, world_size, n),
+        for start, end in segment_spans(traj):
+            if sum(mask[start:end]) == 0:
+                continue
+            rows.append(row)
+            spans.append((start, end))
+            samples.append(
+                RLSample(
+                    token_ids=list(traj.token_ids[start:end]),
+                    loss_mask=mask[start:end],
+                    turn_index=list(traj.turn_index[start:end]),
+                    turn_rewards=list(traj.turn_rewards),
+                    engine_logprobs=list(traj.logprobs[start:end]),
+                    global_index=global_index(
+                        traj.group_id, traj.sample_index, rank, world_size, n
+                    ),
+                )
             )
-        )
-    return ScoredBatch(kept=kept, masks=masks, samples=samples, rows=rows, report=report)
+    return ScoredBatch(kept, masks, samples, rows, report, spans)
+
+
+def segment_spans(traj) -> list[tuple[int, int]]:
+    """(start, end) of each sample a trajectory's per-token lists hold: its `segments`, else one."""
+    lengths = list(getattr(traj, "segments", None) or []) or [len(traj.token_ids)]
+    out, start = [], 0
+    for length in lengths:
+        out.append((start, start + length))
+        start += length
+    return out
 
 
 def group_relative_advantages(
@@ -175,7 +195,11 @@ def group_relative_advantages(
         for j, i in enumerate(rows):
             token_adv[i] = out.token_advantages[j]
             traj_adv[i] = float(out.trajectory_advantages[j])
-    tokens = [token_adv[row].tolist() for row in batch.rows]
+    if not batch.spans:
+        return [token_adv[row].tolist() for row in batch.rows], traj_adv
+    tokens = [
+        token_adv[row].tolist()[a:b] for row, (a, b) in zip(batch.rows, batch.spans, strict=True)
+    ]
     return tokens, traj_adv
 
 

@@ -1,7 +1,8 @@
 """The RL step's metrics: rollouts and filters (gathered over ranks), update sums, transcripts.
 
 Every number is summed or gathered over all ranks, so a run logs the same metrics on 1 or N ranks.
-A masked trajectory (its user, gym or engine failed: `FAILURE_REASONS`) has no score: reward and
+Program gyms' gateway counters (`gateway/splits`, `gateway/requests`, ...) are summed over the
+step's trajectories. A masked trajectory (its user, gym or engine failed: `FAILURE_REASONS`) has no score: reward and
 success means leave it out and `reward/masked` (`train/<label>/masked`) counts it beside them; a
 step or gym with nothing scored logs no reward at all rather than 0.
 Not here: computing anything the update uses.
@@ -30,6 +31,7 @@ def _traj_summary(t) -> dict:
         "success": float(t.reward > 0 and t.termination == "done"),
         "gym": getattr(t, "gym", ""),
         "masked": t.termination in FAILURE_REASONS,
+        "gateway": {k: v for k, v in t.metrics.items() if k.startswith("gateway/")},
     }
 
 
@@ -133,6 +135,10 @@ def rollout_metrics(
     }
     for reason, count in Counter(t["termination"] for t in trajs).items():
         out[f"termination/{reason}"] = float(count)
+    gateway: Counter = Counter()
+    for t in trajs:  # program gyms' sessions (`mua.gateway`): splits, requests, tokens (sums)
+        gateway.update(t.get("gateway", {}))
+    out.update({k: float(v) for k, v in gateway.items()})
     diff_sum, diff_n = sum(p["diff"][0] for p in parts), sum(p["diff"][1] for p in parts)
     out["logp_diff_engine_vs_trainer"] = diff_sum / max(diff_n, 1)
     out["logp_diff_engine_vs_trainer_max"] = max(p["diff"][2] for p in parts)

@@ -114,6 +114,8 @@ def _article(rec: dict, label: str) -> str:
         f"reward {rec['reward']:g}" + (f" [{rewards}]" if rewards else "")
     )
     meta = f"{rec['num_turns']} turns · {rec['termination']}{detail}"
+    if rec.get("splits"):  # a program gym's session that split (`mua.gateway`)
+        meta += f" · {rec['splits']} gateway splits ({rec['splits'] + 1} training samples)"
     parts = [
         f"<article class='traj' data-ckpt='{_esc(rec['checkpoint'])}' data-gym='{_esc(rec['gym'])}' "
         f"data-task='{_esc(rec['task_id'])}' data-sample='{rec['sample_index']}' "

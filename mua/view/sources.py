@@ -9,7 +9,8 @@ page; every transcript becomes a flat record with the fields the page filters an
 task, sample, reward, termination). Folders are searched two levels deep, so the demo's folder
 shows its RL run and both evaluations. A run with several gyms also gets a chart of each gym's
 training and held-out reward, and its transcripts carry their gym's label (the page's gym
-filter). Nothing here writes or renders.
+filter). A run with program gyms gets a chart of its gateway splits and unreadable tool calls,
+and each transcript the number of times its session split. Nothing here writes or renders.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from mua.errors import UsageError
 from mua.track.run_files import TRANSCRIPT_KINDS, read_metrics, read_transcripts
 
 CURVES = ("reward/mean", "reward/success_rate", "val/reward_mean", "val/success_rate")
+# program gyms (`mua.gateway`): sessions split by a program that did not continue its history,
+# and tool calls the gateway could not read (sums over each step's trajectories)
+GATEWAY_CURVES = ("gateway/splits", "gateway/malformed_calls")
 
 
 @dataclass
@@ -89,6 +93,7 @@ def _record(raw: dict, checkpoint: Checkpoint, index: int) -> dict:
         "num_turns": int(raw.get("num_turns", 0)),
         "messages": list(raw.get("messages") or []),
         "token_runs": raw.get("token_runs"),
+        "splits": int((raw.get("metrics") or {}).get("gateway/splits", 0)),
     }
 
 
@@ -127,6 +132,12 @@ def _read_run(folder: Path, name: str, data: ViewData) -> None:
     series = {k: v for k, v in series.items() if v}
     if series:
         data.curves[name] = series
+    gateway = {
+        k: [(int(m["step"]), float(m[k])) for m in metrics if k in m] for k in GATEWAY_CURVES
+    }
+    gateway = {k: v for k, v in gateway.items() if v}
+    if gateway:
+        data.curves[f"{name} · gateway"] = gateway
     per_gym = per_gym_series(metrics)
     if per_gym:
         data.curves[f"{name} · per gym"] = per_gym

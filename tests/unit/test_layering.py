@@ -22,7 +22,7 @@ LAYERS = (
     ("data_prep",),  # readers of public data
     ("gyms",),  # the gyms: plugins found by name, never imported by mua
     ("mua.engines",),
-    ("mua.rollout", "mua.families"),  # the turn loop and the model families' call formats
+    ("mua.rollout", "mua.families", "mua.gateway"),  # the turn loop, call formats, the gateway
     ("mua.track", "mua.serve"),
     ("mua.eval", "mua.view"),
     ("mua.train",),

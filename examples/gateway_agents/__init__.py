@@ -1,0 +1,1 @@
+"""Agent programs trained through the gateway (docs/gateway.md); they import only `openai`."""

@@ -1,0 +1,223 @@
+"""The OpenAI chat-completions wire format as the gateway speaks it: request checks and replies.
+
+`read_request(body)` accepts `model`, `messages`, `tools`, `tool_choice` (`auto` or `none`),
+`temperature`, `max_tokens` / `max_completion_tokens`, `stop`, `n` (1 only), `stream`,
+`stream_options`, `parallel_tool_calls` and `user`; anything else, or a value it cannot honour,
+is a `WireError` (HTTP 400) naming the field and what to send instead. `completion` and
+`stream_events` build the answer (one JSON body, or server-sent events ending `[DONE]`).
+Not here: sessions, sampling, HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from mua.gateway.session import ROLES, normal_message
+
+ACCEPTED = (
+    "model",
+    "messages",
+    "tools",
+    "tool_choice",
+    "temperature",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "n",
+    "stream",
+    "stream_options",
+    "parallel_tool_calls",
+    "user",
+)
+
+
+class WireError(Exception):
+    """A request the gateway refuses: `status` and an OpenAI error body."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.param = param
+        self.code = code or ("invalid_request_error" if status == 400 else "error")
+
+    def body(self) -> dict:
+        return {
+            "error": {
+                "message": str(self),
+                "type": "invalid_request_error" if self.status < 500 else "server_error",
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+@dataclass
+class ChatRequest:
+    model: str
+    messages: list[dict]
+    tools: list[dict] = field(default_factory=list)
+    parse_tools: bool = True
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stream: bool = False
+    include_usage: bool = False
+
+
+def _number(body: dict, key: str, low: float, high: float | None = None) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+        raise WireError(400, f"{key} must be a number >= {low:g}, got {value!r}", key)
+    if high is not None and value > high:
+        raise WireError(400, f"{key} must be at most {high:g}, got {value!r}", key)
+    return float(value)
+
+
+def _tools(body: dict) -> list[dict]:
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise WireError(400, "tools must be a list of {type: function, function: {...}}", "tools")
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(fn, dict)
+            or tool.get("type", "function") != "function"
+            or not fn.get("name")
+        ):
+            raise WireError(
+                400,
+                f"tools[{i}] must be {{type: function, function: {{name, parameters}}}}",
+                "tools",
+            )
+    return [dict(t) for t in tools]
+
+
+def _messages(body: dict) -> list[dict]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise WireError(400, "messages must be a non-empty list", "messages")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get("role") not in ROLES:
+            raise WireError(
+                400, f"messages[{i}]: role must be one of {', '.join(ROLES)}", "messages"
+            )
+    return [normal_message(m) for m in messages]
+
+
+def read_request(body: Any) -> ChatRequest:
+    """The checked request (see the module docstring)."""
+    if not isinstance(body, dict):
+        raise WireError(400, "the body must be a JSON object")
+    unknown = sorted(k for k in body if k not in ACCEPTED)
+    if unknown:
+        raise WireError(
+            400,
+            f"{unknown[0]} is not supported by the mua gateway (it accepts "
+            f"{', '.join(ACCEPTED)}); remove it",
+            unknown[0],
+        )
+    n = body.get("n", 1)
+    if n not in (1, None):
+        raise WireError(400, f"n={n!r}: the gateway samples one choice per request; send n=1", "n")
+    choice = body.get("tool_choice", "auto")
+    if choice not in ("auto", "none", None):
+        raise WireError(
+            400,
+            f"tool_choice {json.dumps(choice)} is not supported (the gateway cannot force a "
+            "call); send auto or none",
+            "tool_choice",
+        )
+    stop = body.get("stop") or []
+    stop = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
+        raise WireError(400, "stop must be a string or a list of non-empty strings", "stop")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise WireError(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+    options = body.get("stream_options") or {}
+    return ChatRequest(
+        model=str(body.get("model") or ""),
+        messages=_messages(body),
+        tools=_tools(body),
+        parse_tools=choice != "none",
+        temperature=_number(body, "temperature", 0.0, 2.0),
+        max_tokens=max_tokens,
+        stop=list(stop),
+        stream=bool(body.get("stream")),
+        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+    )
+
+
+@dataclass
+class Reply:
+    """One sampled answer as the caller sees it."""
+
+    content: str
+    tool_calls: list[dict]  # OpenAI shape, arguments as JSON text
+    finish_reason: str  # stop, length, tool_calls
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _usage(reply: Reply) -> dict:
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+
+
+def _message(reply: Reply) -> dict:
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.tool_calls:
+        msg["tool_calls"] = reply.tool_calls
+    else:
+        msg["content"] = reply.content
+    return msg
+
+
+def completion(reply: Reply, model: str) -> dict:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": _message(reply), "finish_reason": reply.finish_reason}],
+        "usage": _usage(reply),
+    }
+
+
+def stream_events(reply: Reply, model: str, include_usage: bool) -> list[str]:
+    """The reply as server-sent events (each `data: ...` with its blank line), `[DONE]` last."""
+    head = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict, finish: str | None = None, **extra) -> str:
+        body = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        body.update(extra)
+        return f"data: {json.dumps(body)}\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    if reply.content:
+        events.append(chunk({"content": reply.content}))
+    if reply.tool_calls:
+        events.append(
+            chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(reply.tool_calls)]})
+        )
+    events.append(chunk({}, reply.finish_reason))
+    if include_usage:
+        events.append(f"data: {json.dumps({**head, 'choices': [], 'usage': _usage(reply)})}\n\n")
+    events.append("data: [DONE]\n\n")
+    return events

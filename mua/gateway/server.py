@@ -1,0 +1,285 @@
+"""`Gateway`: the aiohttp app agent programs call, one session per program run.
+
+Routes (every one needs a session key: the bearer API key, or the path prefix `/s/<key>`, which
+wins when both are given): `POST /v1/chat/completions`, `GET /v1/models`, `GET /v1/session` (the
+caller's own session's counters; no route shows another session), and for a session given an
+env (program gyms) `POST /v1/env/reset` and `POST /v1/env/step` (`mua.gateway.env_routes`). An unknown or missing key is
+401. It binds 127.0.0.1 unless told otherwise.
+
+A request is answered under its session's lock: the prompt is made by the session's prefix rule
+(`mua.gateway.session`), sampled (with the session's policy, which fixes the temperature and the
+seeds in training, or the gateway's engine at the request's temperature), the stop token and any
+`stop` string cut off, and the text read with the model family's tool-call reader. Calls of
+offered tools come back as OpenAI `tool_calls`; markup that cannot be read, or a call of a tool
+the request did not offer, comes back as plain text and is counted (`malformed`). Streaming
+sends the finished answer as server-sent events (the engine samples a turn whole).
+An engine failure is a 500 and is kept on the session (`failure`) so a training run stops.
+Not here: the prefix rule, the wire checks (`mua.gateway.openai_wire`), running programs.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+
+from aiohttp import web
+
+from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.gateway.env_routes import env_reset, env_step
+from mua.gateway.openai_wire import (
+    ChatRequest,
+    Reply,
+    WireError,
+    completion,
+    read_request,
+    stream_events,
+)
+from mua.gateway.session import BudgetSpent, Segment, Session, SessionLimits, normal_message
+from mua.rollout.toolcalls import parse_action
+
+MAX_BODY_BYTES = 64 << 20
+
+
+def _strip_stop(text: str, stop_text: str | None) -> str:
+    return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
+
+
+def _first_stop(text: str, stops: list[str]) -> int | None:
+    found = [text.index(s) for s in stops if s in text]
+    return min(found) if found else None
+
+
+class Gateway:
+    """Sessions by key and the HTTP app that serves them (see the module docstring)."""
+
+    def __init__(
+        self,
+        tokenizer,
+        *,
+        engine=None,
+        model_name: str = "mua-policy",
+        tool_parser: str = "auto",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ):
+        self.tokenizer = tokenizer
+        self.engine = engine
+        self.model_name = model_name
+        self.tool_parser = tool_parser
+        self.host = host
+        self.port = port
+        self.sessions: dict[str, Session] = {}
+        self._runner: web.AppRunner | None = None
+
+    # sessions ---------------------------------------------------------------------------------
+    def open_session(
+        self, key: str | None = None, limits: SessionLimits | None = None, **context
+    ) -> Session:
+        """A new session (a fresh random key unless given); `context` may hold `policy` (its
+        `generate` samples, at its own temperature) and `seed_key`."""
+        key = key or f"mua-{secrets.token_urlsafe(18)}"
+        if key in self.sessions:
+            raise ValueError(f"session key {key!r} is taken")
+        session = self.sessions[key] = Session(key, self.tokenizer, limits, **context)
+        return session
+
+    def close_session(self, key: str) -> Session | None:
+        return self.sessions.pop(key, None)
+
+    # serving ----------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors])
+        for prefix in ("", "/s/{key}"):
+            app.router.add_post(f"{prefix}/v1/chat/completions", self._chat)
+            app.router.add_get(f"{prefix}/v1/models", self._models)
+            app.router.add_get(f"{prefix}/v1/session", self._session_info)
+            app.router.add_post(f"{prefix}/v1/env/reset", self._env_reset)
+            app.router.add_post(f"{prefix}/v1/env/step", self._env_step)
+        return app
+
+    async def start(self) -> Gateway:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def base_url(self, key: str | None = None) -> str:
+        root = f"http://{self.host}:{self.port}"
+        return f"{root}/s/{key}/v1" if key else f"{root}/v1"
+
+    def _session(self, request: web.Request) -> Session:
+        key = request.match_info.get("key")
+        if not key:
+            auth = request.headers.get("Authorization", "")
+            key = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+        session = self.sessions.get(key) if key else None
+        if session is None:
+            raise WireError(
+                401,
+                "unknown or missing session key; send the OPENAI_API_KEY the program was "
+                "started with as the bearer key",
+                code="invalid_api_key",
+            )
+        return session
+
+    async def _models(self, request: web.Request) -> web.Response:
+        self._session(request)
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": self.model_name, "object": "model", "owned_by": "mua"}],
+            }
+        )
+
+    async def _session_info(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        return web.json_response(
+            {"turns": session.turns, "samples": len(session.segments), **session.metrics()}
+        )
+
+    async def _env_reset(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        async with session.lock:
+            return web.json_response(await env_reset(session.context.get("env")))
+
+    async def _env_step(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        try:
+            body = await request.json()
+        except ValueError as e:
+            raise WireError(400, f"the body is not JSON: {e}") from None
+        async with session.lock:
+            return web.json_response(await env_step(session.context.get("env"), body))
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        session = self._session(request)
+        try:
+            body = await request.json()
+        except ValueError as e:
+            raise WireError(400, f"the body is not JSON: {e}") from None
+        req = read_request(body)
+        reply = await self.answer(session, req)
+        model = req.model or self.model_name
+        if not req.stream:
+            return web.json_response(completion(reply, model))
+        out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await out.prepare(request)
+        for event in stream_events(reply, model, req.include_usage):
+            await out.write(event.encode())
+        await out.write_eof()
+        return out
+
+    # one turn ---------------------------------------------------------------------------------
+    async def answer(self, session: Session, req: ChatRequest) -> Reply:
+        """Sample and record one turn of `session` for `req` (see the module docstring)."""
+        async with session.lock:
+            session.requests += 1
+            policy = session.context.get("policy")
+            if policy is not None and req.temperature is not None:
+                if abs(req.temperature - policy.temperature) > 1e-6:
+                    raise WireError(
+                        400,
+                        f"temperature {req.temperature:g}: this run samples and trains at "
+                        f"{policy.temperature:g}; leave temperature out or send "
+                        f"{policy.temperature:g}",
+                        "temperature",
+                    )
+            plan = session.plan(req.messages, req.tools)
+            try:
+                room = session.check_budget(plan)
+            except BudgetSpent as e:
+                raise WireError(400, f"{e}; the episode is over", code=e.reason) from None
+            seg = session.commit(plan)
+            try:
+                result = await self._sample(
+                    session, seg, plan.ids, min(room, req.max_tokens or room), req
+                )
+            except Exception as e:
+                session.failure = e
+                raise
+            return self._record(session, seg, result, req, len(plan.ids))
+
+    async def _sample(self, session: Session, seg: Segment, prompt: list[int], max_new: int, req):
+        stop_ids = seg.builder.renderer.stop_token_ids()
+        policy = session.context.get("policy")
+        if policy is not None:
+            return await policy.generate(
+                prompt,
+                max_new,
+                stop_ids,
+                route_key=session.key,
+                seed_key=session.context.get("seed_key"),
+                turn=session.turns,
+            )
+        temperature = 1.0 if req.temperature is None else req.temperature
+        sampling = SamplingParams(
+            temperature=temperature, max_new_tokens=max_new, stop_token_ids=stop_ids
+        )
+        return await self.engine.generate(
+            GenerationRequest(prompt_ids=list(prompt), sampling=sampling, route_key=session.key)
+        )
+
+    def _record(self, session: Session, seg: Segment, result, req: ChatRequest, prompt_len: int):
+        renderer = seg.builder.renderer
+        ids, logprobs = list(result.token_ids), list(result.logprobs)
+        session.sampled_tokens += len(ids)
+        stopped = result.finish_reason == "stop"
+        text = _strip_stop(renderer.decode(ids), renderer.stop_text)
+        finish = "stop" if stopped else "length"
+        at = _first_stop(text, req.stop)
+        if at is not None:  # keep the ids up to the one that completes the stop string
+            k = next(
+                (
+                    k
+                    for k in range(1, len(ids) + 1)
+                    if _first_stop(renderer.decode(ids[:k]), req.stop) is not None
+                ),
+                len(ids),
+            )
+            session.dropped_tokens += len(ids) - k
+            ids, logprobs = ids[:k], logprobs[:k]
+            text, finish, stopped = text[:at], "stop", False
+        content, calls = text, []
+        if req.tools and req.parse_tools:
+            template = getattr(self.tokenizer, "chat_template", None)
+            action = parse_action(text, self.tool_parser, req.tools, template)
+            offered = {t["function"]["name"] for t in req.tools}
+            readable = not action.parse_errors and all(c.name in offered for c in action.tool_calls)
+            if action.tool_calls and readable:
+                content, finish = action.text, "tool_calls"
+                calls = [
+                    {
+                        "id": f"call_{uuid.uuid4().hex[:12]}",
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in action.tool_calls
+                ]
+            elif not readable:
+                session.malformed += 1
+        message = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        session.record_turn(seg, ids, logprobs, stopped, normal_message(message))
+        return Reply(content, calls, finish, prompt_len, len(ids))
+
+
+@web.middleware
+async def _errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except WireError as e:
+        return web.json_response(e.body(), status=e.status)
+    except web.HTTPException:
+        raise
+    except Exception as e:  # an engine failure: the caller sees it, the session keeps it
+        err = WireError(500, f"the gateway failed: {type(e).__name__}: {e}", code="server_error")
+        return web.json_response(err.body(), status=500)
