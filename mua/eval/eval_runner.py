@@ -98,12 +98,14 @@ async def evaluate(
     progress=None,
     on_row=None,
     on_trajectory=None,
+    label: str | None = None,
 ) -> GymEvaluation:
-    """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring."""
+    """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring.
+    Rows and store keys carry `label` (default: the gym's name) as their gym."""
     from mua.gym.mix import GymRun
     from mua.rollout.collect import collect
 
-    gym = gym_spec.name
+    gym = label or gym_spec.name
     fresh: list[dict] = []
     run = GymRun(gym, gym_spec, gym_ctx, rollout_cfg, n)
     done = None if store is None else (lambda task, k: store.has((gym, str(task.task_id), k)))
