@@ -234,7 +234,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         from mua.cli.common import console, is_tty
-        from mua.eval.report import blame_table, summary_table, user_matrix_table
+        from mua.eval.report import audit_table, blame_table, summary_table, user_matrix_table
         from mua.eval.session import run_evaluation
 
         recipe, path = build_recipe(
@@ -277,6 +277,13 @@ def register(app: typer.Typer) -> None:
             con.print(user_matrix_table(summaries, meta["user_matrix"], "simulated users"))
         else:
             con.print(blame_table(summaries))
+        if meta.get("user_audit") is not None:
+            con.print(audit_table(meta["user_audit"]))
+            con.print(
+                f"simulator audit: {out_dir}/user_audit.json (worst examples; mua view {out_dir})",
+                soft_wrap=True,
+                markup=False,
+            )
         for note in result_notes(summaries):
             con.print(note, soft_wrap=True, markup=False)
         for note in (note for lines in meta["notes"].values() for note in lines):

@@ -223,6 +223,17 @@ def user_matrix_table(
     return Group(table, spread)
 
 
+AUDIT_LEGEND = "fidelity: share of the user's audited turns that broke no rule of its task"
+
+
+def audit_table(fidelity: dict[str, float | None]):
+    """The simulator audit: each user's fidelity, most faithful first."""
+    table = _table("simulator audit", ("user", "fidelity"), AUDIT_LEGEND)
+    for user, value in fidelity.items():
+        table.add_row(user, _num(value, 2))
+    return table
+
+
 def _components(summary: dict) -> str:
     """Each reward component's mean (a pass rate for pass/fail checks), e.g. `db 1.00, communicate 0.50`."""
     return ", ".join(f"{name} {mean:.2f}" for name, mean in summary.get("components", {}).items())
@@ -276,7 +287,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
                 **{
                     f"eval.{k}": str(v)
                     for k, v in meta.items()
-                    if k not in ("notes", "user_matrix")
+                    if k not in ("notes", "user_matrix", "user_audit")
                 },
             }
             items = list(redact_urls(params).items())
@@ -288,7 +299,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
             for k, v in flat_metrics({**summaries, **({"macro": macro} if macro else {})}).items()
         }
         mlflow.log_metrics(metrics)
-        for name in (SUMMARY_FILE, "results.jsonl", "blame.jsonl"):
+        for name in (SUMMARY_FILE, "results.jsonl", "blame.jsonl", "user_audit.json"):
             if (Path(out_dir) / name).exists():
                 mlflow.log_artifact(str(Path(out_dir) / name))
     return uri

@@ -189,6 +189,12 @@ def _evaluate_into(recipe, model, tasks_by_gym: dict, cells, out_dir: Path, fres
     finally:
         store.close()
     write_blame(out_dir, verdicts)
+    if recipe.eval.audit_users:
+        from mua.eval.audit import audit_users, write_audit
+
+        payloads = {(g, str(t.task_id)): t.payload for g, ts in tasks_by_gym.items() for t in ts}
+        audit = audit_users(rows, payloads, recipe.eval.audit_samples, recipe.data.seed)
+        write_audit(out_dir, audit)
     meta = {
         "model": agent.label,
         "model_dir": agent.model_dir,
@@ -202,6 +208,8 @@ def _evaluate_into(recipe, model, tasks_by_gym: dict, cells, out_dir: Path, fres
     meta["notes"] = gym_notes(recipe, tasks_by_gym, out_dir)
     if recipe.eval.users:
         meta["user_matrix"] = matrix_summary(summaries)
+    if recipe.eval.audit_users:
+        meta["user_audit"] = {u: audit["users"][u]["fidelity"] for u in audit["ranking"]}
     write_summary(out_dir, summaries, meta)
     if track:
         meta["mlflow_uri"] = log_mlflow(recipe, out_dir, summaries, meta)

@@ -2,7 +2,8 @@
 
 `user_findings(row, payload)` reads one result row's conversation (the user's turns: `user`
 messages and the replies of the `interact_with_env` tool, through which the UserRL-style gyms'
-users answer) and returns every finding, in conversation order:
+users answer) and returns every finding, in conversation order (at most one of each rule per
+user turn):
 
 - `leak`: the user said a piece of the task's hidden solution before the agent had said it or
   asked about it (guess: the number; telepathy: the entity's name; turtle: a run of the hidden
@@ -128,6 +129,25 @@ def user_channel(message: dict) -> bool:
     return role == "user" or (role == "tool" and message.get("name") in USER_CHANNEL_TOOLS)
 
 
+def _ends_episode(message: dict) -> bool:
+    """An `interact_with_env` call with choice `finish`: the env, not the user, answers it."""
+    calls = message.get("tool_calls") or []
+    args = (calls[0].get("function") or {}).get("arguments") if calls else None
+    return isinstance(args, dict) and args.get("choice") == "finish"
+
+
+def user_turns(messages: list[dict]) -> list[int]:
+    """Indices of the user's turns after the agent's first message (the opening is the task's;
+    the env's answer to `finish` is not the user's)."""
+    turns, last = [], None
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant":
+            last = m
+        elif last is not None and user_channel(m) and not _ends_episode(last):
+            turns.append(i)
+    return turns
+
+
 def agent_text(message: dict) -> str:
     """What the agent said in a message: its text and its tool calls' arguments."""
     parts = [str(message.get("content") or "")]
@@ -152,13 +172,14 @@ def _leaks(messages: list[dict], secrets: list[Secret]) -> list[Finding]:
             asked = any(says(agent_so_far, a) for a in (*s.asked, s.text) if a)
             if hit and not asked:
                 found.append(Finding("leak", i, f"the user revealed {s.text[:80]!r} unasked"))
-    return found[:1]
+                break  # one finding per turn
+    return found
 
 
 def _gave_up(messages: list[dict], success: bool) -> list[Finding]:
     if success:
         return []
-    last_agent = ""
+    found, last_agent = [], ""
     for i, m in enumerate(messages):
         if m.get("role") == "assistant":
             last_agent = agent_text(m)
@@ -166,10 +187,9 @@ def _gave_up(messages: list[dict], success: bool) -> list[Finding]:
             text = str(m.get("content") or "")
             quits = STOP_MARKER in text or QUIT.search(text.lower())
             if quits and not CLAIMS_DONE.search(last_agent.lower()):
-                return [
-                    Finding("gave_up", i, f"the user quit before the task was done: {text[:80]!r}")
-                ]
-    return []
+                why = f"the user quit before the task was done: {text[:80]!r}"
+                found.append(Finding("gave_up", i, why))
+    return found
 
 
 def _contradicted(gym: str, messages: list[dict], payload: dict) -> list[Finding]:
