@@ -184,8 +184,9 @@ def blame_table(summaries: dict[str, dict]):
 def user_matrix_table(
     summaries: dict[str, dict], matrix: dict[str, dict], title: str | None = None
 ):
-    """The gym × user table: pass^k per user (with the user-blamed failures left out beside it
-    when they were), blame rates, then per gym the spread across users and the training gap."""
+    """The gym × user tables, each narrow enough for 100 columns: pass^k per user (with the
+    user-blamed failures left out beside it when they were), the blame rates, then per gym the
+    spread across users and the training gap."""
     from rich.console import Group
 
     from mua.config.track import TRAIN_USER
@@ -196,31 +197,35 @@ def user_matrix_table(
         key=lambda k: int(k[5:]),
     )
     without = any("without_user_failures" in s for s in summaries.values())
-    columns = ["gym", "user", "tasks×n", *pass_keys]
-    if without:
-        columns += [f"{k} excl. user" for k in pass_keys]
-    columns += ["failed", "agent", "user fail", "tool", "budget"]
-    table = _table(title, tuple(columns), BLAME_LEGEND)
+    scores = _table(
+        title,
+        ("gym", "user", *pass_keys, *([f"{k} excl. user" for k in pass_keys] if without else [])),
+        MATRIX_LEGEND.split("; ")[0]
+        + ("; excl. user: without the failures blamed on the user" if without else ""),
+    )
+    blame = _table(
+        None, ("gym", "user", "failed", "agent", "user fail", "tool", "budget"), BLAME_LEGEND
+    )
     previous = None
     for label, s in summaries.items():
         gym, user = split_cell(label)
         if previous is not None and gym != previous:
-            table.add_section()
+            scores.add_section()
+            blame.add_section()
         previous = gym
-        row = [
+        who = f"{user}*" if user == TRAIN_USER else str(user)
+        kept = s.get("without_user_failures") or {}
+        scores.add_row(
             gym,
-            f"{user}*" if user == TRAIN_USER else str(user),
-            f"{s['num_tasks']}×{s['num_trajectories'] // max(s['num_tasks'], 1)}",
+            who,
             *[_num(s.get(k)) for k in pass_keys],
-        ]
-        if without:
-            kept = s.get("without_user_failures") or {}
-            row += [_num(kept.get(k)) for k in pass_keys]
-        table.add_row(*row, *_blame_cells(s))
-    spread = _table(None, ("gym", "measure", "spread", "gap"), MATRIX_LEGEND)
+            *([_num(kept.get(k)) for k in pass_keys] if without else []),
+        )
+        blame.add_row(gym, who, *_blame_cells(s))
+    spread = _table(None, ("gym", "measure", "spread", "gap"), MATRIX_LEGEND.split("; ", 1)[1])
     for gym, entry in matrix.items():
         spread.add_row(gym, entry["pass_key"], _num(entry["spread"]), _num(entry["train_gap"]))
-    return Group(table, spread)
+    return Group(scores, blame, spread)
 
 
 AUDIT_LEGEND = "fidelity: share of the user's audited turns that broke no rule of its task"
