@@ -1,8 +1,10 @@
 """`mua eval`: evaluate a model (or an API agent, or a gym's expert) on held-out tasks of gyms.
 
 Flags become recipe overrides (`--model` -> model.path, `-n` -> eval.n, `--max-tasks` ->
-eval.max_tasks, `--temperature` -> eval.temperature, `--user` -> user.kind), so a recipe and flags
-combine and are validated the same way. The work is in `mua.eval.session`; this module parses
+eval.max_tasks, `--temperature` -> eval.temperature, `--user` -> user.kind,
+`--exclude-user-failures` / `--audit-users` -> the eval keys of the same names), so a recipe and
+flags combine and are validated the same way. With `eval.users` the table is gym × user
+(`mua.eval.users`). The work is in `mua.eval.session`; this module parses
 arguments and prints the table and where the outputs are.
 """
 

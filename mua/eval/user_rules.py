@@ -219,7 +219,7 @@ def _invented(messages: list[dict], payload: dict) -> list[Finding]:
     instruction = str(payload.get("instruction") or "")
     if not instruction:
         return []
-    said = instruction
+    said = f"{instruction} {payload.get('user_id', '')}"  # the user's own id is its to give
     for i, m in enumerate(messages):
         text = str(m.get("content") or "")
         if user_channel(m) and m.get("role") == "user":
