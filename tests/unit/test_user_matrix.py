@@ -144,3 +144,27 @@ def test_spread_and_gap_of_the_matrix():
     assert set(out) == {"g"}
     assert out["g"]["spread"] == pytest.approx(0.4)
     assert out["g"]["train_gap"] == pytest.approx(0.9 - 0.6)
+
+
+def test_training_refuses_the_eval_only_user_keys():
+    from mua.config import load_recipe
+    from mua.errors import UsageError
+
+    with pytest.raises(UsageError, match="eval.users is read by `mua eval` only"):
+        load_recipe(None, ["eval.users=[{label: a}]"], verb="train")
+    with pytest.raises(UsageError, match="eval.audit_users is read by `mua eval` only"):
+        load_recipe(None, ["eval.audit_users=true"], verb="train")
+    load_recipe(None, ["eval.test_freq=2"], verb="train")  # validation keys stay
+
+
+def test_a_changed_user_list_is_not_resumed_into_the_same_folder(tmp_path, mua_cli):
+    with users_server() as server:
+        url = server.base_url
+        first = _eval(mua_cli, url, tmp_path / "eval")
+        assert first[0] == 0, first[2][-2000:]
+        code, _, err = mua_cli(
+            "eval", "--gym", "persuade", "--model", "expert", "-n", "2", "--max-tasks", "2",
+            "--out", str(tmp_path / "eval"), "--no-mlflow", "gym.options.rules=mua",
+            f"eval.users=[{{label: good, kind: llm, model: leaky, base_url: '{url}'}}]",
+        )  # fmt: skip
+    assert code != 0 and "different evaluation" in err and "--fresh" in err
