@@ -6,7 +6,8 @@ For the persuade gym's LLM persuadee (`{"reply": ..., "stance": ...}`):
   convinced by the arguments;
 - `leaky`: keeps its stance but tells the persuader a counter-point it has not raised yet (the
   solution the agent must find itself), i.e. reveals what it should not;
-- `quitter`: keeps its stance and ends the talk at the first argument ("Goodbye").
+- `quitter`: keeps its stance and ends the talk at the first argument ("Goodbye");
+- `stubborn`: keeps its stance politely, breaking no rule the deterministic checks know.
 
 A model name starting with one of these picks it (`good-cooperative` is `good`); any other name
 is `good`. The leaky user knows the counter-points of the built-in persuade tasks (from the
@@ -26,7 +27,7 @@ from functools import lru_cache
 from gyms.persuade.reward import STANCES
 from tests.fakes.fake_openai import FakeOpenAIServer
 
-USERS = ("good", "leaky", "quitter")
+USERS = ("good", "leaky", "quitter", "stubborn")
 QUIT_LINE = "I don't want to discuss this any more. Goodbye."
 
 
@@ -62,6 +63,8 @@ def persuadee_reply(request: dict) -> str:
         reply = "That is a fair point. I am reconsidering."
     elif kind == "quitter":
         reply = QUIT_LINE
+    elif kind == "stubborn":
+        reply = "I see your point, but I still agree with the claim."
     else:
         said = _said_by_persuader(system, last)
         points = _points_by_claim().get(claim.group(1) if claim else "", [])

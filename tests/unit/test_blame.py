@@ -214,3 +214,20 @@ def test_mua_eval_blames_the_leaky_and_the_quitting_user(tmp_path, mua_cli):
     lines = [json.loads(line) for line in (out / "blame.jsonl").read_text().splitlines()]
     assert {(r["gym"], r["label"]) for r in lines} == {("persuade@leaky", "user"), ("persuade@quitter", "user")}  # fmt: skip
     assert "pass^1 excl. user" in stdout and "user fail" in stdout
+
+
+def test_mua_eval_sends_what_the_rules_leave_to_the_judge(tmp_path, mua_cli):
+    out = tmp_path / "eval"
+    with users_server() as users, FakeOpenAIServer(_judge_reply("user")) as judge:
+        code, stdout, err = mua_cli(
+            "eval", "--gym", "persuade", "--model", "expert", "--max-tasks", "2", "--out", str(out),
+            "--no-mlflow", "gym.options.rules=mua",
+            f"eval.users=[{{label: stubborn, kind: llm, model: stubborn, base_url: '{users.base_url}'}}]",
+            f"eval.blame_judge={{base_url: '{judge.base_url}', model: judge, max_retries: 0}}",
+        )  # fmt: skip
+        asked = [r["json"] for r in judge.requests if "failed conversation" in str(r["json"])]
+    assert code == 0, err[-3000:]
+    blame = json.loads((out / "summary.json").read_text())["gyms"]["persuade@stubborn"]["blame"]
+    # the stubborn persuadee breaks no known rule: the judge decides (and says user) for both
+    assert blame["rules"] == {"judge": 2} and blame["counts"]["user"] == 2
+    assert len(asked) == 2 and any((out / "blame_cache").rglob("*.json"))
