@@ -1,8 +1,10 @@
 """`mua eval`: evaluate a model (or an API agent, or a gym's expert) on held-out tasks of gyms.
 
 Flags become recipe overrides (`--model` -> model.path, `-n` -> eval.n, `--max-tasks` ->
-eval.max_tasks, `--temperature` -> eval.temperature, `--user` -> user.kind), so a recipe and flags
-combine and are validated the same way. The work is in `mua.eval.session`; this module parses
+eval.max_tasks, `--temperature` -> eval.temperature, `--user` -> user.kind,
+`--exclude-user-failures` / `--audit-users` -> the eval keys of the same names), so a recipe and
+flags combine and are validated the same way. With `eval.users` the table is gym × user
+(`mua.eval.users`). The work is in `mua.eval.session`; this module parses
 arguments and prints the table and where the outputs are.
 """
 
@@ -30,6 +32,8 @@ Re-running the same command resumes an interrupted evaluation (--fresh starts ov
   mua eval --gym tau --model openai:gpt-4o --user llm user.model=gpt-4o-mini
 
   mua eval recipes/quickstart_eval.yaml model.path=runs/quickstart_sft/hf/final --out runs/quickstart_sft_eval
+
+  mua eval recipes/eval_user_matrix.yaml --exclude-user-failures   (eval.users: a gym × user table)
 """
 
 
@@ -77,7 +81,18 @@ def default_model() -> str:
     return str(final)
 
 
-def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperature):
+def build_recipe(
+    args: list[str],
+    *,
+    model,
+    gyms,
+    user,
+    n,
+    max_tasks,
+    temperature,
+    exclude_user_failures=None,
+    audit_users=None,
+):
     """The EvalRecipe from an optional recipe file, its key=value overrides, then the flags."""
     from mua.cli.common import split_recipe_args
     from mua.config import load_recipe
@@ -91,6 +106,8 @@ def build_recipe(args: list[str], *, model, gyms, user, n, max_tasks, temperatur
         "eval.n": n,
         "eval.max_tasks": max_tasks,
         "eval.temperature": temperature,
+        "eval.exclude_user_failures": exclude_user_failures or None,
+        "eval.audit_users": audit_users or None,
     }
     kind = (
         [f"user.kind={user}"] if user is not None else []
@@ -138,7 +155,7 @@ def nothing_scored(summaries: dict[str, dict], out_dir) -> str | None:
 def result_notes(summaries: dict[str, dict]) -> list[str]:
     """Lines printed under the table: the macro average of several gyms (or why there is none),
     and each gym's trajectories that were not scored (its reward is over the scored ones only)."""
-    from mua.eval.report import macro_average
+    from mua.eval.report import macro_average, macro_cells
 
     notes = []
     unscored = [gym for gym, s in summaries.items() if s["num_trajectories"] == s["excluded"]]
@@ -147,7 +164,7 @@ def result_notes(summaries: dict[str, dict]) -> list[str]:
         notes.append(f"no macro average: nothing scored on {', '.join(unscored)}")
     elif "reward_mean" in macro and "success_rate" in macro:
         notes.append(
-            f"macro average over {len(summaries)} gyms (unweighted mean of each gym's mean; "
+            f"macro average over {len(macro_cells(summaries))} gyms (unweighted mean of each gym's mean; "
             f"every gym counts the same whatever its task count): reward "
             f"{macro['reward_mean']:.3f} · success {macro['success_rate']:.3f}"
         )
@@ -206,9 +223,20 @@ def register(app: typer.Typer) -> None:
             False, "--fresh", help="Discard earlier results in the output folder."
         ),
         mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log an MLflow run."),
+        exclude_user_failures: bool = typer.Option(
+            False,
+            "--exclude-user-failures",
+            help="Also report pass^k without the failures blamed on the simulated user "
+            "(beside the raw numbers).",
+        ),
+        audit_users: bool = typer.Option(
+            False,
+            "--audit-users",
+            help="Audit the simulated users' turns on sampled conversations (user_audit.json).",
+        ),
     ) -> None:
         from mua.cli.common import console, is_tty
-        from mua.eval.report import summary_table
+        from mua.eval.report import audit_table, blame_table, summary_table, user_matrix_table
         from mua.eval.session import run_evaluation
 
         recipe, path = build_recipe(
@@ -219,6 +247,8 @@ def register(app: typer.Typer) -> None:
             n=n,
             max_tasks=max_tasks,
             temperature=temperature,
+            exclude_user_failures=exclude_user_failures,
+            audit_users=audit_users,
         )
         out_dir = out or (recipe.run_dir if path else f"runs/eval/{_slug(recipe.model.path)}")
         gyms = [section.key for section in recipe.gym_sections()]
@@ -245,6 +275,17 @@ def register(app: typer.Typer) -> None:
             con.width = max(con.width, 160)  # a log file has room for the whole table
         title = f"mua eval · {meta['model']} · n={meta['n']} · T={meta['temperature']:g}"
         con.print(summary_table(summaries, title))
+        if meta.get("user_matrix"):
+            con.print(user_matrix_table(summaries, meta["user_matrix"], "simulated users"))
+        else:
+            con.print(blame_table(summaries))
+        if meta.get("user_audit") is not None:
+            con.print(audit_table(meta["user_audit"]))
+            con.print(
+                f"simulator audit: {out_dir}/user_audit.json (worst examples; mua view {out_dir})",
+                soft_wrap=True,
+                markup=False,
+            )
         for note in result_notes(summaries):
             con.print(note, soft_wrap=True, markup=False)
         for note in (note for lines in meta["notes"].values() for note in lines):

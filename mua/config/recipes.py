@@ -87,6 +87,10 @@ class _ConversationRecipe(_RecipeBase):
         return GymConfig(name=name)
 
 
+# evaluation keys of `mua eval` alone: training's validation runs the recipe's own user
+EVAL_ONLY = ("users", "blame_judge", "exclude_user_failures", "audit_users")
+
+
 class TrainRecipe(_ConversationRecipe):
     verb: Literal["train"] = "train"
     algo: AlgoConfig = Field(default_factory=GRPOConfig)
@@ -122,6 +126,17 @@ class TrainRecipe(_ConversationRecipe):
         elif self.rollout.oversample > 1.0:
             raise ValueError(
                 "rollout.oversample applies to RL steps (algo.kind grpo or ppo); remove it for sft"
+            )
+        eval_only = [
+            k
+            for k in EVAL_ONLY
+            if getattr(self.eval, k)
+            != EvalConfig.model_fields[k].get_default(call_default_factory=True)
+        ]
+        if eval_only:
+            raise ValueError(
+                f"eval.{eval_only[0]} is read by `mua eval` only (training validates against its "
+                "own user); move it to an eval recipe, or pass it to mua eval as an override"
             )
         if self.rollout.lora_sync == "adapter" and self.model.lora is None:
             raise ValueError(

@@ -1,4 +1,9 @@
-"""Sections for tracking (MLflow, console) and evaluation (in training and `mua eval`)."""
+"""Sections for tracking (MLflow, console) and evaluation (in training and `mua eval`).
+
+`eval.users` lists the simulated users `mua eval` measures the agent against (besides the
+recipe's own `user:`), `eval.blame_judge` an optional judge endpoint for failure blame; what
+they do is in `mua.eval.users` and `mua.eval.blame`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,11 @@ from typing import Literal
 from pydantic import Field, PositiveInt, field_validator
 
 from mua.config.base import Section
+from mua.config.gyms import LABEL_PATTERN, GymUserConfig
+from mua.config.rollout import LLMUserConfig
+
+# the row of the recipe's own `user:` (the one training ran against) in the user matrix
+TRAIN_USER = "train"
 
 
 class TrackConfig(Section):
@@ -33,6 +43,38 @@ class TrackConfig(Section):
         return v
 
 
+class EvalUserConfig(GymUserConfig):
+    """One labelled simulated user of `mua eval`'s user matrix: the keys given replace the
+    recipe's `user:` ones (as a gym's `user:` does), plus a persona and extra instructions."""
+
+    label: str = Field(description="Name of this user in tables and summary.json (e.g. impatient).")
+    persona: str | None = Field(
+        None,
+        description="A built-in persona (cooperative, non_cooperative, impatient, vague, "
+        "telecom_easy, telecom_hard) or the path of a persona YAML file (copy one from "
+        "mua/eval/personas/).",
+    )
+    prompt: str | None = Field(
+        None,
+        description="Extra instructions appended to the LLM user's system message (after the "
+        "persona's).",
+    )
+
+    @field_validator("label")
+    @classmethod
+    def _label_is_a_name(cls, label: str) -> str:
+        if not LABEL_PATTERN.fullmatch(label):
+            raise ValueError(
+                f"label {label!r}: use letters, digits, `_` and `-` only (it names table rows and "
+                "summary.json keys), e.g. impatient_gpt4o"
+            )
+        if label == TRAIN_USER:
+            raise ValueError(
+                f"label {TRAIN_USER!r} is the recipe's own user (always evaluated); pick another"
+            )
+        return label
+
+
 class EvalConfig(Section):
     test_freq: int = Field(0, ge=0, description="Validate every N training steps; 0 disables.")
     n: PositiveInt = Field(1, description="Samples per held-out task.")
@@ -51,3 +93,38 @@ class EvalConfig(Section):
         1.0,
         description="A trajectory succeeds when its reward reaches this (1.0: the task's full score).",
     )
+    users: list[EvalUserConfig] = Field(
+        default_factory=list,
+        description="`mua eval` only: more simulated users; every gym is evaluated against the "
+        "recipe's own user (row `train`) and each of these, in a gym × user table.",
+    )
+    blame_judge: LLMUserConfig | None = Field(
+        None,
+        description="`mua eval` only: an LLM judge (OpenAI-compatible endpoint) that labels the "
+        "failures no deterministic rule explains; verdicts cached in <out>/blame_cache unless "
+        "cache_dir is set.",
+    )
+    exclude_user_failures: bool = Field(
+        False,
+        description="`mua eval` only: also report pass^k without the failures blamed on the user "
+        "(always beside the raw numbers).",
+    )
+    audit_users: bool = Field(
+        False,
+        description="`mua eval` only: audit the users' turns on sampled conversations and write "
+        "user_audit.json (a fidelity score per user and the worst examples).",
+    )
+    audit_samples: PositiveInt = Field(
+        20, description="Conversations the audit samples per gym × user."
+    )
+
+    @field_validator("users")
+    @classmethod
+    def _labels_unique(cls, users: list[EvalUserConfig]) -> list[EvalUserConfig]:
+        labels = [u.label for u in users]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(
+                f"user label {repeated[0]!r} is listed twice; give each a distinct label"
+            )
+        return users

@@ -99,13 +99,15 @@ async def evaluate(
     on_row=None,
     on_trajectory=None,
     entry=None,
+    label: str | None = None,
 ) -> GymEvaluation:
     """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring.
-    `entry` (the recipe's `gyms:` entry) carries a program gym's `program`."""
+    `entry` (the recipe's `gyms:` entry) carries a program gym's `program`; rows and store keys
+    carry `label` (default: the gym's name) as their gym."""
     from mua.gym.mix import GymRun
     from mua.rollout.collect import collect
 
-    gym = gym_spec.name
+    gym = label or gym_spec.name
     fresh: list[dict] = []
     run = GymRun(gym, gym_spec, gym_ctx, rollout_cfg, n, entry=entry)
     done = None if store is None else (lambda task, k: store.has((gym, str(task.task_id), k)))

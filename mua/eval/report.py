@@ -28,10 +28,22 @@ def _num(value, digits: int = 3) -> str:
 MACRO_KEYS = ("reward_mean", "success_rate", "turns_mean")
 
 
+def macro_cells(summaries: dict[str, dict]) -> dict[str, dict]:
+    """The summaries a macro average is over: all, or with a user matrix the recipe's own user's."""
+    from mua.config.track import TRAIN_USER
+    from mua.eval.users import split_cell
+
+    if any(split_cell(key)[1] is not None for key in summaries):
+        return {k: s for k, s in summaries.items() if split_cell(k)[1] == TRAIN_USER}
+    return summaries
+
+
 def macro_average(summaries: dict[str, dict]) -> dict[str, float]:
     """With several gyms, the unweighted mean over gyms of each gym's own mean (reward, success,
     turns, and pass@k / pass^k where every gym has them): a gym with few tasks counts as much as
-    one with many. Empty for one gym."""
+    one with many. With a user matrix (keys `<gym>@<user>`), over the cells of the recipe's own
+    user only. Empty for one gym."""
+    summaries = macro_cells(summaries)
     if len(summaries) < 2:
         return {}
     out = {}
@@ -102,7 +114,7 @@ def summary_table(summaries: dict[str, dict], title: str):
         scores.add_section()
         scores.add_row(
             "macro avg",
-            f"{len(summaries)} gyms",
+            f"{len(macro_cells(summaries))} gyms",
             _num(macro.get("reward_mean")),
             _num(macro.get("success_rate")),
             _num(macro.get("turns_mean"), 1),
@@ -140,6 +152,91 @@ def summary_table(summaries: dict[str, dict], title: str):
             components.add_row(gym, _components(s))
         parts.append(components)
     return Group(*parts)
+
+
+BLAME_LEGEND = (
+    "failed: share of scored conversations that failed; agent/user/tool/budget: share of scored "
+    "conversations whose failure is blamed on each (see docs/user_population.md)"
+)
+MATRIX_LEGEND = (
+    "*: the recipe's own user (the one training ran against); spread: max − min across users; "
+    "gap: training user − mean of the held-out users"
+)
+
+
+def _blame_cells(summary: dict) -> list[str]:
+    blame = summary.get("blame") or {}
+    rates = blame.get("rates", {})
+    failed = sum(v for v in rates.values() if isinstance(v, float) and math.isfinite(v))
+    cells = [_num(failed if rates else None, 2)]
+    cells += [_num(rates.get(label), 2) for label in ("agent", "user", "tool", "budget")]
+    return cells
+
+
+def blame_table(summaries: dict[str, dict]):
+    """Each gym's failures by blame label (a plain evaluation: one row per gym)."""
+    table = _table(None, ("gym", "failed", "agent", "user", "tool", "budget"), BLAME_LEGEND)
+    for gym, s in summaries.items():
+        table.add_row(gym, *_blame_cells(s))
+    return table
+
+
+def user_matrix_table(
+    summaries: dict[str, dict], matrix: dict[str, dict], title: str | None = None
+):
+    """The gym × user tables, each narrow enough for 100 columns: pass^k per user (with the
+    user-blamed failures left out beside it when they were), the blame rates, then per gym the
+    spread across users and the training gap."""
+    from rich.console import Group
+
+    from mua.config.track import TRAIN_USER
+    from mua.eval.users import split_cell
+
+    pass_keys = sorted(
+        {k for s in summaries.values() for k in s if k.startswith("pass^")},
+        key=lambda k: int(k[5:]),
+    )
+    without = any("without_user_failures" in s for s in summaries.values())
+    scores = _table(
+        title,
+        ("gym", "user", *pass_keys, *([f"{k} excl. user" for k in pass_keys] if without else [])),
+        MATRIX_LEGEND.split("; ")[0]
+        + ("; excl. user: without the failures blamed on the user" if without else ""),
+    )
+    blame = _table(
+        None, ("gym", "user", "failed", "agent", "user fail", "tool", "budget"), BLAME_LEGEND
+    )
+    previous = None
+    for label, s in summaries.items():
+        gym, user = split_cell(label)
+        if previous is not None and gym != previous:
+            scores.add_section()
+            blame.add_section()
+        previous = gym
+        who = f"{user}*" if user == TRAIN_USER else str(user)
+        kept = s.get("without_user_failures") or {}
+        scores.add_row(
+            gym,
+            who,
+            *[_num(s.get(k)) for k in pass_keys],
+            *([_num(kept.get(k)) for k in pass_keys] if without else []),
+        )
+        blame.add_row(gym, who, *_blame_cells(s))
+    spread = _table(None, ("gym", "measure", "spread", "gap"), MATRIX_LEGEND.split("; ", 1)[1])
+    for gym, entry in matrix.items():
+        spread.add_row(gym, entry["pass_key"], _num(entry["spread"]), _num(entry["train_gap"]))
+    return Group(scores, blame, spread)
+
+
+AUDIT_LEGEND = "fidelity: share of the user's audited turns that broke no rule of its task"
+
+
+def audit_table(fidelity: dict[str, float | None]):
+    """The simulator audit: each user's fidelity, most faithful first."""
+    table = _table("simulator audit", ("user", "fidelity"), AUDIT_LEGEND)
+    for user, value in fidelity.items():
+        table.add_row(user, _num(value, 2))
+    return table
 
 
 def _components(summary: dict) -> str:
@@ -192,7 +289,11 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
             id_file.write_text(run.info.run_id)
             params = {
                 **flatten_params(recipe.model_dump(mode="json")),
-                **{f"eval.{k}": str(v) for k, v in meta.items() if k != "notes"},
+                **{
+                    f"eval.{k}": str(v)
+                    for k, v in meta.items()
+                    if k not in ("notes", "user_matrix", "user_audit")
+                },
             }
             items = list(redact_urls(params).items())
             for i in range(0, len(items), 100):
@@ -203,7 +304,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
             for k, v in flat_metrics({**summaries, **({"macro": macro} if macro else {})}).items()
         }
         mlflow.log_metrics(metrics)
-        for name in (SUMMARY_FILE, "results.jsonl"):
+        for name in (SUMMARY_FILE, "results.jsonl", "blame.jsonl", "user_audit.json"):
             if (Path(out_dir) / name).exists():
                 mlflow.log_artifact(str(Path(out_dir) / name))
     return uri

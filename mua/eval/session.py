@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 from mua.config.resolved import RESOLVED_NAME
+from mua.eval.blame import write_blame
 from mua.eval.report import log_mlflow, write_summary
 from mua.eval.store import CONFIG_FILE, ResultStore
+from mua.eval.users import matrix_summary
 
 HASH_CACHE_FILE = "content_hashes.json"
 # files showing that an older mua, before the folder marker existed, wrote an output folder
@@ -61,19 +63,32 @@ def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
         "reward_weights": {
             g.name: dict(g.reward_weights) for g in recipe.gym_sections() if g.reward_weights
         },
+        # only with a user matrix: a plain evaluation's folder stays compatible
+        **(
+            {"users": redact_urls([u.model_dump(mode="json") for u in recipe.eval.users])}
+            if recipe.eval.users
+            else {}
+        ),
     }
 
 
-async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) -> dict:
+async def _evaluate_all(agent, cells, tasks_by_gym, recipe, store, progress, on_row, out_dir):
+    """Every cell evaluated in turn, then its failures blamed: (summaries, verdicts) by cell."""
+    from mua.eval.blame import BlameJudge, blame_rows, blame_summary, without_user_failures
     from mua.eval.eval_runner import evaluate
+    from mua.eval.users import inner_client, with_persona
     from mua.gym.mix import gym_run
     from mua.llm.llm_client import user_call_report
 
-    summaries = {}
+    summaries, verdicts_by_cell, rows_by_cell = {}, {}, {}
+    judge = BlameJudge(recipe.eval.blame_judge, out_dir) if recipe.eval.blame_judge else None
     try:
-        for gym_name, tasks in tasks_by_gym.items():  # keyed by the entry's label
-            run = gym_run(recipe, recipe.gym_section(gym_name))
+        for cell in cells:
+            run = gym_run(recipe, cell.entry)
+            if cell.user is not None:
+                with_persona(run, cell.user)
             spec, ctx = run.spec, run.ctx
+            tasks = tasks_by_gym[cell.gym]
             result = await evaluate(
                 tasks,
                 policy=agent.make_policy(spec, ctx),
@@ -88,14 +103,33 @@ async def _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row) ->
                 progress=progress,
                 on_row=on_row,
                 entry=run.entry,
+                label=cell.label,
             )
             # retries, 429s and timeouts of the LLM user (this session's requests)
-            summaries[gym_name] = {**result.summary, **user_call_report(ctx.llm)}
+            summary = {**result.summary, **user_call_report(inner_client(ctx.llm))}
+            if ctx.llm is not None:
+                await inner_client(ctx.llm).aclose()
+            payloads = {str(t.task_id): t.payload for t in tasks}
+            verdicts = await blame_rows(result.rows, payloads, judge)
+            summary["blame"] = blame_summary(result.rows, verdicts)
+            if recipe.eval.exclude_user_failures:
+                k_all = sorted(
+                    {k for k in (*recipe.eval.k, 1, recipe.eval.n) if 1 <= k <= recipe.eval.n}
+                )
+                order = [str(t.task_id) for t in tasks]
+                summary["without_user_failures"] = without_user_failures(
+                    result.rows, verdicts, k_all, order
+                )
+            summaries[cell.label] = summary
+            verdicts_by_cell[cell.label] = verdicts
+            rows_by_cell[cell.label] = result.rows
     finally:
+        if judge is not None:
+            await judge.aclose()
         if agent.close is not None:
             await agent.close()
             await asyncio.sleep(0)  # let a cancelled engine scheduler finish before the loop closes
-    return summaries
+    return summaries, verdicts_by_cell, rows_by_cell
 
 
 def run_evaluation(
@@ -110,20 +144,25 @@ def run_evaluation(
 ) -> tuple[dict, dict]:
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
     from mua.eval.tasks import load_eval_tasks
+    from mua.eval.users import eval_cells
     from mua.gym.mix import check_gyms, preflight_endpoints
+    from mua.llm.llm_client import preflight_user
     from mua.output_folders import FolderLock, claim_dir
 
     check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)
+    cells = eval_cells(recipe, list(tasks_by_gym))
     # a wrong key or model (a user's or a judge's) stops here, before anything is written
-    preflight_endpoints(recipe, [recipe.gym_section(label) for label in tasks_by_gym])
+    preflight_endpoints(recipe, [cell.entry for cell in cells])
+    if recipe.eval.blame_judge is not None:
+        preflight_user(recipe.eval.blame_judge, "blame judge", "eval.blame_judge.base_url")
     out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     # one `mua eval` per folder at a time: two would mix their rows under one summary
     with FolderLock(out_dir, what="eval output folder", verb="mua eval"):
-        return _evaluate_into(recipe, model, tasks_by_gym, out_dir, fresh, track, on_row)
+        return _evaluate_into(recipe, model, tasks_by_gym, cells, out_dir, fresh, track, on_row)
 
 
-def _evaluate_into(recipe, model: str, tasks_by_gym: dict, out_dir: Path, fresh, track, on_row):
+def _evaluate_into(recipe, model, tasks_by_gym: dict, cells, out_dir: Path, fresh, track, on_row):
     """`run_evaluation`'s work once the folder is claimed and locked."""
     from mua.eval.agents import load_agent, model_source
     from mua.eval.fingerprint import HashCache, task_digest
@@ -133,19 +172,30 @@ def _evaluate_into(recipe, model: str, tasks_by_gym: dict, out_dir: Path, fresh,
     cache = HashCache(out_dir / HASH_CACHE_FILE)
     fingerprint = _fingerprint(recipe, model, source[0], cache)
     cache.save()
-    digests = {(g, str(t.task_id)): task_digest(t) for g, ts in tasks_by_gym.items() for t in ts}
+    digests = {
+        (cell.label, str(t.task_id)): task_digest(t)
+        for cell in cells
+        for t in tasks_by_gym[cell.gym]
+    }
     store = ResultStore(out_dir, fingerprint, fresh=fresh, task_digests=digests)
     resumed = len(store.rows)
     t0 = time.perf_counter()
-    total = sum(len(t) for t in tasks_by_gym.values()) * recipe.eval.n
+    total = sum(len(tasks_by_gym[cell.gym]) for cell in cells) * recipe.eval.n
     try:
         agent = load_agent(model, recipe, source)
         with rollout_progress(total, description="evaluating") as progress:
-            summaries = asyncio.run(
-                _evaluate_all(agent, tasks_by_gym, recipe, store, progress, on_row)
+            summaries, verdicts, rows = asyncio.run(
+                _evaluate_all(agent, cells, tasks_by_gym, recipe, store, progress, on_row, out_dir)
             )
     finally:
         store.close()
+    write_blame(out_dir, verdicts)
+    if recipe.eval.audit_users:
+        from mua.eval.audit import audit_users, write_audit
+
+        payloads = {(g, str(t.task_id)): t.payload for g, ts in tasks_by_gym.items() for t in ts}
+        audit = audit_users(rows, payloads, recipe.eval.audit_samples, recipe.data.seed)
+        write_audit(out_dir, audit)
     meta = {
         "model": agent.label,
         "model_dir": agent.model_dir,
@@ -156,7 +206,11 @@ def _evaluate_into(recipe, model: str, tasks_by_gym: dict, out_dir: Path, fresh,
         "retried_rows": store.retried,
         "seconds": round(time.perf_counter() - t0, 2),
     }
-    meta["notes"] = gym_notes(recipe, summaries, out_dir)
+    meta["notes"] = gym_notes(recipe, tasks_by_gym, out_dir)
+    if recipe.eval.users:
+        meta["user_matrix"] = matrix_summary(summaries)
+    if recipe.eval.audit_users:
+        meta["user_audit"] = {u: audit["users"][u]["fidelity"] for u in audit["ranking"]}
     write_summary(out_dir, summaries, meta)
     if track:
         meta["mlflow_uri"] = log_mlflow(recipe, out_dir, summaries, meta)

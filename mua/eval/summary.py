@@ -153,6 +153,10 @@ def flat_metrics(summaries: dict[str, dict], prefix: str = "") -> dict[str, floa
             if key == "terminations":
                 for reason, count in value.items():
                     out[f"{prefix}{gym}/termination/{reason}"] = float(count)
+            elif key == "blame":
+                for label, rate in value.get("rates", {}).items():
+                    if isinstance(rate, float) and math.isfinite(rate):
+                        out[f"{prefix}{gym}/blame/{label}"] = rate
             elif key == "components":
                 for name, mean in value.items():
                     out[f"{prefix}{gym}/component/{name}"] = float(mean)

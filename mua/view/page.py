@@ -172,6 +172,36 @@ def curve_svg(name: str, series: dict[str, list[tuple[int, float]]], width=520, 
     )
 
 
+def audit_section(audits: dict[str, dict]) -> str:
+    """Each audited evaluation's simulated users, most faithful first, and their worst turns."""
+    parts = []
+    for name, audit in audits.items():
+        rows = "".join(
+            f"<tr><td>{_esc(u)}</td><td>{_esc(_fidelity(audit['users'][u]))}</td>"
+            f"<td>{audit['users'][u]['flagged']}/{audit['users'][u]['turns']}</td>"
+            f"<td>{_esc(', '.join(f'{k} {v}' for k, v in sorted(audit['users'][u]['rules'].items())))}</td></tr>"
+            for u in audit.get("ranking", [])
+        )
+        worst = "".join(
+            f"<li><b>{_esc(u)}</b> · {_esc(ex['cell'])} · task {_esc(ex['task_id'])} "
+            f"#{_esc(ex['sample_index'])}: {_esc(ex['why'])}<br>agent: {_esc(ex['agent'])}"
+            f"<br>user: {_esc(ex['user'])}</li>"
+            for u, examples in audit.get("worst", {}).items()
+            for ex in examples
+        )
+        parts.append(
+            f"<h3>simulated users · {_esc(name)}</h3><table class='audit'><tr><th>user</th>"
+            f"<th>fidelity</th><th>flagged turns</th><th>rules broken</th></tr>{rows}</table>"
+            + (f"<ul>{worst}</ul>" if worst else "")
+        )
+    return f"<section class='audit'>{''.join(parts)}</section>" if parts else ""
+
+
+def _fidelity(stats: dict) -> str:
+    value = stats.get("fidelity")
+    return "–" if value is None else f"{value:.2f}"
+
+
 def _options(pairs: list[tuple[str, str]], blank: str) -> str:
     opts = [f"<option value=''>{_esc(blank)}</option>"]
     opts += [f"<option value='{_esc(v)}'>{_esc(label)}</option>" for v, label in pairs]
@@ -208,7 +238,7 @@ def render_page(data: ViewData, title: str) -> str:
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{_esc(title)}</title><style>{CSS}</style></head><body>"
         f"<header><h2>{_esc(title)}</h2>{controls}</header>"
-        f"<section class='curves'>{curves}</section>"
+        f"<section class='curves'>{curves}</section>{audit_section(data.audits)}"
         f"<section id='compare'></section><section id='list'>{articles}</section>"
         f"{SUMMARY_TAG}{summary}</script>"
         f"<script>{SCRIPT}</script></body></html>"

@@ -10,7 +10,9 @@ task, sample, reward, termination). Folders are searched two levels deep, so the
 shows its RL run and both evaluations. A run with several gyms also gets a chart of each gym's
 training and held-out reward, and its transcripts carry their gym's label (the page's gym
 filter). A run with program gyms gets a chart of its gateway splits and unreadable tool calls,
-and each transcript the number of times its session split. Nothing here writes or renders.
+and each transcript the number of times its session split. An evaluation run with
+`--audit-users` also brings its simulator audit (`user_audit.json`). Nothing here writes or
+renders.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class ViewData:
     records: list[dict] = field(default_factory=list)
     curves: dict[str, dict[str, list[tuple[int, float]]]] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)
+    audits: dict[str, dict] = field(default_factory=dict)  # evaluation -> user_audit.json
 
 
 def _is_run(folder: Path) -> bool:
@@ -170,6 +173,11 @@ def _read_eval(folder: Path, name: str, data: ViewData) -> None:
     label = f"{name} · eval of {model}" if model else f"{name} · eval"
     ckpt = Checkpoint(key=name, label=label, source=name)
     data.checkpoints.append(ckpt)
+    from mua.eval.audit import read_audit
+
+    audit = read_audit(folder)
+    if audit is not None:
+        data.audits[name] = audit
     for i, line in enumerate((folder / "results.jsonl").read_text(encoding="utf-8").splitlines()):
         try:
             data.records.append(_record(json.loads(line), ckpt, i))

@@ -38,6 +38,10 @@ SKIPS = (  # (pattern in the command, why it does not run here)
     (r"Qwen/|\./Qwen|\./my_model|--device cuda", "needs a real model on a GPU host"),
     (r"--nnodes 2", "needs a second machine"),
     (r"^mua serve", "starts a server (tests/unit/test_serve.py)"),
+    (
+        r"eval_user_matrix|tests\.fakes\.fake_users",
+        "needs the scripted users on 127.0.0.1:8011 (tests/unit/test_user_matrix.py runs them)",
+    ),
 )
 RL_CUT = ["total_steps=2", "checkpoint.save_freq=1", "data.tasks_per_step=2", "rollout.n=2"]
 
