@@ -111,6 +111,13 @@ def cpu_cores() -> int:
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def worker_results(bench_id: str, module: str, *modes: str, timeout_s: float) -> list[dict]:
+    """`worker_result` of each mode in turn, each printed as `  <mode>: <result>` once all ran."""
+    results = [worker_result(bench_id, module, mode, timeout_s) for mode in modes]
+    print("\n".join(f"  {m}: {r}" for m, r in zip(modes, results, strict=True)), flush=True)
+    return results
+
+
 def worker_result(bench_id: str, module: str, mode: str, timeout_s: float) -> dict:
     """Run `python -m <module> <mode>` in a process of its own (2 threads; its peak memory is its
     own) and return the JSON object its last stdout line prints; RuntimeError with the end of its
