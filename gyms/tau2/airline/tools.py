@@ -28,7 +28,7 @@ from gyms.tau2.airline.models import (
     ReservationFlight,
     User,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, arithmetic, tool
+from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, arithmetic, tool
 
 # What an argument of these names means in every tool that takes it (`shared_args`).
 _SHARED_ARGS = {
@@ -226,17 +226,7 @@ class AirlineTools(AirlineLookups):
                 return f"Certificate {payment_id} added to user {user_id} with amount {amount}."
         raise ValueError("Too many certificates")
 
-    @tool(GENERIC)
-    def transfer_to_human_agents(self, summary: str) -> str:
-        """Hand the user over to a human agent with a summary of the issue.
-
-        Transfer only when the user explicitly asks for a human, or when the policy and
-        these tools cannot resolve the issue.
-
-        Args:
-            summary: A short summary of the user's issue.
-        """
-        return "Transfer successful"
+    transfer_to_human_agents = HUMAN_TRANSFER
 
     @tool(WRITE)
     def update_reservation_baggages(

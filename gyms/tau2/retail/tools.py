@@ -22,7 +22,7 @@ from gyms.tau2.retail.models import (
     UserAddress,
     Variant,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, arithmetic, tool
+from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, arithmetic, tool
 
 # what an exchange / a modification of items checks, in tau2's words: (the order's status, the
 # error for another status, for an item not in the order, for lists of different lengths, and
@@ -384,14 +384,4 @@ class RetailTools(RetailLookups):
         order.return_payment_method_id = payment_method_id
         return order
 
-    @tool(GENERIC)
-    def transfer_to_human_agents(self, summary: str) -> str:
-        """Hand the user over to a human agent with a summary of the issue.
-
-        Transfer only when the user explicitly asks for a human, or when the policy and
-        these tools cannot resolve the issue.
-
-        Args:
-            summary: A short summary of the user's issue.
-        """
-        return "Transfer successful"
+    transfer_to_human_agents = HUMAN_TRANSFER
