@@ -136,21 +136,6 @@ def worker_result(bench_id: str, module: str, mode: str, timeout_s: float) -> di
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def sized_config(config_class, vocab, hidden, layers, heads, kv_heads, intermediate, **extra):
-    """A transformers `config_class` of these sizes with its embedding tied to the output head (as
-    Qwen's small checkpoints), `extra` (e.g. `max_position_embeddings`) on top."""
-    return config_class(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=intermediate,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        tie_word_embeddings=True,
-        **extra,
-    )
-
-
 def cpu_trainer_model(config, seed: int):
     """A model of random weights (seeded) from a transformers `config`, fp32, as the trainer runs
     it on CPU: varlen attention and the trainer's norms."""
