@@ -11,7 +11,7 @@ import random
 
 from gyms.common.spec import package_gym
 from gyms.math.data import build_tasks
-from gyms.math.env import INTERVENTION, MathEnv, make_env
+from gyms.math.env import INTERVENTION, MathEnv
 from gyms.math.problems import solve
 from mua.gym.api import GymContext, Task
 
@@ -55,7 +55,7 @@ def random_action(rng: random.Random) -> str:
 GYM = package_gym(
     __name__,
     __doc__,
-    make_env,
+    MathEnv,
     build_tasks,
     make_expert,
     random_action,

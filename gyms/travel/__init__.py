@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from gyms.common.spec import package_gym
 from gyms.travel.data import build_tasks
-from gyms.travel.env import DEFAULT_WEIGHTS, TravelEnv, bracket_calls, make_env
+from gyms.travel.env import DEFAULT_WEIGHTS, TravelEnv, bracket_calls
 from gyms.travel.expert import make_expert, random_action
 
 GYM = package_gym(
     __name__,
     __doc__,
-    make_env,
+    TravelEnv,
     build_tasks,
     make_expert,
     random_action,
