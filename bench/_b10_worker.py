@@ -50,16 +50,13 @@ def peak_rss_gb() -> float:
 
 
 def build_model(lora: bool):
-    from transformers import Qwen3Config
-
-    from bench.common import cpu_trainer_model, sized_config
+    from bench.common import cpu_trainer_model
     from mua.config.model import LoraConfig
     from mua.models.lora import add_adapters
+    from mua.models.tiny import sized_config
 
     sizes = (VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE)
-    config = sized_config(
-        Qwen3Config, *sizes, head_dim=HIDDEN // HEADS, max_position_embeddings=4096
-    )
+    config = sized_config("qwen3", *sizes, head_dim=HIDDEN // HEADS, max_position_embeddings=4096)
     model = cpu_trainer_model(config, SEED)
     if lora:
         model = add_adapters(model, LoraConfig(rank=RANK, alpha=ALPHA))

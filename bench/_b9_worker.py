@@ -27,12 +27,12 @@ SEED = 0
 
 def build_model():
     """B9's model, as the trainer runs it on CPU (varlen attention, the trainer's norms)."""
-    from transformers import Qwen2Config
 
-    from bench.common import cpu_trainer_model, sized_config
+    from bench.common import cpu_trainer_model
+    from mua.models.tiny import sized_config
 
     sizes = (VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE)
-    config = sized_config(Qwen2Config, *sizes, max_position_embeddings=32_768)
+    config = sized_config("qwen2", *sizes, max_position_embeddings=32_768)
     return cpu_trainer_model(config, SEED)
 
 

@@ -18,20 +18,14 @@ sends as much), both built by the client's own functions. `lora_update_s_vs_full
 
 from __future__ import annotations
 
-from bench.common import require_same_work, require_work, worker_result
+from bench.common import require_same_work, require_work, worker_results
 
 ID = "B10"
 BAR = {"lora_peak_mem_vs_full": "<= 0.5", "adapter_push_bytes_vs_full": "<= 0.02"}
 
 
-def _worker(mode: str) -> dict:
-    return worker_result(ID, "bench._b10_worker", mode, timeout_s=1200)
-
-
 def run():
-    full = _worker("full")
-    lora = _worker("lora")
-    print(f"  full: {full}\n  lora: {lora}", flush=True)
+    full, lora = worker_results(ID, "bench._b10_worker", "full", "lora", timeout_s=1200)
     for mode, seen in (("full", full), ("lora", lora)):
         require_work(
             ID,

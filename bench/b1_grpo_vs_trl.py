@@ -188,18 +188,8 @@ def mua_trainer(model_path: str, workdir: Path, dist):
 
 
 def mua_step(trainer, step: int) -> dict:
-    """One RL step (`mua.train.rl.rl_step`) of `trainer`, as `mua train`'s loop runs it: its metrics."""
-    from mua.train.rl import rl_step
-
-    return rl_step(
-        step,
-        recipe=trainer.recipe,
-        dist=trainer.dist,
-        state=trainer.state,
-        parts=trainer.rl,
-        sampler=trainer.sampler,
-        tracker=trainer.tracker,
-    )
+    """One RL step of `trainer`, as `mua train`'s loop runs it (`Trainer.run_step`): its metrics."""
+    return trainer.run_step(step)
 
 
 WORK = task.NUM_PROMPTS * task.NUM_GENERATIONS  # trajectories (completions) of one step

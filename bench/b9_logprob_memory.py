@@ -16,20 +16,14 @@ difference and the largest relative gradient difference are reported too.
 
 from __future__ import annotations
 
-from bench.common import require_work, worker_result
+from bench.common import require_work, worker_results
 
 ID = "B9"
 BAR = {"peak_rss_gb": "<= 3", "max_abs_logp_diff_vs_unchunked": "<= 1e-5"}
 
 
-def _worker(mode: str) -> dict:
-    return worker_result(ID, "bench._b9_worker", mode, timeout_s=900)
-
-
 def run():
-    updated = _worker("update")
-    compared = _worker("compare")
-    print(f"  update: {updated}\n  compare: {compared}", flush=True)
+    updated, compared = worker_results(ID, "bench._b9_worker", "update", "compare", timeout_s=900)
     require_work(
         ID,
         "the update",

@@ -111,6 +111,13 @@ def cpu_cores() -> int:
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def worker_results(bench_id: str, module: str, *modes: str, timeout_s: float) -> list[dict]:
+    """`worker_result` of each mode in turn, each printed as `  <mode>: <result>` once all ran."""
+    results = [worker_result(bench_id, module, mode, timeout_s) for mode in modes]
+    print("\n".join(f"  {m}: {r}" for m, r in zip(modes, results, strict=True)), flush=True)
+    return results
+
+
 def worker_result(bench_id: str, module: str, mode: str, timeout_s: float) -> dict:
     """Run `python -m <module> <mode>` in a process of its own (2 threads; its peak memory is its
     own) and return the JSON object its last stdout line prints; RuntimeError with the end of its
@@ -127,21 +134,6 @@ def worker_result(bench_id: str, module: str, mode: str, timeout_s: float) -> di
     if out.returncode != 0:
         raise RuntimeError(f"{bench_id} {mode} worker failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def sized_config(config_class, vocab, hidden, layers, heads, kv_heads, intermediate, **extra):
-    """A transformers `config_class` of these sizes with its embedding tied to the output head (as
-    Qwen's small checkpoints), `extra` (e.g. `max_position_embeddings`) on top."""
-    return config_class(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=intermediate,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        tie_word_embeddings=True,
-        **extra,
-    )
 
 
 def cpu_trainer_model(config, seed: int):

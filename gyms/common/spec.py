@@ -1,17 +1,21 @@
 """Assembling a gym's `GymSpec` from the parts that are its own.
 
-`interact_gym` builds the spec of a gym played through `interact_with_env` (an `InteractEnv`
-subclass): the gym's name and reward weights are the env class's `gym_name` and
-`default_weights`, the env class itself makes the env, the description is the first line of the
-gym package's docstring (passed as `__doc__`, so the summary is written once), the expert comes
-from a `next_move(turn, task)` function (`turn_expert`), and the budgets are this family's
-defaults (`INTERACT_BUDGETS`) with the gym's own overrides. Nothing here knows a particular
-gym.
+`package_gym` builds the spec of a gym package: its name is the package's name and its
+description the first line of the package's docstring (passed as `__doc__`, so the summary is
+written once); the parts every gym has (env factory, task builder, expert, random action) come
+in that order, the rest as `GymSpec` keywords.
+
+`interact_gym` builds, through it, the spec of a gym played through `interact_with_env` (an
+`InteractEnv` subclass): the gym's name and reward weights are the env class's `gym_name` and
+`default_weights`, the env class itself makes the env, the expert comes from a
+`next_move(turn, task)` function (`turn_expert`), and the budgets are this family's defaults
+(`INTERACT_BUDGETS`) with the gym's own overrides. Nothing here knows a particular gym.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from gyms.common.episode import count_assistant_turns
 from gyms.common.interact import InteractEnv
@@ -62,6 +66,30 @@ def turn_expert(next_move: NextMove):
     return make
 
 
+def package_gym(
+    package: str,
+    doc: str | None,
+    make_env: Callable,
+    build_tasks: Callable[..., dict[str, list[Task]]],
+    expert: Callable | None,
+    random_action: Callable | None,
+    **fields: Any,
+) -> GymSpec:
+    """The `GymSpec` of the gym package `package` (its `__name__`; a dotted path's last part is
+    the gym's name) whose docstring is `doc`: its first line is the gym's description (empty
+    when docstrings are stripped, as under `python -OO`). `fields`: the other `GymSpec` fields.
+    """
+    return GymSpec(
+        name=package.rsplit(".", 1)[-1],
+        description=(doc or "").strip().split("\n", 1)[0],
+        make_env=make_env,
+        build_tasks=build_tasks,
+        expert=expert,
+        random_action=random_action,
+        **fields,
+    )
+
+
 def interact_gym(
     doc: str | None,
     env: type[InteractEnv],
@@ -72,19 +100,18 @@ def interact_gym(
 ) -> GymSpec:
     """The `GymSpec` of an `interact_with_env` gym; `budgets` override `INTERACT_BUDGETS`.
 
-    `doc` is the gym package's docstring: its first line is the gym's description (empty when
-    docstrings are stripped, as under `python -OO`).
+    `doc` is the gym package's docstring: its first line is the gym's description.
     """
     unknown = set(budgets) - set(INTERACT_BUDGETS)
     if unknown:
         raise TypeError(f"interact_gym: unknown budget(s) {sorted(unknown)}")
-    return GymSpec(
-        name=env.gym_name,
-        description=(doc or "").strip().split("\n", 1)[0],
-        make_env=env,
-        build_tasks=build_tasks,
-        expert=turn_expert(next_move),
+    return package_gym(
+        env.gym_name,
+        doc,
+        env,
+        build_tasks,
+        turn_expert(next_move),
+        random_action,
         reward_components=dict(env.default_weights),
-        random_action=random_action,
         budgets={**INTERACT_BUDGETS, **budgets},
     )

@@ -1,7 +1,8 @@
-"""The guess gym: find a hidden number in 1..N from "higher"/"lower" replies (the CPU quickstart).
+"""Guess a hidden integer in 1..N; the user replies higher or lower.
 
-Exposes `GYM`, the scripted binary-search expert (optionally careless: gym option `expert_noise`)
-and a random policy. See README.md.
+The guess gym, the CPU quickstart: find the hidden number from "higher"/"lower" replies. Exposes
+`GYM`, the scripted binary-search expert (optionally careless: gym option `expert_noise`) and a
+random policy. See README.md.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import random
 import re
 
+from gyms.common.spec import package_gym
 from gyms.guess.env import GuessEnv
 from gyms.guess.tasks import build_tasks
 from mua.errors import UsageError
-from mua.gym import GymContext, GymSpec, Task
+from mua.gym import GymContext, Task
 
 _ANSWER = re.compile(r"\[\s*answer\s*\]\s*([-+]?\d+)", re.I)
 
@@ -87,15 +89,15 @@ def random_action(rng: random.Random) -> str:
     return f"[answer] {rng.randint(1, 16)}"
 
 
-GYM = GymSpec(
-    name="guess",
-    description="Guess a hidden integer in 1..N; the user replies higher or lower.",
-    make_env=GuessEnv,
-    build_tasks=build_tasks,
-    expert=expert,
+GYM = package_gym(
+    __name__,
+    __doc__,
+    GuessEnv,
+    build_tasks,
+    expert,
+    random_action,
     reward_components={"correct": 1.0},
     tool_format="bracket",
-    random_action=random_action,
     score_conversation=score_conversation,
     budgets={"max_turns": 8, "max_total_tokens": 1024},
 )

@@ -1,17 +1,19 @@
-"""The `math` gym: solve a problem, answer in \\boxed{}, with MuTIS-style interventions.
+"""Solve a math problem with the answer in \\boxed{}; interventions when a turn ends without one (MuTIS).
 
-Exposes `GYM` (the `GymSpec`), `random_action(rng)` and the scripted expert (which computes the
-answer of a built-in problem from its parameters, or reads the gold answer of a JSONL task).
+The `math` gym, with MuTIS-style interventions. Exposes `GYM` (the `GymSpec`),
+`random_action(rng)` and the scripted expert (which computes the answer of a built-in problem
+from its parameters, or reads the gold answer of a JSONL task).
 """
 
 from __future__ import annotations
 
 import random
 
+from gyms.common.spec import package_gym
 from gyms.math.data import build_tasks
-from gyms.math.env import INTERVENTION, MathEnv, make_env
+from gyms.math.env import INTERVENTION, MathEnv
 from gyms.math.problems import solve
-from mua.gym.api import GymContext, GymSpec, Task
+from mua.gym.api import GymContext, Task
 
 
 def expert_answer(task: Task) -> str:
@@ -50,14 +52,14 @@ def random_action(rng: random.Random) -> str:
     )
 
 
-GYM = GymSpec(
-    name="math",
-    description="Solve a math problem with the answer in \\boxed{}; interventions when a turn ends without one (MuTIS).",
-    make_env=make_env,
-    build_tasks=build_tasks,
-    expert=make_expert,
+GYM = package_gym(
+    __name__,
+    __doc__,
+    MathEnv,
+    build_tasks,
+    make_expert,
+    random_action,
     reward_components={"correct": 1.0},
-    random_action=random_action,
     tool_format="hermes",  # no tools; the parser only separates text from stray markup
     budgets={"max_turns": 4, "max_total_tokens": 4096, "max_new_tokens_per_turn": 1024},
 )

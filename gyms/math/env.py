@@ -138,7 +138,3 @@ class MathEnv:
 
     async def close(self) -> None:
         return None
-
-
-def make_env(ctx: GymContext) -> MathEnv:
-    return MathEnv(ctx)

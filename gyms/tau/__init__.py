@@ -1,8 +1,9 @@
-"""tau gym: customer service in tau-bench's retail and airline domains, with database tools.
+"""Customer service (tau-bench retail/airline): follow the policy, use database tools, satisfy the customer.
 
-The agent follows the domain policy (system prompt), talks to a customer (scripted or LLM) and
-changes an in-memory database through typed tools. Reward 1 iff the final database equals the
-gold replay's and every required output was said (docs/algorithms.md §9). See README.md.
+The tau gym: tau-bench's retail and airline domains, with database tools. The agent follows the
+domain policy (system prompt), talks to a customer (scripted or LLM) and changes an in-memory
+database through typed tools. Reward 1 iff the final database equals the gold replay's and every
+required output was said (docs/algorithms.md §9). See README.md.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import json
 import random
 
+from gyms.common.spec import package_gym
 from gyms.tau.data import build_tasks
 from gyms.tau.env import TauEnv
 from gyms.tau.expert import do_nothing_score, expert
-from mua.gym import GymSpec
 
 _TOOL_NAMES = (
     "get_order_details",
@@ -81,14 +82,14 @@ def random_action(rng: random.Random) -> str:
     return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
 
-GYM = GymSpec(
-    name="tau",
-    description="Customer service (tau-bench retail/airline): follow the policy, use database tools, satisfy the customer.",
-    make_env=TauEnv,
-    build_tasks=build_tasks,
-    expert=expert,
+GYM = package_gym(
+    __name__,
+    __doc__,
+    TauEnv,
+    build_tasks,
+    expert,
+    random_action,
     reward_components={"db_match": 1.0, "outputs": 1.0},
     trivial_baseline=do_nothing_score,
-    random_action=random_action,
     budgets={"max_turns": 30, "max_total_tokens": 16384, "max_new_tokens_per_turn": 512},
 )

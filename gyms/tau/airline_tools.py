@@ -16,6 +16,7 @@ import copy
 import json
 from typing import Literal
 
+from gyms.common.tool_docs import shared_args
 from gyms.tau.common_tools import Toolset
 from mua.gym.tools import tool
 
@@ -44,6 +45,17 @@ AIRPORTS = {
 }
 
 
+# What an argument of these names means in every tool that takes it (`shared_args`).
+_SHARED_ARGS = {
+    "origin": "The origin city airport in three letters, such as 'JFK'.",
+    "destination": "The destination city airport in three letters, such as 'LAX'.",
+    "cabin": "'basic_economy', 'economy' or 'business'.",
+    "reservation_id": "The reservation ID, such as 'ZFA04Y'.",
+    "payment_id": "The payment id stored in user profile, such as 'credit_card_7815826' or 'gift_card_7815826'.",
+}
+
+
+@shared_args(_SHARED_ARGS)
 class AirlineTools(Toolset):
     domain = "airline"
 
@@ -93,8 +105,6 @@ class AirlineTools(Toolset):
         """Search direct flights between two cities on a specific date.
 
         Args:
-            origin: The origin city airport in three letters, such as 'JFK'.
-            destination: The destination city airport in three letters, such as 'LAX'.
             date: The date of the flight in the format 'YYYY-MM-DD', such as '2024-05-01'.
         """
         results = []
@@ -112,8 +122,6 @@ class AirlineTools(Toolset):
         """Search one-stop flights between two cities on a specific date.
 
         Args:
-            origin: The origin city airport in three letters, such as 'JFK'.
-            destination: The destination city airport in three letters, such as 'LAX'.
             date: The date of the first flight in the format 'YYYY-MM-DD', such as '2024-05-01'.
         """
         flights = list(self.db.values("flights"))
@@ -166,7 +174,6 @@ class AirlineTools(Toolset):
             origin: The IATA code for the origin city, such as 'SFO'.
             destination: The IATA code for the destination city, such as 'JFK'.
             flight_type: 'one_way' or 'round_trip'.
-            cabin: 'basic_economy', 'economy' or 'business'.
             flights: Each flight segment as an object {"flight_number": "HAT001", "date": "2024-05-01"}.
             passengers: Each passenger as an object {"first_name": "Noah", "last_name": "Brown", "dob": "1990-01-01"}.
             payment_methods: Each payment as an object {"payment_id": "credit_card_7815826", "amount": 100}; payment ids come from the user profile.
@@ -228,11 +235,7 @@ class AirlineTools(Toolset):
 
     @tool
     def cancel_reservation(self, reservation_id: str) -> str:
-        """Cancel the whole reservation.
-
-        Args:
-            reservation_id: The reservation ID, such as 'ZFA04Y'.
-        """
+        """Cancel the whole reservation."""
         if not self.db.has("reservations", reservation_id):
             return "Error: reservation not found"
         reservation = self.db.mut("reservations", reservation_id)
@@ -270,10 +273,8 @@ class AirlineTools(Toolset):
         """Update the baggage information of a reservation.
 
         Args:
-            reservation_id: The reservation ID, such as 'ZFA04Y'.
             total_baggages: The updated total number of baggage items included in the reservation.
             nonfree_baggages: The updated number of non-free baggage items included in the reservation.
-            payment_id: The payment id stored in user profile, such as 'credit_card_7815826' or 'gift_card_7815826'.
         """
         reservation = self.db.get("reservations", reservation_id)
         if reservation is None:
@@ -297,10 +298,7 @@ class AirlineTools(Toolset):
         """Update the flight information of a reservation.
 
         Args:
-            reservation_id: The reservation ID, such as 'ZFA04Y'.
-            cabin: 'basic_economy', 'economy' or 'business'.
             flights: Every flight segment of the ENTIRE new reservation as an object {"flight_number": "HAT001", "date": "2024-05-01"}; unchanged segments must be included too.
-            payment_id: The payment id stored in user profile, such as 'credit_card_7815826' or 'gift_card_7815826'.
         """
         reservation = self.db.get("reservations", reservation_id)
         if reservation is None:
@@ -343,7 +341,6 @@ class AirlineTools(Toolset):
         """Update the passenger information of a reservation.
 
         Args:
-            reservation_id: The reservation ID, such as 'ZFA04Y'.
             passengers: Each passenger as an object {"first_name": "Noah", "last_name": "Brown", "dob": "1990-01-01"}; the number of passengers cannot change.
         """
         reservation = self.db.get("reservations", reservation_id)

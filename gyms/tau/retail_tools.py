@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from gyms.common.tool_docs import shared_args
 from gyms.tau.common_tools import Toolset
 from mua.gym.tools import tool
 
@@ -27,6 +28,21 @@ def _missing_items(order: dict, item_ids: list[str]) -> str | None:
     return None
 
 
+# What an argument of these names means in every tool that takes it (`shared_args`).
+_SHARED_ARGS = {
+    "user_id": "The user id, such as 'sara_doe_496'.",
+    "order_id": "The order id, such as '#W0000000'. Note the '#' at the beginning.",
+    "payment_method_id": "The payment method id to pay or receive refund for the item price difference, such as 'gift_card_0000000' or 'credit_card_0000000'.",
+    "address1": "The first line of the address, such as '123 Main St'.",
+    "address2": "The second line of the address, such as 'Apt 1' or ''.",
+    "city": "The city, such as 'San Francisco'.",
+    "state": "The state, such as 'CA'.",
+    "country": "The country, such as 'USA'.",
+    "zip": "The zip code, such as '12345'.",
+}
+
+
+@shared_args(_SHARED_ARGS)
 class RetailTools(Toolset):
     domain = "retail"
 
@@ -66,20 +82,12 @@ class RetailTools(Toolset):
 
     @tool
     def get_user_details(self, user_id: str) -> str:
-        """Get the details of a user, including their orders.
-
-        Args:
-            user_id: The user id, such as 'sara_doe_496'.
-        """
+        """Get the details of a user, including their orders."""
         return self._record_json("users", user_id, "user")
 
     @tool
     def get_order_details(self, order_id: str) -> str:
-        """Get the status and details of an order.
-
-        Args:
-            order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
-        """
+        """Get the status and details of an order."""
         return self._record_json("orders", order_id, "order")
 
     @tool
@@ -102,7 +110,6 @@ class RetailTools(Toolset):
         """Cancel a pending order. If the order is already processed or delivered, it cannot be cancelled. The agent needs to explain the cancellation detail and ask for explicit user confirmation (yes/no) to proceed. If the user confirms, the order status will be changed to 'cancelled' and the payment will be refunded.
 
         Args:
-            order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
             reason: The reason for cancellation, either 'no longer needed' or 'ordered by mistake'.
         """
         order = self.db.get("orders", order_id)
@@ -192,10 +199,8 @@ class RetailTools(Toolset):
         """Exchange items in a delivered order to new items of the same product type. For a delivered order, return or exchange can be only done once by the agent. The agent needs to explain the exchange detail and ask for explicit user confirmation (yes/no) to proceed.
 
         Args:
-            order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
             item_ids: The item ids to be exchanged, each such as '1008292230'. There could be duplicate items in the list.
             new_item_ids: The item ids to be exchanged for, each such as '1008292230'. Each new item id should match the item id in the same position and be of the same product.
-            payment_method_id: The payment method id to pay or receive refund for the item price difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
         checked = self._checked_swap(
             order_id,
@@ -225,10 +230,8 @@ class RetailTools(Toolset):
         """Modify items in a pending order to new items of the same product type. For a pending order, this function can only be called once. The agent needs to explain the exchange detail and ask for explicit user confirmation (yes/no) to proceed.
 
         Args:
-            order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
             item_ids: The item ids to be modified, each such as '1008292230'. There could be duplicate items in the list.
             new_item_ids: The item ids to be modified for, each such as '1008292230'. Each new item id should match the item id in the same position and be of the same product.
-            payment_method_id: The payment method id to pay or receive refund for the item price difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
         checked = self._checked_swap(
             order_id,
@@ -268,7 +271,6 @@ class RetailTools(Toolset):
         """Modify the payment method of a pending order. The agent needs to explain the modification detail and ask for explicit user confirmation (yes/no) to proceed.
 
         Args:
-            order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
             payment_method_id: The payment method id to pay for the order, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
         order = self.db.get("orders", order_id)
@@ -330,17 +332,7 @@ class RetailTools(Toolset):
         country: str,
         zip: str,
     ) -> str:
-        """Modify the shipping address of a pending order. The agent needs to explain the modification detail and ask for explicit user confirmation (yes/no) to proceed.
-
-        Args:
-            order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
-            address1: The first line of the address, such as '123 Main St'.
-            address2: The second line of the address, such as 'Apt 1' or ''.
-            city: The city, such as 'San Francisco'.
-            state: The state, such as 'CA'.
-            country: The country, such as 'USA'.
-            zip: The zip code, such as '12345'.
-        """
+        """Modify the shipping address of a pending order. The agent needs to explain the modification detail and ask for explicit user confirmation (yes/no) to proceed."""
         order = self.db.get("orders", order_id)
         if order is None:
             return "Error: order not found"
@@ -368,17 +360,7 @@ class RetailTools(Toolset):
         country: str,
         zip: str,
     ) -> str:
-        """Modify the default address of a user. The agent needs to explain the modification detail and ask for explicit user confirmation (yes/no) to proceed.
-
-        Args:
-            user_id: The user id, such as 'sara_doe_496'.
-            address1: The first line of the address, such as '123 Main St'.
-            address2: The second line of the address, such as 'Apt 1' or ''.
-            city: The city, such as 'San Francisco'.
-            state: The state, such as 'CA'.
-            country: The country, such as 'USA'.
-            zip: The zip code, such as '12345'.
-        """
+        """Modify the default address of a user. The agent needs to explain the modification detail and ask for explicit user confirmation (yes/no) to proceed."""
         if not self.db.has("users", user_id):
             return "Error: user not found"
         user = self.db.mut("users", user_id)
@@ -399,7 +381,6 @@ class RetailTools(Toolset):
         """Return some items of a delivered order. The order status will be changed to 'return requested'. The agent needs to explain the return detail and ask for explicit user confirmation (yes/no) to proceed. The user will receive follow-up email for how and where to return the item.
 
         Args:
-            order_id: The order id, such as '#W0000000'. Note the '#' at the beginning.
             item_ids: The item ids to be returned, each such as '1008292230'. There could be duplicate items in the list.
             payment_method_id: The payment method id to receive the refund, either the original payment method or a gift card, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """

@@ -1,8 +1,9 @@
-"""tau2 gym: tau2-bench's retail, airline and telecom domains, scored as tau2 v1.0.1 scores.
+"""tau2-bench customer service (retail, airline, telecom): policy, tools, a user with tools of its own; tau2's reward.
 
-The agent follows the domain policy, talks to a simulated customer (LLM or scripted) and uses
-the domain's tools; in telecom the customer has a phone with tools and state of its own. See
-README.md for data, options, reward and what is comparable with tau2's leaderboard.
+The tau2 gym: tau2-bench's domains, scored as tau2 v1.0.1 scores. The agent follows the domain
+policy, talks to a simulated customer (LLM or scripted) and uses the domain's tools; in telecom
+the customer has a phone with tools and state of its own. See README.md for data, options,
+reward and what is comparable with tau2's leaderboard.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import json
 import random
 
+from gyms.common.spec import package_gym
 from gyms.tau2.env import Tau2Env
 from gyms.tau2.expert import expert
 from gyms.tau2.options import check_options
 from gyms.tau2.tasks import build_tasks
-from mua.gym import GymSpec
 
 _NAMES = (
     "get_user_details",
@@ -59,12 +60,13 @@ def endpoints(options: dict) -> list[tuple[str, object]]:
     return [("judge (gym.options.judge)", LLMUserConfig(**{"kind": "llm", **judge}))]
 
 
-GYM = GymSpec(
-    name="tau2",
-    description="tau2-bench customer service (retail, airline, telecom): policy, tools, a user with tools of its own; tau2's reward.",
-    make_env=Tau2Env,
-    build_tasks=build_tasks,
-    expert=expert,
+GYM = package_gym(
+    __name__,
+    __doc__,
+    Tau2Env,
+    build_tasks,
+    expert,
+    random_action,
     reward_components={
         "db": 1.0,
         "env_assertion": 1.0,
@@ -72,7 +74,6 @@ GYM = GymSpec(
         "communicate": 1.0,
         "nl_assertion": 1.0,
     },
-    random_action=random_action,
     needs_data=True,
     endpoints=endpoints,
     eval_notes=eval_notes,

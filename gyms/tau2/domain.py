@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gyms.tau2.dbcache import fresh_db
+from gyms.tau2.dbcache import check_db, fresh_db
 from gyms.tau2.toolkit import Toolkit
 
 AGENT, USER = "assistant", "user"
@@ -230,6 +230,7 @@ class Tau2Domain:
     has_user_tools: bool = False
     supports_solo: bool = False
     required_files: tuple[str, ...] = field(default_factory=tuple)
+    check: Callable[[], None] | None = None  # raises as `factory` would on bad data, cheaper
 
     def __post_init__(self) -> None:
         self.data_name = self.data_name or self.name
@@ -238,6 +239,14 @@ class Tau2Domain:
         if solo and not self.supports_solo:
             raise ValueError(f"{self.name.capitalize()} domain does not support solo mode")
         return self.factory(solo)
+
+    def check_loads(self) -> None:
+        """Raise what `new_environment` would on data that does not load (ValueError,
+        TypeError or KeyError), building no environment where the domain knows how."""
+        if self.check is not None:
+            self.check()
+        else:
+            self.new_environment()
 
     @property
     def domain_dir(self) -> Path:
@@ -271,7 +280,12 @@ def db_domain(name: str, data_dir: Path | str, tools: type, db_model: type) -> T
     def factory(solo: bool) -> Tau2Environment:
         return Tau2Environment(name, policy, tools(fresh_db(folder / "db.json", db_model)))
 
-    return Tau2Domain(name, Path(data_dir), policy, factory, required_files=DB_DOMAIN_FILES)
+    def check() -> None:  # the toolkit only holds the database: validating it is the check
+        check_db(folder / "db.json", db_model)
+
+    return Tau2Domain(
+        name, Path(data_dir), policy, factory, required_files=DB_DOMAIN_FILES, check=check
+    )
 
 
 def load_domain(name: str, data_dir: Path | str) -> Tau2Domain:

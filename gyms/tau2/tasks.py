@@ -123,7 +123,7 @@ def load_domain_checked(root: Path, domain: str):
                 "(copy tau2-bench v1.0.1's data/tau2 folder)"
             )
     try:
-        spec.new_environment()
+        spec.check_loads()
     except (ValueError, TypeError, KeyError) as err:
         first = str(err).splitlines()[0]
         raise UsageError(

@@ -8,7 +8,8 @@ the OpenAI tool schemas from signatures and Google-style docstrings the way tau2
 the tool-message text tau2 produces, and `db_hash()` hashes the database as tau2 does
 (sha256 of `json.dumps(model_dump(), sort_keys=True, default=str)`).
 
-This module knows no domain and no conversation; see `gyms/tau2/domain.py` for the two-sided
+`HUMAN_TRANSFER` is the one tool the retail and airline agents offer word for word. This module
+knows no domain and no conversation; see `gyms/tau2/domain.py` for the two-sided
 environment that owns an agent toolkit and an optional user toolkit.
 """
 
@@ -46,6 +47,24 @@ def tool(kind: str = READ, mutates: bool | None = None) -> Callable:
         return func
 
     return mark
+
+
+@tool(GENERIC)
+def transfer_to_human_agents(self, summary: str) -> str:
+    """Hand the user over to a human agent with a summary of the issue.
+
+    Transfer only when the user explicitly asks for a human, or when the policy and
+    these tools cannot resolve the issue.
+
+    Args:
+        summary: A short summary of the user's issue.
+    """
+    return "Transfer successful"
+
+
+# The retail and airline agents' transfer tool, one function: a toolkit class names it as
+# `transfer_to_human_agents = HUMAN_TRANSFER` where the tool stands in its list.
+HUMAN_TRANSFER = transfer_to_human_agents
 
 
 class DBModel(BaseModel):

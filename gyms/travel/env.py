@@ -311,7 +311,3 @@ class TravelEnv(ToolEnv):
 
     async def close(self) -> None:
         return None
-
-
-def make_env(ctx: GymContext) -> TravelEnv:
-    return TravelEnv(ctx)

@@ -135,6 +135,10 @@ def _server_message(raw: bytes) -> str:
     return str(body)[:300]
 
 
+# The fields of an `EndpointConfig` that `ChatEndpoint.for_config` reads as they are.
+CONNECTION_SETTINGS = ("api_key_env", "timeout_s", "max_retries", "backoff_s", "max_concurrency")
+
+
 class ChatEndpoint:
     """One OpenAI-compatible chat endpoint with retries, backoff, a concurrency cap and counters."""
 
@@ -175,6 +179,14 @@ class ChatEndpoint:
         self._jitter = random.Random()
         self._sessions = LoopSessions(self.base_url)
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def for_config(cls, cfg: Any, *, base_url: str, model: str, **options: Any) -> ChatEndpoint:
+        """The endpoint an `EndpointConfig` section describes: its key variable, timeout,
+        retries, backoff and concurrency cap, at `base_url` for `model`; `options` are the other
+        keyword arguments (`label`, `typed_replies`, `base_url_setting`) or overrides."""
+        settings = {name: getattr(cfg, name) for name in CONNECTION_SETTINGS}
+        return cls(base_url=base_url, model=model, **{**settings, **options})
 
     @property
     def where(self) -> str:

@@ -88,14 +88,10 @@ class LLMClient:
         """`label` names the endpoint in errors (a judge's is not the user's); `setting` is
         the recipe key of its URL (named in a redirect's hint)."""
         self.cfg = cfg
-        self.endpoint = ChatEndpoint(
+        self.endpoint = ChatEndpoint.for_config(
+            cfg,
             base_url=cfg.resolved_base_url() or OPENAI_API_URL,
             model=cfg.resolved_model(),
-            api_key_env=cfg.api_key_env,
-            timeout_s=cfg.timeout_s,
-            max_retries=cfg.max_retries,
-            backoff_s=cfg.backoff_s,
-            max_concurrency=cfg.max_concurrency,
             label=label,
             typed_replies=False,
             base_url_setting=setting,

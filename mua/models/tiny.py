@@ -6,6 +6,9 @@ tiny tokenizer's 2000-token vocabulary. Small Qwen models tie the input and outp
 as the real small Qwen2/Qwen3 checkpoints do; the Llama presets keep them separate, as Llama 2
 and TinyLlama do, so both layouts are covered by tests.
 
+`sized_config` is the one place a config of given sizes is built: the presets' and the
+benchmarks' models come from it.
+
 These models are for tests, demos and debugging; they are not trained and produce noise.
 Loading real checkpoints is in `mua.models.model_loading`.
 """
@@ -48,24 +51,53 @@ TINY_PRESETS: dict[str, TinyPreset] = {
 }
 
 
+def sized_config(
+    family: str,
+    vocab: int,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int,
+    *,
+    tie: bool = True,
+    **extra,
+):
+    """A transformers config of `family` ("qwen3", "qwen2" or "llama") with these sizes, its
+    embedding tied to the output head unless `tie` is false; `extra` (e.g. `head_dim`,
+    `max_position_embeddings`, special token ids) on top. The presets and the benchmarks' models
+    are all built from it."""
+    import transformers
+
+    config_class = getattr(transformers, _CONFIG_CLASSES[family])
+    return config_class(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        tie_word_embeddings=tie,
+        **extra,
+    )
+
+
+_CONFIG_CLASSES = {"qwen3": "Qwen3Config", "qwen2": "Qwen2Config", "llama": "LlamaConfig"}
+
+
 def tiny_config(preset: TinyPreset):
     """A transformers config for the preset, with the tiny tokenizer's special ids."""
-    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
-
-    config_class = {"qwen3": Qwen3Config, "qwen2": Qwen2Config, "llama": LlamaConfig}[preset.family]
-    extra = {"head_dim": preset.head_dim} if preset.family != "qwen2" else {}
-    return config_class(
-        vocab_size=TINY_VOCAB_SIZE,
-        hidden_size=preset.hidden_size,
-        intermediate_size=preset.intermediate_size,
-        num_hidden_layers=preset.num_layers,
-        num_attention_heads=preset.num_heads,
-        num_key_value_heads=preset.num_kv_heads,
-        max_position_embeddings=preset.max_position_embeddings,
-        tie_word_embeddings=preset.tie_word_embeddings,
-        bos_token_id=None,
-        eos_token_id=EOS_TOKEN_ID,
-        pad_token_id=PAD_TOKEN_ID,
+    p = preset
+    extra = {"head_dim": p.head_dim} if p.family != "qwen2" else {}
+    sizes = (p.hidden_size, p.num_layers, p.num_heads, p.num_kv_heads, p.intermediate_size)
+    special = {"bos_token_id": None, "eos_token_id": EOS_TOKEN_ID, "pad_token_id": PAD_TOKEN_ID}
+    return sized_config(
+        p.family,
+        TINY_VOCAB_SIZE,
+        *sizes,
+        tie=p.tie_word_embeddings,
+        max_position_embeddings=p.max_position_embeddings,
+        **special,
         **extra,
     )
 

@@ -153,14 +153,10 @@ class OpenAIPolicy:
                 f"rollout.engine=openai talks to the OpenAI API but ${cfg.api_key_env} is "
                 "not set; export it, or set rollout.openai.base_url to your server"
             )
-        endpoint = ChatEndpoint(
+        endpoint = ChatEndpoint.for_config(
+            cfg,
             base_url=base_url or OPENAI_API_URL,
             model=model,
-            api_key_env=cfg.api_key_env,
-            timeout_s=cfg.timeout_s,
-            max_retries=cfg.max_retries,
-            backoff_s=cfg.backoff_s,
-            max_concurrency=cfg.max_concurrency,
             label="agent endpoint",
             base_url_setting="rollout.openai.base_url",
         )

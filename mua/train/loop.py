@@ -52,9 +52,7 @@ def train_rank(argv: list[str] | None = None) -> int:
     from mua.distributed import destroy, init_distributed
     from mua.errors import MuaError
     from mua.train.guards import RunStopped
-    from mua.train.rl import rl_step
     from mua.train.run_dir import recipe_file
-    from mua.train.sft import sft_step
     from mua.train.trainer import Preempted, Trainer
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -74,28 +72,7 @@ def train_rank(argv: list[str] | None = None) -> int:
                     raise Preempted
                 clock = time.perf_counter()
                 try:
-                    if trainer.is_sft:
-                        metrics = sft_step(
-                            trainer.model,
-                            trainer.optimizer,
-                            trainer.scheduler,
-                            trainer.sampler.next_tasks(recipe.algo.batch_size),
-                            rank=dist.rank,
-                            world_size=dist.world_size,
-                            token_budget=recipe.parallel.micro_batch_tokens,
-                            grad_clip=recipe.optim.grad_clip,
-                            device=dist.device,
-                        )
-                    else:
-                        metrics = rl_step(
-                            step,
-                            recipe=recipe,
-                            dist=dist,
-                            state=trainer.state,
-                            parts=trainer.rl,
-                            sampler=trainer.sampler,
-                            tracker=trainer.tracker,
-                        )
+                    metrics = trainer.run_step(step)
                 except RunStopped as e:  # a stop inside the step names its step here
                     raise RunStopped(f"step {step}: {e}") from None
                 # log, stop rules (RL), checkpoint and periodic export when due

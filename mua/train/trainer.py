@@ -2,12 +2,12 @@
 
 Setup order: seeds -> tokenizer -> policy (FSDP2) -> optimizer and schedule -> data -> resume
 from the latest checkpoint -> tracker (rank 0). The step loop itself is `mua.train.loop.train_rank`
-(the torchrun target), which calls `rl_step` or `sft_step` and then `after_step`: log metrics,
-apply the stop rules, save checkpoints every `checkpoint.save_freq` steps and export a Hugging
-Face folder `hf/global_step_N` after every `checkpoint.export_hf_every`-th of them; `finish`
-writes the last checkpoint and `hf/final`. What the RL step works with is built in
+(the torchrun target), which calls `run_step` (`rl_step` or `sft_step`) and then `after_step`:
+log metrics, apply the stop rules, save checkpoints every `checkpoint.save_freq` steps and export
+a Hugging Face folder `hf/global_step_N` after every `checkpoint.export_hf_every`-th of them;
+`finish` writes the last checkpoint and `hf/final`. What the RL step works with is built in
 `mua.train.rl_setup`, the rollout engine's weights and memory in `mua.train.engine_sync`.
-Does not launch processes (see `mua.train.launcher`) and runs no step.
+Does not launch processes (see `mua.train.launcher`) nor loop over steps.
 """
 
 from __future__ import annotations
@@ -104,6 +104,35 @@ class Trainer:
     def state(self) -> PolicyState:
         """The policy the RL step trains and what updates it (the step changes them in place)."""
         return PolicyState(self.model, self.optimizer, self.scheduler, self.tokenizer)
+
+    def run_step(self, step: int) -> dict[str, float]:
+        """Step `step` of the run (`sft_step` on a batch of samples, else `rl_step`): its metrics."""
+        r, dist = self.recipe, self.dist
+        if self.is_sft:
+            from mua.train.sft import sft_step
+
+            return sft_step(
+                self.model,
+                self.optimizer,
+                self.scheduler,
+                self.sampler.next_tasks(r.algo.batch_size),
+                rank=dist.rank,
+                world_size=dist.world_size,
+                token_budget=r.parallel.micro_batch_tokens,
+                grad_clip=r.optim.grad_clip,
+                device=dist.device,
+            )
+        from mua.train.rl import rl_step
+
+        return rl_step(
+            step,
+            recipe=r,
+            dist=dist,
+            state=self.state,
+            parts=self.rl,
+            sampler=self.sampler,
+            tracker=self.tracker,
+        )
 
     # ---- checkpoints -------------------------------------------------------------------
     def _maybe_resume(self) -> int:

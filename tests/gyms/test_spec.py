@@ -4,10 +4,11 @@ docstring, the budgets it gets, and the lazily imported `data_prep` task builder
 from __future__ import annotations
 
 import asyncio
+import importlib
 
 import pytest
 
-from gyms.common.spec import INTERACT_BUDGETS, interact_gym
+from gyms.common.spec import INTERACT_BUDGETS, interact_gym, package_gym
 from gyms.function.env import FunctionEnv
 from mua.gym.registry import get_gym, list_gyms
 
@@ -47,3 +48,24 @@ def test_turn_expert_passes_the_number_of_assistant_turns():
     messages = [{"role": "system"}, {"role": "assistant"}, {"role": "user"}, {"role": "assistant"}]
     asyncio.run(policy(messages, None))
     assert seen == [2]
+
+
+def test_a_package_gym_is_named_after_its_package_and_described_by_its_docstring():
+    spec = package_gym(
+        "gyms.probe", "Probe a rule.\n\nMore text.", FunctionEnv, _noop, _noop, _noop
+    )
+    assert (spec.name, spec.description) == ("probe", "Probe a rule.")
+    assert spec.make_env is FunctionEnv and spec.random_action is _noop
+    spec = package_gym("probe", None, FunctionEnv, _noop, None, None, budgets={"max_turns": 3})
+    assert (spec.name, spec.description, spec.expert, spec.budgets) == (
+        "probe",
+        "",
+        None,
+        {"max_turns": 3},
+    )
+    for name in ("guess", "math", "tau", "tau2", "travel"):
+        assert get_gym(name).name == name
+        assert (
+            get_gym(name).description
+            == importlib.import_module(f"gyms.{name}").__doc__.split("\n")[0]
+        )

@@ -141,32 +141,6 @@ def write_rl_recipe(
     return path
 
 
-# GRPO with a KL term against the reference (for LoRA: the policy with its adapters disabled)
-LORA_GRPO_ALGO = {
-    "kind": "grpo",
-    "score": "sum",
-    "gamma": 1.0,
-    "kl": {"coef": 0.5, "estimator": "k3", "placement": "loss"},
-}
-
-
-def lora_rl_run(
-    folder: Path, model, train, lora: dict, *args, algo: dict = LORA_GRPO_ALGO, **extra
-) -> Path:
-    """`mua train` of a GRPO recipe with `model.lora: LORA` written in FOLDER (which it creates);
-    the recipe's path. Asserts the run succeeded."""
-    from tests.integration.train_helpers import run_train
-
-    folder.mkdir()
-    recipe = write_rl_recipe(folder, model, train, algo=algo, optim={"lr": 1e-2}, **extra)
-    data = yaml.safe_load(recipe.read_text())
-    data["model"]["lora"] = lora
-    recipe.write_text(yaml.safe_dump(data))
-    res = run_train(recipe, *args)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return recipe
-
-
 def shared_guess_setup(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(warm model, train tasks, test tasks), built once per test session and shared by modules."""
     folder = tmp_path_factory.getbasetemp() / "guess-shared"

@@ -8,58 +8,45 @@ the head and a resume from it ends where the straight run ended; both export for
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 
-from tests.integration.grpo_helpers import lora_rl_run, shared_guess_setup, write_rl_recipe
-from tests.integration.train_helpers import (
-    final_params,
-    hf_logits,
-    metric_history,
-    run_merge,
-    run_train,
+from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.lora_helpers import (
+    assert_exact_resume,
+    assert_exports_serve_it,
+    assert_trained_alike,
+    lora_rl_run,
+    two_rank_lora_run,
 )
+from tests.integration.train_helpers import final_params, metric_history, run_train
+
+LORA = {"rank": 4, "alpha": 8, "embeddings": True}
 
 pytestmark = pytest.mark.integration
 
 
 def _run(tmp_path, model, train, name, *args, **extra):
     folder = tmp_path / name
-    lora_rl_run(folder, model, train, {"rank": 4, "alpha": 8, "embeddings": True}, *args, **extra)
+    lora_rl_run(folder, model, train, LORA, *args, **extra)
     return folder / "run"
 
 
 def test_embedding_lora_trains_alike_on_one_and_two_ranks_and_exports(tmp_path_factory, tmp_path):
-    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     from mua.distributed.dcp_offline import checkpoint_tensor_shapes
 
     model, train, _ = shared_guess_setup(tmp_path_factory)
     one = _run(tmp_path, model, train, "one", rollout={"lora_sync": "adapter"}, total_steps=2)
-    two = _run(
-        tmp_path,
-        model,
-        train,
-        "two",
-        "--nproc-per-node",
-        "2",
-        parallel={"micro_batch_tokens": 100},
-        total_steps=2,
-        checkpoint={"save_freq": 0},
-    )
+    two = two_rank_lora_run(tmp_path / "two", model, train, LORA)
     kl = metric_history(one, "actor/kl")
     assert abs(kl[0]) < 1e-6 and kl[1] > 1e-6  # reference = base (embedding adapter off too)
     assert max(metric_history(one, "logp_diff_engine_vs_trainer")) < 1e-4  # adapter push
     assert max(metric_history(two, "logp_diff_engine_vs_trainer")) < 1e-4  # merged push
-    for key in ("loss", "actor/kl", "grad_norm"):
-        a, b = metric_history(one, key), metric_history(two, key)
-        assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5, key
-    final_one, final_two = final_params(one), final_params(two)
+    assert_trained_alike(one, two)
+    final_one = final_params(one)
     assert "lm_head.weight" not in final_one  # tied: the head is the embedding
-    assert max(float((final_one[k] - final_two[k]).abs().max()) for k in final_one) < 1e-5
     sft = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).state_dict()
     moved = final_one["model.embed_tokens.weight"] - sft["model.embed_tokens.weight"]
     assert float(moved.abs().max()) > 1e-5  # the embedding (and the tied head) trained
@@ -70,28 +57,8 @@ def test_embedding_lora_trains_alike_on_one_and_two_ranks_and_exports(tmp_path_f
     assert not any("lm_head" in n for n in names)
 
     # exact resume: drop the last checkpoint and export, run the same command again
-    straight = final_params(one)
-    shutil.rmtree(last)
-    shutil.rmtree(one / "hf" / "final")
-    res = run_train(tmp_path / "one" / "rl.yaml")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "resumed from" in res.stdout + res.stderr
-    again = final_params(one)
-    assert max(float((again[k] - straight[k]).abs().max()) for k in straight) == 0.0
-
-    merged = run_merge(last, "--verify", "--out", tmp_path / "merged")
-    assert merged.returncode == 0, merged.stderr
-    adapter = run_merge(last, "--verify", "--adapter", "--out", tmp_path / "adapter")
-    assert adapter.returncode == 0, adapter.stderr
-    ids = torch.randint(3, 1999, (2, 16), generator=torch.Generator().manual_seed(5))
-    trained = hf_logits(one / "hf" / "final", ids)
-    assert (
-        float((hf_logits(tmp_path / "merged" / "global_step_2", ids) - trained).abs().max()) < 1e-4
-    )
-    base = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
-    peft_model = PeftModel.from_pretrained(base, tmp_path / "adapter" / "global_step_2").eval()
-    with torch.no_grad():
-        assert float((peft_model(input_ids=ids).logits - trained).abs().max()) < 1e-4
+    assert_exact_resume(one, tmp_path / "one" / "rl.yaml", last)
+    assert_exports_serve_it(last, model, one / "hf" / "final", tmp_path)
 
 
 def test_embedding_adapters_pushed_to_sglang_stop_before_the_run(tmp_path_factory, tmp_path):

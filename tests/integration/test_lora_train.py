@@ -11,21 +11,20 @@ adapter push all give the 1-rank merged numbers; the bf16 run pushes adapters to
 from __future__ import annotations
 
 import json
-import shutil
 import urllib.request
 
 import pytest
 import torch
 
-from tests.integration.grpo_helpers import lora_rl_run, shared_guess_setup, write_rl_recipe
-from tests.integration.train_helpers import (
-    final_params,
-    hf_logits,
-    metric_history,
-    mua_serve,
-    run_merge,
-    run_train,
+from tests.integration.grpo_helpers import shared_guess_setup, write_rl_recipe
+from tests.integration.lora_helpers import (
+    assert_exact_resume,
+    assert_exports_serve_it,
+    assert_trained_alike,
+    lora_rl_run,
+    two_rank_lora_run,
 )
+from tests.integration.train_helpers import metric_history, mua_serve, run_train
 
 pytestmark = pytest.mark.integration
 
@@ -44,18 +43,8 @@ def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factor
     model, train, _ = shared_guess_setup(tmp_path_factory)
     one, recipe = _run(tmp_path, model, train, "one", total_steps=2)
     with mua_serve(model) as url:
-        two, _ = _run(
-            tmp_path,
-            model,
-            train,
-            "two",
-            "--nproc-per-node",
-            "2",
-            parallel={"micro_batch_tokens": 100},
-            rollout={"engine": "sglang", "lora_sync": "adapter", "sglang": {"base_urls": [url]}},
-            total_steps=2,
-            checkpoint={"save_freq": 0},
-        )
+        sglang = {"engine": "sglang", "lora_sync": "adapter", "sglang": {"base_urls": [url]}}
+        two = two_rank_lora_run(tmp_path / "two", model, train, LORA, rollout=sglang)
         with urllib.request.urlopen(url + "/get_server_info", timeout=30) as reply:
             calls = [c["call"] for c in json.loads(reply.read())["call_log"]]
     # the adapter alone went to the server, once per use of the engine (2 steps), the old
@@ -68,11 +57,7 @@ def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factor
     kl = metric_history(one, "actor/kl")
     assert abs(kl[0]) < 1e-6 and kl[1] > 1e-6  # reference = base, then apart
     assert max(metric_history(one, "logp_diff_engine_vs_trainer")) < 1e-4  # merged push
-    for key in ("loss", "actor/kl", "grad_norm"):
-        a, b = metric_history(one, key), metric_history(two, key)
-        assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5, key
-    final_one, final_two = final_params(one), final_params(two)
-    assert max(float((final_one[k] - final_two[k]).abs().max()) for k in final_one) < 1e-5
+    assert_trained_alike(one, two)
 
     last = one / "checkpoints" / "global_step_2"
     names = checkpoint_tensor_shapes(last)
@@ -80,35 +65,10 @@ def test_lora_grpo_trains_pushes_checkpoints_resumes_and_exports(tmp_path_factor
     assert checkpoint_tensor_shapes(last, "optim")  # the adapters' optimizer state
 
     # exact resume: drop the last checkpoint and export, run the same command again
-    shutil.copytree(one / "hf" / "final", tmp_path / "straight")
-    shutil.rmtree(last)
-    shutil.rmtree(one / "hf" / "final")
-    res = run_train(recipe)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "resumed from" in res.stdout + res.stderr
-    again = final_params(one)
-    from safetensors.torch import load_file
-
-    straight = load_file(str(tmp_path / "straight" / "model.safetensors"))
-    assert max(float((again[k] - straight[k]).abs().max()) for k in straight) == 0.0
+    assert_exact_resume(one, recipe, last)
 
     # exports: merged (default) and PEFT adapter, each verified against the trainer's forward
-    merged = run_merge(last, "--verify", "--out", tmp_path / "merged")
-    assert merged.returncode == 0, merged.stderr
-    adapter = run_merge(last, "--verify", "--adapter", "--out", tmp_path / "adapter")
-    assert adapter.returncode == 0, adapter.stderr
-    ids = torch.randint(3, 1999, (2, 16), generator=torch.Generator().manual_seed(5))
-    trained = hf_logits(tmp_path / "straight", ids)
-    plain = hf_logits(tmp_path / "merged" / "global_step_2", ids)
-    assert float((plain - trained).abs().max()) < 1e-4
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    base = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
-    peft_model = PeftModel.from_pretrained(base, tmp_path / "adapter" / "global_step_2").eval()
-    with torch.no_grad():
-        got = peft_model(input_ids=ids).logits
-    assert float((got - trained).abs().max()) < 1e-4
+    peft_model, ids, trained = assert_exports_serve_it(last, model, one / "hf" / "final", tmp_path)
     with torch.no_grad(), peft_model.disable_adapter():
         assert float((peft_model(input_ids=ids).logits - trained).abs().max()) > 1e-4
 

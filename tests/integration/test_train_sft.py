@@ -20,12 +20,17 @@ def _max_param_diff(a: dict, b: dict) -> float:
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
+SECRET = "sk-planted-secret-value-123456789"
+
+
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory):
-    """4 SFT steps on 1 rank, large micro-batches, no interruption."""
+    """4 SFT steps on 1 rank, large micro-batches, no interruption; the recipe names an LLM
+    user's key variable, set to `SECRET` (which the run must not write anywhere)."""
     folder = tmp_path_factory.mktemp("ref")
-    recipe = write_sft_recipe(folder, write_sft_data(folder))
-    res = run_train(recipe)
+    user = {"kind": "llm", "api_key_env": "MUA_TEST_KEY"}
+    recipe = write_sft_recipe(folder, write_sft_data(folder), user=user)
+    res = run_train(recipe, env_extra={"MUA_TEST_KEY": SECRET})
     assert res.returncode == 0, res.stderr[-3000:]
     return folder / "run"
 
@@ -65,20 +70,10 @@ def test_resume_after_interruption_matches_uninterrupted(reference_run, tmp_path
     assert kept == ["global_step_3", "global_step_4"]
 
 
-def test_mlflow_store_has_params_metrics_artifacts_and_no_secret(tmp_path):
+def test_mlflow_store_has_params_metrics_artifacts_and_no_secret(reference_run):
     from mlflow.tracking import MlflowClient
 
-    secret = "sk-planted-secret-value-123456789"
-    recipe = write_sft_recipe(
-        tmp_path,
-        write_sft_data(tmp_path),
-        total_steps=2,
-        user={"kind": "llm", "api_key_env": "MUA_TEST_KEY"},
-        checkpoint={"save_freq": 0},
-    )
-    res = run_train(recipe, env_extra={"MUA_TEST_KEY": secret})
-    assert res.returncode == 0, res.stderr[-3000:]
-    run_dir = tmp_path / "run"
+    run_dir = reference_run
     client = MlflowClient(f"sqlite:///{run_dir / 'mlflow.db'}")
     run = client.get_run((run_dir / "mlflow_run_id").read_text().strip())
     assert run.data.params["optim.lr"] == "0.0001"
@@ -88,7 +83,7 @@ def test_mlflow_store_has_params_metrics_artifacts_and_no_secret(tmp_path):
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["recipe.resolved.yaml"]
     for f in run_dir.rglob("*"):
         if f.is_file():
-            assert secret.encode() not in f.read_bytes(), f
+            assert SECRET.encode() not in f.read_bytes(), f
 
 
 def test_bad_recipe_fails_fast_with_one_line(tmp_path):

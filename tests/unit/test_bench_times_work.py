@@ -62,3 +62,16 @@ def test_nonzero_grads_counts_what_a_backward_left():
     assert nonzero_grads(model) == 0
     model(torch.ones(1, 2)).sum().backward()
     assert nonzero_grads(model) == 2
+
+
+def test_worker_results_runs_each_mode_in_a_process_of_its_own(tmp_path, capsys):
+    from bench.common import worker_results
+
+    # `python -m json.tool FILE` prints the JSON value FILE holds: each mode is one file here
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    one.write_text("1")
+    two.write_text("{}")
+    assert worker_results("BX", "json.tool", str(one), str(two), timeout_s=60) == [1, {}]
+    assert capsys.readouterr().out == f"  {one}: 1\n  {two}: {{}}\n"
+    with pytest.raises(RuntimeError, match="BX .*missing.json worker failed"):
+        worker_results("BX", "json.tool", str(tmp_path / "missing.json"), timeout_s=60)

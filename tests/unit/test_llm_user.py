@@ -38,6 +38,29 @@ def endpoint_at(base_url: str, **settings) -> ChatEndpoint:
     )
 
 
+def test_endpoint_for_config_reads_every_connection_setting():
+    cfg = LLMUserConfig(
+        kind="llm",
+        api_key_env=KEY_ENV,
+        timeout_s=7,
+        max_retries=4,
+        backoff_s=0.3,
+        max_concurrency=5,
+    )
+    endpoint = ChatEndpoint.for_config(cfg, base_url="http://127.0.0.1:9/v1", model="m")
+    got = (endpoint.api_key_env, endpoint.timeout_s, endpoint.max_retries, endpoint.backoff_s)
+    assert got == (KEY_ENV, 7.0, 4, 0.3) and endpoint.max_concurrency == 5
+    assert (endpoint.base_url, endpoint.model, endpoint.label) == (
+        "http://127.0.0.1:9/v1",
+        "m",
+        "LLM user",
+    )
+    judge = ChatEndpoint.for_config(
+        cfg, base_url="http://127.0.0.1:9/v1", model="m", max_concurrency=2, label="judge"
+    )
+    assert (judge.max_concurrency, judge.label, judge.max_retries) == (2, "judge", 4)
+
+
 def request_gaps_s(server: FakeOpenAIServer) -> list[float]:
     times = [r["t"] for r in server.requests]
     return [b - a for a, b in zip(times[:-1], times[1:], strict=True)]
@@ -156,16 +179,8 @@ def ask_at_once(
     with FakeOpenAIServer(latency_ms=60) as server:
         client = client_for(server, max_concurrency=max_concurrency, timeout_s=5)
         if typed_replies:
-            cfg = client.cfg
-            client.endpoint = ChatEndpoint(
-                base_url=server.base_url,
-                model=cfg.model,
-                api_key_env=cfg.api_key_env,
-                timeout_s=cfg.timeout_s,
-                max_retries=cfg.max_retries,
-                backoff_s=cfg.backoff_s,
-                max_concurrency=max_concurrency,
-                typed_replies=True,
+            client.endpoint = ChatEndpoint.for_config(
+                client.cfg, base_url=server.base_url, model=client.cfg.model, typed_replies=True
             )
         return asyncio.run(many(client)), server
 

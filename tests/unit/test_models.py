@@ -156,3 +156,16 @@ def test_importing_mua_models_does_not_import_torch_or_transformers():
     code = "import sys, mua.models; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_sized_config_builds_each_family_with_its_sizes():
+    from mua.models.tiny import sized_config
+
+    config = sized_config("llama", 500, 64, 3, 4, 2, 96, tie=False, max_position_embeddings=256)
+    got = (config.model_type, config.vocab_size, config.hidden_size, config.num_hidden_layers)
+    assert got == ("llama", 500, 64, 3)
+    assert (config.num_attention_heads, config.num_key_value_heads) == (4, 2)
+    assert (config.intermediate_size, config.max_position_embeddings) == (96, 256)
+    assert config.tie_word_embeddings is False
+    qwen = sized_config("qwen3", 500, 64, 3, 4, 2, 96, head_dim=16)
+    assert (qwen.model_type, qwen.head_dim, qwen.tie_word_embeddings) == ("qwen3", 16, True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from copy import deepcopy
 
+from gyms.common.tool_docs import shared_args
 from gyms.tau2.airline.lookups import AIRPORTS, NOW, AirlineLookups, as_models
 from gyms.tau2.airline.models import (
     AirportCode,
@@ -27,9 +28,22 @@ from gyms.tau2.airline.models import (
     ReservationFlight,
     User,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, arithmetic, tool
+from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, arithmetic, tool
+
+# What an argument of these names means in every tool that takes it (`shared_args`).
+_SHARED_ARGS = {
+    "user_id": "The user id, e.g. 'sara_doe_496'.",
+    "cabin": "'basic_economy', 'economy' or 'business'.",
+    "passengers": "Each passenger as {'first_name', 'last_name', 'dob' (YYYY-MM-DD)}.",
+    "reservation_id": "The reservation id, e.g. 'ZFA04Y'.",
+    "origin": "IATA code of the departure airport, e.g. 'JFK'.",
+    "destination": "IATA code of the arrival airport, e.g. 'LAX'.",
+    "date": "Departure date, YYYY-MM-DD, e.g. '2024-05-01'.",
+    "payment_id": "Payment method id from the user's profile, e.g. 'credit_card_7815826'\nor 'gift_card_7815826'.",
+}
 
 
+@shared_args(_SHARED_ARGS)
 class AirlineTools(AirlineLookups):
     """Tools of the airline domain (class name kept: Python puts it in argument errors)."""
 
@@ -52,14 +66,11 @@ class AirlineTools(AirlineLookups):
         """Book a new reservation for a user and charge its payment methods.
 
         Args:
-            user_id: The user id, e.g. 'sara_doe_496'.
             origin: IATA code of the trip's origin, e.g. 'SFO'.
             destination: IATA code of the trip's destination, e.g. 'JFK'.
             flight_type: 'one_way' or 'round_trip'.
-            cabin: 'basic_economy', 'economy' or 'business'.
             flights: Every flight segment of the trip, each {'flight_number': 'HAT001',
                 'date': '2024-05-01'}.
-            passengers: Each passenger as {'first_name', 'last_name', 'dob' (YYYY-MM-DD)}.
             payment_methods: Each payment as {'payment_id', 'amount'}; the amounts must add up
                 to the total price.
             total_baggages: Total number of checked bags.
@@ -145,11 +156,7 @@ class AirlineTools(AirlineLookups):
 
     @tool(WRITE)
     def cancel_reservation(self, reservation_id: str) -> Reservation:
-        """Cancel a whole reservation and refund every payment to its original method.
-
-        Args:
-            reservation_id: The reservation id, e.g. 'ZFA04Y'.
-        """
+        """Cancel a whole reservation and refund every payment to its original method."""
         reservation = self._get_reservation(reservation_id)
         refunds = [
             Payment(payment_id=p.payment_id, amount=-p.amount) for p in reservation.payment_history
@@ -169,11 +176,7 @@ class AirlineTools(AirlineLookups):
 
     @tool(READ)
     def get_user_details(self, user_id: str) -> User:
-        """Show a user's profile: membership, payment methods, saved passengers, reservations.
-
-        Args:
-            user_id: The user id, e.g. 'sara_doe_496'.
-        """
+        """Show a user's profile: membership, payment methods, saved passengers, reservations."""
         return self._get_user(user_id)
 
     @tool(READ)
@@ -183,24 +186,12 @@ class AirlineTools(AirlineLookups):
 
     @tool(READ)
     def search_direct_flight(self, origin: str, destination: str, date: str) -> list[DirectFlight]:
-        """Find direct flights with seats for sale between two airports on a date.
-
-        Args:
-            origin: IATA code of the departure airport, e.g. 'JFK'.
-            destination: IATA code of the arrival airport, e.g. 'LAX'.
-            date: Departure date, YYYY-MM-DD, e.g. '2024-05-01'.
-        """
+        """Find direct flights with seats for sale between two airports on a date."""
         return self._search_direct_flight(date=date, origin=origin, destination=destination)
 
     @tool(READ)
     def search_onestop_flight(self, origin: str, destination: str, date: str) -> list:
-        """Find one-stop connections with seats for sale between two airports on a date.
-
-        Args:
-            origin: IATA code of the departure airport, e.g. 'JFK'.
-            destination: IATA code of the arrival airport, e.g. 'LAX'.
-            date: Departure date, YYYY-MM-DD, e.g. '2024-05-01'.
-        """
+        """Find one-stop connections with seats for sale between two airports on a date."""
         results = []
         for first in self._search_direct_flight(date=date, origin=origin):
             first.date = date
@@ -224,7 +215,6 @@ class AirlineTools(AirlineLookups):
         """Give a user a travel certificate worth `amount` dollars (a goodwill gesture).
 
         Args:
-            user_id: The user id, e.g. 'sara_doe_496'.
             amount: The certificate's value in dollars.
         """
         user = self._get_user(user_id)
@@ -236,17 +226,7 @@ class AirlineTools(AirlineLookups):
                 return f"Certificate {payment_id} added to user {user_id} with amount {amount}."
         raise ValueError("Too many certificates")
 
-    @tool(GENERIC)
-    def transfer_to_human_agents(self, summary: str) -> str:
-        """Hand the user over to a human agent with a summary of the issue.
-
-        Transfer only when the user explicitly asks for a human, or when the policy and
-        these tools cannot resolve the issue.
-
-        Args:
-            summary: A short summary of the user's issue.
-        """
-        return "Transfer successful"
+    transfer_to_human_agents = HUMAN_TRANSFER
 
     @tool(WRITE)
     def update_reservation_baggages(
@@ -255,11 +235,8 @@ class AirlineTools(AirlineLookups):
         """Change the checked bags of a reservation; extra paid bags cost 50 each.
 
         Args:
-            reservation_id: The reservation id, e.g. 'ZFA04Y'.
             total_baggages: New total number of checked bags.
             nonfree_baggages: New number of paid checked bags.
-            payment_id: Payment method id from the user's profile, e.g. 'credit_card_7815826'
-                or 'gift_card_7815826'.
         """
         reservation = self._get_reservation(reservation_id)
         user = self._get_user(reservation.user_id)
@@ -280,12 +257,8 @@ class AirlineTools(AirlineLookups):
         """Replace a reservation's flights and/or cabin, paying or refunding the difference.
 
         Args:
-            reservation_id: The reservation id, e.g. 'ZFA04Y'.
-            cabin: 'basic_economy', 'economy' or 'business'.
             flights: Every flight segment of the new itinerary (unchanged ones included),
                 each {'flight_number': 'HAT001', 'date': '2024-05-01'}.
-            payment_id: Payment method id from the user's profile, e.g. 'credit_card_7815826'
-                or 'gift_card_7815826'.
         """
         flights = as_models(flights, FlightInfo)
         reservation = self._get_reservation(reservation_id)
@@ -333,12 +306,7 @@ class AirlineTools(AirlineLookups):
     def update_reservation_passengers(
         self, reservation_id: str, passengers: list[Passenger | dict]
     ) -> Reservation:
-        """Replace the passenger details of a reservation (the number must stay the same).
-
-        Args:
-            reservation_id: The reservation id, e.g. 'ZFA04Y'.
-            passengers: Each passenger as {'first_name', 'last_name', 'dob' (YYYY-MM-DD)}.
-        """
+        """Replace the passenger details of a reservation (the number must stay the same)."""
         passengers = as_models(passengers, Passenger)
         reservation = self._get_reservation(reservation_id)
         if len(passengers) != len(reservation.passengers):

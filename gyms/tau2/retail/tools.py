@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from gyms.common.tool_docs import shared_args
 from gyms.tau2.retail.lookups import RetailLookups
 from gyms.tau2.retail.models import (
     GiftCard,
@@ -21,7 +22,7 @@ from gyms.tau2.retail.models import (
     UserAddress,
     Variant,
 )
-from gyms.tau2.toolkit import GENERIC, READ, WRITE, arithmetic, tool
+from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, arithmetic, tool
 
 # what an exchange / a modification of items checks, in tau2's words: (the order's status, the
 # error for another status, for an item not in the order, for lists of different lengths, and
@@ -44,6 +45,21 @@ _SWAPS = {
 }
 
 
+# What an argument of these names means in every tool that takes it (`shared_args`).
+_SHARED_ARGS = {
+    "order_id": "The order id, starting with '#', such as '#W0000000'.",
+    "payment_method_id": "The payment method id that pays or receives the price\ndifference, such as 'gift_card_0000000' or 'credit_card_0000000'.",
+    "user_id": "The user id, e.g. 'sara_doe_496'.",
+    "address1": "First address line, e.g. '123 Main St'.",
+    "address2": "Second address line, e.g. 'Apt 1', or ''.",
+    "city": "City, e.g. 'San Francisco'.",
+    "state": "State, e.g. 'CA'.",
+    "country": "Country, e.g. 'USA'.",
+    "zip": "Zip code, e.g. '12345'.",
+}
+
+
+@shared_args(_SHARED_ARGS)
 class RetailTools(RetailLookups):
     """Tools of the retail domain (class name kept: Python puts it in argument errors)."""
 
@@ -66,7 +82,6 @@ class RetailTools(RetailLookups):
         5-7 business days. Returns the order after cancellation.
 
         Args:
-            order_id: The order id, starting with '#', such as '#W0000000'.
             reason: Either 'no longer needed' or 'ordered by mistake'.
         """
         order = self._get_order(order_id)
@@ -141,12 +156,9 @@ class RetailTools(RetailLookups):
         get an explicit yes from the user first. Returns the order after the request.
 
         Args:
-            order_id: The order id, starting with '#', such as '#W0000000'.
             item_ids: Item ids to exchange (repeat an id to exchange several of it).
             new_item_ids: The replacement item ids, position by position, each of the same
                 product as the item it replaces.
-            payment_method_id: The payment method id that pays or receives the price
-                difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
         order, diff_price, _, _ = self._priced_swap(
             "exchange", order_id, item_ids, new_item_ids, payment_method_id
@@ -193,11 +205,7 @@ class RetailTools(RetailLookups):
 
     @tool(READ)
     def get_order_details(self, order_id: str) -> Order:
-        """Show an order: status, items, address, fulfillments and payments.
-
-        Args:
-            order_id: The order id, starting with '#', such as '#W0000000'.
-        """
+        """Show an order: status, items, address, fulfillments and payments."""
         return self._get_order(order_id)
 
     @tool(READ)
@@ -220,11 +228,7 @@ class RetailTools(RetailLookups):
 
     @tool(READ)
     def get_user_details(self, user_id: str) -> User:
-        """Show a user's profile: name, address, email, payment methods and order ids.
-
-        Args:
-            user_id: The user id, e.g. 'sara_doe_496'.
-        """
+        """Show a user's profile: name, address, email, payment methods and order ids."""
         return self._get_user(user_id)
 
     @tool(READ)
@@ -247,15 +251,6 @@ class RetailTools(RetailLookups):
         """Change the shipping address of a pending order.
 
         Explain the change and get an explicit yes from the user first. Returns the order.
-
-        Args:
-            order_id: The order id, starting with '#', such as '#W0000000'.
-            address1: First address line, e.g. '123 Main St'.
-            address2: Second address line, e.g. 'Apt 1', or ''.
-            city: City, e.g. 'San Francisco'.
-            state: State, e.g. 'CA'.
-            country: Country, e.g. 'USA'.
-            zip: Zip code, e.g. '12345'.
         """
         order = self._get_order(order_id)
         if "pending" not in order.status:
@@ -274,12 +269,9 @@ class RetailTools(RetailLookups):
         Explain the change and get an explicit yes from the user first. Returns the order.
 
         Args:
-            order_id: The order id, starting with '#', such as '#W0000000'.
             item_ids: Item ids to swap (repeat an id to swap several of it).
             new_item_ids: The replacement item ids, position by position, each a different
                 variant of the same product.
-            payment_method_id: The payment method id that pays or receives the price
-                difference, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
         order, diff_price, method, variant = self._priced_swap(
             "modify", order_id, item_ids, new_item_ids, payment_method_id
@@ -310,7 +302,6 @@ class RetailTools(RetailLookups):
         Explain the change and get an explicit yes from the user first. Returns the order.
 
         Args:
-            order_id: The order id, starting with '#', such as '#W0000000'.
             payment_method_id: The new payment method id, such as 'gift_card_0000000' or
                 'credit_card_0000000'.
         """
@@ -356,15 +347,6 @@ class RetailTools(RetailLookups):
         """Change a user's default address.
 
         Explain the change and get an explicit yes from the user first. Returns the user.
-
-        Args:
-            user_id: The user id, e.g. 'sara_doe_496'.
-            address1: First address line, e.g. '123 Main St'.
-            address2: Second address line, e.g. 'Apt 1', or ''.
-            city: City, e.g. 'San Francisco'.
-            state: State, e.g. 'CA'.
-            country: Country, e.g. 'USA'.
-            zip: Zip code, e.g. '12345'.
         """
         user = self._get_user(user_id)
         user.address = UserAddress(
@@ -382,7 +364,6 @@ class RetailTools(RetailLookups):
         Explain the return and get an explicit yes from the user first. Returns the order.
 
         Args:
-            order_id: The order id, starting with '#', such as '#W0000000'.
             item_ids: Item ids to return (repeat an id to return several of it).
             payment_method_id: Where the refund goes: the order's original payment method or
                 a gift card, such as 'gift_card_0000000'.
@@ -403,14 +384,4 @@ class RetailTools(RetailLookups):
         order.return_payment_method_id = payment_method_id
         return order
 
-    @tool(GENERIC)
-    def transfer_to_human_agents(self, summary: str) -> str:
-        """Hand the user over to a human agent with a summary of the issue.
-
-        Transfer only when the user explicitly asks for a human, or when the policy and
-        these tools cannot resolve the issue.
-
-        Args:
-            summary: A short summary of the user's issue.
-        """
-        return "Transfer successful"
+    transfer_to_human_agents = HUMAN_TRANSFER

@@ -16,6 +16,7 @@ import datetime
 import uuid
 from typing import Any
 
+from gyms.common.tool_docs import shared_args
 from gyms.tau2.telecom.carrier_models import (
     Bill,
     BillStatus,
@@ -36,6 +37,13 @@ def _first_of_next_month(day: datetime.date) -> datetime.date:
     return (day.replace(day=1) + datetime.timedelta(days=32)).replace(day=1)
 
 
+# What an argument of these names means in every tool that takes it (`shared_args`).
+_SHARED_ARGS = {
+    "customer_id": "The customer who owns the line.",
+}
+
+
+@shared_args(_SHARED_ARGS)
 class TelecomTools(Toolkit):
     """Carrier tools over a `TelecomDB` (the class name appears in argument-error messages)."""
 
@@ -143,7 +151,6 @@ class TelecomTools(Toolkit):
         """Suspend an active line (at most 6 months; a $5/month holding fee applies).
 
         Args:
-            customer_id: The customer who owns the line.
             line_id: The line to suspend.
             reason: Why the line is suspended.
         """
@@ -162,7 +169,6 @@ class TelecomTools(Toolkit):
         """Reactivate a line that is suspended or pending activation.
 
         Args:
-            customer_id: The customer who owns the line.
             line_id: The line to resume.
         """
         line = self._get_target_line(customer_id, line_id)
@@ -245,7 +251,6 @@ class TelecomTools(Toolkit):
         """Show a line's data use this billing cycle, its plan's limit, refuelled data and the cycle's end.
 
         Args:
-            customer_id: The customer who owns the line.
             line_id: The line to check.
         """
         line = self._get_target_line(customer_id, line_id)
@@ -269,7 +274,6 @@ class TelecomTools(Toolkit):
         """Turn international roaming on for a line.
 
         Args:
-            customer_id: The customer who owns the line.
             line_id: The line to allow roaming on.
         """
         line = self._get_target_line(customer_id, line_id)
@@ -283,7 +287,6 @@ class TelecomTools(Toolkit):
         """Turn international roaming off for a line.
 
         Args:
-            customer_id: The customer who owns the line.
             line_id: The line to stop roaming on.
         """
         line = self._get_target_line(customer_id, line_id)
@@ -307,7 +310,6 @@ class TelecomTools(Toolkit):
         """Add data to a line for this cycle, charged to the customer's bill at the plan's per-GB price.
 
         Args:
-            customer_id: The customer who owns the line.
             line_id: The line to add data to.
             gb_amount: How many gigabytes to add.
         """

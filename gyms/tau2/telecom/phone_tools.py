@@ -9,6 +9,7 @@ by name; they are in `phone_setup.py`. The rules behind them are in `phone_netwo
 Annotations stay evaluated (no postponed annotations): the tool schemas are built from them.
 """
 
+from gyms.common.tool_docs import shared_args
 from gyms.tau2.telecom.phone_models import (
     APNSettings,
     NetworkModePreference,
@@ -43,6 +44,13 @@ def _yes_no(flag: bool) -> str:
     return "Yes" if flag else "No"
 
 
+# What an argument of these names means in every tool that takes it (`shared_args`).
+_SHARED_ARGS = {
+    "app_name": "The app to look at.",
+}
+
+
+@shared_args(_SHARED_ARGS)
 class TelecomUserTools(PhoneSetup, PhoneBehaviour, Toolkit):
     """Phone tools over a `TelecomUserDB` (the class name appears in argument-error messages)."""
 
@@ -249,11 +257,7 @@ class TelecomUserTools(PhoneSetup, PhoneBehaviour, Toolkit):
 
     @tool(READ)
     def check_app_status(self, app_name: str) -> str:
-        """Show an app's details, including the permissions it holds.
-
-        Args:
-            app_name: The app to look at.
-        """
+        """Show an app's details, including the permissions it holds."""
         app = self.device.app_statuses.get(app_name)
         if not app:
             return f"App '{app_name}' not found on this phone."
@@ -268,11 +272,7 @@ class TelecomUserTools(PhoneSetup, PhoneBehaviour, Toolkit):
 
     @tool(READ)
     def check_app_permissions(self, app_name: str) -> str:
-        """Show which permissions (such as storage or SMS) an app holds.
-
-        Args:
-            app_name: The app to look at.
-        """
+        """Show which permissions (such as storage or SMS) an app holds."""
         app = self.device.app_statuses.get(app_name)
         if not app:
             return f"App '{app_name}' not found on this phone."
