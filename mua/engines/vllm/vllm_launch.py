@@ -30,6 +30,16 @@ from mua.errors import RunFailure, UsageError
 
 EXTENSION_MODULE = "mua_vllm_worker_extension"
 EXTENSION_CLASS = f"{EXTENSION_MODULE}.MuaWorkerExtension"
+# the values vLLM's --max-lora-rank accepts; a policy's rank is rounded up to one of them
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest rank vLLM accepts that holds an adapter of `rank`."""
+    for allowed in LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise UsageError(f"model.lora.rank={rank} is above vLLM's largest LoRA rank {LORA_RANKS[-1]}")
 
 
 def launch_command(
@@ -65,7 +75,8 @@ def launch_command(
     if enforce_eager:
         cmd.append("--enforce-eager")
     if lora_rank is not None:
-        cmd += ["--enable-lora", "--max-lora-rank", str(int(lora_rank)), "--max-loras", "2"]
+        cmd += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(int(lora_rank)))]
+        cmd += ["--max-loras", "2"]  # the live adapter and the one before it, still in use
     return [*cmd, *extra_args]
 
 
@@ -77,7 +88,7 @@ def extension_dir() -> str:
     return folder
 
 
-def server_env(ext_dir: str, kv_cache_gb: float) -> dict[str, str]:
+def server_env(ext_dir: str, kv_cache_gb: int) -> dict[str, str]:
     """The trainer's environment less torchrun's variables, plus what vLLM needs for mua."""
     env = trainer_free_env()
     env.pop("PYTHONPATH", None)  # mua's path would put mua's transformers before vLLM's
@@ -85,7 +96,7 @@ def server_env(ext_dir: str, kv_cache_gb: float) -> dict[str, str]:
         PYTHONPATH=ext_dir,
         VLLM_SERVER_DEV_MODE="1",
         VLLM_ALLOW_RUNTIME_LORA_UPDATING="True",
-        VLLM_CPU_KVCACHE_SPACE=f"{kv_cache_gb:g}",
+        VLLM_CPU_KVCACHE_SPACE=str(int(kv_cache_gb)),
     )
     return env
 
@@ -114,7 +125,7 @@ def start_vllm(
     cmd: Sequence[str],
     *,
     port: int,
-    kv_cache_gb: float = 1.0,
+    kv_cache_gb: int = 1,
     launch_timeout_s: float = 900.0,
     log_path: str | None = None,
     **engine_kwargs,
