@@ -116,6 +116,11 @@ class VLLMConfig(Section):
         description="Most mean |log-prob| difference between engine and trainer on the probe "
         "prompt after a push before the run stops.",
     )
+    seeds: bool = Field(
+        False,
+        description="Send each request's seed. Off by default: vLLM 0.31/0.32 on CPU kills its "
+        "engine on a seeded request whose prefill is split over steps (under load).",
+    )
     launch_timeout_s: PositiveFloat = Field(
         900.0, description="Wait for a launched server to answer."
     )

@@ -14,6 +14,10 @@ extension (`mua.engines.vllm.vllm_launch` starts it so). A push that fails raise
 LoRA: the adapter is written as a peft folder and loaded with `POST /v1/load_lora_adapter`
 (VLLM_ALLOW_RUNTIME_LORA_UPDATING); requests name the live adapter as their `model`, and an older
 version is unloaded once no request names it (`mua.engines.adapter_versions`).
+Seeds: sent only with `seeds=True` (`rollout.vllm.seeds`): vLLM 0.31 and 0.32 on CPU kill their
+engine ("CPU Generator does not use offset") when a seeded request's prefill is split over
+steps (chunked prefill under load), so by default sampling is unseeded, as on SGLang without its
+deterministic mode.
 Abort: `drain()` cancels this client's requests in flight; vLLM aborts a request whose client
 disconnected. Sleep / wake: nothing on CPU (the server keeps its memory).
 Not here: launching (`vllm_launch`), the trainer's side (`colocated`), vLLM's NCCL weight transfer.
@@ -40,8 +44,9 @@ from mua.llm.http_session import LoopSessions
 FINISH = {"length": "length", "abort": "abort"}  # anything else ended on a stop token
 
 
-def completion_body(request: GenerationRequest, model: str) -> dict[str, Any]:
-    """The `/v1/completions` body of `request` for the served `model` (or adapter name)."""
+def completion_body(request: GenerationRequest, model: str, seeds: bool = False) -> dict[str, Any]:
+    """The `/v1/completions` body of `request` for the served `model` (or adapter name); the
+    request's seed travels only with `seeds` (see `VLLMEngine`)."""
     s = request.sampling
     body: dict[str, Any] = {
         "model": model,
@@ -57,7 +62,7 @@ def completion_body(request: GenerationRequest, model: str) -> dict[str, Any]:
         "skip_special_tokens": False,
         "include_stop_str_in_output": True,
     }
-    if s.seed is not None:
+    if seeds and s.seed is not None:
         body["seed"] = int(s.seed)
     return body
 
@@ -113,7 +118,9 @@ class VLLMEngine:
         bucket_mb: float = 256.0,
         process: subprocess.Popen | None = None,
         cleanup: list[str] | None = None,
+        seeds: bool = False,
     ):
+        self.seeds = seeds  # vLLM 0.31/0.32 on CPU dies on a seeded request whose prefill is split
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.weights_dir = weights_dir
@@ -179,7 +186,7 @@ class VLLMEngine:
         lora = self.adapters.begin()
         version = self.adapters.version_of(lora) if lora else self.weight_version
         call = asyncio.ensure_future(
-            self.call("POST", "/v1/completions", completion_body(request, lora or base))
+            self.call("POST", "/v1/completions", completion_body(request, lora or base, self.seeds))
         )
         self._inflight.add(call)
         try:

@@ -187,6 +187,7 @@ def engine_from_config(
         max_concurrency=max_concurrency,
         weights_dir=cfg.weights_dir,
         bucket_mb=bucket_mb,
+        seeds=cfg.seeds,
     )
     if cfg.base_urls:
         if index >= len(cfg.base_urls):
