@@ -9,7 +9,8 @@ tied embeddings, and is checked against the trainer's own float32 forward in mua
   was cached before the push, and results report the pushed version; a push vLLM cannot take
   fails with one line and leaves the weights as they were;
 - a LoRA adapter push: log-probs equal peft's forward of base + adapter;
-- abort: a long request cancelled by `drain()` leaves the server idle and serving.
+- abort: a long request cancelled by `drain()` leaves the server idle and serving;
+- `mua eval` with `rollout.engine: vllm` pointed at the server plays every game.
 """
 
 from __future__ import annotations
@@ -197,3 +198,20 @@ def _running(engine) -> float:
         text = resp.read().decode()
     lines = [ln for ln in text.splitlines() if ln.startswith("vllm:num_requests_running")]
     return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
+
+
+@pytest.mark.parametrize("release", RELEASES[:1])
+def test_mua_eval_runs_on_the_server(release, servers, folders, tmp_path, mua_cli):
+    """`mua eval` with `rollout.engine: vllm` pointed at the server: every game is played."""
+    engine = servers(release)
+    asyncio.run(engine.push_full(_weights(folders[0]), "base"))
+    out = tmp_path / "eval"
+    code, stdout, stderr = mua_cli(
+        "eval",
+        *("--gym", "guess", "--model", str(folders[0]), "-n", "2", "--max-tasks", "3"),
+        *("--out", str(out), "--no-mlflow"),
+        "rollout.engine=vllm",
+        f"rollout.vllm.base_urls=[{engine.base_url}]",
+    )
+    assert code == 0, stderr[-2000:] + stdout[-2000:]
+    assert len((out / "results.jsonl").read_text().splitlines()) == 6

@@ -63,14 +63,17 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocate
     lora_rank = None
     if model_cfg.lora is not None and rollout.lora_sync == "adapter":
         lora_rank = int(model_cfg.lora.rank)
+    served = served_folder(model_cfg.path, model_cfg.seed, tokenizer)
     engine = engine_from_config(
         rollout.vllm,
-        served_folder(model_cfg.path, model_cfg.seed, tokenizer),
+        served,
         index=dist.rank,
         lora_rank=lora_rank,
         bucket_mb=parallel.weight_push_bucket_mb,
         max_concurrency=rollout.max_concurrency,
     )
+    if served != model_cfg.path:
+        engine.cleanup.append(served)  # a preset written as a folder: removed at close
     if dist.rank == 0:
         print(SLEEP_NOTE, flush=True)
     hf_config = getattr(policy, "config", None)

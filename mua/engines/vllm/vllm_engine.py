@@ -38,6 +38,7 @@ import aiohttp
 from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
 from mua.engines.sglang.http_bodies import read_body, server_message
+from mua.engines.sglang.sglang_engine import stop_process
 from mua.errors import RunFailure
 from mua.llm.http_session import LoopSessions
 
@@ -285,11 +286,6 @@ class VLLMEngine:
     async def close(self) -> None:
         """Close this loop's connections and stop the server process this engine launched."""
         await self._sessions.aclose()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop_process(self.process)
         for folder in self.cleanup:
             shutil.rmtree(folder, ignore_errors=True)
