@@ -10,7 +10,7 @@ tied embeddings, and is checked against the trainer's own float32 forward in mua
   fails with one line and leaves the weights as they were;
 - a LoRA adapter push: log-probs equal peft's forward of base + adapter;
 - abort: a long request cancelled by `drain()` leaves the server idle and serving;
-- `mua eval` with `rollout.engine: vllm` pointed at the server plays every game.
+- `mua eval` and `mua rollout` with `rollout.engine: vllm` pointed at the server play every game.
 """
 
 from __future__ import annotations
@@ -201,8 +201,9 @@ def _running(engine) -> float:
 
 
 @pytest.mark.parametrize("release", RELEASES[:1])
-def test_mua_eval_runs_on_the_server(release, servers, folders, tmp_path, mua_cli):
-    """`mua eval` with `rollout.engine: vllm` pointed at the server: every game is played."""
+def test_mua_eval_and_rollout_run_on_the_server(release, servers, folders, tmp_path, mua_cli):
+    """`mua eval` and `mua rollout` with `rollout.engine: vllm` pointed at the server: every game
+    is played, and every assistant turn of a rollout carries the engine's log-probs."""
     engine = servers(release)
     asyncio.run(engine.push_full(_weights(folders[0]), "base"))
     out = tmp_path / "eval"
@@ -215,3 +216,16 @@ def test_mua_eval_runs_on_the_server(release, servers, folders, tmp_path, mua_cl
     )
     assert code == 0, stderr[-2000:] + stdout[-2000:]
     assert len((out / "results.jsonl").read_text().splitlines()) == 6
+    written = tmp_path / "rollouts.jsonl"
+    code, stdout, stderr = mua_cli(
+        "rollout",
+        *("policy=model", f"model.path={folders[0]}", "gym.name=guess", "data.max_tasks=2"),
+        *("rollout.n=2", "rollout.engine=vllm", f"rollout.vllm.base_urls=[{engine.base_url}]"),
+        f"output={written}",
+    )
+    assert code == 0, stderr[-2000:] + stdout[-2000:]
+    rows = [json.loads(line) for line in written.read_text().splitlines()]
+    assert len(rows) == 4
+    for row in rows:  # every sampled token has the engine's (negative) log-prob
+        sampled = [lp for lp, m in zip(row["logprobs"], row["loss_mask"]) if m]
+        assert sampled and all(lp < 0 for lp in sampled)
