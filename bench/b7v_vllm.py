@@ -52,7 +52,9 @@ def launch(python: str, tokenizer):
     cfg = VLLMConfig(python=python, port=port, extra_args=["--max-model-len", "1024"])
     folder = served_folder(b7.MODEL, 0, tokenizer)
     log_dir = tempfile.mkdtemp(prefix="mua-b7v-")
-    return engine_from_config(cfg, folder, bucket_mb=b7.PUSH_BUCKET_MB, log_dir=log_dir)
+    engine = engine_from_config(cfg, folder, bucket_mb=b7.PUSH_BUCKET_MB, log_dir=log_dir)
+    engine.cleanup.append(folder)  # the preset written as a folder: removed at close
+    return engine
 
 
 def agreement(dist, engine, prompt_ids, stop_id: int) -> dict[str, float]:
