@@ -55,6 +55,8 @@ def _make_policy(recipe, gym, ctx):
         engine = engine_from_config(
             recipe.rollout.vllm, served, max_concurrency=recipe.rollout.max_concurrency
         )
+        if served != recipe.model.path:
+            engine.cleanup.append(served)  # a preset written as a folder: removed at close
         return EnginePolicy.from_config(
             engine, recipe.rollout, recipe.model.tool_parser
         ), engine.close

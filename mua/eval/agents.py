@@ -75,6 +75,8 @@ def _engine_agent(path: str, recipe, label: str) -> Agent:
 
         served = served_folder(path, recipe.model.seed, tokenizer)
         engine = engine_from_config(ro.vllm, served, max_concurrency=ro.max_concurrency)
+        if served != path:
+            engine.cleanup.append(served)  # a preset written as a folder: removed at close
     else:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         engine = HFEngine.from_pretrained(
