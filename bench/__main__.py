@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -17,7 +18,8 @@ def _modules() -> dict[str, object]:
         if info.name.startswith("b") and "_" in info.name and info.name[1].isdigit():
             bench_id = info.name.split("_", 1)[0].upper()
             out[bench_id] = f"bench.{info.name}"
-    return dict(sorted(out.items(), key=lambda kv: int(kv[0][1:])))
+    # B7V (B7 for another engine) sorts after B7
+    return dict(sorted(out.items(), key=lambda kv: (int(re.match(r"\d+", kv[0][1:])[0]), kv[0])))
 
 
 def main(argv: list[str]) -> int:

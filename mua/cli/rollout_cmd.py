@@ -46,6 +46,20 @@ def _make_policy(recipe, gym, ctx):
         return EnginePolicy.from_config(
             engine, recipe.rollout, recipe.model.tool_parser
         ), engine.close
+    if engine_kind == "vllm":  # a vLLM server of its own (docs/vllm.md)
+        from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
+        from mua.models import load_tokenizer
+
+        tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
+        served = served_folder(recipe.model.path, recipe.model.seed, tokenizer)
+        engine = engine_from_config(
+            recipe.rollout.vllm, served, max_concurrency=recipe.rollout.max_concurrency
+        )
+        if served != recipe.model.path:
+            engine.cleanup.append(served)  # a preset written as a folder: removed at close
+        return EnginePolicy.from_config(
+            engine, recipe.rollout, recipe.model.tool_parser
+        ), engine.close
     if engine_kind == "openai":
         from mua.rollout.openai_policy import OpenAIPolicy
 
@@ -54,7 +68,7 @@ def _make_policy(recipe, gym, ctx):
         )
         return agent.as_message_policy(), agent.aclose
     raise UsageError(
-        f"`mua rollout` does not run rollout.engine={engine_kind} yet; use rollout.engine=hf or openai"
+        f"`mua rollout` does not run rollout.engine={engine_kind} yet; use rollout.engine=hf, vllm or openai"
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
@@ -89,10 +89,60 @@ class SGLangConfig(Section):
     )
 
 
+class VLLMConfig(Section):
+    """A vLLM server per rank (docs/vllm.md): launched from `python`, or running at `base_urls`."""
+
+    python: str | None = Field(
+        None,
+        description="The Python of a venv with vLLM (it cannot share mua's: vLLM pins its own "
+        "transformers); each rank launches its own server with it. `make vllm-releases` builds "
+        "tests/.vllm/<release>/venv/bin/python.",
+    )
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="Running vLLM servers, one per rank (rank r uses the r-th), started with the "
+        "flags and environment of docs/vllm.md; empty: launch them from `python`.",
+    )
+    port: int = Field(
+        31000, ge=1, le=65535, description="Port of rank 0's launched server (rank r: port + r)."
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weight dtype inside vLLM (float32 matches the CPU trainer)."
+    )
+    enforce_eager: bool = Field(
+        True, description="Launch without torch.compile (starts in about half the time)."
+    )
+    kv_cache_gb: PositiveInt = Field(
+        1, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
+    )
+    weights_dir: str | None = Field(
+        None, description="Folder for the pushed safetensors files; default /dev/shm (RAM-backed)."
+    )
+    probe_tolerance: PositiveFloat = Field(
+        0.05,
+        description="Most mean |log-prob| difference between engine and trainer on the probe "
+        "prompt after a push before the run stops.",
+    )
+    seeds: bool = Field(
+        False,
+        description="Send each request's seed. Off by default: vLLM 0.31/0.32 on CPU kills its "
+        "engine on a seeded request whose prefill is split over steps (under load).",
+    )
+    launch_timeout_s: PositiveFloat = Field(
+        900.0, description="Wait for a launched server to answer."
+    )
+    request_timeout_s: PositiveFloat = Field(600.0, description="Timeout of one HTTP request.")
+    extra_args: list[str] = Field(
+        default_factory=list,
+        description="More `vllm.entrypoints.openai.api_server` flags, passed verbatim.",
+    )
+
+
 class RolloutConfig(Section):
     engine: str = Field(
         "hf",
-        description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), "
+        description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), `vllm` "
+        "(a vLLM server per rank, CPU/GPU), "
         "`openai` (any OpenAI-compatible server; evaluation only), or another engine "
         "registered in `mua.engines.registry`.",
     )
@@ -153,6 +203,10 @@ class RolloutConfig(Section):
         default_factory=lambda: SGLangConfig(),
         description="SGLang engine settings (servers, memory, weight push); engine=sglang only.",
     )
+    vllm: VLLMConfig = Field(
+        default_factory=lambda: VLLMConfig(),
+        description="vLLM engine settings (its Python or servers, dtype); engine=vllm only.",
+    )
 
     @field_validator("engine")
     @classmethod
@@ -174,3 +228,13 @@ class RolloutConfig(Section):
                 "lower the per-turn budget"
             )
         return v
+
+    @model_validator(mode="after")
+    def _vllm_has_a_server(self):
+        if self.engine == "vllm" and not (self.vllm.python or self.vllm.base_urls):
+            raise ValueError(
+                "rollout.engine=vllm needs rollout.vllm.python (the Python of a venv with vLLM, "
+                "e.g. tests/.vllm/0.32.0/venv/bin/python from `make vllm-releases`) or "
+                "rollout.vllm.base_urls (running servers)"
+            )
+        return self

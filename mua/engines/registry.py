@@ -23,6 +23,7 @@ ENV_VAR = "MUA_ENGINES"
 BUILTIN_ENGINES: dict[str, str] = {
     "hf": "mua.engines.hf.colocated:build",
     "sglang": "mua.engines.sglang.colocated:build",
+    "vllm": "mua.engines.vllm.colocated:build",
 }
 
 

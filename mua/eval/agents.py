@@ -1,7 +1,8 @@
 """Who is evaluated: `--model` resolved into a policy factory, a tokenizer and a close function.
 
 Accepted forms:
-- `tiny:<preset>` or a local Hugging Face folder: the `hf` engine (GPU when available);
+- `tiny:<preset>` or a local Hugging Face folder: the `hf` engine (GPU when available), or with
+  `rollout.engine: vllm` a vLLM server of its own (`mua.engines.vllm`);
 - a training checkpoint: a run dir, its `checkpoints/` folder or one `global_step_N` (the latest
   step unless one is named); it is merged first into `<run>/hf/global_step_N` (reused when merged);
 - `openai:<model>`: an agent behind any OpenAI-compatible endpoint (`rollout.openai.base_url`,
@@ -68,15 +69,23 @@ def _engine_agent(path: str, recipe, label: str) -> Agent:
     from mua.models import load_tokenizer
 
     tokenizer = load_tokenizer(recipe.model.tokenizer or path)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    engine = HFEngine.from_pretrained(
-        path,
-        dtype=recipe.model.dtype,
-        device=device,
-        seed=recipe.model.seed,
-        pad_token_id=tokenizer.pad_token_id or 0,
-    )
     ro = recipe.rollout
+    if ro.engine == "vllm":  # a vLLM server of its own (docs/vllm.md)
+        from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
+
+        served = served_folder(path, recipe.model.seed, tokenizer)
+        engine = engine_from_config(ro.vllm, served, max_concurrency=ro.max_concurrency)
+        if served != path:
+            engine.cleanup.append(served)  # a preset written as a folder: removed at close
+    else:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        engine = HFEngine.from_pretrained(
+            path,
+            dtype=recipe.model.dtype,
+            device=device,
+            seed=recipe.model.seed,
+            pad_token_id=tokenizer.pad_token_id or 0,
+        )
 
     def make_policy(gym_spec, gym_ctx):
         return TrajectorySeededPolicy(

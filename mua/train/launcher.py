@@ -65,7 +65,13 @@ def check_inputs(recipe) -> None:
 
 
 def _check_rl_inputs(recipe) -> None:
-    """A launched SGLang server needs SGLang installed (`check_gyms` routed every task row)."""
+    """A launched SGLang server needs SGLang installed, a launched vLLM server a Python that
+    imports vLLM (`check_gyms` routed every task row)."""
+    vllm = recipe.rollout.vllm
+    if recipe.rollout.engine == "vllm" and not vllm.base_urls:
+        from mua.engines.vllm.vllm_launch import check_python
+
+        check_python(vllm.python)  # one line, exit 2, before torchrun starts
     if recipe.rollout.engine == "sglang" and not recipe.rollout.sglang.base_urls:
         from mua.engines.sglang.sglang_engine import sglang_version
 

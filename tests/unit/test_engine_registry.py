@@ -17,17 +17,22 @@ def build_nothing(*_args):  # a builder the tests register by name
 
 
 def test_builtin_engines_build_colocated_engines():
-    assert registry.list_engines() == ["hf", "sglang"]
+    assert registry.list_engines() == ["hf", "sglang", "vllm"]
     from mua.engines.hf.colocated import HFColocated
     from mua.engines.sglang.colocated import SGLangColocated
+    from mua.engines.vllm.colocated import VLLMColocated
 
     assert registry.engine_builder("hf").__module__ == "mua.engines.hf.colocated"
     assert registry.engine_builder("sglang").__module__ == "mua.engines.sglang.colocated"
-    assert issubclass(HFColocated, ColocatedEngine) and issubclass(SGLangColocated, ColocatedEngine)
+    assert registry.engine_builder("vllm").__module__ == "mua.engines.vllm.colocated"
+    for cls in (HFColocated, SGLangColocated, VLLMColocated):
+        assert issubclass(cls, ColocatedEngine)
 
 
 def test_an_engine_added_by_the_environment_is_found_and_accepted_by_recipes(monkeypatch):
-    with pytest.raises(ValueError, match="unknown engine 'mine'; use one of: hf, openai, sglang"):
+    with pytest.raises(
+        ValueError, match="unknown engine 'mine'; use one of: hf, openai, sglang, vllm"
+    ):
         RolloutConfig(engine="mine")
     monkeypatch.setenv(registry.ENV_VAR, f"mine={__name__}:build_nothing")
     assert "mine" in registry.list_engines()
@@ -36,8 +41,10 @@ def test_an_engine_added_by_the_environment_is_found_and_accepted_by_recipes(mon
 
 
 def test_unknown_names_and_bad_entries_are_one_line(monkeypatch):
-    with pytest.raises(UsageError, match=r"unknown rollout.engine 'vllm'; known: hf, sglang$"):
-        registry.engine_builder("vllm")
+    with pytest.raises(
+        UsageError, match=r"unknown rollout.engine 'mine'; known: hf, sglang, vllm$"
+    ):
+        registry.engine_builder("mine")
     monkeypatch.setenv(registry.ENV_VAR, "broken")
     with pytest.raises(UsageError, match="not name=module:function") as err:
         registry.list_engines()

@@ -333,9 +333,14 @@ class SGLangEngine(WeightPushes):
     async def close(self) -> None:
         """Close this loop's connections and stop the server process this engine launched."""
         await self._sessions.aclose()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen | None) -> None:
+    """Stop a launched server: terminate, then kill after 30 s (nothing when None or ended)."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -1,0 +1,85 @@
+"""The vLLM engine as the trainer drives it (`ColocatedEngine`), and its builder.
+
+Every rank has a vLLM server of its own (launched by the rank from `rollout.vllm.python` on
+`rollout.vllm.port + rank`, or the rank's entry of `rollout.vllm.base_urls`), so ranks never
+share a server and each pushes to its own. The server keeps the weights it was pushed between
+uses (on CPU vLLM's sleep and wake free nothing, so a use neither sleeps nor wakes it: one note
+at start-up says so), which makes the push right after each update (`push_on_update`) final.
+A full push is exact (`mua.engines.vllm.worker_extension`) and the trainer's probe checks it at
+every use; a push vLLM refuses stops the run with one line. With `rollout.lora_sync: adapter`
+the server is launched with LoRA enabled at the policy's rank, and each push loads the adapter
+under its versioned name.
+Not here: HTTP (`vllm_engine`), launching (`vllm_launch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mua.engines.engine_contract import ColocatedEngine, Push
+from mua.engines.weight_probe import DEFAULT_PROBE_TOLERANCE
+
+SLEEP_NOTE = "vllm: sleep/wake do nothing on CPU; each rank's server keeps its memory between uses"
+
+
+class VLLMColocated(ColocatedEngine):
+    """This rank's own vLLM server, driven through its `VLLMEngine` client."""
+
+    push_on_update = True
+
+    def __init__(
+        self,
+        engine,
+        probe_ids: list[int] | None = None,
+        probe_tolerance: float = DEFAULT_PROBE_TOLERANCE,
+    ):
+        self.engine = engine
+        self.probe_ids = list(probe_ids or [])
+        self.probe_tolerance = probe_tolerance
+
+    async def begin_use(self, push: Push | None) -> None:
+        await self.engine.wake()
+        if push is not None:
+            await push()
+
+    async def end_use(self, keep_base: bool) -> bool:
+        await self.engine.drain()  # requests whose callers gave up (a trajectory timeout)
+        await self.engine.sleep()
+        return False  # the server keeps what was pushed
+
+    async def push_full(self, named_tensors: Iterable[tuple[str, Any]], version: str) -> None:
+        await self.engine.push_full(named_tensors, version)
+
+    async def push_adapter(self, name, named_tensors, config: dict, version: str) -> None:
+        await self.engine.load_adapter(name, named_tensors, config, version)
+
+
+def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocated:
+    """A server for this rank (launched, or the rank's running one), and its client."""
+    from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
+    from mua.engines.weight_probe import default_probe_ids
+
+    lora_rank = None
+    if model_cfg.lora is not None and rollout.lora_sync == "adapter":
+        lora_rank = int(model_cfg.lora.rank)
+    served = served_folder(model_cfg.path, model_cfg.seed, tokenizer)
+    engine = engine_from_config(
+        rollout.vllm,
+        served,
+        index=dist.rank,
+        lora_rank=lora_rank,
+        bucket_mb=parallel.weight_push_bucket_mb,
+        max_concurrency=rollout.max_concurrency,
+    )
+    if served != model_cfg.path:
+        engine.cleanup.append(served)  # a preset written as a folder: removed at close
+    if dist.rank == 0:
+        print(SLEEP_NOTE, flush=True)
+    hf_config = getattr(policy, "config", None)
+    vocab_size = int(getattr(hf_config, "vocab_size", 0) or len(tokenizer))
+    return VLLMColocated(
+        engine,
+        probe_ids=default_probe_ids(vocab_size),
+        probe_tolerance=rollout.vllm.probe_tolerance,
+    )

@@ -1,0 +1,291 @@
+"""The `vllm` RolloutEngine: a client of one vLLM OpenAI-compatible HTTP server.
+
+Generation: `POST /v1/completions` with the prompt as token ids, `logprobs: 0` (the sampled
+token's log-prob), `return_token_ids` and no text edits; the server runs with
+`--logprobs-mode processed_logprobs`, so a log-prob is log_softmax(logits / T) of the sampled token
+(T = 1 when greedy), as `GenerationResult` documents. vLLM applies top-k / top-p before that
+log_softmax (mua's hf engine after it): with either set, log-probs are those of the truncated
+distribution.
+Weights: a full push is written as safetensors files into a fresh folder (`weights_dir`, default
+/dev/shm) and loaded by mua's worker extension through `POST /collective_rpc`
+(`mua.engines.vllm.worker_extension`: exact on CPU), then the prefix cache is reset, since cached
+KV was computed with the old weights. The server must run with VLLM_SERVER_DEV_MODE=1 and the
+extension (`mua.engines.vllm.vllm_launch` starts it so). A push that fails raises `RunFailure`.
+LoRA: the adapter is written as a peft folder and loaded with `POST /v1/load_lora_adapter`
+(VLLM_ALLOW_RUNTIME_LORA_UPDATING); requests name the live adapter as their `model`, and an older
+version is unloaded once no request names it (`mua.engines.adapter_versions`).
+Seeds: sent only with `seeds=True` (`rollout.vllm.seeds`): vLLM 0.31 and 0.32 on CPU kill their
+engine ("CPU Generator does not use offset") when a seeded request's prefill is split over
+steps (chunked prefill under load), so by default sampling is unseeded, as on SGLang without its
+deterministic mode.
+Abort: `drain()` cancels this client's requests in flight; vLLM aborts a request whose client
+disconnected. Sleep / wake: nothing on CPU (the server keeps its memory).
+Not here: launching (`vllm_launch`), the trainer's side (`colocated`), vLLM's NCCL weight transfer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Any
+
+import aiohttp
+
+from mua.engines.adapter_versions import AdapterVersions
+from mua.engines.engine_contract import GenerationRequest, GenerationResult
+from mua.engines.sglang.http_bodies import read_body, server_message
+from mua.engines.sglang.sglang_engine import stop_process
+from mua.errors import RunFailure
+from mua.llm.http_session import LoopSessions
+
+FINISH = {"length": "length", "abort": "abort"}  # anything else ended on a stop token
+
+
+def completion_body(request: GenerationRequest, model: str, seeds: bool = False) -> dict[str, Any]:
+    """The `/v1/completions` body of `request` for the served `model` (or adapter name); the
+    request's seed travels only with `seeds` (see `VLLMEngine`)."""
+    s = request.sampling
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": [int(t) for t in request.prompt_ids],
+        "max_tokens": int(s.max_new_tokens),
+        "temperature": float(s.temperature),
+        "top_p": float(s.top_p),
+        "top_k": int(s.top_k) if s.top_k > 0 else -1,
+        "stop_token_ids": [int(t) for t in s.stop_token_ids],
+        "logprobs": 0,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+        "skip_special_tokens": False,
+        "include_stop_str_in_output": True,
+    }
+    if seeds and s.seed is not None:
+        body["seed"] = int(s.seed)
+    return body
+
+
+def parse_completion(body: Any) -> GenerationResult:
+    """A `/v1/completions` answer -> GenerationResult; ValueError when it lacks ids or log-probs."""
+    try:
+        choice = body["choices"][0]
+        logprobs = choice["logprobs"]
+        values = [float(v) for v in logprobs["token_logprobs"]]
+        ids = choice.get("token_ids")
+        if ids is None:  # "token_id:123" strings (return_tokens_as_token_ids)
+            ids = [int(str(t).rpartition(":")[2]) for t in logprobs["tokens"]]
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise ValueError(f"not a completion with token ids and log-probs ({err!r})") from None
+    if len(ids) != len(values):
+        raise ValueError(f"{len(ids)} token ids but {len(values)} log-probs")
+    finish = FINISH.get(choice.get("finish_reason"), "stop")
+    return GenerationResult([int(t) for t in ids], values, finish)
+
+
+def write_safetensors(named_tensors, folder: str, bucket_mb: float) -> int:
+    """Write (name, tensor) pairs as `part-NNNNN.safetensors` files of about `bucket_mb` each;
+    returns the number of tensors. Tensors sharing storage (tied weights) are copied apart."""
+    from safetensors.torch import save_file
+
+    from mua.engines.weight_buckets import iter_buckets
+
+    count, seen = 0, set()
+    for i, bucket in enumerate(iter_buckets(named_tensors, bucket_mb)):
+        part = {}
+        for name, tensor in bucket:
+            t = tensor.detach().to("cpu").contiguous()
+            if t.data_ptr() in seen:
+                t = t.clone()
+            seen.add(t.data_ptr())
+            part[name] = t
+        save_file(part, os.path.join(folder, f"part-{i:05d}.safetensors"))
+        count += len(part)
+    return count
+
+
+class VLLMEngine:
+    """A RolloutEngine backed by one vLLM server (launched here, or running elsewhere)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 600.0,
+        max_concurrency: int = 64,
+        weights_dir: str | None = None,
+        bucket_mb: float = 256.0,
+        process: subprocess.Popen | None = None,
+        cleanup: list[str] | None = None,
+        seeds: bool = False,
+    ):
+        self.seeds = seeds  # vLLM 0.31/0.32 on CPU dies on a seeded request whose prefill is split
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.weights_dir = weights_dir
+        self.bucket_mb = bucket_mb
+        self.process = process
+        self.cleanup = list(cleanup or [])  # folders removed when the engine closes
+        self.model: str | None = None  # the served model's name (read from /v1/models)
+        self.weight_version: str | None = None
+        self.adapters = AdapterVersions()
+        self.stats = {"requests": 0, "tokens": 0, "pushes": 0}
+        self._sessions = LoopSessions(self.base_url, max_connections=max_concurrency + 4)
+        self._inflight: set[asyncio.Task] = set()
+
+    # ---- HTTP -----------------------------------------------------------------------------
+
+    async def call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None):
+        """One call with a JSON body; the answer's JSON ({} when empty). RunFailure on an HTTP
+        error or an unreachable server, naming the path and the server's message."""
+        session = await self._sessions.get()
+        timeout = aiohttp.ClientTimeout(total=timeout_s or self.timeout_s)
+        try:
+            async with session.request(
+                method,
+                self.base_url + path,
+                json=body,
+                allow_redirects=False,
+                proxy=self._sessions.proxy,
+                timeout=timeout,
+            ) as response:
+                raw, status = await response.read(), response.status
+        except asyncio.TimeoutError:
+            raise self._unreachable(f"no answer to {path} within {timeout.total:g} s") from None
+        except (aiohttp.ClientError, OSError) as err:
+            raise self._unreachable(f"{type(err).__name__}: {err}") from None
+        if status >= 300:
+            raise RunFailure(
+                f"vLLM server {self.base_url}{path} answered HTTP {status}: {server_message(raw)}"
+            )
+        return read_body(raw)  # {} when empty, {"text": ...} for plain text
+
+    def _unreachable(self, reason: str) -> RunFailure:
+        return RunFailure(
+            f"cannot reach the vLLM server at {self.base_url} ({reason}); start it or fix "
+            "rollout.vllm.base_urls"
+        )
+
+    async def served_model(self) -> str:
+        """The name the server serves its base model under (read once)."""
+        if self.model is None:
+            models = (await self.call("GET", "/v1/models")).get("data") or []
+            if not models:
+                raise RunFailure(f"vLLM server {self.base_url} serves no model")
+            self.model = str(models[0]["id"])
+        return self.model
+
+    async def version(self) -> str:
+        return str((await self.call("GET", "/version")).get("version", "unknown"))
+
+    # ---- RolloutEngine ---------------------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        base = await self.served_model()
+        lora = self.adapters.begin()
+        version = self.adapters.version_of(lora) if lora else self.weight_version
+        call = asyncio.ensure_future(
+            self.call("POST", "/v1/completions", completion_body(request, lora or base, self.seeds))
+        )
+        self._inflight.add(call)
+        try:
+            body = await call  # a cancelled caller cancels the call: vLLM aborts the request
+        finally:
+            self._inflight.discard(call)
+            await self._unload(self.adapters.end(lora))
+        try:
+            result = parse_completion(body)
+        except ValueError as err:
+            raise RunFailure(f"vLLM server {self.base_url}: {err}") from None
+        if lora is not None:
+            result.meta["lora_path"] = lora
+        if version is not None:
+            result.meta["weight_version"] = version
+        self.stats["requests"] += 1
+        self.stats["tokens"] += len(result.token_ids)
+        return result
+
+    async def drain(self) -> int:
+        """Abort this client's requests in flight (vLLM aborts a request whose connection
+        closes) and wait until they ended; returns how many were aborted."""
+        calls = [c for c in self._inflight if not c.done()]
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        return len(calls)
+
+    # ---- weights ---------------------------------------------------------------------------
+
+    def _new_folder(self, prefix: str) -> str:
+        root = self.weights_dir or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+        return tempfile.mkdtemp(prefix=prefix, dir=root)
+
+    async def push_full(self, named_tensors, version: str) -> None:
+        """Write the full weights to a fresh folder and have the server load them exactly."""
+        folder = self._new_folder("mua-vllm-weights-")
+        try:
+            # on the calling thread: the gathers inside the iterator are collectives
+            count = write_safetensors(named_tensors, folder, self.bucket_mb)
+            if count == 0:
+                raise RunFailure("a full weight push carried no tensors")
+            await self.load_folder(folder, version)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    async def load_folder(self, folder: str, version: str) -> None:
+        """The server loads the safetensors files of `folder` (on its machine) as `version`."""
+        body = {"method": "mua_load_weights", "args": [folder], "timeout": self.timeout_s}
+        try:
+            await self.call("POST", "/collective_rpc", body)
+        except RunFailure as err:
+            raise RunFailure(
+                f"vLLM did not take the pushed weights ({err}); the server needs "
+                "VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls of mua's worker extension "
+                "(docs/vllm.md), and the run stops here"
+            ) from None
+        await self.call("POST", "/reset_prefix_cache")  # cached KV was computed by old weights
+        self.weight_version = str(version)
+        self.stats["pushes"] += 1
+
+    async def load_adapter(self, name: str, named_tensors, config: dict, version: str) -> None:
+        """Load a LoRA adapter (peft's file names and config) under `name` and generate with it."""
+        from safetensors.torch import save_file
+
+        folder = self._new_folder(f"mua-vllm-{name}-")
+        self.cleanup.append(folder)  # vLLM may read the folder again: removed at close
+        tensors = {n: t.detach().to("cpu").contiguous() for n, t in named_tensors}
+        await asyncio.to_thread(
+            save_file, tensors, os.path.join(folder, "adapter_model.safetensors")
+        )
+        with open(os.path.join(folder, "adapter_config.json"), "w") as f:
+            json.dump(config, f)
+        await self.call("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": folder})
+        await self._unload(self.adapters.adopt(name, weight_version=version))
+
+    async def _unload(self, names: list[str]) -> None:
+        for name in names:
+            try:
+                await self.call("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+            except RunFailure:
+                pass  # kept loaded: harmless, the live adapter is what requests name
+
+    # ---- life ------------------------------------------------------------------------------
+
+    async def sleep(self) -> None:
+        """Nothing: vLLM's sleep mode frees nothing on CPU, so the server keeps its memory."""
+
+    async def wake(self) -> None:
+        """Nothing (see `sleep`)."""
+
+    async def close_connections(self) -> None:
+        """Close this event loop's connections to the server."""
+        await self._sessions.aclose()
+
+    async def close(self) -> None:
+        """Close this loop's connections and stop the server process this engine launched."""
+        await self._sessions.aclose()
+        stop_process(self.process)
+        for folder in self.cleanup:
+            shutil.rmtree(folder, ignore_errors=True)

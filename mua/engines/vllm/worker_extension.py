@@ -1,0 +1,116 @@
+"""Runs inside vLLM's worker process (`--worker-extension-cls`): exact full-weight pushes.
+
+vLLM imports this module in its own Python, so it imports only what vLLM's environment has
+(torch, safetensors, vllm) and nothing else of mua's. The trainer writes its full weights as
+safetensors files into a folder and calls `mua_load_weights(folder)` through vLLM's
+`/collective_rpc` (a server started with VLLM_SERVER_DEV_MODE=1).
+
+Why vLLM's own `reload_weights` is not enough on CPU: after loading, vLLM's CPU backend packs each
+linear layer's weight into a oneDNN (or sgl-kernel) handle that holds its own copy, and drops the
+plain weight. vLLM's layer-wise reload re-runs that packing for every layer whose weights it
+loads, but a language-model head tied to the input embedding (`tie_word_embeddings`: the small
+Qwen models) is never loaded itself (its weight is the embedding's), so its packed copy keeps the
+old weights: the embedding moves, the head does not, and log-probs drift. Here every layer that
+kept a plain 2-D weight next to a packed copy (`cpu_linear`) is packed again from its current
+weight after the reload, which makes a push equal to a fresh load of the same weights.
+
+A push that fails part-way leaves layers half-loaded (vLLM's reload puts layers on the meta
+device while loading). Then the model is marked broken: its forward raises at once, naming the
+failed push, so no request is ever answered by a half-loaded model, and the caller's RPC fails.
+Every file is read before the model is touched, and every parameter must be loaded, else the push
+fails.
+Not here: LoRA adapters (vLLM's own `/v1/load_lora_adapter`), the GPU weight-transfer path.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+
+class MuaWorkerExtension:
+    """Mixed into vLLM's worker class: `self.model_runner` is the worker's model runner."""
+
+    _mua_broken: str | None = None
+
+    def mua_load_weights(self, folder: str) -> dict:
+        """Load every `*.safetensors` file of `folder` into the running model, then re-pack the
+        layers whose packed copy a reload leaves stale. Returns {"loaded": n, "repacked": m}."""
+        if self._mua_broken:
+            raise RuntimeError(
+                f"mua: this engine is broken by an earlier push ({self._mua_broken})"
+            )
+        tensors = _read_folder(folder)  # every file read before the model is touched
+        runner = self.model_runner
+        model = runner.get_model()
+        try:
+            loaded = _reload(runner, model, tensors)
+            repacked = _repack_kept_weights(model)
+        except Exception as err:
+            self._mark_broken(model, f"{type(err).__name__}: {err}")
+            raise
+        return {"loaded": len(loaded), "repacked": repacked}
+
+    def mua_weight_names(self) -> list[str]:
+        """The model's parameter names as vLLM holds them (for diagnostics)."""
+        return [n for n, _ in self.model_runner.get_model().named_parameters()]
+
+    def _mark_broken(self, model, reason: str) -> None:
+        self._mua_broken = reason
+
+        def refuse(*_args, **_kwargs):
+            raise RuntimeError(f"mua: a weight push failed and left this engine broken ({reason})")
+
+        model.register_forward_pre_hook(refuse)
+
+
+def _read_folder(folder: str) -> list:
+    from safetensors.torch import load_file
+
+    files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
+    if not files:
+        raise FileNotFoundError(f"mua: no *.safetensors file in {folder}")
+    tensors = []
+    for path in files:
+        tensors.extend(load_file(path, device="cpu").items())
+    return tensors
+
+
+def _reload(runner, model, tensors) -> set:
+    """vLLM's layer-wise in-place reload from `tensors`; every parameter must be loaded."""
+    from vllm.model_executor.model_loader.reload import (
+        finalize_layerwise_reload,
+        initialize_layerwise_reload,
+    )
+
+    lora = runner.vllm_config.lora_config is not None
+    wanted = {
+        name.replace(".base_layer.", ".") if lora else name for name, _ in model.named_parameters()
+    }
+    initialize_layerwise_reload(model)
+    loaded = model.load_weights(iter(tensors))
+    finalize_layerwise_reload(model, runner.vllm_config.model_config)
+    for reset in ("reset_lora_state", "reset_encoder_cache", "reset_mm_cache"):
+        if hasattr(runner, reset):
+            getattr(runner, reset)()
+    missing = wanted - set(loaded or ())
+    if loaded is not None and missing:
+        raise ValueError(
+            f"mua: the push did not set {len(missing)} parameter(s): {sorted(missing)[:5]}"
+        )
+    return set(loaded or ())
+
+
+def _repack_kept_weights(model) -> int:
+    """Pack again every layer holding both a plain 2-D weight and a packed copy (CPU only)."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    count = 0
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if not hasattr(module, "cpu_linear") or weight is None:
+            continue
+        if weight.ndim == 2 and weight.numel() > 0 and not weight.is_meta:
+            dispatch_cpu_unquantized_gemm(module, remove_weight=False)
+            count += 1
+    return count
