@@ -37,7 +37,7 @@ PREP = [
 ]
 
 
-def _mua(folder: Path, *args: str, timeout_s: float = 900) -> None:
+def _mua(folder: Path, *args: str, timeout_s: float = 2700) -> None:
     env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     env.pop("MLFLOW_TRACKING_URI", None)
     res = subprocess.run(
