@@ -16,14 +16,13 @@ Does not check the per-gym metrics or resume (tests/integration/test_train_multi
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from tests.integration.train_helpers import run_mua_in
 
 pytestmark = pytest.mark.integration
 
@@ -37,24 +36,8 @@ PREP = [
 ]
 
 
-def _mua(folder: Path, *args: str, timeout_s: float = 2700) -> None:
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    res = subprocess.run(
-        [sys.executable, "-m", "mua.cli.main", *args],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    assert res.returncode == 0, (
-        f"mua {' '.join(args)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-    )
-
-
 def _rewards(folder: Path, model: str, out: str) -> dict[str, float]:
-    _mua(
+    run_mua_in(
         folder,
         "eval",
         str(RECIPES / "multi_gym_quickstart_eval.yaml"),
@@ -75,10 +58,10 @@ def run_seed(
     `sft_extra` / `rl_extra` are key=value overrides of the two training runs."""
     folder.mkdir(parents=True, exist_ok=True)
     for args in PREP:
-        _mua(folder, "prep", *args)
-    _mua(folder, "rollout", str(RECIPES / "multi_gym_quickstart_rollout.yaml"))
+        run_mua_in(folder, "prep", *args)
+    run_mua_in(folder, "rollout", str(RECIPES / "multi_gym_quickstart_rollout.yaml"))
     seeds = [f"model.seed={seed}", f"data.seed={seed}"]
-    _mua(
+    run_mua_in(
         folder,
         "train",
         str(RECIPES / "multi_gym_quickstart_sft.yaml"),
@@ -88,7 +71,7 @@ def run_seed(
     )
     before = _rewards(folder, "runs/multi_gym_quickstart_sft/hf/final", "runs/eval_sft")
     rl = str(RECIPES / "multi_gym_quickstart.yaml")
-    _mua(folder, "train", rl, *seeds, *rl_extra, "--no-resume")
+    run_mua_in(folder, "train", rl, *seeds, *rl_extra, "--no-resume")
     after = _rewards(folder, "runs/multi_gym_quickstart/hf/final", "runs/eval_rl")
     return before, after
 

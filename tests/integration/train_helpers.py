@@ -1,5 +1,5 @@
 """Helpers of the training and merge tests: tiny SFT data, recipes, running `mua train`, reading
-MLflow, writing a DCP checkpoint without torchrun, and the logits of a Hugging Face folder."""
+MLflow, running any `mua` verb from a folder, writing a DCP checkpoint without torchrun, and the logits of a Hugging Face folder."""
 
 from __future__ import annotations
 
@@ -58,6 +58,24 @@ def run_train(recipe: Path, *args: str, env_extra: dict | None = None, timeout_s
         cwd=REPO,
         env=env,
         timeout=timeout_s,
+    )
+
+
+def run_mua_in(folder: Path, *args: str, timeout_s: float = 2700) -> None:
+    """`mua ARGS` run from `folder` (recipes' relative paths land there), the repository on the
+    path; fails the test with the output's tail when it fails."""
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    res = subprocess.run(
+        [sys.executable, "-m", "mua.cli.main", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert res.returncode == 0, (
+        f"mua {' '.join(args)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     )
 
 
