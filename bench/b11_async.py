@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench.common import require_same_work, require_work
+from bench.common import load_1min, require_same_work, require_work
 
 ID = "B11"
 BAR = {"samples_per_s_vs_sync": ">= 1.3"}
@@ -266,10 +266,9 @@ def run():
     metrics = {"samples_per_s_vs_sync": async_["samples_per_s"] / sync["samples_per_s"]}
     for name, part in (("sync", sync), ("async", async_)):
         metrics.update({f"{name}_{k}": v for k, v in part.items()})
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     notes = (
         f"{STEPS} steps each after a warm-up; {TASKS_PER_STEP} tasks x {N} samples a step; "
         f"async: oversample {OVERSAMPLE}, max_staleness {MAX_STALENESS}, tis; "
-        f"1-minute load at the end {load:.2f}"
+        f"1-minute load at the end {load_1min():.2f}"
     )
     return metrics, notes

@@ -30,7 +30,7 @@ import os
 import time
 from types import SimpleNamespace
 
-from bench.common import require_same_work, require_work
+from bench.common import load_1min, require_same_work, require_work
 
 ID = "B12"
 BAR = {"samples_per_s_vs_builtin": ">= 0.8", "gateway_untrained_sampled_tokens": "<= 0"}
@@ -208,10 +208,9 @@ def run():
     for side in sides:
         metrics[f"{side.name}_samples_per_s"] = side.totals["samples"] / side.totals["wall_s"]
         metrics[f"{side.name}_rollout_s_per_step"] = side.totals["rollout_s"] / STEPS
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     notes = (
         f"{STEPS} steps a side after a warm-up, steps alternating; {TASKS_PER_STEP} tasks x {N} "
         f"samples a step, at most {MAX_TURNS} turns of {NEW_TOKENS} tokens; gateway sides: entry "
-        f"points over HTTP (plain JSON; openai SDK); 1-minute load at the end {load:.2f}"
+        f"points over HTTP (plain JSON; openai SDK); 1-minute load at the end {load_1min():.2f}"
     )
     return metrics, notes

@@ -100,6 +100,11 @@ def write_result(
     return doc
 
 
+def load_1min() -> float:
+    """The machine's 1-minute load average (nan where the platform has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def cpu_cores() -> int:
     import os
 

@@ -9,33 +9,17 @@ Use as a module only (`data_prep.math`), never as a script path: its name shadow
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mua.errors import UsageError
+from mua.jsonl import jsonl_objects
 
 
 def read_jsonl(path: Path) -> list[dict]:
     """Checked rows `{"question", "answer", "solution"}` of a LIMO-style JSONL file."""
     rows = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: cannot read as UTF-8 text ({e})") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, row in jsonl_objects(path, "one object with question and answer"):
         where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UsageError(
-                f"{where}: not valid JSON ({e.msg}); each line must be one object"
-            ) from None
-        if not isinstance(row, dict):
-            raise UsageError(
-                f"{where}: expected a JSON object with question/answer, got {type(row).__name__}"
-            )
         question, answer, solution = row.get("question"), row.get("answer"), row.get("solution", "")
         if not isinstance(question, str) or not question.strip():
             raise UsageError(f"{where}: 'question' must be a non-empty string")

@@ -28,48 +28,26 @@ Examples:
 
 def _make_policy(recipe, gym, ctx):
     """(policy, async close function or None)."""
-    from mua.errors import UsageError
     from mua.rollout.policies import EnginePolicy, expert_policy
 
     if recipe.policy == "expert":
         return expert_policy(gym, ctx), None
     engine_kind = recipe.rollout.engine
-    if engine_kind == "hf":
-        import torch
-
-        from mua.engines.hf.hf_engine import HFEngine
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine = HFEngine.from_pretrained(
-            recipe.model.path, dtype=recipe.model.dtype, device=device, seed=recipe.model.seed
-        )
-        return EnginePolicy.from_config(
-            engine, recipe.rollout, recipe.model.tool_parser
-        ), engine.close
-    if engine_kind == "vllm":  # a vLLM server of its own (docs/vllm.md)
-        from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
+    if engine_kind != "openai":  # the registry's engine: hf in process, a vLLM server, ...
+        from mua.engines.registry import standalone_engine
         from mua.models import load_tokenizer
 
         tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
-        served = served_folder(recipe.model.path, recipe.model.seed, tokenizer)
-        engine = engine_from_config(
-            recipe.rollout.vllm, served, max_concurrency=recipe.rollout.max_concurrency
-        )
-        if served != recipe.model.path:
-            engine.cleanup.append(served)  # a preset written as a folder: removed at close
+        engine = standalone_engine(recipe, recipe.model.path, tokenizer)
         return EnginePolicy.from_config(
             engine, recipe.rollout, recipe.model.tool_parser
         ), engine.close
-    if engine_kind == "openai":
-        from mua.rollout.openai_policy import OpenAIPolicy
+    from mua.rollout.openai_policy import OpenAIPolicy
 
-        agent = OpenAIPolicy.from_config(
-            recipe.rollout, model=recipe.model.path, tool_parser=recipe.model.tool_parser
-        )
-        return agent.as_message_policy(), agent.aclose
-    raise UsageError(
-        f"`mua rollout` does not run rollout.engine={engine_kind} yet; use rollout.engine=hf, vllm or openai"
+    agent = OpenAIPolicy.from_config(
+        recipe.rollout, model=recipe.model.path, tool_parser=recipe.model.tool_parser
     )
+    return agent.as_message_policy(), agent.aclose
 
 
 def _write_jsonl(trajectories, path) -> None:

@@ -48,7 +48,28 @@ class LLMUserConfig(EndpointConfig):
 UserConfig = Annotated[ScriptedUserConfig | LLMUserConfig, Field(discriminator="kind")]
 
 
-class SGLangConfig(Section):
+class ServerEngineConfig(Section):
+    """What every engine that runs as HTTP servers next to the trainer shares (SGLang, vLLM):
+    where pushed weights are written, the post-push probe, and the launch and request timeouts."""
+
+    weights_dir: str | None = Field(
+        None, description="Folder for weights pushed through files; default /dev/shm (RAM-backed)."
+    )
+    probe_tolerance: PositiveFloat = Field(
+        0.05,
+        description="Most mean |log-prob| difference between engine and trainer on the probe "
+        "prompt after a push before the run stops.",
+    )
+    launch_timeout_s: PositiveFloat = Field(
+        900.0, description="Wait for a launched server to answer."
+    )
+    request_timeout_s: PositiveFloat = Field(600.0, description="Timeout of one HTTP request.")
+    extra_args: list[str] = Field(
+        default_factory=list, description="More flags of the server's launcher, passed verbatim."
+    )
+
+
+class SGLangConfig(ServerEngineConfig):
     base_urls: list[str] = Field(
         default_factory=list,
         description="Running servers speaking SGLang's protocol (SGLang or `mua serve`); empty: "
@@ -72,24 +93,9 @@ class SGLangConfig(Section):
         description="Launch SGLang with --enable-deterministic-inference (SGLang >= 0.5.3) so "
         "per-request seeds are honoured; otherwise seeds are best-effort on SGLang.",
     )
-    weights_dir: str | None = Field(
-        None, description="Folder for the disk path; default /dev/shm (RAM-backed)."
-    )
-    probe_tolerance: PositiveFloat = Field(
-        0.05,
-        description="Most mean |log-prob| difference between engine and trainer on the probe "
-        "prompt after a push before the run stops.",
-    )
-    launch_timeout_s: PositiveFloat = Field(
-        900.0, description="Wait for a launched server to answer."
-    )
-    request_timeout_s: PositiveFloat = Field(600.0, description="Timeout of one HTTP request.")
-    extra_args: list[str] = Field(
-        default_factory=list, description="More `sglang.launch_server` flags, passed verbatim."
-    )
 
 
-class VLLMConfig(Section):
+class VLLMConfig(ServerEngineConfig):
     """A vLLM server per rank (docs/vllm.md): launched from `python`, or running at `base_urls`."""
 
     python: str | None = Field(
@@ -115,26 +121,10 @@ class VLLMConfig(Section):
     kv_cache_gb: PositiveInt = Field(
         1, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
     )
-    weights_dir: str | None = Field(
-        None, description="Folder for the pushed safetensors files; default /dev/shm (RAM-backed)."
-    )
-    probe_tolerance: PositiveFloat = Field(
-        0.05,
-        description="Most mean |log-prob| difference between engine and trainer on the probe "
-        "prompt after a push before the run stops.",
-    )
     seeds: bool = Field(
         False,
         description="Send each request's seed. Off by default: vLLM 0.31/0.32 on CPU kills its "
         "engine on a seeded request whose prefill is split over steps (under load).",
-    )
-    launch_timeout_s: PositiveFloat = Field(
-        900.0, description="Wait for a launched server to answer."
-    )
-    request_timeout_s: PositiveFloat = Field(600.0, description="Timeout of one HTTP request.")
-    extra_args: list[str] = Field(
-        default_factory=list,
-        description="More `vllm.entrypoints.openai.api_server` flags, passed verbatim.",
     )
 
 

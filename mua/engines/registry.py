@@ -5,14 +5,19 @@ entry-point group, or from the `MUA_ENGINES` environment variable
 (`name=module:function[,name=module:function...]`, read in every process, so torchrun's workers
 see it too). A builder is called as `build(rollout, model_cfg, parallel, dist, policy,
 tokenizer)` on every rank and returns this rank's `mua.engines.engine_contract.ColocatedEngine`.
-Adding an engine is its folder plus one line in `BUILTIN_ENGINES`. Core code never branches on
-an engine's name to build it; it asks this registry. An engine is imported only when asked for.
+Adding an engine is its folder plus one line in `BUILTIN_ENGINES`. The builder's module may also
+define two optional hooks, found by `engine_hook`: `check_launch(recipe)`, called before torchrun
+starts, refuses in one line what the engine cannot launch here (a package or a GPU missing);
+`standalone(recipe, path, tokenizer)` returns a `RolloutEngine` for `path` outside a trainer (what
+`mua eval` and `mua rollout` sample from). Core code never branches on an engine's name to build
+or check it; it asks this registry. An engine is imported only when asked for.
 Not here: `rollout.engine: openai` (the API agent evaluates only; it is no trainer engine).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 from mua.errors import UsageError
@@ -57,3 +62,21 @@ def engine_builder(name: str) -> Callable:
     if target is None:
         raise UsageError(f"unknown rollout.engine {name!r}; known: {', '.join(list_engines())}")
     return load_target(target, "build")
+
+
+def engine_hook(name: str, hook: str) -> Callable | None:
+    """The optional `hook` (`check_launch`, `standalone`) of the module holding `name`'s builder."""
+    return getattr(sys.modules[engine_builder(name).__module__], hook, None)
+
+
+def standalone_engine(recipe, path: str, tokenizer):
+    """A `RolloutEngine` of `recipe.rollout.engine` serving `path` (a model folder, hub id or
+    preset), outside a trainer; one line when that engine has none."""
+    name = recipe.rollout.engine
+    build = engine_hook(name, "standalone")
+    if build is None:
+        raise UsageError(
+            f"rollout.engine={name} runs inside a trainer only; use rollout.engine=hf here "
+            "(or openai for a served model)"
+        )
+    return build(recipe, path, tokenizer)

@@ -62,30 +62,13 @@ def _merged_folder(step_dir: Path) -> str:
 
 
 def _engine_agent(path: str, recipe, label: str) -> Agent:
-    import torch
-
-    from mua.engines.hf.hf_engine import HFEngine
+    from mua.engines.registry import standalone_engine
     from mua.eval.eval_runner import TrajectorySeededPolicy
     from mua.models import load_tokenizer
 
     tokenizer = load_tokenizer(recipe.model.tokenizer or path)
     ro = recipe.rollout
-    if ro.engine == "vllm":  # a vLLM server of its own (docs/vllm.md)
-        from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
-
-        served = served_folder(path, recipe.model.seed, tokenizer)
-        engine = engine_from_config(ro.vllm, served, max_concurrency=ro.max_concurrency)
-        if served != path:
-            engine.cleanup.append(served)  # a preset written as a folder: removed at close
-    else:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine = HFEngine.from_pretrained(
-            path,
-            dtype=recipe.model.dtype,
-            device=device,
-            seed=recipe.model.seed,
-            pad_token_id=tokenizer.pad_token_id or 0,
-        )
+    engine = standalone_engine(recipe, path, tokenizer)  # hf in process, a vLLM server, ...
 
     def make_policy(gym_spec, gym_ctx):
         return TrajectorySeededPolicy(

@@ -152,20 +152,13 @@ class Gateway:
 
     async def _env_step(self, request: web.Request) -> web.Response:
         session = self._session(request)
-        try:
-            body = await request.json()
-        except ValueError as e:
-            raise WireError(400, f"the body is not JSON: {e}") from None
+        body = await _json_body(request)
         async with session.lock:
             return web.json_response(await env_step(session.context.get("env"), body))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         session = self._session(request)
-        try:
-            body = await request.json()
-        except ValueError as e:
-            raise WireError(400, f"the body is not JSON: {e}") from None
-        req = read_request(body)
+        req = read_request(await _json_body(request))
         reply = await self.answer(session, req)
         model = req.model or self.model_name
         if not req.stream:
@@ -270,6 +263,13 @@ class Gateway:
             message["tool_calls"] = calls
         session.record_turn(seg, ids, logprobs, stopped, normal_message(message))
         return Reply(content, calls, finish, prompt_len, len(ids))
+
+
+async def _json_body(request: web.Request):
+    try:
+        return await request.json()
+    except ValueError as e:
+        raise WireError(400, f"the body is not JSON: {e}") from None
 
 
 @web.middleware

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mua.errors import UsageError
 from mua.gym.api import Task
+from mua.jsonl import jsonl_objects
 
 
 class TaskSampler:
@@ -119,29 +120,7 @@ def _rows_of(path: Path) -> list[dict]:
         except Exception as e:
             raise UsageError(f"{path}: not a readable parquet file ({e})") from None
         return utf8_rows(table, path)
-    rows = []
-    for n, raw in enumerate(path.read_bytes().splitlines(), 1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise UsageError(
-                f"{path}: line {n}: not valid UTF-8 (byte {e.start} of the line: "
-                f"{raw[e.start : e.start + 4]!r}); re-encode the file as UTF-8"
-            ) from None
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UsageError(
-                f"{path}: line {n}: not JSON ({e.msg}); expected one conversation per line"
-            ) from None
-        if not isinstance(row, dict):
-            raise UsageError(
-                f"{path}: line {n}: a JSON {type(row).__name__}, expected an object per line"
-            )
-        rows.append(row)
-    return rows
+    return [row for _, row in jsonl_objects(path, "one conversation object per line")]
 
 
 def _sft_row_problem(row: dict) -> str | None:

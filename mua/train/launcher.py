@@ -59,36 +59,15 @@ def check_inputs(recipe) -> None:
         from mua.models.lora import check_targets
 
         check_targets(recipe.model)  # target modules that match nothing: one line, exit 2
-        from mua.engines.sglang.lora_endpoints import check_adapter_sync
-
-        check_adapter_sync(recipe)  # an SGLang release that cannot take adapters: exit 2
 
 
 def _check_rl_inputs(recipe) -> None:
-    """A launched SGLang server needs SGLang installed, a launched vLLM server a Python that
-    imports vLLM (`check_gyms` routed every task row)."""
-    vllm = recipe.rollout.vllm
-    if recipe.rollout.engine == "vllm" and not vllm.base_urls:
-        from mua.engines.vllm.vllm_launch import check_python
+    """What the recipe's engine cannot launch here (its `check_launch` hook, `mua.engines.registry`)."""
+    from mua.engines.registry import engine_hook
 
-        check_python(vllm.python)  # one line, exit 2, before torchrun starts
-    if recipe.rollout.engine == "sglang" and not recipe.rollout.sglang.base_urls:
-        from mua.engines.sglang.sglang_engine import sglang_version
-
-        if sglang_version() is None:
-            raise UsageError(
-                "rollout.engine=sglang without rollout.sglang.base_urls launches SGLang, which is not "
-                "installed; install it on a CUDA machine, or give rollout.sglang.base_urls (e.g. a "
-                "`mua serve` address)"
-            )
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError(
-                "rollout.engine=sglang without rollout.sglang.base_urls launches an SGLang server, "
-                "which needs a CUDA GPU and this machine has none; run on a GPU host, use "
-                "rollout.engine=hf, or give rollout.sglang.base_urls (e.g. a `mua serve` address)"
-            )
+    check = engine_hook(recipe.rollout.engine, "check_launch")
+    if check is not None:
+        check(recipe)  # one line, exit 2, before torchrun starts
 
 
 def torchrun_command(

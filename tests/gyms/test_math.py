@@ -257,8 +257,8 @@ def test_limo_jsonl_loader(tmp_path):
     again = GYM.build_tasks(str(good), 0, {"test_fraction": 0.25})
     assert [t.to_row() for t in again["test"]] == [t.to_row() for t in splits["test"]]
     cases = {
-        '{"question": "q", "answer": "1"}\n{"question": "q2"\n': r"limo.jsonl:2: not valid JSON",
-        '["q", "a"]\n': r":1: expected a JSON object",
+        '{"question": "q", "answer": "1"}\n{"question": "q2"\n': r"limo.jsonl: line 2: not JSON",
+        '["q", "a"]\n': r": line 1: a JSON list; expected one object",
         '{"question": "", "answer": "1"}\n': r":1: 'question' must be a non-empty string",
         '{"question": "q", "answer": null}\n': r":1: 'answer' must be",
         '{"question": "q", "answer": "1", "solution": 3}\n': r":1: 'solution' must be a string",

@@ -135,9 +135,9 @@ def test_adapter_sync_against_mua_serve(release):
 
 def test_releases_without_the_endpoint_refuse_adapter_sync():
     from mua.config.recipes import TrainRecipe
-    from mua.engines.sglang.lora_endpoints import check_adapter_sync
     from mua.engines.sglang.sglang_engine import SGLangEngine
     from mua.serve import serve_model
+    from mua.train.launcher import _check_rl_inputs
 
     server = serve_model(MODEL, sglang_release="0.5.5.post3")
     try:
@@ -150,7 +150,7 @@ def test_releases_without_the_endpoint_refuse_adapter_sync():
             },
         )
         with pytest.raises(UsageError, match=r"needs SGLang >= 0\.5\.8.*runs 0\.5\.5\.post3"):
-            check_adapter_sync(recipe)
+            _check_rl_inputs(recipe)  # the launcher asks the engine's check_launch hook
         with pytest.raises(UsageError, match="lora_sync=merged"):
             asyncio.run(SGLangEngine(server.url).load_adapter("x", [], {}))
         assert "load_lora_adapter_from_tensors" not in str(server.call_log)

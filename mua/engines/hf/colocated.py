@@ -74,3 +74,18 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> HFColocated:
         max_batch_size=engine_batch_size(64),
     )
     return HFColocated(engine, parallel.weight_push_bucket_mb)
+
+
+def standalone(recipe, path: str, tokenizer):
+    """The model at `path` in this process (on the GPU when there is one)."""
+    import torch
+
+    from mua.engines.hf.hf_engine import HFEngine
+
+    return HFEngine.from_pretrained(
+        path,
+        dtype=recipe.model.dtype,
+        device="cuda" if torch.cuda.is_available() else "cpu",
+        seed=recipe.model.seed,
+        pad_token_id=tokenizer.pad_token_id or 0,
+    )

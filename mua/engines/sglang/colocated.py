@@ -28,6 +28,7 @@ from typing import Any
 from mua.distributed import all_gather_objects, barrier
 from mua.engines.engine_contract import ColocatedEngine, Push
 from mua.engines.weight_probe import DEFAULT_PROBE_TOLERANCE
+from mua.errors import UsageError
 
 
 class SGLangColocated(ColocatedEngine):
@@ -133,3 +134,43 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> SGLangColoca
 def _node_id() -> str:
     """Which node this process runs on: torchrun's node rank, else the host name."""
     return os.environ.get("GROUP_RANK") or socket.gethostname()
+
+
+def check_launch(recipe) -> None:
+    """One line before torchrun starts: a server to launch needs SGLang installed and a CUDA GPU;
+    `rollout.lora_sync=adapter` needs a release that takes adapters."""
+    from mua.engines.sglang.lora_endpoints import check_adapter_sync
+
+    _check_server(recipe.rollout.sglang)
+    check_adapter_sync(recipe)
+
+
+def standalone(recipe, path: str, tokenizer):
+    """An SGLang server for `path` (launched here on a GPU), or `rollout.sglang.base_urls`."""
+    from mua.engines.sglang.engine_pool import engine_from_config
+
+    _check_server(recipe.rollout.sglang)
+    return engine_from_config(
+        recipe.rollout.sglang, path, max_concurrency=recipe.rollout.max_concurrency
+    )
+
+
+def _check_server(cfg) -> None:
+    if cfg.base_urls:
+        return
+    from mua.engines.sglang.sglang_engine import sglang_version
+
+    if sglang_version() is None:
+        raise UsageError(
+            "rollout.engine=sglang without rollout.sglang.base_urls launches SGLang, which is "
+            "not installed; install it on a CUDA machine, or give rollout.sglang.base_urls "
+            "(e.g. a `mua serve` address)"
+        )
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(
+            "rollout.engine=sglang without rollout.sglang.base_urls launches an SGLang server, "
+            "which needs a CUDA GPU and this machine has none; run on a GPU host, use "
+            "rollout.engine=hf, or give rollout.sglang.base_urls (e.g. a `mua serve` address)"
+        )

@@ -89,7 +89,7 @@ def refuse_release(version: str | None, where: str) -> None:
 def check_adapter_sync(recipe) -> None:
     """Before the run: `rollout.lora_sync=adapter` only where the engine can take an adapter."""
     rollout = recipe.rollout
-    if rollout.lora_sync != "adapter" or rollout.engine != "sglang":
+    if rollout.lora_sync != "adapter":
         return
     if not rollout.sglang.base_urls:
         from mua.engines.sglang.sglang_engine import sglang_version

@@ -83,3 +83,26 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocate
         probe_ids=default_probe_ids(vocab_size),
         probe_tolerance=rollout.vllm.probe_tolerance,
     )
+
+
+def check_launch(recipe) -> None:
+    """A server to launch needs a Python that imports vLLM (one line, before torchrun starts)."""
+    cfg = recipe.rollout.vllm
+    if not cfg.base_urls:
+        from mua.engines.vllm.vllm_launch import check_python
+
+        check_python(cfg.python)
+
+
+def standalone(recipe, path: str, tokenizer):
+    """A vLLM server of its own for `path` (launched from `rollout.vllm.python`, or the first of
+    `rollout.vllm.base_urls`); a `tiny:` preset is written as a folder, removed at close."""
+    from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
+
+    served = served_folder(path, recipe.model.seed, tokenizer)
+    engine = engine_from_config(
+        recipe.rollout.vllm, served, max_concurrency=recipe.rollout.max_concurrency
+    )
+    if served != path:
+        engine.cleanup.append(served)
+    return engine
