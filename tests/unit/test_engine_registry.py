@@ -49,3 +49,31 @@ def test_unknown_names_and_bad_entries_are_one_line(monkeypatch):
     with pytest.raises(UsageError, match="not name=module:function") as err:
         registry.list_engines()
     assert "\n" not in str(err.value)
+
+
+LAUNCH_CHECKS: list[str] = []
+
+
+def check_launch(recipe):  # this module's hooks, found beside `build_nothing`
+    LAUNCH_CHECKS.append(recipe.rollout.engine)
+    raise UsageError("mine cannot launch here")
+
+
+def standalone(recipe, path, tokenizer):
+    return ("standalone", path)
+
+
+def test_an_engines_hooks_are_asked_by_the_launcher_eval_and_rollout(monkeypatch):
+    from mua.config import load_recipe
+    from mua.train.launcher import _check_rl_inputs
+
+    monkeypatch.setenv(registry.ENV_VAR, f"mine={__name__}:build_nothing")
+    recipe = load_recipe(None, ["rollout.engine=mine"], verb="train")
+    with pytest.raises(UsageError, match="mine cannot launch here"):
+        _check_rl_inputs(recipe)
+    assert LAUNCH_CHECKS == ["mine"]
+    assert registry.standalone_engine(recipe, "some/model", None) == ("standalone", "some/model")
+    assert registry.engine_hook("hf", "check_launch") is None  # the hf engine launches nothing
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "standalone", None)
+    with pytest.raises(UsageError, match="runs inside a trainer only"):
+        registry.standalone_engine(recipe, "some/model", None)
