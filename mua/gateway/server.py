@@ -63,12 +63,9 @@ class Gateway:
         host: str = "127.0.0.1",
         port: int = 0,
     ):
-        self.tokenizer = tokenizer
-        self.engine = engine
-        self.model_name = model_name
-        self.tool_parser = tool_parser
-        self.host = host
-        self.port = port
+        self.tokenizer, self.engine = tokenizer, engine
+        self.model_name, self.tool_parser = model_name, tool_parser
+        self.host, self.port = host, port
         self.sessions: dict[str, Session] = {}
         self._runner: web.AppRunner | None = None
 

@@ -133,12 +133,8 @@ class OpenAIPolicy:
         max_tokens: int = 512,
         tool_parser: ParserName = "auto",
     ) -> None:
-        self.endpoint = endpoint
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.max_tokens = max_tokens
-        self.tool_parser = tool_parser
+        self.endpoint, self.max_tokens, self.tool_parser = endpoint, max_tokens, tool_parser
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
 
     @classmethod
     def from_config(

@@ -42,12 +42,8 @@ class EnginePolicy:
         tool_parser: ParserName = "auto",
         seed: int | None = None,
     ):
-        self.engine = engine
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.tool_parser = tool_parser
-        self.seed = seed
+        self.engine, self.tool_parser, self.seed = engine, tool_parser, seed
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
         self._requests = 0
 
     @classmethod

@@ -30,12 +30,11 @@ from tests.integration.train_helpers import (
     write_sft_recipe,
 )
 
-pytestmark = pytest.mark.integration
-
 KILL_AT_STEP = 3  # killed while writing this step's checkpoint; the previous one is complete
 WRITE_HOLD_S = 1.5  # how long each finished write waits before its rename in the killed run
 POLL_S = 0.01
 RANKS = "2"
+pytestmark = pytest.mark.integration
 
 
 def _start_train(recipe: Path, log: Path, env_extra: dict) -> subprocess.Popen:

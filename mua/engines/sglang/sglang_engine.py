@@ -100,14 +100,9 @@ class SGLangEngine(WeightPushes):
         hf_config: Any = None,
         process: subprocess.Popen | None = None,
     ):
-        self.base_url = base_url.rstrip("/")
-        self.weight_path = weight_path
-        self.bucket_mb = bucket_mb
-        self.tp_size = tp_size
-        self.timeout_s = timeout_s
-        self.weights_dir = weights_dir
-        self.hf_config = hf_config
-        self.process = process
+        self.base_url, self.process = base_url.rstrip("/"), process
+        self.weight_path, self.weights_dir, self.bucket_mb = weight_path, weights_dir, bucket_mb
+        self.tp_size, self.timeout_s, self.hf_config = tp_size, timeout_s, hf_config
         self.released: set[str] = set()  # memory tags this client released and not yet resumed
         self.traits: ReleaseTraits | None = None
         self.weight_version: str | None = None  # the server's, read back after each push
