@@ -4,7 +4,8 @@ Messages (and tools) are rendered with the model's chat template, the replies sa
 server's engine on the base model (a loaded LoRA adapter is never used: chat names none), so a
 local model can act as the simulated user (`user.kind: llm`). `n`, `seed`, `temperature`,
 `top_p`, `max_tokens` / `max_completion_tokens` and `stop` strings are honoured. `ChatRoute` is a
-part of `MuaServer` (mua.serve.server). Not here: streaming, tool calls in replies, log-probs.
+part of `MuaServer` (mua.serve.server). A reply ends where the turn loop would end the turn (GLM:
+at the next role token). Not here: streaming, tool calls in replies, log-probs.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class ChatRoute:
                 temperature=float(body.get("temperature", 1.0)),
                 top_p=float(body.get("top_p", 1.0)),
                 max_new_tokens=int(max_tokens),
-                stop_token_ids=self._stop_ids(),
+                stop_token_ids=self._stop_ids(body.get("tools")),
                 seed=None if seed is None else int(seed) + i,
             )
             for i in range(int(body.get("n", 1)))
@@ -86,7 +87,19 @@ class ChatRoute:
             "finish_reason": finish,
         }
 
-    def _stop_ids(self) -> list[int]:
+    def _stop_ids(self, tools: Any = None) -> list[int]:
+        """What ends a reply: the ids the turn loop stops at for this template (its end-of-turn
+        token, eos, a family's other turn ends such as GLM's next role tokens); for a template
+        the turn loop cannot read, eos and `<|im_end|>`."""
+        from mua.errors import RunFailure
+        from mua.rollout.chat_renderer import ChatRenderer
+
+        try:
+            return ChatRenderer(
+                self.tokenizer, tools if isinstance(tools, list) else None
+            ).stop_token_ids()
+        except RunFailure:
+            pass
         ids = {self.tokenizer.eos_token_id}
         end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         if isinstance(end, int) and end != self.tokenizer.unk_token_id:

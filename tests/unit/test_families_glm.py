@@ -218,3 +218,17 @@ def test_a_turn_spelled_with_other_tokens_is_retokenized_not_drift():
     builder.add_followup([THANKS])
     assert check_drift(builder, [USER, ANSWER, THANKS], ends_with_prompt=True) is None
     assert builder.retokenized_turns == 1
+
+
+def test_mua_serve_chat_replies_end_at_glm_role_tokens():
+    """`mua serve`'s chat route (a local model as the LLM user) stops where the turn loop does:
+    at GLM's next role tokens, not only at eos and `<|im_end|>`."""
+    from mua.serve.chat_route import ChatRoute
+
+    tok = family_tokenizer("glm4_6.jinja")
+    route = ChatRoute()
+    route.tokenizer = tok
+    stops = route._stop_ids(TOOLS)
+    for role in ("<|user|>", "<|observation|>"):
+        assert tok.convert_tokens_to_ids(role) in stops, role
+    assert stops == ChatRenderer(tok, TOOLS).stop_token_ids()
