@@ -9,7 +9,9 @@ training, whose update scores log-probs at one temperature, GRPO keys in a PPO r
 top-level files that name its gym, else (no files at all) the gym's built-in split.
 `gym_runs(recipe)` gives each entry's `GymRun`: the gym, its env context (with the entry's own
 user), the rollout section with the entry's budgets (then the gym's defaults for what neither
-sets), and its group size. Nothing here rolls out or trains.
+sets), and its group size. An entry with `seat: user` runs with the user seat's spec
+(`mua.seat.spec`: the policy plays the gym's user against a fixed agent) and is checked by
+`mua.seat.spec.check_seat`. Nothing here rolls out or trains.
 """
 
 from __future__ import annotations
@@ -73,7 +75,9 @@ def preflight_endpoints(recipe, entries=None) -> None:
 
     seen: set[str] = set()
     for entry in entries if entries is not None else recipe.gyms:
-        checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
+        checks = []
+        if entry.seat != "user":  # in the user seat the policy is the user
+            checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
         spec = get_gym(entry.name)
         if spec.endpoints is not None:
             checks += [
@@ -116,6 +120,11 @@ def gym_run(recipe, entry, *, with_client: bool = True) -> GymRun:
     from mua.llm.llm_client import make_llm_client
 
     spec = get_gym(entry.name)
+    rollout_cfg = entry_rollout(recipe.rollout, entry, spec)
+    if entry.seat == "user":
+        from mua.seat.spec import seat_spec
+
+        spec = seat_spec(spec, entry, rollout_cfg.max_turns)
     user = entry_user(recipe.user, entry)
     ctx = GymContext(
         options=dict(entry.options),
@@ -128,7 +137,7 @@ def gym_run(recipe, entry, *, with_client: bool = True) -> GymRun:
         label=entry.key,
         spec=spec,
         ctx=ctx,
-        rollout_cfg=entry_rollout(recipe.rollout, entry, spec),
+        rollout_cfg=rollout_cfg,
         n=entry.n or recipe.rollout.n,
         entry=entry,
         user_cfg=user,
@@ -212,6 +221,12 @@ def check_gyms(recipe, verb: str) -> None:
                 get_gym(entry.name)
             except UsageError as e:  # its did-you-mean
                 raise UsageError(f"{where}: {e}") from None
+        if entry.name != "all":
+            from mua.gym.registry import get_gym
+            from mua.seat.spec import check_seat
+
+            where = "gym" if len(recipe.gyms) == 1 else _where(i, entry)
+            check_seat(where, entry, get_gym(entry.name))
         _check_reward_weights(i, entry)
         _check_overrides(i, entry, recipe, verb)
         _check_program(i, entry, recipe, verb)

@@ -1,0 +1,54 @@
+"""What a gym tells the user seat (`GymSpec.user_seat`): how its user is briefed and judged.
+
+`UserSeat` holds pure functions of the task and the agent's message (as text, tool calls written
+`[choice] content`): the user's system prompt with its hidden instructions, the scripted user's
+true reply and a careless one (the warm start's noise), the gym's deterministic consistency
+check of a reply, and how a reply becomes the JSON the gym's LLM user would send. Nothing here
+runs an episode (`mua.seat.env`) or scores one (`mua.seat.fidelity`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mua.gym.api import Task
+
+_BRACKET = re.compile(r"^\s*\[\s*[a-z_]+\s*\]\s*", re.I)
+
+
+def first_word(text: str) -> str:
+    """The reply's first word, lower-cased, without punctuation ("" when it has none)."""
+    match = re.search(r"[a-z]+", str(text).lower())
+    return match.group(0) if match else ""
+
+
+def strip_choice(text: str) -> str:
+    """`[action] Is it red?` -> `Is it red?` (the agent's message without its bracket choice)."""
+    return _BRACKET.sub("", str(text or ""), count=1).strip()
+
+
+@dataclass
+class UserSeat:
+    """How a gym's user is played from the seat.
+
+    user_prompt(task) -> str: the policy's system message (the user's role, hidden instructions).
+    scripted_reply(agent_text, task) -> str: what the gym's scripted user answers.
+    careless_reply(rng, agent_text, task) -> str: a plausible but unchecked reply (warm-start
+    noise: drawn instead of the scripted one with probability `gym.options.user_noise`).
+    check(agent_text, reply, task) -> str | None: why the reply is inconsistent with the hidden
+    truth, or None when it is consistent or the truth does not decide it.
+    as_json(reply) -> value: the reply as the JSON the gym's LLM user sends through
+    `complete_json` (None: the gym's user only uses `complete`); `json_fallback` is what the env
+    gets when the reply does not validate (the turn is then found inconsistent by `check`).
+    """
+
+    user_prompt: Callable[[Task], str]
+    scripted_reply: Callable[[str, Task], str]
+    careless_reply: Callable[[random.Random, str, Task], str]
+    check: Callable[[str, str, Task], str | None]
+    as_json: Callable[[str], Any] | None = None
+    json_fallback: Any = None
