@@ -8,7 +8,7 @@ import re
 
 from gyms.guess.env import user_prompt, verdict_word
 from mua.gym import Task
-from mua.seat.api import UserSeat, first_word
+from mua.gym.user_seat import UserSeat, first_word
 
 _GUESS = re.compile(r"[-+]?\d+")
 

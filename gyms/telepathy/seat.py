@@ -10,7 +10,7 @@ import random
 from gyms.common.text import mentions
 from gyms.telepathy.users import _entity_text, names_of, scripted_answer
 from mua.gym import Task
-from mua.seat.api import UserSeat, first_word, strip_choice
+from mua.gym.user_seat import UserSeat, first_word, strip_choice
 
 _FORMS = ("yes", "no", "maybe")
 

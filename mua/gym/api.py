@@ -192,7 +192,7 @@ class GymSpec:
     program held through the training gateway (a program gym's `reward: gym`); None: the gym
     cannot score one.
     user_seat: how the trained policy plays this gym's user (`seat: user`, a
-    `mua.seat.api.UserSeat`); None: the gym's user cannot take the seat.
+    `mua.gym.user_seat.UserSeat`); None: the gym's user cannot take the seat.
     """
 
     name: str

@@ -9,9 +9,9 @@ training, whose update scores log-probs at one temperature, GRPO keys in a PPO r
 top-level files that name its gym, else (no files at all) the gym's built-in split.
 `gym_runs(recipe)` gives each entry's `GymRun`: the gym, its env context (with the entry's own
 user), the rollout section with the entry's budgets (then the gym's defaults for what neither
-sets), and its group size. An entry with `seat: user` runs with the user seat's spec
-(`mua.seat.spec`: the policy plays the gym's user against a fixed agent) and is checked by
-`mua.seat.spec.check_seat`. Nothing here rolls out or trains.
+sets), and its group size. An entry with `seat: user` is checked by
+`mua.gym.user_seat.check_seat`; its run gets the user seat's spec from `mua.seat.spec.seated`,
+which the verbs apply (the seat lives above this layer). Nothing here rolls out or trains.
 """
 
 from __future__ import annotations
@@ -121,10 +121,6 @@ def gym_run(recipe, entry, *, with_client: bool = True) -> GymRun:
 
     spec = get_gym(entry.name)
     rollout_cfg = entry_rollout(recipe.rollout, entry, spec)
-    if entry.seat == "user":
-        from mua.seat.spec import seat_spec
-
-        spec = seat_spec(spec, entry, rollout_cfg.max_turns)
     user = entry_user(recipe.user, entry)
     ctx = GymContext(
         options=dict(entry.options),
@@ -223,7 +219,7 @@ def check_gyms(recipe, verb: str) -> None:
                 raise UsageError(f"{where}: {e}") from None
         if entry.name != "all":
             from mua.gym.registry import get_gym
-            from mua.seat.spec import check_seat
+            from mua.gym.user_seat import check_seat
 
             where = "gym" if len(recipe.gyms) == 1 else _where(i, entry)
             check_seat(where, entry, get_gym(entry.name))

@@ -1,11 +1,10 @@
-"""A `gyms:` entry with `seat: user`: the checks it must pass and the spec it runs with.
+"""A `gyms:` entry with `seat: user` at run time: the spec its conversations run with.
 
-`check_seat(where, entry, spec)` refuses, in one line naming the fix, an entry whose gym has no
-user that can take the seat (`GymSpec.user_seat` unset), a fixed `{kind: expert}` agent on a gym
-without an expert, and keys that mean nothing in the seat (`user:`, `program:`,
-`reward_weights`). `seat_spec(spec, entry, max_turns)` is the `GymSpec` the entry's
-conversations run with: `SeatEnv` around the gym's env, the component `fidelity`, and as its
-expert the gym's scripted user (`scripted_user`), which is what a user's SFT warm start imitates.
+`seat_spec(spec, entry, max_turns)` is that `GymSpec`: `SeatEnv` around the gym's env, the
+component `fidelity`, and as its expert the gym's scripted user (`scripted_user`), which is what
+a user's SFT warm start imitates. `seated(run)` gives a `mua.gym.mix.GymRun` of such an entry
+that spec (every verb that runs conversations calls it on its runs); other runs are returned
+as they are. The entry's checks are `mua.gym.user_seat.check_seat`.
 """
 
 from __future__ import annotations
@@ -14,39 +13,6 @@ import dataclasses
 import random
 
 from mua.errors import UsageError
-
-
-def seat_gyms() -> list[str]:
-    """The registered gyms whose user can take the seat."""
-    from mua.gym.registry import get_gym, list_gyms
-
-    return [n for n in list_gyms() if getattr(get_gym(n), "user_seat", None) is not None]
-
-
-def check_seat(where: str, entry, spec) -> None:
-    """Refuse an entry that cannot put the policy in its gym's user seat (one line)."""
-    if entry.seat != "user":
-        return
-    if spec.user_seat is None:
-        raise UsageError(
-            f"{where}: gym {entry.name} has no user that can take the seat (seat: user works "
-            f"with {', '.join(seat_gyms())}); remove `seat: user` or pick one of those gyms"
-        )
-    if entry.seat_agent().kind == "expert" and spec.expert is None:
-        raise UsageError(
-            f"{where}: gym {entry.name} has no scripted expert to play the agent; give "
-            "`agent: {kind: llm, base_url: ..., model: ...}`"
-        )
-    for key, is_set in (
-        ("user", entry.user is not None),
-        ("program", entry.program is not None),
-        ("reward_weights", bool(entry.reward_weights)),
-    ):
-        if is_set:
-            raise UsageError(
-                f"{where}: {key} does not apply with seat: user (the policy is the user and is "
-                "rewarded by fidelity, docs/user_seat.md); remove it from the entry"
-            )
 
 
 def user_noise(options: dict) -> float:
@@ -105,3 +71,15 @@ def seat_spec(spec, entry, max_turns: int):
         trivial_baseline=None,
         score_conversation=None,
     )
+
+
+def seated(run):
+    """`run` (a GymRun) with the user seat's spec when its entry says `seat: user`."""
+    entry = run.entry
+    if entry is None or getattr(entry, "seat", "agent") != "user" or run.spec.user_seat is None:
+        return run
+    if getattr(run, "seated", False):
+        return run
+    out = dataclasses.replace(run, spec=seat_spec(run.spec, entry, run.rollout_cfg.max_turns))
+    out.seated = True
+    return out

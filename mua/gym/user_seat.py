@@ -1,10 +1,14 @@
-"""What a gym tells the user seat (`GymSpec.user_seat`): how its user is briefed and judged.
+"""What a gym tells the user seat (`GymSpec.user_seat`): how its user is briefed and judged,
+and the checks of a `gyms:` entry with `seat: user`.
 
 `UserSeat` holds pure functions of the task and the agent's message (as text, tool calls written
 `[choice] content`): the user's system prompt with its hidden instructions, the scripted user's
 true reply and a careless one (the warm start's noise), the gym's deterministic consistency
-check of a reply, and how a reply becomes the JSON the gym's LLM user would send. Nothing here
-runs an episode (`mua.seat.env`) or scores one (`mua.seat.fidelity`).
+check of a reply, and how a reply becomes the JSON the gym's LLM user would send.
+`check_seat(where, entry, spec)` refuses, in one line naming the fix, an entry whose gym has no
+user that can take the seat, a fixed `{kind: expert}` agent on a gym without an expert, and keys
+that mean nothing in the seat (`user:`, `program:`, `reward_weights`). Nothing here runs an
+episode (`mua.seat.env`) or scores one (`mua.seat.fidelity`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mua.errors import UsageError
 from mua.gym.api import Task
 
 _BRACKET = re.compile(r"^\s*\[\s*[a-z_]+\s*\]\s*", re.I)
@@ -52,3 +57,36 @@ class UserSeat:
     check: Callable[[str, str, Task], str | None]
     as_json: Callable[[str], Any] | None = None
     json_fallback: Any = None
+
+
+def seat_gyms() -> list[str]:
+    """The registered gyms whose user can take the seat."""
+    from mua.gym.registry import get_gym, list_gyms
+
+    return [n for n in list_gyms() if getattr(get_gym(n), "user_seat", None) is not None]
+
+
+def check_seat(where: str, entry, spec) -> None:
+    """Refuse an entry that cannot put the policy in its gym's user seat (one line)."""
+    if entry.seat != "user":
+        return
+    if spec.user_seat is None:
+        raise UsageError(
+            f"{where}: gym {entry.name} has no user that can take the seat (seat: user works "
+            f"with {', '.join(seat_gyms())}); remove `seat: user` or pick one of those gyms"
+        )
+    if entry.seat_agent().kind == "expert" and spec.expert is None:
+        raise UsageError(
+            f"{where}: gym {entry.name} has no scripted expert to play the agent; give "
+            "`agent: {kind: llm, base_url: ..., model: ...}`"
+        )
+    for key, is_set in (
+        ("user", entry.user is not None),
+        ("program", entry.program is not None),
+        ("reward_weights", bool(entry.reward_weights)),
+    ):
+        if is_set:
+            raise UsageError(
+                f"{where}: {key} does not apply with seat: user (the policy is the user and is "
+                "rewarded by fidelity, docs/user_seat.md); remove it from the entry"
+            )
