@@ -6,8 +6,9 @@ its own task files, its share of each training batch (`weight`) and overrides of
 that differ between gyms in practice: the simulated user, the turn and token budgets, the
 sampling temperature, the group size, the scoring (`score`, `credit`, `gamma`), an opt-in reward
 standardisation and a difficulty curriculum. An unset override means "the recipe's top-level
-value". Two entries of one gym are told apart by `label` (it defaults to the gym's name and names
-the entry's metrics: `train/<label>/...`).
+value". Two entries of one gym are told apart by `label` (it defaults to the gym's name and
+names the entry's metrics: `train/<label>/...`). `seat: user` puts the policy in the gym's user
+seat, facing the fixed `agent:` (docs/user_seat.md).
 
 Checks that need the gym registry or the task files (an unknown gym, rows of a gym not listed, an
 override the gym cannot use) are in `mua.gym.mix`; this module checks the shape only.
