@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 RECIPES = REPO / "recipes"
 PREP = {
     "quickstart": ["--gym", "guess", "--option", "max_number=8", "--out", "data/guess"],
@@ -31,19 +30,10 @@ PREP = {
 
 
 def mua(folder: Path, *args: str) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    res = subprocess.run(
-        [sys.executable, "-m", "mua.cli.main", *args],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if res.returncode != 0:
-        sys.exit(
-            f"mua {' '.join(args)} failed in {folder}:\n{res.stdout[-2000:]}{res.stderr[-2000:]}"
-        )
+    """`mua ARGS` run from `folder` (the learning tests' runner: it fails with the output's tail)."""
+    from tests.integration.train_helpers import run_mua_in
+
+    run_mua_in(folder, *args)
 
 
 def held_out(folder: Path, family: str, model: str, out: str) -> float:
