@@ -6,8 +6,10 @@ back as short user messages so tiny models see few tokens. Reward 1.0 for the co
 episode ends), 0 otherwise. The turn limit is the recipe's `rollout.max_turns`, not the env's.
 There is no tool beyond `interact_with_env`.
 
-The user is scripted (the true verdict) by default. With `user.kind: llm`, or in the user seat
-(`ctx.user_kind == "seat"`, `mua.seat`), the reply to every readable guess is the user's: sent
+The user is scripted (the true verdict) by default, also under `user.kind: llm` (a user matrix
+keeps this gym's scripted user). With `user.kind: llm` and the gym option `llm_user: true`, or
+in the user seat (`ctx.user_kind == "seat"`, `mua.seat`), the reply to every readable guess is
+the user's: sent
 through `ctx.llm.complete` with `user_prompt` (the hidden number) as the system message and the
 guess as the user message, and shown to the agent as it came. Whether the guess was right, and
 so the reward and the episode's end, stays the env's own verdict.
@@ -74,7 +76,9 @@ class GuessEnv(ToolEnv):
             return f"Give a number from 1 to {self.max_number}."
         guess = int(match.group(0))
         self._verdict = "correct" if guess == self.target else "wrong"
-        if self.ctx.user_kind in ("llm", "seat"):
+        if self.ctx.user_kind == "seat" or (
+            self.ctx.user_kind == "llm" and self.ctx.options.get("llm_user") is True
+        ):
             return await self._ask_user(guess)
         if guess == self.target:
             return "Correct!"

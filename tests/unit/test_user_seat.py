@@ -280,17 +280,21 @@ def test_guess_llm_user_answers_through_ctx_llm():
             asked.append(messages)
             return "Higher!"
 
-    env = get_gym("guess").make_env(GymContext(user_kind="llm", llm=FakeUser()))
-
-    async def play():
+    async def play(options):
+        ctx = GymContext(user_kind="llm", llm=FakeUser(), options=options)
+        env = get_gym("guess").make_env(ctx)
         await env.reset(guess_task(6))
         call = ToolCall("interact_with_env", {"choice": "answer", "content": "4"})
         return await env.step(AgentAction(text="", tool_calls=[call]))
 
-    step = asyncio.run(play())
+    scripted = asyncio.run(play({}))  # the default, also under user.kind: llm
+    assert scripted.messages == [{"role": "user", "content": "higher"}] and not asked
+    step = asyncio.run(play({"llm_user": True}))
     assert step.messages == [{"role": "user", "content": "Higher!"}]
     assert not step.done and "number 6" in asked[0][0]["content"]
     assert asked[0][1]["content"] == "[answer] 4"
+    with pytest.raises(UsageError, match="llm_user must be true or false"):
+        get_gym("guess").build_tasks(None, options={"llm_user": "yes"})
 
 
 def test_random_agent_guesses_are_still_checked():
