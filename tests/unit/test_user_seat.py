@@ -306,3 +306,22 @@ def test_random_agent_guesses_are_still_checked():
         truth = "correct" if guess == 5 else ("higher" if guess < 5 else "lower")
         assert seat.check(f"[answer] {guess}", truth, task) is None
         assert seat.scripted_reply(f"[answer] {guess}", task) == truth
+
+
+def test_seated_runs_get_the_seat_spec_and_others_stay():
+    from mua.config.recipes import TrainRecipe
+    from mua.gym.mix import gym_runs
+    from mua.seat.env import SeatEnv
+    from mua.seat.spec import seated
+
+    recipe = TrainRecipe.model_validate(
+        {
+            "model": {"path": "tiny:qwen3-1m"},
+            "gyms": [{"name": "guess", "seat": "user", "label": "user"}, {"name": "guess"}],
+        }
+    )
+    user, agent = (seated(run) for run in gym_runs(recipe, with_clients=False))
+    assert user.spec.reward_components == {"fidelity": 1.0}
+    assert isinstance(user.spec.make_env(user.ctx), SeatEnv)
+    assert seated(user) is user  # seating twice changes nothing
+    assert agent.spec is get_gym("guess")
