@@ -65,11 +65,22 @@ def _url_setting(what: str) -> str:
     return f"{inside}.base_url" if inside else "base_url"
 
 
+def _agent_endpoint(agent):
+    """The user seat's fixed LLM agent as the endpoint settings a preflight request takes."""
+    from mua.config.rollout import LLMUserConfig
+
+    keys = ("base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s", "max_concurrency")
+    return LLMUserConfig(
+        model=agent.model, max_tokens=agent.max_tokens, **{k: getattr(agent, k) for k in keys}
+    )
+
+
 def preflight_endpoints(recipe, entries=None) -> None:
     """One request to every LLM endpoint the run will call, before it starts: each entry's
-    simulated user (the top-level one with the entry's keys) and the endpoints its gym calls
-    itself (`GymSpec.endpoints`, e.g. tau2's judge). A wrong key, URL or model, or an endpoint
-    that cannot answer, stops the run with one line naming which endpoint (`RunFailure`)."""
+    simulated user (the top-level one with the entry's keys; in the user seat, its fixed LLM
+    agent instead) and the endpoints its gym calls itself (`GymSpec.endpoints`, e.g. tau2's
+    judge). A wrong key, URL or model, or an endpoint that cannot answer, stops the run with one
+    line naming which endpoint (`RunFailure`)."""
     from mua.gym import get_gym
     from mua.llm.llm_client import preflight_user
 
@@ -78,6 +89,8 @@ def preflight_endpoints(recipe, entries=None) -> None:
         checks = []
         if entry.seat != "user":  # in the user seat the policy is the user
             checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
+        elif entry.agent is not None and entry.agent.kind == "llm":
+            checks = [(f"{entry.key} fixed agent", "agent.base_url", _agent_endpoint(entry.agent))]
         spec = get_gym(entry.name)
         if spec.endpoints is not None:
             checks += [

@@ -325,3 +325,23 @@ def test_seated_runs_get_the_seat_spec_and_others_stay():
     assert isinstance(user.spec.make_env(user.ctx), SeatEnv)
     assert seated(user) is user  # seating twice changes nothing
     assert agent.spec is get_gym("guess")
+
+
+def test_preflight_checks_the_fixed_agent_endpoint(monkeypatch):
+    from mua.config.recipes import TrainRecipe
+    from mua.errors import RunFailure
+    from mua.gym.mix import preflight_endpoints
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    refuse = Fault("status", status=401, message="bad key")
+    with FakeOpenAIServer(faults=lambda i, body: refuse) as srv:
+        agent = {"kind": "llm", "model": "fake-model", "base_url": srv.base_url}
+        recipe = TrainRecipe.model_validate(
+            {
+                "model": {"path": "tiny:qwen3-1m"},
+                "gym": {"name": "guess", "seat": "user", "agent": agent},
+            }
+        )
+        with pytest.raises(RunFailure, match="fixed agent"):
+            preflight_endpoints(recipe)
+        assert srv.total_requests >= 1
