@@ -345,3 +345,23 @@ def test_preflight_checks_the_fixed_agent_endpoint(monkeypatch):
         with pytest.raises(RunFailure, match="fixed agent"):
             preflight_endpoints(recipe)
         assert srv.total_requests >= 1
+
+
+def test_intention_seat_scripted_requester_and_its_checks(tok):
+    entry = GymConfig(name="intention", seat="user")
+    spec = seat_spec(get_gym("intention"), entry, 8)
+    tasks = get_gym("intention").build_tasks(None)["train"][:2]
+    trajs = run_seat(tok, entry, tasks, expert_policy(spec, GymContext(seed=0)), max_turns=8)
+    for traj in trajs:
+        assert traj.termination == "done", traj.detail
+        assert traj.reward == pytest.approx(1.0)
+        assert "What you want" in traj.messages[0]["content"]
+    seat = get_gym("intention").user_seat
+    task = tasks[0]  # the hotel: Lisbon, the first week of June, 100 to 200 dollars, ...
+    asked = "[action] Which city are you travelling to?"
+    assert seat.check(asked, "Lisbon, please.", task) is None
+    assert "does not say 'Lisbon'" in seat.check(asked, "Somewhere warm.", task)
+    assert "'Tokyo'" in seat.check(asked, "Lisbon or maybe Tokyo.", task)
+    # volunteering the budget before the agent asked about it is a leak
+    turns = [UserTurn(asked, "Lisbon, and 100 to 200 dollars a night.")]
+    assert fidelity(turns, task, "intention", seat, success=False) == (0.0, {"leak": 1})
