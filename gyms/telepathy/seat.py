@@ -10,9 +10,7 @@ import random
 from gyms.common.text import mentions
 from gyms.telepathy.users import _entity_text, names_of, scripted_answer
 from mua.gym import Task
-from mua.gym.user_seat import UserSeat, first_word, strip_choice
-
-_FORMS = ("yes", "no", "maybe")
+from mua.gym.user_seat import UserSeat, strip_choice, yes_no_check, yes_no_json
 
 
 def _prompt(task: Task) -> str:
@@ -42,17 +40,7 @@ def _careless(rng: random.Random, agent_text: str, task: Task) -> str:
 
 
 def _check(agent_text: str, reply: str, task: Task) -> str | None:
-    said = first_word(reply)
-    if said not in _FORMS:
-        return f"the reply {reply[:30]!r} is not Yes, No or Maybe"
-    truth = _truth(agent_text, task)
-    if truth is not None and said != truth.lower():
-        return f"answered {said!r} where the hidden entity says {truth!r}"
-    return None
-
-
-def _as_json(reply: str) -> dict:
-    return {"answer": first_word(reply).capitalize()}
+    return yes_no_check(reply, _truth(agent_text, task))
 
 
 SEAT = UserSeat(
@@ -60,6 +48,6 @@ SEAT = UserSeat(
     scripted_reply=_scripted,
     careless_reply=_careless,
     check=_check,
-    as_json=_as_json,
+    as_json=yes_no_json,
     json_fallback={"answer": "Maybe"},
 )

@@ -36,6 +36,25 @@ def strip_choice(text: str) -> str:
     return _BRACKET.sub("", str(text or ""), count=1).strip()
 
 
+YES_NO_MAYBE = ("yes", "no", "maybe")
+
+
+def yes_no_check(reply: str, truth: str | None) -> str | None:
+    """The check of a Yes/No/Maybe user: the reply's first word must be one of the three, and
+    `truth` (Yes or No, None where the hidden answer does not decide the question) where given."""
+    said = first_word(reply)
+    if said not in YES_NO_MAYBE:
+        return f"the reply {reply[:30]!r} is not Yes, No or Maybe"
+    if truth is not None and said != truth.lower():
+        return f"answered {said!r} where the hidden answer is {truth!r}"
+    return None
+
+
+def yes_no_json(reply: str) -> dict:
+    """A Yes/No/Maybe reply as the JSON the gyms' LLM oracles send: `{"answer": "Yes"}`."""
+    return {"answer": first_word(reply).capitalize()}
+
+
 @dataclass
 class UserSeat:
     """How a gym's user is played from the seat.

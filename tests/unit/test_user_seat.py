@@ -87,9 +87,9 @@ def test_seat_defaults_to_agent_and_agent_key_needs_the_user_seat():
 
 
 def test_check_seat_refuses_in_one_line():
-    turtle = get_gym("turtle")
-    with pytest.raises(UsageError, match="gym turtle has no user that can take the seat") as e:
-        check_seat("gym", GymConfig(name="turtle", seat="user"), turtle)
+    persuade = get_gym("persuade")
+    with pytest.raises(UsageError, match="gym persuade has no user that can take the seat") as e:
+        check_seat("gym", GymConfig(name="persuade", seat="user"), persuade)
     assert "\n" not in str(e.value) and "guess" in str(e.value)
     no_expert = dataclasses.replace(get_gym("guess"), expert=None)
     with pytest.raises(UsageError, match="no scripted expert.*kind: llm"):
@@ -105,7 +105,7 @@ def test_check_seat_refuses_in_one_line():
             GymConfig(name="guess", seat="user", reward_weights={"correct": 2.0}),
             get_gym("guess"),
         )
-    check_seat("gym", GymConfig(name="turtle"), turtle)  # seat: agent changes nothing
+    check_seat("gym", GymConfig(name="persuade"), persuade)  # seat: agent changes nothing
 
 
 def test_check_gyms_refuses_an_entry_without_a_seat():
@@ -113,9 +113,9 @@ def test_check_gyms_refuses_an_entry_without_a_seat():
     from mua.gym.mix import check_gyms
 
     recipe = TrainRecipe.model_validate(
-        {"model": {"path": "tiny:qwen3-1m"}, "gyms": [{"name": "persuade", "seat": "user"}]}
+        {"model": {"path": "tiny:qwen3-1m"}, "gyms": [{"name": "tau2", "seat": "user"}]}
     )
-    with pytest.raises(UsageError, match="gym persuade has no user that can take the seat"):
+    with pytest.raises(UsageError, match="gym tau2 has no user that can take the seat"):
         check_gyms(recipe, "train")
 
 
@@ -191,8 +191,8 @@ def test_telepathy_checks_decidable_answers_only():
         if t.payload["name"] == "Albert Einstein"
     )
     assert seat.check("[action] Is it a person?", "Yes.", task) is None
-    assert "says 'Yes'" in seat.check("[action] Is it a person?", "No", task)
-    assert "says 'No'" in seat.check("[action] Is it an animal?", "yes", task)
+    assert "hidden answer is 'Yes'" in seat.check("[action] Is it a person?", "No", task)
+    assert "hidden answer is 'No'" in seat.check("[action] Is it an animal?", "yes", task)
     assert seat.check("[action] Does it have a secret name?", "No", task) is None  # undecided
     assert "not Yes, No or Maybe" in seat.check("Is it a person?", "perhaps", task)
     assert seat.as_json("yes!") == {"answer": "Yes"}
@@ -365,3 +365,21 @@ def test_intention_seat_scripted_requester_and_its_checks(tok):
     # volunteering the budget before the agent asked about it is a leak
     turns = [UserTurn(asked, "Lisbon, and 100 to 200 dollars a night.")]
     assert fidelity(turns, task, "intention", seat, success=False) == (0.0, {"leak": 1})
+
+
+def test_turtle_seat_scripted_host_and_its_checks(tok):
+    entry = GymConfig(name="turtle", seat="user")
+    spec = seat_spec(get_gym("turtle"), entry, 6)
+    tasks = get_gym("turtle").build_tasks(None)["train"][:2]
+    trajs = run_seat(tok, entry, tasks, expert_policy(spec, GymContext(seed=0)), max_turns=6)
+    for traj in trajs:
+        assert traj.termination == "done", traj.detail
+        assert traj.reward == pytest.approx(1.0)
+        assert "The hidden truth" in traj.messages[0]["content"]
+    (liar,) = run_seat(tok, entry, tasks[:1], replies("No"), max_turns=6)
+    assert liar.reward == pytest.approx(0.0)  # both key points denied
+    seat = get_gym("turtle").user_seat
+    statement = tasks[0].payload["criteria"][0]["statement"].rstrip(".").lower()
+    assert seat.check(f"[action] Is it true that {statement}?", "Yes!", tasks[0]) is None
+    assert seat.check("[action] Was it raining?", "No", tasks[0]) is None  # not decided
+    assert "not Yes, No or Maybe" in seat.check("[action] Was it raining?", "Who knows", tasks[0])
