@@ -72,6 +72,20 @@ def run_seat(
     )
 
 
+def scripted_seat(tok, gym: str, n_tasks: int, max_turns: int, prompt_says: str):
+    """(entry, tasks, trajectories) after checking that the gym's scripted user, in the seat against its
+    expert, ends every episode of the first `n_tasks` training tasks fully faithful."""
+    entry = GymConfig(name=gym, seat="user")
+    spec = seat_spec(get_gym(gym), entry, max_turns)
+    tasks = get_gym(gym).build_tasks(None)["train"][:n_tasks]
+    trajs = run_seat(tok, entry, tasks, expert_policy(spec, GymContext(seed=0)), max_turns)
+    for traj in trajs:
+        assert traj.termination == "done", traj.detail
+        assert traj.reward == pytest.approx(1.0)
+        assert prompt_says in traj.messages[0]["content"]
+    return entry, tasks, trajs
+
+
 # ----- config -----------------------------------------------------------------------------------
 def test_seat_defaults_to_agent_and_agent_key_needs_the_user_seat():
     entry = GymConfig(name="guess")
@@ -199,14 +213,8 @@ def test_telepathy_checks_decidable_answers_only():
 
 
 def test_telepathy_seat_episode_scripted_user_is_faithful(tok):
-    entry = GymConfig(name="telepathy", seat="user")
-    spec = seat_spec(get_gym("telepathy"), entry, 8)
-    ctx = GymContext(seed=0)
-    tasks = get_gym("telepathy").build_tasks(None)["train"][:3]
-    trajs = run_seat(tok, entry, tasks, expert_policy(spec, ctx), max_turns=8)
+    entry, tasks, trajs = scripted_seat(tok, "telepathy", 3, 8, "You host twenty questions")
     for traj in trajs:
-        assert traj.termination == "done", traj.detail
-        assert traj.reward == pytest.approx(1.0)
         assert traj.messages[1]["content"].startswith("[action] Is it")
     # a user who says No to everything contradicts the entity's attributes
     (liar,) = run_seat(tok, entry, tasks[:1], replies("No"), max_turns=8)
@@ -348,14 +356,7 @@ def test_preflight_checks_the_fixed_agent_endpoint(monkeypatch):
 
 
 def test_intention_seat_scripted_requester_and_its_checks(tok):
-    entry = GymConfig(name="intention", seat="user")
-    spec = seat_spec(get_gym("intention"), entry, 8)
-    tasks = get_gym("intention").build_tasks(None)["train"][:2]
-    trajs = run_seat(tok, entry, tasks, expert_policy(spec, GymContext(seed=0)), max_turns=8)
-    for traj in trajs:
-        assert traj.termination == "done", traj.detail
-        assert traj.reward == pytest.approx(1.0)
-        assert "What you want" in traj.messages[0]["content"]
+    _, tasks, _ = scripted_seat(tok, "intention", 2, 8, "What you want")
     seat = get_gym("intention").user_seat
     task = tasks[0]  # the hotel: Lisbon, the first week of June, 100 to 200 dollars, ...
     asked = "[action] Which city are you travelling to?"
@@ -368,14 +369,7 @@ def test_intention_seat_scripted_requester_and_its_checks(tok):
 
 
 def test_turtle_seat_scripted_host_and_its_checks(tok):
-    entry = GymConfig(name="turtle", seat="user")
-    spec = seat_spec(get_gym("turtle"), entry, 6)
-    tasks = get_gym("turtle").build_tasks(None)["train"][:2]
-    trajs = run_seat(tok, entry, tasks, expert_policy(spec, GymContext(seed=0)), max_turns=6)
-    for traj in trajs:
-        assert traj.termination == "done", traj.detail
-        assert traj.reward == pytest.approx(1.0)
-        assert "The hidden truth" in traj.messages[0]["content"]
+    entry, tasks, _ = scripted_seat(tok, "turtle", 2, 6, "The hidden truth")
     (liar,) = run_seat(tok, entry, tasks[:1], replies("No"), max_turns=6)
     assert liar.reward == pytest.approx(0.0)  # both key points denied
     seat = get_gym("turtle").user_seat
