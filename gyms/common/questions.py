@@ -3,7 +3,8 @@
 `QuestionEnv` is an `InteractEnv` whose `action` asks the hidden-answer user one question, at
 most `options.max_questions` (default 20) per episode; a question past the budget gets
 `out_of_questions` instead of an answer. The reply comes from the gym's `users` module:
-`llm_answer(ctx, question, payload)` with the LLM user, else `scripted_answer(question, payload)`.
+`llm_answer(ctx, question, payload)` with the LLM user or in the user seat (`ctx.user_kind`
+"llm" or "seat", `mua.seat`), else `scripted_answer(question, payload)`.
 `improvement` is the reward these gyms pay for an answer: only what beats the best so far.
 Subclasses implement `on_answer` (scoring) and may reformat replies with `format_reply`.
 """
@@ -40,7 +41,7 @@ class QuestionEnv(InteractEnv):
                 f"You have used all {self.max_questions} questions. {self.out_of_questions}"
             )
         self.questions_asked += 1
-        if self.ctx.user_kind == "llm":
+        if self.ctx.user_kind in ("llm", "seat"):
             reply = await self.users.llm_answer(self.ctx, content, self.payload)
         else:
             reply = self.users.scripted_answer(content, self.payload)

@@ -12,6 +12,7 @@ import re
 
 from gyms.common.spec import package_gym
 from gyms.guess.env import GuessEnv
+from gyms.guess.seat import SEAT
 from gyms.guess.tasks import build_tasks
 from mua.errors import UsageError
 from mua.gym import GymContext, Task
@@ -100,4 +101,5 @@ GYM = package_gym(
     tool_format="bracket",
     score_conversation=score_conversation,
     budgets={"max_turns": 8, "max_total_tokens": 1024},
+    user_seat=SEAT,
 )

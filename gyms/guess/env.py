@@ -4,7 +4,15 @@ The agent acts with bracket text (`[answer] 7`, parsed by the runner into the
 `interact_with_env(choice, content)` tool) or the same tool through a Hermes tool call. Replies come
 back as short user messages so tiny models see few tokens. Reward 1.0 for the correct number (the
 episode ends), 0 otherwise. The turn limit is the recipe's `rollout.max_turns`, not the env's.
-There is no LLM user here and no tool beyond `interact_with_env`.
+There is no tool beyond `interact_with_env`.
+
+The user is scripted (the true verdict) by default, also under `user.kind: llm` (a user matrix
+keeps this gym's scripted user). With `user.kind: llm` and the gym option `llm_user: true`, or
+in the user seat (`ctx.user_kind == "seat"`, `mua.seat`), the reply to every readable guess is
+the user's: sent
+through `ctx.llm.complete` with `user_prompt` (the hidden number) as the system message and the
+guess as the user message, and shown to the agent as it came. Whether the guess was right, and
+so the reward and the episode's end, stays the env's own verdict.
 """
 
 from __future__ import annotations
@@ -18,6 +26,19 @@ _LEADING_INT = re.compile(r"^\s*[-+]?\d+")
 
 def system_prompt(max_number: int) -> str:
     return f"Guess my number from 1 to {max_number}. Reply [answer] N. I say higher or lower."
+
+
+def user_prompt(target: int, max_number: int) -> str:
+    """The LLM user's system message: the hidden number and the three replies it may give."""
+    return (
+        f"You picked the number {target} (from 1 to {max_number}). The player guesses it. "
+        "Reply to each guess with one word: higher, lower or correct. Never say the number."
+    )
+
+
+def verdict_word(guess: int, target: int) -> str:
+    """The true reply to `guess`: higher, lower or correct."""
+    return "correct" if guess == target else ("higher" if guess < target else "lower")
 
 
 class GuessEnv(ToolEnv):
@@ -35,7 +56,7 @@ class GuessEnv(ToolEnv):
         return ResetResult(messages=[dict(m) for m in task.prompt], tools=[])
 
     @tool
-    def interact_with_env(self, choice: str, content: str = "") -> str:
+    async def interact_with_env(self, choice: str, content: str = "") -> str:
         """Act in the game.
 
         Args:
@@ -54,11 +75,25 @@ class GuessEnv(ToolEnv):
             self._verdict = "invalid"
             return f"Give a number from 1 to {self.max_number}."
         guess = int(match.group(0))
+        self._verdict = "correct" if guess == self.target else "wrong"
+        if self.ctx.user_kind == "seat" or (
+            self.ctx.user_kind == "llm" and self.ctx.options.get("llm_user") is True
+        ):
+            return await self._ask_user(guess)
         if guess == self.target:
-            self._verdict = "correct"
             return "Correct!"
-        self._verdict = "wrong"
-        return "higher" if guess < self.target else "lower"
+        return verdict_word(guess, self.target)
+
+    async def _ask_user(self, guess: int) -> str:
+        from mua.gym import UserFailure
+
+        if self.ctx.llm is None:
+            raise UserFailure("the guess gym's LLM user has no client configured")
+        messages = [
+            {"role": "system", "content": user_prompt(self.target, self.max_number)},
+            {"role": "user", "content": f"[answer] {guess}"},
+        ]
+        return (await self.ctx.llm.complete(messages)).strip()
 
     async def step(self, action: AgentAction) -> StepResult:
         self._verdict = None

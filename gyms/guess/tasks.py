@@ -1,7 +1,8 @@
 """The guess gym's built-in dataset: hidden numbers drawn with a seed, split into train and test.
 
 Options: `max_number` (N, default 16), `num_train` (default 512), `num_test` (default 64);
-`expert_noise` is accepted and left to the expert. The same seed and options give the same tasks.
+`expert_noise` is accepted and left to the expert, `llm_user` to the env, `user_noise` to the
+scripted user of the user seat (`mua.seat`). The same seed and options give the same tasks.
 There is no public dataset for this gym.
 """
 
@@ -31,9 +32,13 @@ def build_tasks(
         raise UsageError(
             "the guess gym has no public dataset; drop --source to use its built-in tasks"
         )
-    unknown = sorted(set(options) - _KNOWN_OPTIONS - {"max_turns", "expert_noise"})
+    unknown = sorted(
+        set(options) - _KNOWN_OPTIONS - {"max_turns", "expert_noise", "user_noise", "llm_user"}
+    )
     if unknown:
         raise UsageError(f"unknown guess option(s) {unknown}; known: {sorted(_KNOWN_OPTIONS)}")
+    if not isinstance(options.get("llm_user", False), bool):
+        raise UsageError(f"gym.options.llm_user must be true or false, got {options['llm_user']!r}")
     max_number = _int_option(options, "max_number", 16, 2)
     sizes = {
         "train": _int_option(options, "num_train", 512, 0),

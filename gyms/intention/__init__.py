@@ -13,6 +13,7 @@ from gyms.common.actions import call_message
 from gyms.common.spec import interact_gym
 from gyms.intention.data import build_tasks
 from gyms.intention.env import IntentionEnv
+from gyms.intention.seat import SEAT
 from mua.gym import Task
 
 
@@ -50,3 +51,4 @@ def random_action(rng: random.Random) -> str:
 
 
 GYM = interact_gym(__doc__, IntentionEnv, build_tasks, next_question, random_action)
+GYM.user_seat = SEAT

@@ -2,7 +2,9 @@
 
 Each `action` question is judged for which missing details it covers; the requester answers
 only those. Component `clarify` per question (see reward.py); the episode ends when every
-missing detail is covered. The requester never sees the list of missing details.
+missing detail is covered. The requester never sees the list of missing details. In the user
+seat (`ctx.user_kind == "seat"`, `mua.seat`) the trained policy is the requester and the judge
+is the scripted one.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class IntentionEnv(InteractEnv):
         reward = question_reward([int(self.details[i]["importance"]) for i in new])
         self.covered.update(hits)
         revealed = [self.details[i] for i in hits]
-        if self.ctx.user_kind == "llm":
+        if self.ctx.user_kind in ("llm", "seat"):
             reply = await users.llm_reply(self.ctx, content, self.payload, revealed)
         else:
             reply = users.scripted_reply(revealed)

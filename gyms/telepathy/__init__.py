@@ -12,6 +12,7 @@ from gyms.common.actions import call_message
 from gyms.common.spec import interact_gym
 from gyms.telepathy.data import ATTRIBUTES, build_tasks
 from gyms.telepathy.env import TelepathyEnv
+from gyms.telepathy.seat import SEAT
 from mua.gym import Task
 
 _PROBE_ORDER = (
@@ -57,3 +58,4 @@ GYM = interact_gym(
     max_turns=20,
     max_new_tokens_per_turn=128,
 )
+GYM.user_seat = SEAT

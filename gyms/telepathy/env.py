@@ -1,7 +1,8 @@
 """Telepathy environment: yes/no questions about a hidden entity, then guesses.
 
 `action` asks a question (at most `options.max_questions`, default 20); `answer` submits a
-guess judged by the scripted judge or the LLM judge (`ctx.user_kind`). Component `guess`:
+guess judged by the scripted judge or the LLM judge (`ctx.user_kind`; in the user seat,
+`ctx.user_kind == "seat"`, the judge is the scripted one). Component `guess`:
 max(0, score − best so far); a correct guess ends the episode.
 """
 

@@ -12,6 +12,7 @@ from gyms.common.actions import call_message
 from gyms.common.spec import interact_gym
 from gyms.turtle.data import build_tasks
 from gyms.turtle.env import TurtleEnv
+from gyms.turtle.seat import SEAT
 from mua.gym import Task
 
 
@@ -39,3 +40,4 @@ def random_action(rng: random.Random) -> str:
 
 
 GYM = interact_gym(__doc__, TurtleEnv, build_tasks, next_question, random_action)
+GYM.user_seat = SEAT

@@ -1,7 +1,7 @@
 """Turtle environment: yes/no questions about a hidden story, then scored explanations.
 
 `action` asks (at most `options.max_questions`, default 20); `answer` is scored per criterion
-by the scripted or LLM judge. Component `story`: improvement of the best weighted score (total
+by the scripted or LLM judge (in the user seat, `ctx.user_kind == "seat"`, the scripted one). Component `story`: improvement of the best weighted score (total
 at most 1); the episode ends when the score reaches 1.0.
 """
 

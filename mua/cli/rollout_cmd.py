@@ -96,11 +96,12 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.models import load_tokenizer
     from mua.output_folders import FolderLock
     from mua.rollout.mixed import entry_rollout_tasks
+    from mua.seat.spec import seated
 
     recipe = load(args, "rollout")
     check_gyms(recipe, "rollout")
     recipe.gyms = with_entry_budgets(recipe)  # each entry's budgets, in the resolved recipe
-    runs = gym_runs(recipe)
+    runs = [seated(run) for run in gym_runs(recipe)]
     preflight_endpoints(recipe)
     tasks_by_gym = entry_rollout_tasks(recipe)
     if not any(tasks_by_gym.values()):

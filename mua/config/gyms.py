@@ -6,8 +6,9 @@ its own task files, its share of each training batch (`weight`) and overrides of
 that differ between gyms in practice: the simulated user, the turn and token budgets, the
 sampling temperature, the group size, the scoring (`score`, `credit`, `gamma`), an opt-in reward
 standardisation and a difficulty curriculum. An unset override means "the recipe's top-level
-value". Two entries of one gym are told apart by `label` (it defaults to the gym's name and names
-the entry's metrics: `train/<label>/...`).
+value". Two entries of one gym are told apart by `label` (it defaults to the gym's name and
+names the entry's metrics: `train/<label>/...`). `seat: user` puts the policy in the gym's user
+seat, facing the fixed `agent:` (docs/user_seat.md).
 
 Checks that need the gym registry or the task files (an unknown gym, rows of a gym not listed, an
 override the gym cannot use) are in `mua.gym.mix`; this module checks the shape only.
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.algo_names import GRPO_CREDIT_KINDS, SCORE_KINDS
 from mua.config.base import Section
+from mua.config.endpoint import EndpointConfig
 
 GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
 # what a label may hold: it names MLflow metrics (`train/<label>/reward`) and overrides
@@ -44,6 +46,30 @@ class GymUserConfig(Section):
     api_key_env: str | None = Field(
         None, description="Environment variable holding this endpoint's key."
     )
+
+
+class ExpertAgentConfig(Section):
+    """The fixed agent of the user seat: the gym's scripted expert (`GymSpec.expert`)."""
+
+    kind: Literal["expert"] = "expert"
+
+
+class LLMAgentConfig(EndpointConfig):
+    """The fixed agent of the user seat: a model behind an OpenAI-compatible endpoint (a frozen
+    checkpoint is served as one by `mua serve <hf folder>`)."""
+
+    kind: Literal["llm"] = "llm"
+    model: str = Field(..., description="The served model's name.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="The agent's sampling temperature.")
+    max_tokens: PositiveInt = Field(256, description="Most tokens per agent turn.")
+    tool_parser: str = Field(
+        "auto",
+        description="How tool calls written as text in the agent's replies are read (one of "
+        "`model.tool_parser`'s names); native tool calls are always read.",
+    )
+
+
+SeatAgentConfig = Annotated[ExpertAgentConfig | LLMAgentConfig, Field(discriminator="kind")]
 
 
 class CurriculumConfig(Section):
@@ -193,6 +219,30 @@ class GymConfig(Section):
         description="Run an agent program through the training gateway on this gym's tasks "
         "instead of the built-in turn loop (docs/gateway.md).",
     )
+    seat: Literal["agent", "user"] = Field(
+        "agent",
+        description="Which party the policy plays: agent (the default), or user: the policy is "
+        "the gym's simulated user, facing the fixed `agent:` (docs/user_seat.md).",
+    )
+    agent: SeatAgentConfig | None = Field(
+        None,
+        description="With seat: user, the fixed agent: {kind: expert} (the gym's scripted "
+        "expert; the default) or {kind: llm, base_url, model, ...} (an OpenAI-compatible "
+        "endpoint).",
+    )
+
+    @model_validator(mode="after")
+    def _agent_needs_user_seat(self):
+        if self.agent is not None and self.seat != "user":
+            raise ValueError(
+                "agent: sets the fixed agent of the user seat; add `seat: user` to the entry or "
+                "remove agent:"
+            )
+        return self
+
+    def seat_agent(self):
+        """The fixed agent of the user seat (the gym's expert unless `agent:` says otherwise)."""
+        return self.agent if self.agent is not None else ExpertAgentConfig()
 
     @field_validator("label")
     @classmethod

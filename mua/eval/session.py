@@ -79,12 +79,13 @@ async def _evaluate_all(agent, cells, tasks_by_gym, recipe, store, progress, on_
     from mua.eval.users import inner_client, with_persona
     from mua.gym.mix import gym_run
     from mua.llm.llm_client import user_call_report
+    from mua.seat.spec import seated
 
     summaries, verdicts_by_cell, rows_by_cell = {}, {}, {}
     judge = BlameJudge(recipe.eval.blame_judge, out_dir) if recipe.eval.blame_judge else None
     try:
         for cell in cells:
-            run = gym_run(recipe, cell.entry)
+            run = seated(gym_run(recipe, cell.entry))
             if cell.user is not None:
                 with_persona(run, cell.user)
             spec, ctx = run.spec, run.ctx

@@ -149,7 +149,9 @@ class JudgeClient(Protocol):
 class GymContext:
     """What a gym's env factory receives.
 
-    `user_kind` is "scripted" or "llm"; `llm` is set when user_kind == "llm". `options` are the
+    `user_kind` is "scripted" or "llm"; `llm` is set when user_kind == "llm". In the user seat
+    (`mua.seat`) it is "seat": the user's requests go through `llm` to the trained policy and
+    judges stay scripted. `options` are the
     recipe's `gym.options`; `reward_weights` the recipe's `gym.reward_weights`.
     """
 
@@ -189,6 +191,8 @@ class GymSpec:
     score_conversation(messages, task, ctx) -> float: the reward of a conversation an agent
     program held through the training gateway (a program gym's `reward: gym`); None: the gym
     cannot score one.
+    user_seat: how the trained policy plays this gym's user (`seat: user`, a
+    `mua.gym.user_seat.UserSeat`); None: the gym's user cannot take the seat.
     """
 
     name: str
@@ -205,3 +209,4 @@ class GymSpec:
     endpoints: Callable[[dict], list[tuple[str, Any]]] | None = None
     eval_notes: Callable[[Any], list[str]] | None = None
     score_conversation: Callable[[list[dict], Task, GymContext], float] | None = None
+    user_seat: Any = None

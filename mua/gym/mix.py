@@ -9,7 +9,9 @@ training, whose update scores log-probs at one temperature, GRPO keys in a PPO r
 top-level files that name its gym, else (no files at all) the gym's built-in split.
 `gym_runs(recipe)` gives each entry's `GymRun`: the gym, its env context (with the entry's own
 user), the rollout section with the entry's budgets (then the gym's defaults for what neither
-sets), and its group size. Nothing here rolls out or trains.
+sets), and its group size. An entry with `seat: user` is checked by
+`mua.gym.user_seat.check_seat`; its run gets the user seat's spec from `mua.seat.spec.seated`,
+which the verbs apply (the seat lives above this layer). Nothing here rolls out or trains.
 """
 
 from __future__ import annotations
@@ -63,17 +65,32 @@ def _url_setting(what: str) -> str:
     return f"{inside}.base_url" if inside else "base_url"
 
 
+def _agent_endpoint(agent):
+    """The user seat's fixed LLM agent as the endpoint settings a preflight request takes."""
+    from mua.config.rollout import LLMUserConfig
+
+    keys = ("base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s", "max_concurrency")
+    return LLMUserConfig(
+        model=agent.model, max_tokens=agent.max_tokens, **{k: getattr(agent, k) for k in keys}
+    )
+
+
 def preflight_endpoints(recipe, entries=None) -> None:
     """One request to every LLM endpoint the run will call, before it starts: each entry's
-    simulated user (the top-level one with the entry's keys) and the endpoints its gym calls
-    itself (`GymSpec.endpoints`, e.g. tau2's judge). A wrong key, URL or model, or an endpoint
-    that cannot answer, stops the run with one line naming which endpoint (`RunFailure`)."""
+    simulated user (the top-level one with the entry's keys; in the user seat, its fixed LLM
+    agent instead) and the endpoints its gym calls itself (`GymSpec.endpoints`, e.g. tau2's
+    judge). A wrong key, URL or model, or an endpoint that cannot answer, stops the run with one
+    line naming which endpoint (`RunFailure`)."""
     from mua.gym import get_gym
     from mua.llm.llm_client import preflight_user
 
     seen: set[str] = set()
     for entry in entries if entries is not None else recipe.gyms:
-        checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
+        checks = []
+        if entry.seat != "user":  # in the user seat the policy is the user
+            checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
+        elif entry.agent is not None and entry.agent.kind == "llm":
+            checks = [(f"{entry.key} fixed agent", "agent.base_url", _agent_endpoint(entry.agent))]
         spec = get_gym(entry.name)
         if spec.endpoints is not None:
             checks += [
@@ -116,6 +133,7 @@ def gym_run(recipe, entry, *, with_client: bool = True) -> GymRun:
     from mua.llm.llm_client import make_llm_client
 
     spec = get_gym(entry.name)
+    rollout_cfg = entry_rollout(recipe.rollout, entry, spec)
     user = entry_user(recipe.user, entry)
     ctx = GymContext(
         options=dict(entry.options),
@@ -128,7 +146,7 @@ def gym_run(recipe, entry, *, with_client: bool = True) -> GymRun:
         label=entry.key,
         spec=spec,
         ctx=ctx,
-        rollout_cfg=entry_rollout(recipe.rollout, entry, spec),
+        rollout_cfg=rollout_cfg,
         n=entry.n or recipe.rollout.n,
         entry=entry,
         user_cfg=user,
@@ -212,6 +230,12 @@ def check_gyms(recipe, verb: str) -> None:
                 get_gym(entry.name)
             except UsageError as e:  # its did-you-mean
                 raise UsageError(f"{where}: {e}") from None
+        if entry.name != "all":
+            from mua.gym.registry import get_gym
+            from mua.gym.user_seat import check_seat
+
+            where = "gym" if len(recipe.gyms) == 1 else _where(i, entry)
+            check_seat(where, entry, get_gym(entry.name))
         _check_reward_weights(i, entry)
         _check_overrides(i, entry, recipe, verb)
         _check_program(i, entry, recipe, verb)

@@ -115,13 +115,14 @@ def build_rl_parts(
     """Every RL component of a run on this rank (collective: engines and models are sharded or
     shared across ranks). `sampler` (a MixSampler) gives the per-gym reward scales."""
     from mua.gym.mix import gym_runs
+    from mua.seat.spec import seated
     from mua.train.advantage_strategy import build_advantages
     from mua.train.engine_sync import build_engine_sync, memory_preflight
     from mua.train.partial_rollouts import PartialRollouts
     from mua.train.trained_model import AdaptersDisabled, load_policy, load_trained_lm
 
     r = recipe
-    runs = {run.label: run for run in gym_runs(r)}
+    runs = {run.label: seated(run) for run in gym_runs(r)}
     if r.rollout.engine == "sglang" and dist.device.type == "cuda":
         import torch
 

@@ -1,0 +1,111 @@
+"""What a gym tells the user seat (`GymSpec.user_seat`): how its user is briefed and judged,
+and the checks of a `gyms:` entry with `seat: user`.
+
+`UserSeat` holds pure functions of the task and the agent's message (as text, tool calls written
+`[choice] content`): the user's system prompt with its hidden instructions, the scripted user's
+true reply and a careless one (the warm start's noise), the gym's deterministic consistency
+check of a reply, and how a reply becomes the JSON the gym's LLM user would send.
+`check_seat(where, entry, spec)` refuses, in one line naming the fix, an entry whose gym has no
+user that can take the seat, a fixed `{kind: expert}` agent on a gym without an expert, and keys
+that mean nothing in the seat (`user:`, `program:`, `reward_weights`). Nothing here runs an
+episode (`mua.seat.env`) or scores one (`mua.seat.fidelity`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mua.errors import UsageError
+from mua.gym.api import Task
+
+_BRACKET = re.compile(r"^\s*\[\s*[a-z_]+\s*\]\s*", re.I)
+
+
+def first_word(text: str) -> str:
+    """The reply's first word, lower-cased, without punctuation ("" when it has none)."""
+    match = re.search(r"[a-z]+", str(text).lower())
+    return match.group(0) if match else ""
+
+
+def strip_choice(text: str) -> str:
+    """`[action] Is it red?` -> `Is it red?` (the agent's message without its bracket choice)."""
+    return _BRACKET.sub("", str(text or ""), count=1).strip()
+
+
+YES_NO_MAYBE = ("yes", "no", "maybe")
+
+
+def yes_no_check(reply: str, truth: str | None) -> str | None:
+    """The check of a Yes/No/Maybe user: the reply's first word must be one of the three, and
+    `truth` (Yes or No, None where the hidden answer does not decide the question) where given."""
+    said = first_word(reply)
+    if said not in YES_NO_MAYBE:
+        return f"the reply {reply[:30]!r} is not Yes, No or Maybe"
+    if truth is not None and said != truth.lower():
+        return f"answered {said!r} where the hidden answer is {truth!r}"
+    return None
+
+
+def yes_no_json(reply: str) -> dict:
+    """A Yes/No/Maybe reply as the JSON the gyms' LLM oracles send: `{"answer": "Yes"}`."""
+    return {"answer": first_word(reply).capitalize()}
+
+
+@dataclass
+class UserSeat:
+    """How a gym's user is played from the seat.
+
+    user_prompt(task) -> str: the policy's system message (the user's role, hidden instructions).
+    scripted_reply(agent_text, task) -> str: what the gym's scripted user answers.
+    careless_reply(rng, agent_text, task) -> str: a plausible but unchecked reply (warm-start
+    noise: drawn instead of the scripted one with probability `gym.options.user_noise`).
+    check(agent_text, reply, task) -> str | None: why the reply is inconsistent with the hidden
+    truth, or None when it is consistent or the truth does not decide it.
+    as_json(reply) -> value: the reply as the JSON the gym's LLM user sends through
+    `complete_json` (None: the gym's user only uses `complete`); `json_fallback` is what the env
+    gets when the reply does not validate (the turn is then found inconsistent by `check`).
+    """
+
+    user_prompt: Callable[[Task], str]
+    scripted_reply: Callable[[str, Task], str]
+    careless_reply: Callable[[random.Random, str, Task], str]
+    check: Callable[[str, str, Task], str | None]
+    as_json: Callable[[str], Any] | None = None
+    json_fallback: Any = None
+
+
+def seat_gyms() -> list[str]:
+    """The registered gyms whose user can take the seat."""
+    from mua.gym.registry import get_gym, list_gyms
+
+    return [n for n in list_gyms() if getattr(get_gym(n), "user_seat", None) is not None]
+
+
+def check_seat(where: str, entry, spec) -> None:
+    """Refuse an entry that cannot put the policy in its gym's user seat (one line)."""
+    if entry.seat != "user":
+        return
+    if spec.user_seat is None:
+        raise UsageError(
+            f"{where}: gym {entry.name} has no user that can take the seat (seat: user works "
+            f"with {', '.join(seat_gyms())}); remove `seat: user` or pick one of those gyms"
+        )
+    if entry.seat_agent().kind == "expert" and spec.expert is None:
+        raise UsageError(
+            f"{where}: gym {entry.name} has no scripted expert to play the agent; give "
+            "`agent: {kind: llm, base_url: ..., model: ...}`"
+        )
+    for key, is_set in (
+        ("user", entry.user is not None),
+        ("program", entry.program is not None),
+        ("reward_weights", bool(entry.reward_weights)),
+    ):
+        if is_set:
+            raise UsageError(
+                f"{where}: {key} does not apply with seat: user (the policy is the user and is "
+                "rewarded by fidelity, docs/user_seat.md); remove it from the entry"
+            )

@@ -1,0 +1,161 @@
+"""`SeatEnv`: the gym's own episode, played by a fixed agent, with the policy as its user.
+
+`reset` makes the gym's env with `ctx.user_kind = "seat"` and a `SeatClient` as `ctx.llm`,
+and starts the inner episode as a task: the fixed agent acts, the inner env steps. Whenever the
+inner env asks its user for a reply, the request waits and the policy gets the agent's latest
+message (tool calls written `[choice] content`) as a `user` message; the policy's next turn (its
+text) is the user's reply, handed back to the inner env. The policy's conversation is therefore
+an ordinary chat: its system message is the gym's user prompt (`UserSeat.user_prompt`), the
+agent's messages are observations, its own turns are the user's.
+
+The episode ends when the inner episode ends (its env done, or the agent's turn budget spent);
+the reward, `fidelity` (`mua.seat.fidelity`), is paid then, or by `on_truncate` when the
+runner's budget ends it first. A fixed agent that cannot answer ends the trajectory as
+`user_failure` (masked from the loss: the party the policy talks to failed); a `MuaError` stops
+the run; any other inner failure ends it as `env_error`. Nothing here parses model output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from typing import Any
+
+from mua.errors import MuaError
+from mua.gym.api import AgentAction, ResetResult, StepResult, Task, UserFailure
+from mua.seat.fidelity import UserTurn, fidelity
+
+
+def agent_text(message: dict) -> str:
+    """What the user sees of an agent message: its text, then each tool call as `[choice]
+    content` (an `interact_with_env` call) or `name {json arguments}`."""
+    parts = [str(message.get("content") or "").strip()]
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        if isinstance(args, dict) and "choice" in args:
+            parts.append(f"[{args['choice']}] {args.get('content', '')}".rstrip())
+        else:
+            shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            parts.append(f"{fn.get('name', 'tool')} {shown}")
+    return "\n".join(p for p in parts if p)
+
+
+class SeatClient:
+    """The `JudgeClient` the inner env's user talks through: each request goes to the seat."""
+
+    def __init__(self, env: SeatEnv):
+        self.env = env
+
+    async def complete(self, messages: list[dict]) -> str:
+        return await self.env.ask_user()
+
+    async def complete_json(self, messages: list[dict], validate=None) -> Any:
+        seat = self.env.seat
+        reply = await self.env.ask_user()
+        if seat.as_json is None:
+            raise UserFailure("this gym's user seat cannot answer a JSON request")
+        try:
+            value = seat.as_json(reply)
+            return validate(value) if validate is not None else value
+        except ValueError:  # the reply's form is wrong: `UserSeat.check` finds the turn
+            fallback = seat.json_fallback
+            return validate(fallback) if validate is not None else fallback
+
+
+class SeatEnv:
+    """One episode of the user seat (see the module docstring)."""
+
+    def __init__(self, spec, ctx, agent, max_agent_turns: int):
+        self.spec = spec  # the gym's own GymSpec
+        self.seat = spec.user_seat
+        self.ctx = ctx
+        self.agent = agent  # a MessagePolicy
+        self.max_agent_turns = max_agent_turns
+        self.turns: list[UserTurn] = []
+        self.success = False
+        self.scored = False
+        self._events: asyncio.Queue = asyncio.Queue()
+        self._pending: asyncio.Future | None = None
+        self._play_task: asyncio.Task | None = None
+        self._inner = None
+        self._last_agent = ""
+        self.task: Task | None = None
+
+    # ----- the inner episode ------------------------------------------------------------------
+    async def ask_user(self) -> str:
+        """Called by the inner env (through `SeatClient`): wait for the policy's reply."""
+        self._pending = asyncio.get_running_loop().create_future()
+        await self._events.put(("ask", None))
+        return await self._pending
+
+    async def _play(self) -> None:
+        try:
+            reset = await self._inner.reset(self.task)
+            messages, tools = list(reset.messages), list(reset.tools or [])
+            for _ in range(self.max_agent_turns):
+                message = await self.agent.act(messages, self.task, tools)
+                action = self.agent.to_action(message)
+                self._last_agent = agent_text(message)
+                messages.append({k: v for k, v in message.items() if k != "parse_errors"})
+                result = await self._inner.step(action)
+                messages += list(result.messages)
+                if result.reward > 0:
+                    self.success = True
+                if result.done:
+                    break
+            await self._events.put(("end", None))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # delivered to the runner by `_next`
+            await self._events.put(("error", e))
+
+    async def _next(self) -> str:
+        """Wait for the inner episode's next user request ("ask") or its end ("end")."""
+        kind, error = await self._events.get()
+        if kind != "error":
+            return kind
+        if isinstance(error, (MuaError, UserFailure)):
+            raise error
+        raise RuntimeError(f"the inner {self.spec.name} episode failed: {error}") from error
+
+    # ----- the Env protocol -------------------------------------------------------------------
+    async def reset(self, task: Task) -> ResetResult:
+        self.task = task
+        inner_ctx = replace(self.ctx, user_kind="seat", llm=SeatClient(self))
+        self._inner = self.spec.make_env(inner_ctx)
+        self._play_task = asyncio.ensure_future(self._play())
+        await self._next()
+        return ResetResult(
+            messages=[
+                {"role": "system", "content": self.seat.user_prompt(task)},
+                {"role": "user", "content": self._last_agent},
+            ]
+        )
+
+    async def step(self, action: AgentAction) -> StepResult:
+        reply = (action.raw or action.text or "").strip()
+        if self._pending is None or self._pending.done():
+            return self._score(done=True)  # the agent finished before asking anything
+        self.turns.append(UserTurn(agent=self._last_agent, reply=reply))
+        self._pending.set_result(reply)
+        if await self._next() == "end":
+            return self._score(done=True)
+        return StepResult(messages=[{"role": "user", "content": self._last_agent}])
+
+    async def on_truncate(self, reason: str) -> StepResult | None:
+        return None if self.scored else self._score(done=False)
+
+    def _score(self, done: bool) -> StepResult:
+        self.scored = True
+        value, counts = fidelity(self.turns, self.task, self.spec.name, self.seat, self.success)
+        info = {"user_findings": counts} if counts else {}
+        return StepResult(reward=value, components={"fidelity": value}, done=done, info=info)
+
+    async def close(self) -> None:
+        if self._play_task is not None and not self._play_task.done():
+            self._play_task.cancel()
+            await asyncio.gather(self._play_task, return_exceptions=True)
+        if self._inner is not None:
+            await self._inner.close()

@@ -1,0 +1,55 @@
+"""The user seat's reward: the share of the user's turns that broke no rule.
+
+A user turn is one (agent message, user reply) pair. Its findings are those of
+`mua.eval.user_rules` on the conversation of these pairs (`leak`, `gave_up`, `contradicted`,
+`invented`) plus the gym's own consistency check (`UserSeat.check`, rule `inconsistent`: the
+reply is false of the hidden truth, or not of the form the gym's user answers in, where the
+truth decides it). With N user turns of which C have no finding:
+
+    fidelity = C / N        (1.0 when N = 0: the agent finished before asking anything)
+
+The reward is `fidelity` (component `fidelity`), paid once, when the episode ends. Deterministic;
+no judge. Nothing here runs an episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mua.eval.user_rules import user_findings
+
+RULES = ("leak", "gave_up", "contradicted", "invented", "inconsistent")
+
+
+@dataclass
+class UserTurn:
+    agent: str  # the agent's message, as the policy saw it
+    reply: str  # the policy's reply (the user's)
+
+
+def turn_findings(turns: list[UserTurn], task, gym: str, seat, success: bool) -> list[set[str]]:
+    """The rules each user turn broke (a set per turn, in order)."""
+    messages: list[dict] = []
+    for turn in turns:
+        messages += [
+            {"role": "assistant", "content": turn.agent},
+            {"role": "user", "content": turn.reply},
+        ]
+    found: list[set[str]] = [set() for _ in turns]
+    row = {"messages": messages, "success": success, "gym": gym}
+    for finding in user_findings(row, task.payload, gym):
+        found[finding.turn // 2].add(finding.rule)
+    for i, turn in enumerate(turns):
+        if seat.check(turn.agent, turn.reply, task) is not None:
+            found[i].add("inconsistent")
+    return found
+
+
+def fidelity(turns: list[UserTurn], task, gym: str, seat, success: bool) -> tuple[float, dict]:
+    """(fidelity, {rule: number of turns that broke it}) of one episode's user turns."""
+    found = turn_findings(turns, task, gym, seat, success)
+    if not found:
+        return 1.0, {}
+    clean = sum(1 for rules in found if not rules)
+    counts = {rule: sum(1 for rules in found if rule in rules) for rule in RULES}
+    return clean / len(found), {k: v for k, v in counts.items() if v}
