@@ -55,15 +55,7 @@ def _check(agent_text: str, reply: str, task: Task) -> str | None:
     return None
 
 
-def _as_json(reply: str) -> dict:
-    return {"reply": reply}
-
-
+# a reply reaches the gym as {"reply": ...}; one that does not validate as "I'm not sure."
 SEAT = UserSeat(
-    user_prompt=_prompt,
-    scripted_reply=_scripted,
-    careless_reply=_careless,
-    check=_check,
-    as_json=_as_json,
-    json_fallback={"reply": "I'm not sure."},
+    _prompt, _scripted, _careless, _check, lambda r: {"reply": r}, {"reply": "I'm not sure."}
 )

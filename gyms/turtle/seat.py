@@ -6,12 +6,10 @@ Explanations go to the scripted judge, never to the seat."""
 
 from __future__ import annotations
 
-import random
-
 from gyms.common.text import normalize_answer
 from gyms.turtle.users import scripted_answer
 from mua.gym import Task
-from mua.gym.user_seat import UserSeat, strip_choice, yes_no_check, yes_no_json
+from mua.gym.user_seat import strip_choice, yes_no_seat
 
 
 def _prompt(task: Task) -> str:
@@ -35,19 +33,4 @@ def _scripted(agent_text: str, task: Task) -> str:
     return _truth(agent_text, task) or scripted_answer(strip_choice(agent_text), task.payload)
 
 
-def _careless(rng: random.Random, agent_text: str, task: Task) -> str:
-    return rng.choice(("Yes", "No", "Maybe"))
-
-
-def _check(agent_text: str, reply: str, task: Task) -> str | None:
-    return yes_no_check(reply, _truth(agent_text, task))
-
-
-SEAT = UserSeat(
-    user_prompt=_prompt,
-    scripted_reply=_scripted,
-    careless_reply=_careless,
-    check=_check,
-    as_json=yes_no_json,
-    json_fallback={"answer": "Maybe"},
-)
+SEAT = yes_no_seat(_prompt, _truth, _scripted)

@@ -78,6 +78,24 @@ class UserSeat:
     json_fallback: Any = None
 
 
+def yes_no_seat(
+    user_prompt: Callable[[Task], str],
+    truth: Callable[[str, Task], str | None],
+    scripted_reply: Callable[[str, Task], str],
+) -> UserSeat:
+    """The seat of an oracle that answers Yes, No or Maybe (telepathy, turtle): a careless reply
+    is any of the three, a reply is checked by `yes_no_check` against `truth(agent_text, task)`,
+    and it reaches the gym as `{"answer": ...}` (`Maybe` when it is none of the three)."""
+    return UserSeat(
+        user_prompt=user_prompt,
+        scripted_reply=scripted_reply,
+        careless_reply=lambda rng, _text, _task: rng.choice(("Yes", "No", "Maybe")),
+        check=lambda text, reply, task: yes_no_check(reply, truth(text, task)),
+        as_json=yes_no_json,
+        json_fallback={"answer": "Maybe"},
+    )
+
+
 def seat_gyms() -> list[str]:
     """The registered gyms whose user can take the seat."""
     from mua.gym.registry import get_gym, list_gyms
