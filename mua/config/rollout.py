@@ -115,6 +115,19 @@ class VLLMConfig(Section):
     kv_cache_gb: PositiveInt = Field(
         1, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
     )
+    gpu_memory_utilization: float = Field(
+        0.5,
+        gt=0.0,
+        lt=1.0,
+        description="On CUDA: the fraction of its GPU a launched server reserves for weights and "
+        "KV cache (`--gpu-memory-utilization`); the memory pre-flight counts it.",
+    )
+    weight_transfer: Literal["auto", "files", "ipc"] = Field(
+        "auto",
+        description="How full weights reach the server: `files` (safetensors in weights_dir, "
+        "exact on CPU), `ipc` (CUDA IPC handles through vLLM's weight-transfer routes; a launched "
+        "server on the trainer's GPU), `auto` (ipc for a launched server on CUDA, else files).",
+    )
     weights_dir: str | None = Field(
         None, description="Folder for the pushed safetensors files; default /dev/shm (RAM-backed)."
     )

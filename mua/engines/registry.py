@@ -7,6 +7,9 @@ see it too). A builder is called as `build(rollout, model_cfg, parallel, dist, p
 tokenizer)` on every rank and returns this rank's `mua.engines.engine_contract.ColocatedEngine`.
 Adding an engine is its folder plus one line in `BUILTIN_ENGINES`. Core code never branches on
 an engine's name to build it; it asks this registry. An engine is imported only when asked for.
+An engine that reserves a fixed fraction of each GPU also defines `memory_share(rollout)` in its
+builder's module (a `mua.train.memory_estimate.EngineShare`, or None when it reserves nothing);
+the memory pre-flight asks `engine_memory_share`, never the engine's name.
 Not here: `rollout.engine: openai` (the API agent evaluates only; it is no trainer engine).
 """
 
@@ -57,3 +60,16 @@ def engine_builder(name: str) -> Callable:
     if target is None:
         raise UsageError(f"unknown rollout.engine {name!r}; known: {', '.join(list_engines())}")
     return load_target(target, "build")
+
+
+def engine_memory_share(name: str, rollout):
+    """The `EngineShare` the engine `name` declares for `rollout` (its builder module's
+    `memory_share`), or None for an engine that holds a model copy and one trajectory's cache."""
+    import importlib
+
+    target = _all_targets().get(name)
+    if target is None:
+        raise UsageError(f"unknown rollout.engine {name!r}; known: {', '.join(list_engines())}")
+    module = importlib.import_module(target.partition(":")[0])
+    share = getattr(module, "memory_share", None)
+    return share(rollout) if share is not None else None
