@@ -97,6 +97,15 @@ def test_a_failed_ipc_update_drains_the_iterator_stops_in_one_line_and_breaks_th
         asyncio.run(engine.push_full(_tensors([]), "6"))
 
 
+def test_a_refused_init_still_runs_every_gather(fake_handles):
+    engine = VLLMEngine("http://fake", transfer="ipc")
+    sent = _recording(engine, fail_on="/init_weight_transfer_engine")
+    consumed: list = []
+    with pytest.raises(RunFailure, match="did not take the pushed weights"):
+        asyncio.run(engine.push_full(_tensors(consumed), "1"))
+    assert consumed == [0, 1, 2] and [p for _, p, _ in sent] == ["/init_weight_transfer_engine"]
+
+
 def test_an_empty_ipc_push_fails():
     engine = VLLMEngine("http://fake", transfer="ipc")
     _recording(engine)

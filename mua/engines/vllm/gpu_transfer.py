@@ -58,15 +58,19 @@ def ipc_update_info(bucket, handle=None) -> tuple[dict[str, Any], list]:
     return {"update_info": info}, kept
 
 
-async def push_ipc(call, named_tensors, version: str, bucket_mb: float, handle=None) -> int:
+async def push_ipc(
+    call, named_tensors, version: str, bucket_mb: float, handle=None, init: bool = False
+) -> int:
     """Send every tensor of `named_tensors` through `call(method, path, body)` (the engine's HTTP
-    call); returns how many were sent. RunFailure, after the iterator ran to its end, when any
-    call failed or no tensor came."""
+    call), after `/init_weight_transfer_engine` when `init`; returns how many were sent.
+    RunFailure, after the iterator ran to its end, when any call failed or no tensor came."""
     from mua.engines.weight_buckets import iter_buckets
 
     failure: RunFailure | None = None
     count = 0
     try:
+        if init:
+            await call("POST", "/init_weight_transfer_engine", IPC_INIT)
         await call("POST", "/start_weight_update")
     except RunFailure as err:
         failure = err

@@ -262,13 +262,12 @@ class VLLMEngine:
 
     async def push_ipc(self, named_tensors, version: str) -> None:
         """Send the weights through vLLM's weight-transfer routes as CUDA IPC handles."""
-        from mua.engines.vllm.gpu_transfer import IPC_INIT, push_ipc
+        from mua.engines.vllm.gpu_transfer import push_ipc
 
         try:
-            if not self._transfer_ready:
-                await self.call("POST", "/init_weight_transfer_engine", IPC_INIT)
-                self._transfer_ready = True
-            await push_ipc(self.call, named_tensors, version, self.bucket_mb)
+            init = not self._transfer_ready
+            await push_ipc(self.call, named_tensors, version, self.bucket_mb, init=init)
+            self._transfer_ready = True
         except RunFailure as err:
             self.broken = str(err)
             raise RunFailure(
