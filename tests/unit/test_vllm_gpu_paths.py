@@ -46,8 +46,8 @@ def fake_handles(monkeypatch):
     monkeypatch.setattr(gpu_transfer, "ipc_handle", lambda t: {"GPU-x": ("handle", t.numel())})
 
 
-def _tensors(consumed: list):
-    for i, shape in enumerate([(4, 4), (8,), (2, 3)]):
+def _tensors(consumed: list, shapes=((4, 4), (8,), (2, 3))):
+    for i, shape in enumerate(shapes):
         consumed.append(i)
         yield f"layer{i}.weight", torch.full(shape, float(i), dtype=torch.bfloat16)
 
@@ -82,12 +82,13 @@ def test_a_failed_ipc_update_drains_the_iterator_stops_in_one_line_and_breaks_th
     engine = VLLMEngine("http://fake", transfer="ipc", bucket_mb=16 / 2**20)
     sent = _recording(engine, fail_on="/update_weights")
     consumed: list = []
+    shapes = [(4, 4), (8,), (2, 3), (4,), (4,)]
     with pytest.raises(RunFailure) as err:
-        asyncio.run(engine.push_full(_tensors(consumed), "5"))
+        asyncio.run(engine.push_full(_tensors(consumed, shapes), "5"))
     message = str(err.value)
     assert "\n" not in message and "did not take the pushed weights" in message
     assert "VLLM_ALLOW_INSECURE_SERIALIZATION" in message
-    assert consumed == [0, 1, 2]  # every gather ran, as on the other ranks
+    assert consumed == [0, 1, 2, 3, 4]  # every gather ran, as on the other ranks
     assert [p for _, p, _ in sent].count("/update_weights") == 1  # nothing sent after the failure
     assert "/finish_weight_update" not in [p for _, p, _ in sent]
     assert engine.weight_version is None and engine.broken
@@ -102,8 +103,10 @@ def test_a_refused_init_still_runs_every_gather(fake_handles):
     sent = _recording(engine, fail_on="/init_weight_transfer_engine")
     consumed: list = []
     with pytest.raises(RunFailure, match="did not take the pushed weights"):
-        asyncio.run(engine.push_full(_tensors(consumed), "1"))
-    assert consumed == [0, 1, 2] and [p for _, p, _ in sent] == ["/init_weight_transfer_engine"]
+        asyncio.run(engine.push_full(_tensors(consumed, [(2,)] * 5), "1"))
+    assert consumed == [0, 1, 2, 3, 4] and [p for _, p, _ in sent] == [
+        "/init_weight_transfer_engine"
+    ]
 
 
 def test_an_empty_ipc_push_fails():

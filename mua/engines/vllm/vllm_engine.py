@@ -113,6 +113,13 @@ def write_safetensors(named_tensors, folder: str, bucket_mb: float) -> int:
     return count
 
 
+def _refused(err: RunFailure, needs: str) -> RunFailure:
+    return RunFailure(
+        f"vLLM did not take the pushed weights ({err}); the server needs {needs} "
+        "(docs/vllm.md), and the run stops here"
+    )
+
+
 class VLLMEngine:
     """A RolloutEngine backed by one vLLM server (launched here, or running elsewhere)."""
 
@@ -270,15 +277,12 @@ class VLLMEngine:
             self._transfer_ready = True
         except RunFailure as err:
             self.broken = str(err)
-            raise RunFailure(
-                f"vLLM did not take the pushed weights ({err}); the server needs "
+            raise _refused(
+                err,
                 "VLLM_SERVER_DEV_MODE=1, VLLM_ALLOW_INSECURE_SERIALIZATION=1 and "
-                '--weight-transfer-config \'{"backend": "ipc"}\' (docs/vllm.md), and the run '
-                "stops here"
+                '--weight-transfer-config \'{"backend": "ipc"}\'',
             ) from None
-        await self.call("POST", "/reset_prefix_cache")  # cached KV was computed by old weights
-        self.weight_version = str(version)
-        self.stats["pushes"] += 1
+        await self._took(version)
 
     async def load_folder(self, folder: str, version: str) -> None:
         """The server loads the safetensors files of `folder` (on its machine) as `version`."""
@@ -286,11 +290,12 @@ class VLLMEngine:
         try:
             await self.call("POST", "/collective_rpc", body)
         except RunFailure as err:  # the worker extension marks a half-loaded model broken
-            raise RunFailure(
-                f"vLLM did not take the pushed weights ({err}); the server needs "
-                "VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls of mua's worker extension "
-                "(docs/vllm.md), and the run stops here"
+            raise _refused(
+                err, "VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls of mua's worker extension"
             ) from None
+        await self._took(version)
+
+    async def _took(self, version: str) -> None:
         await self.call("POST", "/reset_prefix_cache")  # cached KV was computed by old weights
         self.weight_version = str(version)
         self.stats["pushes"] += 1
