@@ -129,6 +129,9 @@ def test_sleep_mode_sleeps_level_1_and_wakes_weights_before_the_push():
         await colocated.begin_use(push)
         assert await colocated.end_use(keep_base=False) is False  # level 1 keeps the weights
 
+    asyncio.run(use())  # a fresh server is awake: no wake
+    assert [p for _, p, _ in sent] == [None, "/sleep?level=1"]
+    sent.clear()
     asyncio.run(use())
     assert [p for _, p, _ in sent] == [
         "/wake_up?tags=weights",
@@ -136,6 +139,11 @@ def test_sleep_mode_sleeps_level_1_and_wakes_weights_before_the_push():
         "/wake_up?tags=kv_cache",
         "/sleep?level=1",
     ]
+    sent.clear()
+    asyncio.run(engine.sleep())
+    asyncio.run(engine.wake())
+    asyncio.run(engine.wake())
+    assert [p for _, p, _ in sent] == ["/sleep?level=1", "/wake_up"]
 
 
 def test_without_sleep_mode_a_use_neither_sleeps_nor_wakes():

@@ -143,6 +143,7 @@ class VLLMEngine:
         self.transfer = transfer
         self.broken: str | None = None  # why the last push failed: the engine refuses all work
         self._transfer_ready = False
+        self._asleep: set[str] = set()  # what `sleep` released and no `wake` took back yet
         self.seeds = seeds  # vLLM 0.31/0.32 on CPU dies on a seeded request whose prefill is split
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
@@ -329,13 +330,17 @@ class VLLMEngine:
         dropped. Without: nothing (vLLM's sleep mode frees nothing on CPU)."""
         if self.sleep_mode:
             await self.call("POST", "/sleep?level=1")
+            self._asleep = {"weights", "kv_cache"}
 
     async def wake(self, tags: tuple[str, ...] = ()) -> None:
         """With sleep mode: `POST /wake_up`, all of it or only `tags` ("weights", "kv_cache").
-        Without: nothing (see `sleep`)."""
-        if self.sleep_mode:
-            query = "&".join(f"tags={t}" for t in tags)
-            await self.call("POST", "/wake_up" + (f"?{query}" if query else ""))
+        Nothing for what is awake already (a fresh server is), nor without sleep mode."""
+        wanted = self._asleep & set(tags or self._asleep)
+        if not (self.sleep_mode and wanted):
+            return
+        query = "&".join(f"tags={t}" for t in sorted(wanted)) if tags else ""
+        await self.call("POST", "/wake_up" + (f"?{query}" if query else ""))
+        self._asleep -= wanted
 
     async def close_connections(self) -> None:
         """Close this event loop's connections to the server."""
