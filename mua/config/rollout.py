@@ -150,6 +150,15 @@ class VLLMConfig(Section):
         description="More `vllm.entrypoints.openai.api_server` flags, passed verbatim.",
     )
 
+    @model_validator(mode="after")
+    def _ipc_needs_a_launched_server(self):
+        if self.weight_transfer == "ipc" and self.base_urls:
+            raise ValueError(
+                "rollout.vllm.weight_transfer=ipc needs a server launched on the trainer's GPU "
+                "(rollout.vllm.python); with rollout.vllm.base_urls use files or auto"
+            )
+        return self
+
 
 class RolloutConfig(Section):
     engine: str = Field(

@@ -189,11 +189,10 @@ def test_weight_transfer_choice():
 
 
 def test_ipc_with_servers_elsewhere_is_refused():
-    from mua.engines.vllm.vllm_launch import engine_from_config
+    from pydantic import ValidationError
 
-    cfg = VLLMConfig(base_urls=["http://h:1"], weight_transfer="ipc")
-    with pytest.raises(UsageError, match="weight_transfer=files"):
-        engine_from_config(cfg, "m")
+    with pytest.raises(ValidationError, match="use files or auto"):
+        VLLMConfig(base_urls=["http://h:1"], weight_transfer="ipc")
 
 
 def test_memory_preflight_counts_vllms_gpu_memory_utilization():

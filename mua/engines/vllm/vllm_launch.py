@@ -221,11 +221,6 @@ def engine_from_config(
                 f"rollout.vllm.base_urls names {len(cfg.base_urls)} server(s) but rank {index} "
                 "needs one: give one URL per rank, or set rollout.vllm.python to launch them"
             )
-        if cfg.weight_transfer == "ipc":
-            raise UsageError(
-                "rollout.vllm.weight_transfer=ipc needs a server launched on the trainer's GPU; "
-                "with rollout.vllm.base_urls use weight_transfer=files (or auto)"
-            )
         return VLLMEngine(cfg.base_urls[index], **options)
     check_python(cfg.python)
     gpu = cuda_device is not None
