@@ -116,4 +116,4 @@ def test_sleep_frees_the_share_and_wake_restores_it(engine):
 def test_adapter_push_equals_peft(engine, folders):
     from tests.contract.test_vllm_engine import test_adapter_push_equals_peft as on_cpu
 
-    on_cpu(engine, folders)  # the same check, against this GPU server
+    on_cpu(engine, folders, tol=TOL)  # the CPU check against this GPU server, at the GPU bound
