@@ -1,8 +1,12 @@
 """`make gpu-check`: what a GPU host must pass before a real run, in one command, under 10 minutes.
 
-Three parts, each with its own time limit, run in this order and reported in one table:
+Four parts, each with its own time limit, run in this order and reported in one table:
 
 1. the GPU tests (`pytest tests/gpu`: real SGLang and the transformers engine on CUDA);
+1b. the vLLM GPU tests (`tests/gpu/test_vllm_gpu.py`: generation log-probs against the trainer,
+   a CUDA IPC push then log-probs equal to the trainer's, sleep/wake freeing and restoring memory,
+   an adapter push), with the Python of `--vllm-python` (default $MUA_VLLM_PYTHON); skipped with
+   one line when that Python cannot import vLLM with CUDA;
 2. benchmark B6 (training tokens/s of a Qwen3-0.6B-shaped model, bf16, packed micro-batches);
 3. a two-step GRPO run of a small Qwen3-architecture model (`tiny:qwen3-30m`) with `mua train`
    under torchrun + FSDP2 on NCCL, one rank per GPU, bf16 compute, the transformers engine, on the
@@ -11,7 +15,7 @@ Three parts, each with its own time limit, run in this order and reported in one
 
 It does not install anything (install with `pip install -e ".[gpu]"` first) and does not judge
 speed beyond B6's own bar. Without CUDA it stops at once with one line (exit 2).
-Usage: `python scripts/gpu_check.py [--out DIR]` (default: runs/gpu_check).
+Usage: `python scripts/gpu_check.py [--out DIR] [--vllm-python PATH]` (default: runs/gpu_check).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMITS_S = {"gpu tests": 300, "B6": 150, "two-step bf16 GRPO": 240}
+LIMITS_S = {"gpu tests": 300, "vllm gpu tests": 300, "B6": 150, "two-step bf16 GRPO": 240}
+VLLM_TESTS = "tests/gpu/test_vllm_gpu.py"
 
 
 def _cuda_devices() -> int:
@@ -37,13 +42,39 @@ def _cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _run(name: str, cmd: list[str], log: Path) -> tuple[bool, float, str]:
+def vllm_cuda_problem(python: str | None) -> str | None:
+    """Why the vLLM part cannot run with `python` (one line), or None when it imports vLLM and
+    sees CUDA."""
+    if not python:
+        return "no vLLM Python named (--vllm-python or MUA_VLLM_PYTHON)"
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        return f"{python} is not an executable"
+    try:
+        found = subprocess.run(
+            [python, "-c", "import torch, vllm; print(torch.cuda.is_available())"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        return f"{python} did not import vLLM within 120 s"
+    if found.stdout.strip() != "True":
+        return f"{python} cannot import vLLM built for CUDA"
+    return None
+
+
+def _run(name: str, cmd: list[str], log: Path, env=None) -> tuple[bool, float, str]:
     """Run one part with its time limit; (passed, seconds, one-line detail)."""
     start = time.monotonic()
     with log.open("w") as out:
         try:
             proc = subprocess.run(
-                cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=LIMITS_S[name]
+                cmd,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=LIMITS_S[name],
+                env=env,
             )
         except subprocess.TimeoutExpired:
             return False, time.monotonic() - start, f"over its {LIMITS_S[name]} s limit; see {log}"
@@ -70,6 +101,11 @@ def _train_check(run_dir: Path) -> tuple[bool, str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/gpu_check", help="where logs and the run go")
+    parser.add_argument(
+        "--vllm-python",
+        default=os.environ.get("MUA_VLLM_PYTHON"),
+        help="the Python of a venv with vLLM built for CUDA (default $MUA_VLLM_PYTHON)",
+    )
     args = parser.parse_args(argv)
     gpus = _cuda_devices()
     if not gpus:
@@ -103,14 +139,21 @@ def main(argv: list[str]) -> int:
         str(gpus),
     ]
     parts = {
-        "gpu tests": [python, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu"],
+        "gpu tests": [python, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "--ignore"]
+        + [VLLM_TESTS],
+        "vllm gpu tests": [python, "-m", "pytest", "-q", "-m", "gpu", VLLM_TESTS],
         "B6": [python, "-m", "bench", "B6"],
         "two-step bf16 GRPO": train_cmd,
     }
     print(f"gpu-check: {gpus} CUDA device(s); logs in {out}", flush=True)
     results = []
+    vllm_problem = vllm_cuda_problem(args.vllm_python)
     for name, cmd in parts.items():
-        passed, seconds, detail = _run(name, cmd, out / f"{name.replace(' ', '_')}.log")
+        if name == "vllm gpu tests" and vllm_problem:
+            print(f"  {name:<20} skip  {vllm_problem}", flush=True)
+            continue
+        env = {**os.environ, "MUA_VLLM_PYTHON": args.vllm_python or ""}
+        passed, seconds, detail = _run(name, cmd, out / f"{name.replace(' ', '_')}.log", env)
         if name == "two-step bf16 GRPO" and passed:
             passed, detail = _train_check(run_dir)
         results.append((name, passed, seconds, detail))

@@ -121,11 +121,33 @@ class VLLMConfig(ServerEngineConfig):
     kv_cache_gb: PositiveInt = Field(
         1, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
     )
+    gpu_memory_utilization: float = Field(
+        0.5,
+        gt=0.0,
+        lt=1.0,
+        description="On CUDA: the fraction of its GPU a launched server reserves for weights and "
+        "KV cache (`--gpu-memory-utilization`); the memory pre-flight counts it.",
+    )
+    weight_transfer: Literal["auto", "files", "ipc"] = Field(
+        "auto",
+        description="How full weights reach the server: `files` (safetensors in weights_dir, "
+        "exact on CPU), `ipc` (CUDA IPC handles through vLLM's weight-transfer routes; a launched "
+        "server on the trainer's GPU), `auto` (ipc for a launched server on CUDA, else files).",
+    )
     seeds: bool = Field(
         False,
         description="Send each request's seed. Off by default: vLLM 0.31/0.32 on CPU kills its "
         "engine on a seeded request whose prefill is split over steps (under load).",
     )
+
+    @model_validator(mode="after")
+    def _ipc_needs_a_launched_server(self):
+        if self.weight_transfer == "ipc" and self.base_urls:
+            raise ValueError(
+                "rollout.vllm.weight_transfer=ipc needs a server launched on the trainer's GPU "
+                "(rollout.vllm.python); with rollout.vllm.base_urls use files or auto"
+            )
+        return self
 
 
 class RolloutConfig(Section):

@@ -6,11 +6,14 @@ entry-point group, or from the `MUA_ENGINES` environment variable
 see it too). A builder is called as `build(rollout, model_cfg, parallel, dist, policy,
 tokenizer)` on every rank and returns this rank's `mua.engines.engine_contract.ColocatedEngine`.
 Adding an engine is its folder plus one line in `BUILTIN_ENGINES`. The builder's module may also
-define two optional hooks, found by `engine_hook`: `check_launch(recipe)`, called before torchrun
+define three optional hooks, found by `engine_hook`: `check_launch(recipe)`, called before torchrun
 starts, refuses in one line what the engine cannot launch here (a package or a GPU missing);
 `standalone(recipe, path, tokenizer)` returns a `RolloutEngine` for `path` outside a trainer (what
-`mua eval` and `mua rollout` sample from). Core code never branches on an engine's name to build
-or check it; it asks this registry. An engine is imported only when asked for.
+`mua eval` and `mua rollout` sample from); `memory_share(rollout)`, for an engine that reserves a
+fixed fraction of each GPU, a `mua.train.memory_estimate.EngineShare` (None: it reserves nothing),
+which the memory pre-flight asks through `engine_memory_share`. Core code never branches on an
+engine's name to build, check or size it; it asks this registry. An engine is imported only when
+asked for.
 Not here: `rollout.engine: openai` (the API agent evaluates only; it is no trainer engine).
 """
 
@@ -80,3 +83,10 @@ def standalone_engine(recipe, path: str, tokenizer):
             "(or openai for a served model)"
         )
     return build(recipe, path, tokenizer)
+
+
+def engine_memory_share(name: str, rollout):
+    """The `EngineShare` the engine `name` declares for `rollout` (its `memory_share` hook), or
+    None for an engine that holds a model copy and one trajectory's cache."""
+    share = engine_hook(name, "memory_share")
+    return share(rollout) if share is not None else None

@@ -1,8 +1,12 @@
 """Pre-flight GPU memory estimate for a co-located run: trainer (FSDP2) and rollout engine per GPU.
 
 The run alternates two phases on the same GPUs:
-  rollout: the engine holds `mem_fraction` of the GPU (weights + KV cache) while the trainer keeps
-           its sharded parameters and optimizer state resident;
+  rollout: the engine holds its share of the GPU (weights + KV cache) while the trainer keeps
+           its sharded parameters and optimizer state resident. An engine that reserves a
+           fraction of the GPU (SGLang's `mem_fraction`, vLLM's `gpu_memory_utilization`) says so
+           through `memory_share(rollout)` in its builder module (`mua.engines.registry.
+           engine_memory_share`); any other engine holds a copy of the weights and one
+           trajectory's cache;
   train:   the engine has released its memory (sleep) and the trainer peaks with gradients,
            the layer being all-gathered, activations of one micro-batch and the chunked LM-head
            working set of its scored tokens (bounded: no [tokens, vocab] logits).
@@ -19,6 +23,7 @@ pipeline/tensor parallelism of the trainer, sequence parallelism, LoRA.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from mua.errors import RunFailure
 
@@ -79,7 +84,12 @@ class RunShape:
     cpu_offload: bool = False
     reference_model: bool = False  # KL against a frozen copy
     engine: str = "sglang"
+    # "fraction": the engine reserves `engine_mem_fraction` of the GPU (named by the recipe's
+    # `engine_setting`); "copy": a copy of the weights plus one trajectory's KV cache
+    engine_memory: Literal["fraction", "copy"] = "fraction"
     engine_mem_fraction: float = 0.5
+    engine_setting: str = "rollout.sglang.mem_fraction"
+    engine_kv_fix: str = "rollout.sglang.mem_fraction or rollout.sglang.tp_size"
     engine_tp_size: int = 1
     engine_dtype: str = "bfloat16"
     max_total_tokens: int = 4096  # one trajectory
@@ -93,6 +103,8 @@ class MemoryEstimate:
     kv_budget_bytes: int = 0
     kv_bytes_per_token: int = 0
     max_total_tokens: int = 0
+    engine_setting: str = "rollout.sglang.mem_fraction"
+    engine_kv_fix: str = "rollout.sglang.mem_fraction or rollout.sglang.tp_size"
 
     @property
     def rollout_bytes(self) -> int:
@@ -118,13 +130,13 @@ class MemoryEstimate:
         if self.rollout_bytes > self.gpu_bytes:
             out.append(
                 f"the rollout phase needs {self.rollout_bytes / GIB:.1f} GiB per GPU of {gib:.1f}: "
-                "lower rollout.sglang.mem_fraction or set parallel.cpu_offload=true"
+                f"lower {self.engine_setting} or set parallel.cpu_offload=true"
             )
         if self.kv_tokens < self.max_total_tokens:
             out.append(
                 f"the engine's KV cache holds {self.kv_tokens} tokens, less than one trajectory "
                 f"(rollout.max_total_tokens={self.max_total_tokens}): raise "
-                "rollout.sglang.mem_fraction or rollout.sglang.tp_size"
+                f"{self.engine_kv_fix}"
             )
         return out
 
@@ -152,9 +164,9 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
         2 * model.num_layers * model.num_kv_heads * model.head_dim * DTYPE_BYTES[run.engine_dtype]
     )
     kv_per_token //= max(1, run.engine_tp_size)
-    if run.engine == "sglang":
+    if run.engine_memory == "fraction":
         engine_share = int(run.engine_mem_fraction * gpu_bytes)
-    else:  # the hf engine: its model copy plus the cache of one trajectory
+    else:  # a model copy plus the cache of one trajectory (the hf engine)
         engine_share = engine_weights + kv_per_token * run.max_total_tokens
 
     est = MemoryEstimate(
@@ -162,6 +174,8 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
         kv_budget_bytes=engine_share - engine_weights,
         kv_bytes_per_token=kv_per_token,
         max_total_tokens=run.max_total_tokens,
+        engine_setting=run.engine_setting,
+        engine_kv_fix=run.engine_kv_fix,
     )
     est.rollout_rows = [
         ("trainer weights (fp32, sharded)", master),
@@ -231,11 +245,39 @@ def check_fits(est: MemoryEstimate) -> None:
         )
 
 
+@dataclass(frozen=True)
+class EngineShare:
+    """What an engine that reserves a fraction of each GPU declares (`memory_share` in its
+    builder module): the fraction, the recipe setting that holds it, and its weights' layout."""
+
+    fraction: float
+    setting: str
+    dtype: str = "bfloat16"
+    tp_size: int = 1
+    kv_fix: str = ""
+
+
 def run_shape_from_recipe(recipe, world_size: int) -> RunShape:
-    """The RunShape of a TrainRecipe (its parallel, rollout, algo and model sections)."""
+    """The RunShape of a TrainRecipe (its parallel, rollout, algo and model sections); the
+    engine's share comes from its builder (`mua.engines.registry.engine_memory_share`)."""
+    from mua.engines.registry import engine_memory_share
+
     kl = getattr(getattr(recipe.algo, "kl", None), "coef", 0.0) or 0.0
     mixed = recipe.parallel.mixed_precision
     train_dtype = "float32" if mixed == "fp32" else "bfloat16"
+    share = engine_memory_share(recipe.rollout.engine, recipe.rollout)
+    engine = (
+        dict(engine_memory="copy")
+        if share is None
+        else dict(
+            engine_memory="fraction",
+            engine_mem_fraction=share.fraction,
+            engine_setting=share.setting,
+            engine_kv_fix=share.kv_fix or share.setting,
+            engine_tp_size=share.tp_size,
+            engine_dtype=share.dtype,
+        )
+    )
     return RunShape(
         world_size=world_size,
         micro_batch_tokens=recipe.parallel.micro_batch_tokens,
@@ -244,8 +286,6 @@ def run_shape_from_recipe(recipe, world_size: int) -> RunShape:
         cpu_offload=recipe.parallel.cpu_offload,
         reference_model=kl > 0,
         engine=recipe.rollout.engine,
-        engine_mem_fraction=recipe.rollout.sglang.mem_fraction,
-        engine_tp_size=recipe.rollout.sglang.tp_size,
-        engine_dtype=recipe.rollout.sglang.dtype,
+        **engine,
         max_total_tokens=recipe.rollout.max_total_tokens,
     )

@@ -114,6 +114,7 @@ def build_rl_parts(
 ) -> RLParts:
     """Every RL component of a run on this rank (collective: engines and models are sharded or
     shared across ranks). `sampler` (a MixSampler) gives the per-gym reward scales."""
+    from mua.engines.registry import engine_memory_share
     from mua.gym.mix import gym_runs
     from mua.seat.spec import seated
     from mua.train.advantage_strategy import build_advantages
@@ -123,7 +124,8 @@ def build_rl_parts(
 
     r = recipe
     runs = {run.label: seated(run) for run in gym_runs(r)}
-    if r.rollout.engine == "sglang" and dist.device.type == "cuda":
+    reserves = engine_memory_share(r.rollout.engine, r.rollout) is not None
+    if reserves and dist.device.type == "cuda":  # an engine holding a fixed share of each GPU
         import torch
 
         gpu_bytes = torch.cuda.get_device_properties(dist.device).total_memory

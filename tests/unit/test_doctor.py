@@ -128,7 +128,7 @@ def test_run_shape_from_the_quickstart_recipe():
 
     recipe = load_recipe(
         str(Path(__file__).resolve().parents[2] / "recipes" / "quickstart.yaml"),
-        ["rollout.sglang.mem_fraction=0.4"],
+        ["rollout.engine=sglang", "rollout.sglang.mem_fraction=0.4"],
         verb="train",
     )
     run = run_shape_from_recipe(recipe, world_size=2)

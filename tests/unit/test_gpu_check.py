@@ -48,3 +48,14 @@ def test_train_part_needs_two_finite_losses_and_the_export(tmp_path, losses, exp
     _write_run(tmp_path / "run", losses, exported)
     passed, detail = load_script("gpu_check")._train_check(tmp_path / "run")
     assert passed is ok, detail
+
+
+def test_the_vllm_part_names_why_it_cannot_run(tmp_path):
+    problem = load_script("gpu_check").vllm_cuda_problem
+    assert "no vLLM Python named" in problem(None)
+    assert "is not an executable" in problem(str(tmp_path / "missing"))
+    assert "cannot import vLLM built for CUDA" in problem(sys.executable)  # mua's: no vLLM
+    cpu_vllm = ROOT / "tests" / ".vllm" / "0.32.0" / "venv" / "bin" / "python"
+    if not cpu_vllm.exists():
+        pytest.skip("no CPU vLLM venv (make vllm-releases) to check the CUDA test against")
+    assert "cannot import vLLM built for CUDA" in problem(str(cpu_vllm))

@@ -93,6 +93,20 @@ class SGLangColocated(ColocatedEngine):
         await self.engine.close()
 
 
+def memory_share(rollout):
+    """What a server reserves of each GPU, for the memory pre-flight (`mua.engines.registry`)."""
+    from mua.train.memory_estimate import EngineShare
+
+    cfg = rollout.sglang
+    return EngineShare(
+        fraction=cfg.mem_fraction,
+        setting="rollout.sglang.mem_fraction",
+        dtype=cfg.dtype,
+        tp_size=cfg.tp_size,
+        kv_fix="rollout.sglang.mem_fraction or rollout.sglang.tp_size",
+    )
+
+
 def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> SGLangColocated:
     """Connect to `rollout.sglang.base_urls`, or launch one server per node (collective)."""
     from mua.engines.sglang.engine_pool import engine_from_config

@@ -5,6 +5,10 @@ Every rank has a vLLM server of its own (launched by the rank from `rollout.vllm
 share a server and each pushes to its own. The server keeps the weights it was pushed between
 uses (on CPU vLLM's sleep and wake free nothing, so a use neither sleeps nor wakes it: one note
 at start-up says so), which makes the push right after each update (`push_on_update`) final.
+On CUDA the server is launched on the rank's GPU with sleep mode: `end_use` sleeps it (level 1:
+weights to CPU memory, KV cache dropped; the pushed weights survive), and `begin_use` wakes the
+weights, awaits the push of stale weights (pushed at the next use, never into a sleeping
+server), then wakes the KV cache. The GPU paths have not run on a GPU yet.
 A full push is exact (`mua.engines.vllm.worker_extension`) and the trainer's probe checks it at
 every use; a push vLLM refuses stops the run with one line. With `rollout.lora_sync: adapter`
 the server is launched with LoRA enabled at the policy's rank, and each push loads the adapter
@@ -26,7 +30,7 @@ SLEEP_NOTE = "vllm: sleep/wake do nothing on CPU; each rank's server keeps its m
 class VLLMColocated(ColocatedEngine):
     """This rank's own vLLM server, driven through its `VLLMEngine` client."""
 
-    push_on_update = True
+    push_on_update = True  # False with sleep mode: a sleeping server takes no push
 
     def __init__(
         self,
@@ -37,11 +41,17 @@ class VLLMColocated(ColocatedEngine):
         self.engine = engine
         self.probe_ids = list(probe_ids or [])
         self.probe_tolerance = probe_tolerance
+        self.push_on_update = not getattr(engine, "sleep_mode", False)
 
     async def begin_use(self, push: Push | None) -> None:
-        await self.engine.wake()
+        if not getattr(self.engine, "sleep_mode", False):
+            if push is not None:
+                await push()
+            return
+        await self.engine.wake(("weights",))
         if push is not None:
             await push()
+        await self.engine.wake(("kv_cache",))
 
     async def end_use(self, keep_base: bool) -> bool:
         await self.engine.drain()  # requests whose callers gave up (a trajectory timeout)
@@ -53,6 +63,21 @@ class VLLMColocated(ColocatedEngine):
 
     async def push_adapter(self, name, named_tensors, config: dict, version: str) -> None:
         await self.engine.load_adapter(name, named_tensors, config, version)
+
+
+def memory_share(rollout):
+    """What a launched server reserves of its GPU, for the memory pre-flight
+    (`mua.engines.registry`); None for servers elsewhere (`base_urls`)."""
+    from mua.train.memory_estimate import EngineShare
+
+    cfg = rollout.vllm
+    if cfg.base_urls:
+        return None
+    return EngineShare(
+        fraction=cfg.gpu_memory_utilization,
+        setting="rollout.vllm.gpu_memory_utilization",
+        dtype=cfg.dtype,
+    )
 
 
 def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocated:
@@ -71,10 +96,11 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocate
         lora_rank=lora_rank,
         bucket_mb=parallel.weight_push_bucket_mb,
         max_concurrency=rollout.max_concurrency,
+        cuda_device=_cuda_index(dist),
     )
     if served != model_cfg.path:
         engine.cleanup.append(served)  # a preset written as a folder: removed at close
-    if dist.rank == 0:
+    if dist.rank == 0 and not engine.sleep_mode:
         print(SLEEP_NOTE, flush=True)
     hf_config = getattr(policy, "config", None)
     vocab_size = int(getattr(hf_config, "vocab_size", 0) or len(tokenizer))
@@ -106,3 +132,11 @@ def standalone(recipe, path: str, tokenizer):
     if served != path:
         engine.cleanup.append(served)
     return engine
+
+
+def _cuda_index(dist) -> int | None:
+    """This rank's CUDA device index, or None when the trainer is not on CUDA."""
+    device = getattr(dist, "device", None)
+    if getattr(device, "type", None) != "cuda":
+        return None
+    return int(device.index if device.index is not None else getattr(dist, "local_rank", 0))

@@ -20,7 +20,14 @@ steps (chunked prefill under load), so by default sampling is unseeded, as on SG
 deterministic mode.
 Abort: `drain()` cancels this client's requests in flight; vLLM aborts a request whose client
 disconnected. Sleep / wake: nothing on CPU (the server keeps its memory).
-Not here: launching (`vllm_launch`), the trainer's side (`colocated`), vLLM's NCCL weight transfer.
+On CUDA (a server launched on the trainer's GPU, `sleep_mode` and `transfer="ipc"`): a full push
+travels as CUDA IPC handles through vLLM's weight-transfer routes (`gpu_transfer`), with no file;
+`sleep()` is `POST /sleep?level=1` (weights offloaded to CPU memory, KV cache dropped) and
+`wake(tags)` is `POST /wake_up` (all, or `weights` / `kv_cache` alone). An IPC push that fails
+marks the engine broken (its layers may be half-loaded): every later generate or push raises
+`RunFailure` at once. A file push that fails is judged by the worker extension (broken only when
+the model was touched).
+Not here: launching (`vllm_launch`), the trainer's side (`colocated`), NCCL weight transfer.
 """
 
 from __future__ import annotations
@@ -106,6 +113,13 @@ def write_safetensors(named_tensors, folder: str, bucket_mb: float) -> int:
     return count
 
 
+def _refused(err: RunFailure, needs: str) -> RunFailure:
+    return RunFailure(
+        f"vLLM did not take the pushed weights ({err}); the server needs {needs} "
+        "(docs/vllm.md), and the run stops here"
+    )
+
+
 class VLLMEngine:
     """A RolloutEngine backed by one vLLM server (launched here, or running elsewhere)."""
 
@@ -120,7 +134,16 @@ class VLLMEngine:
         process: subprocess.Popen | None = None,
         cleanup: list[str] | None = None,
         seeds: bool = False,
+        sleep_mode: bool = False,
+        transfer: str = "files",
     ):
+        if transfer not in ("files", "ipc"):
+            raise ValueError(f"transfer must be 'files' or 'ipc', not {transfer!r}")
+        self.sleep_mode = sleep_mode  # the server runs with --enable-sleep-mode (CUDA)
+        self.transfer = transfer
+        self.broken: str | None = None  # why the last push failed: the engine refuses all work
+        self._transfer_ready = False
+        self._asleep: set[str] = set()  # what `sleep` released and no `wake` took back yet
         self.seeds = seeds  # vLLM 0.31/0.32 on CPU dies on a seeded request whose prefill is split
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
@@ -182,7 +205,14 @@ class VLLMEngine:
 
     # ---- RolloutEngine ---------------------------------------------------------------------
 
+    def _refuse_if_broken(self) -> None:
+        if self.broken:
+            raise RunFailure(
+                f"vLLM server {self.base_url} is broken by a failed push: {self.broken}"
+            )
+
     async def generate(self, request: GenerationRequest) -> GenerationResult:
+        self._refuse_if_broken()
         base = await self.served_model()
         lora = self.adapters.begin()
         version = self.adapters.version_of(lora) if lora else self.weight_version
@@ -223,7 +253,11 @@ class VLLMEngine:
         return tempfile.mkdtemp(prefix=prefix, dir=root)
 
     async def push_full(self, named_tensors, version: str) -> None:
-        """Write the full weights to a fresh folder and have the server load them exactly."""
+        """Push the full weights: CUDA IPC handles (`transfer="ipc"`), else a folder of files."""
+        self._refuse_if_broken()
+        if self.transfer == "ipc":
+            await self.push_ipc(named_tensors, version)
+            return
         folder = self._new_folder("mua-vllm-weights-")
         try:
             # on the calling thread: the gathers inside the iterator are collectives
@@ -234,17 +268,35 @@ class VLLMEngine:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
+    async def push_ipc(self, named_tensors, version: str) -> None:
+        """Send the weights through vLLM's weight-transfer routes as CUDA IPC handles."""
+        from mua.engines.vllm.gpu_transfer import push_ipc
+
+        try:
+            init = not self._transfer_ready
+            await push_ipc(self.call, named_tensors, version, self.bucket_mb, init=init)
+            self._transfer_ready = True
+        except RunFailure as err:
+            self.broken = str(err)
+            raise _refused(
+                err,
+                "VLLM_SERVER_DEV_MODE=1, VLLM_ALLOW_INSECURE_SERIALIZATION=1 and "
+                '--weight-transfer-config \'{"backend": "ipc"}\'',
+            ) from None
+        await self._took(version)
+
     async def load_folder(self, folder: str, version: str) -> None:
         """The server loads the safetensors files of `folder` (on its machine) as `version`."""
         body = {"method": "mua_load_weights", "args": [folder], "timeout": self.timeout_s}
         try:
             await self.call("POST", "/collective_rpc", body)
-        except RunFailure as err:
-            raise RunFailure(
-                f"vLLM did not take the pushed weights ({err}); the server needs "
-                "VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls of mua's worker extension "
-                "(docs/vllm.md), and the run stops here"
+        except RunFailure as err:  # the worker extension marks a half-loaded model broken
+            raise _refused(
+                err, "VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls of mua's worker extension"
             ) from None
+        await self._took(version)
+
+    async def _took(self, version: str) -> None:
         await self.call("POST", "/reset_prefix_cache")  # cached KV was computed by old weights
         self.weight_version = str(version)
         self.stats["pushes"] += 1
@@ -274,10 +326,21 @@ class VLLMEngine:
     # ---- life ------------------------------------------------------------------------------
 
     async def sleep(self) -> None:
-        """Nothing: vLLM's sleep mode frees nothing on CPU, so the server keeps its memory."""
+        """With sleep mode (CUDA): level 1, the weights offloaded to CPU memory and the KV cache
+        dropped. Without: nothing (vLLM's sleep mode frees nothing on CPU)."""
+        if self.sleep_mode:
+            await self.call("POST", "/sleep?level=1")
+            self._asleep = {"weights", "kv_cache"}
 
-    async def wake(self) -> None:
-        """Nothing (see `sleep`)."""
+    async def wake(self, tags: tuple[str, ...] = ()) -> None:
+        """With sleep mode: `POST /wake_up`, all of it or only `tags` ("weights", "kv_cache").
+        Nothing for what is awake already (a fresh server is), nor without sleep mode."""
+        wanted = self._asleep & set(tags or self._asleep)
+        if not (self.sleep_mode and wanted):
+            return
+        query = "&".join(f"tags={t}" for t in sorted(wanted)) if tags else ""
+        await self.call("POST", "/wake_up" + (f"?{query}" if query else ""))
+        self._asleep -= wanted
 
     async def close_connections(self) -> None:
         """Close this event loop's connections to the server."""

@@ -7,7 +7,11 @@ whose transformers differs). `launch_command` is `PYTHON -m vllm.entrypoints.ope
 (no sampling defaults from the model's generation_config.json), mua's worker extension (exact
 full-weight pushes) and, with LoRA adapter pushes, `--enable-lora`. `server_env` adds
 VLLM_SERVER_DEV_MODE=1 (the /collective_rpc and /reset_prefix_cache endpoints) and
-VLLM_ALLOW_RUNTIME_LORA_UPDATING. The worker extension is copied into a folder of its own put on
+VLLM_ALLOW_RUNTIME_LORA_UPDATING. On CUDA: `--enable-sleep-mode` and
+`--gpu-memory-utilization`, with IPC pushes (`ipc_pushes`) `--weight-transfer-config
+'{"backend": "ipc"}'`, the server pinned
+to the rank's GPU (CUDA_VISIBLE_DEVICES) with VLLM_ALLOW_INSECURE_SERIALIZATION=1 (IPC handles
+arrive pickled). The worker extension is copied into a folder of its own put on
 the server's PYTHONPATH, so the server never sees mua's other modules or dependencies.
 `start_vllm` runs the command (log in `log_path`) and polls `/health` until the server answers.
 Not here: the HTTP client (`vllm_engine`).
@@ -30,6 +34,7 @@ from mua.errors import RunFailure, UsageError
 
 EXTENSION_MODULE = "mua_vllm_worker_extension"
 EXTENSION_CLASS = f"{EXTENSION_MODULE}.MuaWorkerExtension"
+IPC_TRANSFER_CONFIG = '{"backend": "ipc"}'
 # the values vLLM's --max-lora-rank accepts; a policy's rank is rounded up to one of them
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -51,8 +56,11 @@ def launch_command(
     enforce_eager: bool = True,
     lora_rank: int | None = None,
     extra_args: Sequence[str] = (),
+    gpu_memory_utilization: float | None = None,
+    ipc_transfer: bool = False,
 ) -> list[str]:
-    """The command line of a vLLM server mua can drive (see the module docstring)."""
+    """The command line of a vLLM server mua can drive (see the module docstring); with
+    `gpu_memory_utilization` (CUDA) also sleep mode, with `ipc_transfer` the ipc backend."""
     cmd = [
         python,
         "-m",
@@ -74,6 +82,11 @@ def launch_command(
     ]
     if enforce_eager:
         cmd.append("--enforce-eager")
+    if gpu_memory_utilization is not None:
+        cmd += ["--gpu-memory-utilization", f"{float(gpu_memory_utilization):g}"]
+        cmd.append("--enable-sleep-mode")
+    if ipc_transfer:
+        cmd += ["--weight-transfer-config", IPC_TRANSFER_CONFIG]
     if lora_rank is not None:
         cmd += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(int(lora_rank)))]
         cmd += ["--max-loras", "2"]  # the live adapter and the one before it, still in use
@@ -88,8 +101,9 @@ def extension_dir() -> str:
     return folder
 
 
-def server_env(ext_dir: str, kv_cache_gb: int) -> dict[str, str]:
-    """The trainer's environment less torchrun's variables, plus what vLLM needs for mua."""
+def server_env(ext_dir: str, kv_cache_gb: int, cuda_device: int | None = None) -> dict[str, str]:
+    """The trainer's environment less torchrun's variables, plus what vLLM needs for mua; with
+    `cuda_device` (the trainer's device index) the server sees only that GPU."""
     env = trainer_free_env()
     env.pop("PYTHONPATH", None)  # mua's path would put mua's transformers before vLLM's
     env.update(
@@ -98,6 +112,12 @@ def server_env(ext_dir: str, kv_cache_gb: int) -> dict[str, str]:
         VLLM_ALLOW_RUNTIME_LORA_UPDATING="True",
         VLLM_CPU_KVCACHE_SPACE=str(int(kv_cache_gb)),
     )
+    if cuda_device is not None:
+        visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = (
+            visible[cuda_device] if cuda_device < len(visible) else str(cuda_device)
+        )
+        env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # IPC handles arrive pickled
     return env
 
 
@@ -128,6 +148,7 @@ def start_vllm(
     kv_cache_gb: int = 1,
     launch_timeout_s: float = 900.0,
     log_path: str | None = None,
+    cuda_device: int | None = None,
     **engine_kwargs,
 ) -> VLLMEngine:
     """Run `cmd` (from `launch_command`), wait until `/health` answers, return its client."""
@@ -135,7 +156,10 @@ def start_vllm(
     log_file = Path(log_path or f"vllm-{port}.log")
     with open(log_file, "ab") as log:
         process = subprocess.Popen(
-            list(cmd), stdout=log, stderr=subprocess.STDOUT, env=server_env(ext, kv_cache_gb)
+            list(cmd),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=server_env(ext, kv_cache_gb, cuda_device),
         )
     engine = VLLMEngine(f"http://127.0.0.1:{port}", process=process, cleanup=[ext], **engine_kwargs)
     try:
@@ -178,9 +202,11 @@ def engine_from_config(
     bucket_mb: float = 256.0,
     max_concurrency: int = 64,
     log_dir: str | None = None,
+    cuda_device: int | None = None,
 ) -> VLLMEngine:
     """The engine of `rollout.vllm` (`cfg`) for the `index`-th rank: a client of
-    `cfg.base_urls[index]`, or a server launched from `cfg.python` on `cfg.port + index`.
+    `cfg.base_urls[index]`, or a server launched from `cfg.python` on `cfg.port + index`, on
+    the trainer's GPU `cuda_device` when given (sleep mode; IPC pushes: `ipc_pushes`).
     `model_path` must be a Hugging Face folder or a hub id vLLM can load."""
     options = dict(
         timeout_s=cfg.request_timeout_s,
@@ -197,6 +223,9 @@ def engine_from_config(
             )
         return VLLMEngine(cfg.base_urls[index], **options)
     check_python(cfg.python)
+    gpu = cuda_device is not None
+    ipc = ipc_pushes(cfg, cuda_device)
+    options.update(sleep_mode=gpu, transfer="ipc" if ipc else "files")
     port = cfg.port + index
     cmd = launch_command(
         cfg.python,
@@ -206,6 +235,8 @@ def engine_from_config(
         enforce_eager=cfg.enforce_eager,
         lora_rank=lora_rank,
         extra_args=cfg.extra_args,
+        gpu_memory_utilization=cfg.gpu_memory_utilization if gpu else None,
+        ipc_transfer=ipc,
     )
     log = os.path.join(log_dir or tempfile.gettempdir(), f"vllm-{port}.log")
     return start_vllm(
@@ -214,8 +245,19 @@ def engine_from_config(
         kv_cache_gb=cfg.kv_cache_gb,
         launch_timeout_s=cfg.launch_timeout_s,
         log_path=log,
+        cuda_device=cuda_device if gpu else None,
         **options,
     )
+
+
+def ipc_pushes(cfg, cuda_device: int | None) -> bool:
+    """Whether a server launched on the trainer's GPU `cuda_device` takes pushes as CUDA IPC
+    handles: on CUDA unless `weight_transfer` is `files`; `ipc` without a GPU is refused."""
+    if cfg.weight_transfer == "ipc" and cuda_device is None:
+        raise UsageError(
+            "rollout.vllm.weight_transfer=ipc needs the trainer on CUDA; use files (or auto) on CPU"
+        )
+    return cuda_device is not None and cfg.weight_transfer != "files"
 
 
 def served_folder(path: str, seed: int, tokenizer) -> str:
