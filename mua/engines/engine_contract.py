@@ -55,6 +55,17 @@ class GenerationResult:
     finish_reason: FinishReason
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def counted(self, stats: dict, lora: str | None, version: str | None) -> GenerationResult:
+        """This result, stamped with the adapter that sampled it (`lora_path`) and the weights'
+        version where known, and counted in an HTTP engine's `stats` (requests, tokens)."""
+        if lora is not None:
+            self.meta["lora_path"] = lora
+        if version is not None:
+            self.meta["weight_version"] = version
+        stats["requests"] += 1
+        stats["tokens"] += len(self.token_ids)
+        return self
+
 
 @runtime_checkable
 class RolloutEngine(Protocol):

@@ -96,6 +96,22 @@ class LoopSessions:
         self._per_loop[loop] = (session, closer)
         return session
 
+    async def fetch(
+        self, method: str, url: str, *, timeout_s: float, **kwargs: Any
+    ) -> tuple[int, bytes, str | None]:
+        """One request through this loop's session and the environment's proxy, redirects not
+        followed: (status, body, Location header). aiohttp's errors and timeouts propagate."""
+        session = await self.get()
+        async with session.request(
+            method,
+            url,
+            allow_redirects=False,
+            proxy=self.proxy,
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            **kwargs,
+        ) as response:
+            return response.status, await response.read(), response.headers.get("Location")
+
     async def aclose(self) -> None:
         """Close the running loop's session (the sessions of other loops close with them)."""
         held = self._per_loop.pop(asyncio.get_running_loop(), None)

@@ -27,7 +27,7 @@ from mua.config.rollout import VLLMConfig
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.errors import RunFailure
 from tests.conftest import free_port
-from tests.contract.vllm_side import RELEASES, side_python, tiny_folder
+from tests.contract.vllm_side import RELEASES, side_python, tiny_folders
 
 PROMPT = [(7 + 97 * i) % 1999 + 1 for i in range(16)]
 LONG_PROMPT = [(11 + 53 * i) % 1999 + 1 for i in range(300)]  # fills cached KV blocks
@@ -36,8 +36,7 @@ TOL = 1e-4
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("vllm-models")
-    return {seed: tiny_folder(root / f"m{seed}", seed) for seed in (0, 1)}
+    return tiny_folders(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

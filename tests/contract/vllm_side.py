@@ -30,3 +30,9 @@ def tiny_folder(out: Path, seed: int) -> Path:
 
     model = build_tiny_model(TINY_PRESETS["qwen3-1m"], seed=seed)
     return save_hf(model, load_tokenizer("tiny:qwen3-1m"), out)
+
+
+def tiny_folders(tmp_path_factory) -> dict[int, Path]:
+    """Two model folders (seeds 0 and 1) in a fresh temporary folder: one to serve, one to push."""
+    root = tmp_path_factory.mktemp("vllm-models")
+    return {seed: tiny_folder(root / f"m{seed}", seed) for seed in (0, 1)}

@@ -47,10 +47,9 @@ def vllm_cuda_python() -> str:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    from tests.contract.vllm_side import tiny_folder
+    from tests.contract.vllm_side import tiny_folders
 
-    root = tmp_path_factory.mktemp("vllm-models")
-    return {seed: tiny_folder(root / f"m{seed}", seed) for seed in (0, 1)}
+    return tiny_folders(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -140,21 +140,12 @@ class SGLangEngine(WeightPushes):
     async def _send(
         self, method: str, path: str, data: bytes | None, timeout_s: float, rid: str | None
     ) -> Any:
-        session = await self._sessions.get()
         if rid is not None:
             self._track(rid, 1)
         try:
-            async with session.request(
-                method,
-                self.base_url + path,
-                data=data,
-                headers=JSON_HEADERS,
-                allow_redirects=False,
-                proxy=self._sessions.proxy,
-                timeout=aiohttp.ClientTimeout(total=timeout_s),
-            ) as response:
-                raw, status = await response.read(), response.status
-                location = response.headers.get("Location")
+            status, raw, location = await self._sessions.fetch(
+                method, self.base_url + path, data=data, headers=JSON_HEADERS, timeout_s=timeout_s
+            )
         except asyncio.TimeoutError:
             raise self._unreachable(f"no answer to {path} within {timeout_s:g} s") from None
         except (aiohttp.ClientConnectionError, OSError) as err:
@@ -256,13 +247,8 @@ class SGLangEngine(WeightPushes):
             result = protocol.parse_generate_response(body)
         except protocol.ProtocolError as err:
             raise RunFailure(f"SGLang server {self.base_url}: {err}") from None
-        if lora is not None:  # sampled by the adapter: its version, not the base's
-            result.meta["lora_path"] = lora
-            if adapter_version is not None:
-                result.meta["weight_version"] = adapter_version
-        self.stats["requests"] += 1
-        self.stats["tokens"] += len(result.token_ids)
-        return result
+        # sampled by an adapter: its version, not the base's (the base's is in the server's meta)
+        return result.counted(self.stats, lora, adapter_version if lora is not None else None)
 
     async def drain(self, timeout_s: float | None = None) -> None:
         """Abort this client's requests still running on the server (their callers gave up, e.g.

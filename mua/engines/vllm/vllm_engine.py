@@ -163,20 +163,13 @@ class VLLMEngine:
     async def call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None):
         """One call with a JSON body; the answer's JSON ({} when empty). RunFailure on an HTTP
         error or an unreachable server, naming the path and the server's message."""
-        session = await self._sessions.get()
-        timeout = aiohttp.ClientTimeout(total=timeout_s or self.timeout_s)
+        timeout = timeout_s or self.timeout_s
         try:
-            async with session.request(
-                method,
-                self.base_url + path,
-                json=body,
-                allow_redirects=False,
-                proxy=self._sessions.proxy,
-                timeout=timeout,
-            ) as response:
-                raw, status = await response.read(), response.status
+            status, raw, _ = await self._sessions.fetch(
+                method, self.base_url + path, json=body, timeout_s=timeout
+            )
         except asyncio.TimeoutError:
-            raise self._unreachable(f"no answer to {path} within {timeout.total:g} s") from None
+            raise self._unreachable(f"no answer to {path} within {timeout:g} s") from None
         except (aiohttp.ClientError, OSError) as err:
             raise self._unreachable(f"{type(err).__name__}: {err}") from None
         if status >= 300:
@@ -229,13 +222,7 @@ class VLLMEngine:
             result = parse_completion(body)
         except ValueError as err:
             raise RunFailure(f"vLLM server {self.base_url}: {err}") from None
-        if lora is not None:
-            result.meta["lora_path"] = lora
-        if version is not None:
-            result.meta["weight_version"] = version
-        self.stats["requests"] += 1
-        self.stats["tokens"] += len(result.token_ids)
-        return result
+        return result.counted(self.stats, lora, version)
 
     async def drain(self) -> int:
         """Abort this client's requests in flight (vLLM aborts a request whose connection
