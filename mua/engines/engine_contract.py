@@ -67,6 +67,18 @@ class GenerationResult:
         return self
 
 
+@dataclass(frozen=True)
+class EngineShare:
+    """What an engine that reserves a fraction of each GPU declares (`memory_share` in its
+    builder module): the fraction, the recipe setting that holds it, and its weights' layout."""
+
+    fraction: float
+    setting: str
+    dtype: str = "bfloat16"
+    tp_size: int = 1
+    kv_fix: str = ""
+
+
 @runtime_checkable
 class RolloutEngine(Protocol):
     """What rollouts generate with: many concurrent `generate` calls from asyncio."""

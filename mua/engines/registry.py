@@ -10,7 +10,7 @@ define three optional hooks, found by `engine_hook`: `check_launch(recipe)`, cal
 starts, refuses in one line what the engine cannot launch here (a package or a GPU missing);
 `standalone(recipe, path, tokenizer)` returns a `RolloutEngine` for `path` outside a trainer (what
 `mua eval` and `mua rollout` sample from); `memory_share(rollout)`, for an engine that reserves a
-fixed fraction of each GPU, a `mua.train.memory_estimate.EngineShare` (None: it reserves nothing),
+fixed fraction of each GPU, a `mua.engines.engine_contract.EngineShare` (None: it reserves nothing),
 which the memory pre-flight asks through `engine_memory_share`. Core code never branches on an
 engine's name to build, check or size it; it asks this registry. An engine is imported only when
 asked for.
@@ -77,11 +77,9 @@ def standalone_engine(recipe, path: str, tokenizer):
     preset), outside a trainer; one line when that engine has none."""
     name = recipe.rollout.engine
     build = engine_hook(name, "standalone")
-    if build is None:
-        raise UsageError(
-            f"rollout.engine={name} runs inside a trainer only; use rollout.engine=hf here "
-            "(or openai for a served model)"
-        )
+    if build is None:  # an engine that runs inside a trainer only (SGLang): the hf engine
+        print(f"rollout.engine={name} samples here with the hf engine, in this process", flush=True)
+        build = engine_hook("hf", "standalone")
     return build(recipe, path, tokenizer)
 
 

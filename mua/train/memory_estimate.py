@@ -245,18 +245,6 @@ def check_fits(est: MemoryEstimate) -> None:
         )
 
 
-@dataclass(frozen=True)
-class EngineShare:
-    """What an engine that reserves a fraction of each GPU declares (`memory_share` in its
-    builder module): the fraction, the recipe setting that holds it, and its weights' layout."""
-
-    fraction: float
-    setting: str
-    dtype: str = "bfloat16"
-    tp_size: int = 1
-    kv_fix: str = ""
-
-
 def run_shape_from_recipe(recipe, world_size: int) -> RunShape:
     """The RunShape of a TrainRecipe (its parallel, rollout, algo and model sections); the
     engine's share comes from its builder (`mua.engines.registry.engine_memory_share`)."""

@@ -4,6 +4,8 @@ that takes the registry's names."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from mua.config.rollout import RolloutConfig
@@ -74,6 +76,9 @@ def test_an_engines_hooks_are_asked_by_the_launcher_eval_and_rollout(monkeypatch
     assert LAUNCH_CHECKS == ["mine"]
     assert registry.standalone_engine(recipe, "some/model", None) == ("standalone", "some/model")
     assert registry.engine_hook("hf", "check_launch") is None  # the hf engine launches nothing
-    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "standalone", None)
-    with pytest.raises(UsageError, match="runs inside a trainer only"):
-        registry.standalone_engine(recipe, "some/model", None)
+    import mua.engines.hf.colocated as hf_colocated
+
+    monkeypatch.setattr(hf_colocated, "standalone", lambda r, p, t: ("hf", p))
+    monkeypatch.setattr(sys.modules[__name__], "standalone", None)
+    # an engine without one (a trainer-only engine such as SGLang) samples with the hf engine
+    assert registry.standalone_engine(recipe, "some/model", None) == ("hf", "some/model")

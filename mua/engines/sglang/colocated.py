@@ -95,7 +95,7 @@ class SGLangColocated(ColocatedEngine):
 
 def memory_share(rollout):
     """What a server reserves of each GPU, for the memory pre-flight (`mua.engines.registry`)."""
-    from mua.train.memory_estimate import EngineShare
+    from mua.engines.engine_contract import EngineShare
 
     cfg = rollout.sglang
     return EngineShare(
@@ -157,16 +157,6 @@ def check_launch(recipe) -> None:
 
     _check_server(recipe.rollout.sglang)
     check_adapter_sync(recipe)
-
-
-def standalone(recipe, path: str, tokenizer):
-    """An SGLang server for `path` (launched here on a GPU), or `rollout.sglang.base_urls`."""
-    from mua.engines.sglang.engine_pool import engine_from_config
-
-    _check_server(recipe.rollout.sglang)
-    return engine_from_config(
-        recipe.rollout.sglang, path, max_concurrency=recipe.rollout.max_concurrency
-    )
 
 
 def _check_server(cfg) -> None:

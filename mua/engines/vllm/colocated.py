@@ -68,7 +68,7 @@ class VLLMColocated(ColocatedEngine):
 def memory_share(rollout):
     """What a launched server reserves of its GPU, for the memory pre-flight
     (`mua.engines.registry`); None for servers elsewhere (`base_urls`)."""
-    from mua.train.memory_estimate import EngineShare
+    from mua.engines.engine_contract import EngineShare
 
     cfg = rollout.vllm
     if cfg.base_urls:
