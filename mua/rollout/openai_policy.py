@@ -121,7 +121,10 @@ def message_to_action(message: dict) -> AgentAction:
 
 
 class OpenAIPolicy:
-    """Message-level agent backed by an OpenAI-compatible chat endpoint."""
+    """Message-level agent backed by an OpenAI-compatible chat endpoint. When the endpoint's
+    retries are spent, `act` raises `RunFailure` (an evaluated agent that cannot answer stops the
+    evaluation), or what `when_spent(error)` returns (the user seat's fixed agent: a masked
+    trajectory)."""
 
     def __init__(
         self,
@@ -132,8 +135,10 @@ class OpenAIPolicy:
         top_k: int = 0,
         max_tokens: int = 512,
         tool_parser: ParserName = "auto",
+        when_spent: Any = None,
     ) -> None:
         self.endpoint, self.max_tokens, self.tool_parser = endpoint, max_tokens, tool_parser
+        self.when_spent = when_spent or (lambda err: RunFailure(str(err)))
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
 
     @classmethod
@@ -182,17 +187,17 @@ class OpenAIPolicy:
         try:
             reply, _ = await self.endpoint.chat(to_wire_messages(messages), **kwargs)
         except UserFailure as err:
-            raise RunFailure(str(err)) from None
+            raise self.when_spent(err) from None
         return message_from_reply(reply, self.tool_parser, tools)
 
-    def as_message_policy(self) -> Any:
+    def as_message_policy(self, name: str = "openai agent") -> Any:
         """This agent as a `MessagePolicy` (`collect(policy=...)`)."""
         from mua.rollout.policies import MessagePolicy
 
         async def act(messages: list[dict], task: Any, tools: list[dict]) -> dict:
             return await self.act(messages, tools)
 
-        return MessagePolicy(act, tool_parser=self.tool_parser, name="openai agent")
+        return MessagePolicy(act, tool_parser=self.tool_parser, name=name)
 
     async def aclose(self) -> None:
         await self.endpoint.aclose()

@@ -20,8 +20,7 @@ def llm_agent(cfg):
     """A `MessagePolicy` asking the endpoint `cfg` (an `LLMAgentConfig`) for each agent turn."""
     from mua.llm.chat_endpoint import ChatEndpoint
     from mua.llm.llm_client import OPENAI_API_URL
-    from mua.rollout.openai_policy import message_from_reply, to_wire_messages
-    from mua.rollout.policies import MessagePolicy
+    from mua.rollout.openai_policy import OpenAIPolicy
 
     endpoint = ChatEndpoint.for_config(
         cfg,
@@ -30,20 +29,14 @@ def llm_agent(cfg):
         label="user seat's agent endpoint",
         base_url_setting="agent.base_url",
     )
-
-    async def act(messages: list[dict], task, tools: list[dict]) -> dict:
-        kwargs = {"temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
-        if tools:
-            kwargs["tools"] = tools
-        try:
-            reply, _ = await endpoint.chat(to_wire_messages(messages), **kwargs)
-        except AgentFailure:
-            raise
-        except UserFailure as err:
-            raise AgentFailure(f"the fixed agent could not answer: {err}") from None
-        return message_from_reply(reply, cfg.tool_parser, tools)
-
-    return MessagePolicy(act, tool_parser=cfg.tool_parser, name="user seat's agent")
+    agent = OpenAIPolicy(
+        endpoint,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        tool_parser=cfg.tool_parser,
+        when_spent=lambda err: AgentFailure(f"the fixed agent could not answer: {err}"),
+    )
+    return agent.as_message_policy(name="user seat's agent")
 
 
 def fixed_agent(agent_cfg, spec, ctx):
