@@ -257,14 +257,17 @@ def register(app: typer.Typer) -> None:
             f"(n={recipe.eval.n}, T={recipe.eval.temperature:g})",
             soft_wrap=True,
         )
-        summaries, meta = run_evaluation(
-            recipe,
-            model=recipe.model.path,
-            gyms=gyms,
-            out_dir=out_dir,
-            fresh=fresh,
-            track=mlflow,
-        )
+        from mua.serve.checkpoints import serving
+
+        with serving(recipe):  # users (or agents) named by a local checkpoint
+            summaries, meta = run_evaluation(
+                recipe,
+                model=recipe.model.path,
+                gyms=gyms,
+                out_dir=out_dir,
+                fresh=fresh,
+                track=mlflow,
+            )
         failed = nothing_scored(summaries, out_dir)
         if failed:
             from mua.errors import RunFailure

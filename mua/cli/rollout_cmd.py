@@ -97,19 +97,20 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.output_folders import FolderLock
     from mua.rollout.mixed import entry_rollout_tasks
     from mua.seat.spec import seated
+    from mua.serve.checkpoints import serving
 
     recipe = load(args, "rollout")
     check_gyms(recipe, "rollout")
     recipe.gyms = with_entry_budgets(recipe)  # each entry's budgets, in the resolved recipe
     runs = [seated(run) for run in gym_runs(recipe)]
-    preflight_endpoints(recipe)
     tasks_by_gym = entry_rollout_tasks(recipe)
     if not any(tasks_by_gym.values()):
         raise UsageError("no tasks to roll out; check data.train_files, split and data.max_tasks")
     tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
     run_dir = Path(recipe.run_dir)
     # one `mua rollout` per run dir at a time: two would mix their recipe and trajectories
-    with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"):
+    with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"), serving(recipe):
+        preflight_endpoints(recipe)
         _run_mixed_in(recipe, runs, tasks_by_gym, tokenizer, run_dir, show, html_path, full)
 
 

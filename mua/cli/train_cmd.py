@@ -47,17 +47,27 @@ def register(app: typer.Typer) -> None:
         from mua.train.launcher import launch
 
         recipe = load(args, "train")
-        if recipe.algo.kind != "sft":  # each entry's budgets, recorded in the resolved recipe
-            from mua.gym.mix import check_gyms, with_entry_budgets
-
-            check_gyms(recipe, "train")
-            recipe.gyms = with_entry_budgets(recipe)
-        launch(
-            recipe,
+        processes = dict(
             nproc_per_node=nproc_per_node,
             nnodes=nnodes,
             node_rank=node_rank,
             rdzv_endpoint=rdzv_endpoint,
+        )
+        if getattr(recipe, "alternate", None) is not None:
+            from mua.train.alternate import run_alternation
+
+            if not resume or resume_from or allow_recipe_change:
+                from mua.errors import UsageError
+
+                raise UsageError(
+                    "an alternating recipe resumes each side itself; drop --no-resume, "
+                    "--resume-from and --allow-recipe-change"
+                )
+            run_alternation(recipe, **processes)
+            return
+        launch(
+            recipe,
+            **processes,
             resume=resume,
             resume_from=resume_from,
             allow_recipe_change=allow_recipe_change,

@@ -6,17 +6,45 @@ environment variable holds its key, and how requests are bounded (timeout per at
 with backoff, requests in flight). Which model to ask is not an endpoint setting: the user names
 it in `user.model`, the agent in `model.path: openai:<name>` (`mua eval --model openai:<name>`).
 
+A frozen local model can be the endpoint: `checkpoint: runs/x/hf/final` instead of `base_url`.
+The verb running the recipe serves it on 127.0.0.1 for the run (`mua.serve.checkpoints`) and
+names the address in `$MUA_SERVED_CHECKPOINTS`, which `resolved_base_url` reads.
+
 Secrets are never stored here: `api_key_env` names an environment variable. Nothing here sends a
 request (see `mua.llm.llm_client`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from mua.config.base import Section
+from mua.errors import UsageError
+
+# {absolute checkpoint path: base URL} of the checkpoints the running verb serves
+SERVED_CHECKPOINTS_ENV = "MUA_SERVED_CHECKPOINTS"
+
+CHECKPOINT_HELP = (
+    "A local model folder (e.g. runs/quickstart/hf/final) that the verb running this recipe serves "
+    "on 127.0.0.1 for the run (`mua serve`, greedy replies one request at a time) and talks to, "
+    "instead of base_url; the model name defaults to it."
+)
+
+
+def served_checkpoint_url(checkpoint: str) -> str:
+    """The base URL (`.../v1`) at which the running verb serves `checkpoint`."""
+    served = json.loads(os.environ.get(SERVED_CHECKPOINTS_ENV) or "{}")
+    url = served.get(os.path.abspath(checkpoint))
+    if url is None:
+        raise UsageError(
+            f"checkpoint {checkpoint} is not being served; `mua train`, `mua eval` and `mua "
+            "rollout` serve the checkpoints their recipe names (or set base_url to a running "
+            "`mua serve --model ...`)"
+        )
+    return url
 
 
 class EndpointConfig(Section):
@@ -45,6 +73,16 @@ class EndpointConfig(Section):
         0.5, description="First backoff; doubles per retry, with jitter."
     )
     max_concurrency: PositiveInt = Field(32, description="Most requests in flight at once.")
+    checkpoint: str | None = Field(None, description=CHECKPOINT_HELP)
+
+    @model_validator(mode="after")
+    def _one_address(self):
+        if self.checkpoint is not None and self.base_url is not None:
+            raise ValueError(
+                f"base_url and checkpoint both set ({self.base_url}, {self.checkpoint}); give "
+                "base_url for a running server or checkpoint for a local model mua serves"
+            )
+        return self
 
     @field_validator("api_key_env")
     @classmethod
@@ -56,5 +94,8 @@ class EndpointConfig(Section):
         return v
 
     def resolved_base_url(self) -> str | None:
-        """`base_url`, else $OPENAI_BASE_URL; None means the OpenAI API itself."""
+        """`base_url`; for a `checkpoint`, where it is served; else $OPENAI_BASE_URL; None
+        means the OpenAI API itself."""
+        if self.checkpoint is not None:
+            return served_checkpoint_url(self.checkpoint)
         return self.base_url or os.environ.get("OPENAI_BASE_URL")

@@ -24,7 +24,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.algo_names import GRPO_CREDIT_KINDS, SCORE_KINDS
 from mua.config.base import Section
-from mua.config.endpoint import EndpointConfig
+from mua.config.endpoint import CHECKPOINT_HELP, EndpointConfig
 
 GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
 # what a label may hold: it names MLflow metrics (`train/<label>/reward`) and overrides
@@ -46,6 +46,16 @@ class GymUserConfig(Section):
     api_key_env: str | None = Field(
         None, description="Environment variable holding this endpoint's key."
     )
+    checkpoint: str | None = Field(None, description=CHECKPOINT_HELP)
+
+    @model_validator(mode="after")
+    def _one_address(self):
+        if self.checkpoint is not None and self.base_url is not None:
+            raise ValueError(
+                "base_url and checkpoint both set; give base_url for a running server or "
+                "checkpoint for a local model mua serves"
+            )
+        return self
 
 
 class ExpertAgentConfig(Section):
@@ -59,7 +69,9 @@ class LLMAgentConfig(EndpointConfig):
     checkpoint is served as one by `mua serve <hf folder>`)."""
 
     kind: Literal["llm"] = "llm"
-    model: str = Field(..., description="The served model's name.")
+    model: str | None = Field(
+        None, description="The served model's name (required unless `checkpoint` is set)."
+    )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="The agent's sampling temperature.")
     max_tokens: PositiveInt = Field(256, description="Most tokens per agent turn.")
     tool_parser: str = Field(
@@ -67,6 +79,18 @@ class LLMAgentConfig(EndpointConfig):
         description="How tool calls written as text in the agent's replies are read (one of "
         "`model.tool_parser`'s names); native tool calls are always read.",
     )
+
+    @model_validator(mode="after")
+    def _model_named(self):
+        if self.model is None and self.checkpoint is None:
+            raise ValueError(
+                "agent.model is required with agent.kind=llm (or agent.checkpoint: a local "
+                "model folder mua serves)"
+            )
+        return self
+
+    def resolved_model(self) -> str:
+        return self.model or self.checkpoint
 
 
 SeatAgentConfig = Annotated[ExpertAgentConfig | LLMAgentConfig, Field(discriminator="kind")]

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from mua.config.gyms import gyms_from_raw
 from mua.config.recipe_yaml import load_text, non_finite_path, read_recipe_text
-from mua.config.recipes import RECIPE_MODELS
+from mua.config.recipes import RECIPE_MODELS, recipe_model_for
 from mua.errors import UsageError
 from mua.redact import is_secret_name
 
@@ -255,7 +255,7 @@ def _render_validation(source: str, err: ValidationError, model: type[BaseModel]
 
 def parse_recipe_dict(raw: dict, verb: str, source: str = "<recipe>"):
     """Validate an already-loaded raw dict as the recipe of `verb`."""
-    model = RECIPE_MODELS[verb]
+    model = recipe_model_for(verb, raw)
     secrets = _find_inline_secrets(raw)
     if secrets:
         raise UsageError(
@@ -379,7 +379,7 @@ def load_recipe(
     verb = verb or infer_verb(path or "", raw)
     if verb not in RECIPE_MODELS:
         raise UsageError(f"unknown verb {verb!r}; one of {', '.join(RECIPE_MODELS)}")
-    model = RECIPE_MODELS[verb]
+    model = recipe_model_for(verb, raw)
     if gyms:
         raw = select_gyms(raw, gyms, str(path or "<defaults>"))
         if len(gyms) > 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.config.base import Section
 from mua.config.gyms import check_entries, gyms_from_raw
@@ -240,6 +240,36 @@ class PrepRecipe(_RecipeBase):
         return v
 
 
+class AlternateSide(Section):
+    """One side of an alternating run: a train recipe and its overrides."""
+
+    recipe: str = Field(description="A train recipe (GRPO or PPO) of this side.")
+    overrides: list[str] = Field(
+        default_factory=list, description="key=value overrides of that recipe."
+    )
+
+
+class AlternateConfig(Section):
+    rounds: PositiveInt = Field(description="Rounds; each trains both sides `steps` steps.")
+    steps: PositiveInt = Field(description="Training steps of each side per round (k).")
+    agent: AlternateSide = Field(
+        description="The agent's recipe: one gym entry, seat agent; its user is the user side's "
+        "latest export, served (`user: {kind: llm, checkpoint: ...}`)."
+    )
+    user: AlternateSide = Field(
+        description="The user's recipe: one gym entry with `seat: user`; its fixed agent is the "
+        "agent side's latest export, served (`agent: {kind: llm, checkpoint: ...}`)."
+    )
+    first: Literal["agent", "user"] = Field("agent", description="Which side trains first.")
+
+
+class AlternateRecipe(_RecipeBase):
+    """`mua train` of an agent and a user in turns (docs/user_seat.md, mua.train.alternate)."""
+
+    verb: Literal["train"] = "train"
+    alternate: AlternateConfig
+
+
 RECIPE_MODELS: dict[str, type[Section]] = {
     "train": TrainRecipe,
     "rollout": RolloutRecipe,
@@ -249,5 +279,8 @@ RECIPE_MODELS: dict[str, type[Section]] = {
 }
 
 
-def recipe_model_for(verb: str) -> type[Section]:
+def recipe_model_for(verb: str, raw: dict | None = None) -> type[Section]:
+    """The recipe model of `verb`; a train recipe with `alternate:` is an `AlternateRecipe`."""
+    if verb == "train" and isinstance(raw, dict) and "alternate" in raw:
+        return AlternateRecipe
     return RECIPE_MODELS[verb]

@@ -42,7 +42,9 @@ class LLMUserConfig(EndpointConfig):
     )
 
     def resolved_model(self) -> str:
-        return self.model or os.environ.get("MULTITURN_MODEL_NAME") or "gpt-4o-mini"
+        return (
+            self.model or self.checkpoint or os.environ.get("MULTITURN_MODEL_NAME") or "gpt-4o-mini"
+        )
 
 
 UserConfig = Annotated[ScriptedUserConfig | LLMUserConfig, Field(discriminator="kind")]

@@ -118,7 +118,15 @@ def split_cell(label: str) -> tuple[str, str | None]:
     return gym, (user if sep else None)
 
 
-USER_KEYS = ("kind", "model", "temperature", "max_tokens", "base_url", "api_key_env")
+USER_KEYS = (
+    "kind",
+    "model",
+    "temperature",
+    "max_tokens",
+    "base_url",
+    "api_key_env",
+    "checkpoint",
+)
 
 
 def cell_entry(entry, user: MatrixUser):
@@ -128,10 +136,11 @@ def cell_entry(entry, user: MatrixUser):
 
     if user.config is None:
         return entry
+    from mua.gym.mix import over_address
+
     keys = entry.user.model_dump() if entry.user is not None else {}
-    keys.update(
-        {k: getattr(user.config, k) for k in USER_KEYS if getattr(user.config, k) is not None}
-    )
+    given = {k: getattr(user.config, k) for k in USER_KEYS if getattr(user.config, k) is not None}
+    keys = over_address(keys, given)
     options = dict(entry.options)
     if user.persona is not None:
         options.update(user.persona.gym_options.get(entry.name, {}))

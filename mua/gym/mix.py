@@ -54,9 +54,21 @@ def entry_user(user_cfg, entry):
     if kind == "scripted":
         return ScriptedUserConfig()
     base = user_cfg.model_dump() if user_cfg.kind == "llm" else {}
-    base.update({k: v for k, v in over.model_dump().items() if v is not None and k != "kind"})
+    given = {k: v for k, v in over.model_dump().items() if v is not None and k != "kind"}
+    base = over_address(base, given)
     base["kind"] = "llm"
     return LLMUserConfig(**base)
+
+
+def over_address(base: dict, given: dict) -> dict:
+    """Endpoint keys `base` with the override `given` applied: naming a `checkpoint` replaces
+    the base's `base_url` and model, naming a `base_url` replaces its `checkpoint`."""
+    drop = set()
+    if "checkpoint" in given:
+        drop = {"base_url", "model"}
+    elif "base_url" in given:
+        drop = {"checkpoint"}
+    return {**{k: v for k, v in base.items() if k not in drop}, **given}
 
 
 def _url_setting(what: str) -> str:
@@ -71,7 +83,10 @@ def _agent_endpoint(agent):
 
     keys = ("base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s", "max_concurrency")
     return LLMUserConfig(
-        model=agent.model, max_tokens=agent.max_tokens, **{k: getattr(agent, k) for k in keys}
+        model=agent.resolved_model(),
+        max_tokens=agent.max_tokens,
+        checkpoint=agent.checkpoint,
+        **{k: getattr(agent, k) for k in keys},
     )
 
 

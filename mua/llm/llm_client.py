@@ -217,7 +217,10 @@ def preflight_user(
     Raises `RunFailure` naming the endpoint (credentials left out) and the HTTP status when the
     key, URL or model is wrong, or when the endpoint cannot answer after its retries. With
     `user.cache_dir` set an unreachable endpoint is only a warning (every reply may be cached);
-    a refusal still stops the run. Uses its own client, so the run's counters start at zero."""
+    a refusal still stops the run. Uses its own client, so the run's counters start at zero.
+    A `checkpoint:` endpoint is not asked: a trained model need not answer "Reply with OK."."""
+    if getattr(user_cfg, "checkpoint", None) is not None:
+        return  # a local model the verb serves itself (mua.serve.checkpoints), listening already
     client = make_llm_client(user_cfg, label, setting)
     if client is None:
         return

@@ -25,7 +25,7 @@ def llm_agent(cfg):
     endpoint = ChatEndpoint.for_config(
         cfg,
         base_url=cfg.resolved_base_url() or OPENAI_API_URL,
-        model=cfg.model,
+        model=cfg.resolved_model(),
         label="user seat's agent endpoint",
         base_url_setting="agent.base_url",
     )

@@ -107,7 +107,21 @@ def torchrun_command(
     return cmd
 
 
-def launch(
+def launch(recipe, **options) -> None:
+    """Check the recipe, serve the checkpoints its endpoints name (`mua.serve.checkpoints`)
+    and run the ranks under torchrun until they end. `options`: `_start_ranks`'s."""
+    check_inputs(recipe)
+    if recipe.algo.kind != "sft":  # each entry's budgets, recorded in the resolved recipe
+        from mua.gym.mix import with_entry_budgets
+
+        recipe.gyms = with_entry_budgets(recipe)
+    from mua.serve.checkpoints import serving
+
+    with serving(recipe):
+        _start_ranks(recipe, **options)
+
+
+def _start_ranks(
     recipe,
     *,
     nproc_per_node: int = 1,
@@ -123,7 +137,6 @@ def launch(
 
     if nproc_per_node < 1 or nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
-    check_inputs(recipe)
     if recipe.algo.kind != "sft":
         from mua.gym.mix import preflight_endpoints
 

@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1  # prctl option, linux/prctl.h
+from mua.processes import die_with_parent
+
 INTERRUPTED = 130
 TERMINATED = 128 + signal.SIGTERM
 _signals = {"terminate": False, "interrupt": False}
@@ -102,21 +103,6 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-resume", action="store_true")
     parser.add_argument("--resume-from", default=None)
     return parser.parse_args(argv)
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Have the kernel send `sig` to this process when its parent exits (Linux; elsewhere a
-    no-op). Ranks arm it against their torchrun agent, the agent against `mua train`."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    parent = os.getppid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-        return  # not fatal: the process just keeps the default behaviour
-    if os.getppid() != parent:  # the parent died before the signal was armed
-        os._exit(1)
 
 
 def _note_terminate(signum, frame) -> None:

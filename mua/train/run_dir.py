@@ -109,10 +109,16 @@ def recipe_changes(old: dict, new: dict) -> dict[str, tuple]:
 
 
 def _flatten(tree, prefix: str = "") -> dict:
+    """{dotted key: leaf}; a list of sections (the gym entries) is indexed, `gyms[0].seat`."""
     if isinstance(tree, dict) and tree:
         out = {}
         for k, v in tree.items():
             out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    if isinstance(tree, list) and tree and all(isinstance(v, dict) for v in tree):
+        out = {}
+        for i, v in enumerate(tree):
+            out.update(_flatten(v, f"{prefix[:-1]}[{i}]."))
         return out
     return {prefix[:-1]: tree}
 

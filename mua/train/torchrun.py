@@ -25,7 +25,7 @@ OF_LAUNCHER = "MUA_TORCHRUN_OF_LAUNCHER"
 
 def main(argv: list[str]) -> int:
     if os.environ.pop(OF_LAUNCHER, None) == "1":
-        from mua.train.loop import die_with_parent
+        from mua.processes import die_with_parent
 
         die_with_parent()  # a SIGKILLed `mua train` takes torchrun, and so the ranks, with it
     # torch's elastic loggers take their level from LOGLEVEL when created (a user's wins)

@@ -1,0 +1,188 @@
+"""`mua train` of a recipe with `alternate:`: an agent and a simulated user trained in turns.
+
+Each side is an ordinary training run of its own recipe in `<run_dir>/agent` and
+`<run_dir>/user`. A round trains one side `steps` steps, then the other (`first` starts), each
+against the other's latest export, which `mua.serve.checkpoints` serves for the phase:
+
+- the agent's recipe gets `user: {kind: llm, checkpoint: <user export>}` (its gym must let an
+  LLM user answer, e.g. guess's `gym.options.llm_user: true`);
+- the user's recipe (one entry with `seat: user`) gets `gym.agent: {kind: llm, checkpoint:
+  <agent export>}`, read with the agent recipe's tool parser.
+
+Before a side has trained, the other faces its recipe's `model.path` (the SFT start). A phase
+extends its side's run to `round × steps` steps and resumes it (`mua.train.launcher.launch`),
+so optimizer state, data order and the KL reference carry over; its export is kept as
+`<side>/hf/round_<r>`, which also marks the phase done. Running the same command again after an
+interruption skips the phases done and resumes the one in progress from its side's latest
+checkpoint; every phase is deterministic given its inputs (greedy opponents answering one
+request at a time), so the result equals an uninterrupted run's. `rounds.jsonl` holds one line
+per phase: side, round, steps, opponent and the phase's mean training reward (each side's own
+metrics are in its run dir and MLflow run `<name>-<side>`).
+
+Not here: training itself (the launcher and the ranks) or serving (mua.serve.checkpoints).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from mua.errors import UsageError
+
+SIDES = ("agent", "user")
+ROUNDS_FILE = "rounds.jsonl"
+
+
+def _other(side: str) -> str:
+    return "user" if side == "agent" else "agent"
+
+
+def phases(alt) -> list[tuple[int, str]]:
+    """(round, side) in the order they train."""
+    order = (alt.first, _other(alt.first))
+    return [(r, side) for r in range(1, alt.rounds + 1) for side in order]
+
+
+def round_export(run_dir: Path, side: str, round_: int) -> Path:
+    return run_dir / side / "hf" / f"round_{round_}"
+
+
+def opponent_of(recipe, starts: dict[str, str], round_: int, side: str) -> str:
+    """The other side's latest export before (round_, side) trains, else its start model."""
+    run_dir = Path(recipe.run_dir)
+    alt = recipe.alternate
+    other = _other(side)
+    done_before = round_ if alt.first == other else round_ - 1
+    for r in range(done_before, 0, -1):
+        if round_export(run_dir, other, r).is_dir():
+            return str(round_export(run_dir, other, r))
+    return starts[other]
+
+
+def side_recipe(recipe, side: str, round_: int, opponent: str, tool_parser: str = "auto"):
+    """The side's train recipe for one phase (its file and overrides, then the phase's)."""
+    from mua.config import load_recipe
+
+    alt = recipe.alternate
+    cfg = getattr(alt, side)
+    run_dir = Path(recipe.run_dir)
+    phase = [
+        f"run_dir={run_dir / side}",
+        f"total_steps={round_ * alt.steps}",
+        f"track.run_name={run_dir.name}-{side}",
+    ]
+    if side == "agent":
+        phase.append("user=" + json.dumps({"kind": "llm", "checkpoint": opponent}))
+    else:
+        agent = {"kind": "llm", "checkpoint": opponent, "tool_parser": tool_parser}
+        phase.append("gym.agent=" + json.dumps(agent))
+    return load_recipe(cfg.recipe, [*cfg.overrides, *phase], verb="train")
+
+
+def check_sides(recipe) -> dict[str, str]:
+    """Refuse sides that cannot alternate, in one line; returns each side's start model."""
+    from mua.config import load_recipe
+
+    starts = {}
+    for side in SIDES:
+        cfg = getattr(recipe.alternate, side)
+        where = f"alternate.{side}.recipe ({cfg.recipe})"
+        probe = load_recipe(cfg.recipe, list(cfg.overrides), verb="train")
+        if getattr(probe, "alternate", None) is not None:
+            raise UsageError(f"{where}: is itself alternating; give a plain train recipe")
+        if probe.algo.kind == "sft":
+            raise UsageError(f"{where}: is SFT; alternate GRPO or PPO recipes")
+        if len(probe.gyms) != 1:
+            raise UsageError(f"{where}: has {len(probe.gyms)} gyms; alternate one gym entry")
+        if probe.gyms[0].seat != side:
+            raise UsageError(
+                f"{where}: its gym entry has seat: {probe.gyms[0].seat}; this side needs {side}"
+            )
+        if probe.optim.schedule != "constant":
+            raise UsageError(
+                f"{where}: optim.schedule={probe.optim.schedule} decays over total_steps, which "
+                "grows round by round here; use optim.schedule=constant"
+            )
+        starts[side] = probe.model.path
+    return starts
+
+
+def _phase_reward(run_dir: Path, first_step: int, last_step: int) -> float | None:
+    from mua.track.run_files import read_metrics
+
+    rewards = [
+        row["reward/mean"]
+        for row in read_metrics(run_dir)
+        if first_step <= row.get("step", 0) <= last_step and "reward/mean" in row
+    ]
+    return sum(rewards) / len(rewards) if rewards else None
+
+
+def _keep_export(run_dir: Path, side: str, round_: int) -> Path:
+    final = run_dir / side / "hf" / "final"
+    if not final.is_dir():
+        raise UsageError(
+            f"{run_dir / side} has no hf/final after its phase; set checkpoint.export_hf_at_end "
+            "to true in that side's recipe"
+        )
+    target = round_export(run_dir, side, round_)
+    tmp = target.with_name(f".tmp-{target.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(final, tmp)
+    tmp.rename(target)
+    return target
+
+
+def run_alternation(recipe, **launch_options) -> None:
+    """Train both sides in turns (see the module docstring); `launch_options` go to every
+    phase's `launch` (processes, nodes)."""
+    from mua.output_folders import FolderLock, claim_dir
+    from mua.train.launcher import launch
+
+    starts = check_sides(recipe)
+    run_dir = claim_dir(recipe.run_dir, what="run_dir")
+    alt = recipe.alternate
+    agent_parser = side_recipe(recipe, "agent", 1, "-").model.tool_parser
+    with FolderLock(run_dir, what="alternating run_dir", verb="mua train"):
+        for round_, side in phases(alt):
+            if round_export(run_dir, side, round_).is_dir():
+                continue
+            opponent = opponent_of(recipe, starts, round_, side)
+            print(
+                f"round {round_}/{alt.rounds} · {side}: steps {(round_ - 1) * alt.steps + 1}-"
+                f"{round_ * alt.steps} against {opponent}",
+                flush=True,
+            )
+            phase = side_recipe(recipe, side, round_, opponent, agent_parser)
+            launch(phase, resume=True, allow_recipe_change=True, **launch_options)
+            _keep_export(run_dir, side, round_)
+            row = _write_rounds(recipe, starts)[-1]
+            shown = "n/a" if row["reward_mean"] is None else f"{row['reward_mean']:.3f}"
+            print(f"round {round_} · {side}: mean training reward {shown}", flush=True)
+
+
+def _write_rounds(recipe, starts: dict[str, str]) -> list[dict]:
+    """Rewrite `rounds.jsonl`: a row per phase done (side, round, steps, opponent, mean
+    training reward); returns the rows."""
+    run_dir = Path(recipe.run_dir)
+    alt = recipe.alternate
+    rows = []
+    for round_, side in phases(alt):
+        if not round_export(run_dir, side, round_).is_dir():
+            break
+        first, last = (round_ - 1) * alt.steps + 1, round_ * alt.steps
+        rows.append(
+            {
+                "round": round_,
+                "side": side,
+                "steps": [first, last],
+                "opponent": opponent_of(recipe, starts, round_, side),
+                "reward_mean": _phase_reward(run_dir / side, first, last),
+            }
+        )
+    path = run_dir / ROUNDS_FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tmp.replace(path)
+    return rows

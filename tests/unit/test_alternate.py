@@ -1,0 +1,98 @@
+"""`alternate:` recipes: the phases' order, whom each phase faces, each phase's recipe, and the
+sides refused before anything runs (the run itself: tests/integration/test_train_alternate.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mua.config import load_recipe
+from mua.errors import UsageError
+from mua.train.alternate import check_sides, opponent_of, phases, round_export, side_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _alt(tmp_path, agent_extra: str = "", user_extra: str = "", **alt) -> object:
+    data = tmp_path / "train.parquet"
+    data.write_bytes(b"")
+    (tmp_path / "agent.yaml").write_text(
+        "verb: train\nmodel: {path: starts/agent, tool_parser: bracket}\n"
+        "gym: {name: guess, options: {llm_user: true}}\n" + agent_extra
+    )
+    (tmp_path / "user.yaml").write_text(
+        "verb: train\nmodel: {path: starts/user}\ngym: {name: guess, seat: user}\n" + user_extra
+    )
+    keys = {"rounds": 2, "steps": 3, **alt}
+    text = "verb: train\nrun_dir: " + str(tmp_path / "run") + "\nalternate:\n"
+    text += "".join(f"  {k}: {v}\n" for k, v in keys.items())
+    text += f"  agent: {{recipe: {tmp_path / 'agent.yaml'}}}\n"
+    text += f"  user: {{recipe: {tmp_path / 'user.yaml'}}}\n"
+    (tmp_path / "alt.yaml").write_text(text)
+    return load_recipe(tmp_path / "alt.yaml", verb="train")
+
+
+def test_phases_alternate_from_the_first_side(tmp_path):
+    recipe = _alt(tmp_path)
+    assert phases(recipe.alternate) == [(1, "agent"), (1, "user"), (2, "agent"), (2, "user")]
+    recipe = _alt(tmp_path, first="user")
+    assert phases(recipe.alternate)[:2] == [(1, "user"), (1, "agent")]
+
+
+def test_each_phase_faces_the_other_sides_latest_export(tmp_path):
+    recipe = _alt(tmp_path)
+    starts = check_sides(recipe)
+    assert starts == {"agent": "starts/agent", "user": "starts/user"}
+    run = Path(recipe.run_dir)
+    assert opponent_of(recipe, starts, 1, "agent") == "starts/user"
+    assert opponent_of(recipe, starts, 1, "user") == "starts/agent"
+    round_export(run, "agent", 1).mkdir(parents=True)
+    assert opponent_of(recipe, starts, 1, "user") == str(round_export(run, "agent", 1))
+    assert opponent_of(recipe, starts, 2, "agent") == "starts/user"
+    round_export(run, "user", 1).mkdir(parents=True)
+    assert opponent_of(recipe, starts, 2, "agent") == str(round_export(run, "user", 1))
+
+
+def test_a_phase_recipe_extends_its_side_and_serves_the_opponent(tmp_path):
+    recipe = _alt(tmp_path)
+    agent = side_recipe(recipe, "agent", 2, "runs/u/hf/round_1")
+    assert agent.total_steps == 6 and agent.run_dir == str(tmp_path / "run" / "agent")
+    assert (agent.user.kind, agent.user.checkpoint) == ("llm", "runs/u/hf/round_1")
+    assert agent.track.run_name == "run-agent"
+    user = side_recipe(recipe, "user", 1, "runs/a/hf/round_1", tool_parser="bracket")
+    (entry,) = user.gyms
+    assert (entry.seat, entry.agent.kind, entry.agent.checkpoint) == (
+        "user",
+        "llm",
+        "runs/a/hf/round_1",
+    )
+    assert entry.agent.tool_parser == "bracket" and user.total_steps == 3
+
+
+@pytest.mark.parametrize(
+    ("agent_extra", "user_extra", "message"),
+    [
+        ("algo: {kind: sft}\n", "", "is SFT"),
+        ("optim: {schedule: cosine}\n", "", "use optim.schedule=constant"),
+        ("", "optim: {schedule: linear}\n", "use optim.schedule=constant"),
+    ],
+)
+def test_sides_that_cannot_alternate_are_refused(tmp_path, agent_extra, user_extra, message):
+    recipe = _alt(tmp_path, agent_extra, user_extra)
+    with pytest.raises(UsageError, match=message):
+        check_sides(recipe)
+
+
+def test_a_side_in_the_wrong_seat_is_refused(tmp_path):
+    recipe = _alt(tmp_path)
+    recipe.alternate.user.recipe = recipe.alternate.agent.recipe
+    with pytest.raises(UsageError, match="seat: agent; this side needs user"):
+        check_sides(recipe)
+
+
+def test_the_shipped_recipe_validates_and_resume_flags_are_refused(mua_cli):
+    recipe = load_recipe(REPO / "recipes" / "train_agent_and_user.yaml", verb="train")
+    assert recipe.alternate.rounds * recipe.alternate.steps == 50
+    code, out, err = mua_cli("train", "recipes/train_agent_and_user.yaml", "--no-resume")
+    assert code == 2 and "resumes each side itself" in out + err

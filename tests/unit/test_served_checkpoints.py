@@ -1,0 +1,127 @@
+"""`checkpoint:` on an LLM endpoint: the keys, how overrides merge, and `serving`, which runs a
+real `mua serve` per folder for as long as a verb runs, names it in the environment and stops it;
+then `mua eval` with a user of the matrix that is a local checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+
+import pytest
+from pydantic import ValidationError
+
+from mua.config.endpoint import SERVED_CHECKPOINTS_ENV
+from mua.config.gyms import GymConfig, GymUserConfig, LLMAgentConfig
+from mua.config.rollout import LLMUserConfig
+from mua.errors import UsageError
+from mua.gym.mix import entry_user
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    from mua.models import load_model, load_tokenizer
+
+    folder = tmp_path_factory.mktemp("ckpt") / "hf"
+    load_model("tiny:qwen3-1m").save_pretrained(folder)
+    load_tokenizer("tiny:qwen3-1m").save_pretrained(folder)
+    return folder
+
+
+def test_checkpoint_and_base_url_are_one_address():
+    with pytest.raises(ValidationError, match="base_url and checkpoint both set"):
+        LLMUserConfig(base_url="http://x/v1", checkpoint="runs/a/hf/final")
+    with pytest.raises(ValidationError, match="base_url and checkpoint both set"):
+        GymUserConfig(base_url="http://x/v1", checkpoint="runs/a/hf/final")
+    with pytest.raises(ValidationError, match="agent.model is required"):
+        LLMAgentConfig()
+    agent = LLMAgentConfig(checkpoint="runs/a/hf/final")
+    assert agent.resolved_model() == "runs/a/hf/final"
+    assert LLMUserConfig(checkpoint="runs/u").resolved_model() == "runs/u"
+
+
+def test_an_entry_checkpoint_replaces_the_top_level_address_and_back():
+    top = LLMUserConfig(base_url="http://api/v1", model="gpt", temperature=0.5)
+    entry = GymConfig(name="guess", user={"checkpoint": "runs/u/hf/final"})
+    user = entry_user(top, entry)
+    assert (user.base_url, user.checkpoint, user.model) == (None, "runs/u/hf/final", None)
+    assert user.temperature == 0.5  # keys other than the address are kept
+    top = LLMUserConfig(checkpoint="runs/u/hf/final")
+    user = entry_user(top, GymConfig(name="guess", user={"base_url": "http://x/v1"}))
+    assert (user.base_url, user.checkpoint) == ("http://x/v1", None)
+
+
+def test_an_unserved_checkpoint_names_the_fix(monkeypatch):
+    monkeypatch.delenv(SERVED_CHECKPOINTS_ENV, raising=False)
+    with pytest.raises(UsageError, match="is not being served"):
+        LLMUserConfig(checkpoint="runs/u/hf/final").resolved_base_url()
+
+
+def _recipe(tmp_path, folder):
+    from mua.config import load_recipe
+
+    path = tmp_path / "eval.yaml"
+    path.write_text(
+        "verb: eval\nmodel: {path: 'tiny:qwen3-1m'}\ngym: {name: guess}\n"
+        f"eval: {{users: [{{label: frozen, kind: llm, checkpoint: '{folder}'}}]}}\n"
+    )
+    return load_recipe(path, verb="eval")
+
+
+def test_serving_runs_a_server_per_folder_and_stops_it(tmp_path, hf_folder):
+    from mua.serve.checkpoints import checkpoints_in, serving
+
+    recipe = _recipe(tmp_path, hf_folder)
+    assert checkpoints_in(recipe) == [str(hf_folder)]
+    with serving(recipe) as served:
+        url = served[os.path.abspath(hf_folder)]
+        assert json.loads(os.environ[SERVED_CHECKPOINTS_ENV]) == served
+        assert LLMUserConfig(checkpoint=str(hf_folder)).resolved_base_url() == url
+        body = json.dumps(
+            {
+                "model": str(hf_folder),
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 4,
+                "temperature": 0,
+            }
+        ).encode()
+        request = urllib.request.Request(
+            f"{url}/chat/completions", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            answer = json.load(reply)
+        assert answer["choices"][0]["message"]["role"] == "assistant"
+        assert answer["usage"]["completion_tokens"] > 0
+    assert SERVED_CHECKPOINTS_ENV not in os.environ
+    with pytest.raises(OSError):  # the server is gone
+        urllib.request.urlopen(f"{url}/models", timeout=5)
+
+
+def test_a_missing_folder_is_refused_before_anything_starts(tmp_path):
+    from mua.serve.checkpoints import serving
+
+    recipe = _recipe(tmp_path, tmp_path / "nothing")
+    with pytest.raises(UsageError, match="no model folder there"), serving(recipe):
+        pass
+
+
+def test_mua_eval_measures_the_agent_against_a_checkpoint_user(tmp_path, hf_folder, mua_cli):
+    """The user matrix's row `frozen` is the served checkpoint playing guess's LLM user."""
+    out = tmp_path / "out"
+    recipe = tmp_path / "eval.yaml"
+    recipe.write_text(
+        "verb: eval\nmodel: {path: expert}\n"
+        "gym: {name: guess, options: {max_number: 8, llm_user: true}}\n"
+        "rollout: {max_turns: 3}\n"
+        f"eval: {{max_tasks: 2, users: [{{label: frozen, kind: llm, checkpoint: '{hf_folder}', "
+        "max_tokens: 4}]}\n"
+    )
+    code, stdout, stderr = mua_cli("eval", str(recipe), "--out", str(out))
+    assert code == 0, stdout + stderr
+    summary = json.loads((out / "summary.json").read_text())
+    frozen = next(v for k, v in summary["gyms"].items() if "frozen" in k)
+    # every guess was answered by the served (untrained) checkpoint: 3 turns, 2 tasks
+    assert frozen["num_trajectories"] == 2 and frozen["user_failures"] == 0, frozen
+    assert frozen["user_requests"] == 6, frozen
