@@ -88,6 +88,11 @@ def check_sides(recipe) -> dict[str, str]:
     for side in SIDES:
         cfg = getattr(recipe.alternate, side)
         where = f"alternate.{side}.recipe ({cfg.recipe})"
+        if not Path(cfg.recipe).is_file():
+            raise UsageError(
+                f"{where}: no such file (relative to the current folder, like every path of a "
+                "recipe); run from the folder the recipe expects or give an absolute path"
+            )
         probe = load_recipe(cfg.recipe, list(cfg.overrides), verb="train")
         if getattr(probe, "alternate", None) is not None:
             raise UsageError(f"{where}: is itself alternating; give a plain train recipe")

@@ -84,6 +84,13 @@ def test_sides_that_cannot_alternate_are_refused(tmp_path, agent_extra, user_ext
         check_sides(recipe)
 
 
+def test_a_missing_side_recipe_is_named(tmp_path):
+    recipe = _alt(tmp_path)
+    recipe.alternate.agent.recipe = "nowhere/agent.yaml"
+    with pytest.raises(UsageError, match=r"alternate.agent.recipe \(nowhere/agent.yaml\): no such"):
+        check_sides(recipe)
+
+
 def test_a_side_in_the_wrong_seat_is_refused(tmp_path):
     recipe = _alt(tmp_path)
     recipe.alternate.user.recipe = recipe.alternate.agent.recipe
