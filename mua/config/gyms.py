@@ -96,6 +96,30 @@ class LLMAgentConfig(EndpointConfig):
 SeatAgentConfig = Annotated[ExpertAgentConfig | LLMAgentConfig, Field(discriminator="kind")]
 
 
+class FidelityJudgeConfig(EndpointConfig):
+    """An LLM judge of the user seat's fidelity: it rates the user's conversation against a
+    rubric (mua.seat.judge), blended with the deterministic checks."""
+
+    model: str | None = Field(None, description="The judge's model (or checkpoint:).")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="The judge's temperature.")
+    max_tokens: PositiveInt = Field(256, description="Most tokens of a verdict.")
+    cache_dir: str | None = Field(
+        None, description="Optional on-disk cache of verdicts keyed by the request."
+    )
+    weight: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="reward = (1 - weight) × checks + weight × rubric score (1: the rubric only).",
+    )
+
+    def endpoint(self):
+        """These settings as the `LLMUserConfig` an LLM client is made from."""
+        from mua.config.rollout import LLMUserConfig
+
+        return LLMUserConfig(**self.model_dump(exclude={"weight"}), kind="llm")
+
+
 class CurriculumConfig(Section):
     """Draw a gym's tasks by difficulty: a task whose latest group-mean reward says it is too easy
     or too hard is drawn with a smaller weight; tasks not seen yet keep weight 1."""
@@ -255,13 +279,20 @@ class GymConfig(Section):
         "endpoint).",
     )
 
+    fidelity_judge: FidelityJudgeConfig | None = Field(
+        None,
+        description="With seat: user, an LLM judge that rates the user against the fidelity "
+        "rubric ({base_url or checkpoint, model, weight, ...}); unset: the checks alone.",
+    )
+
     @model_validator(mode="after")
     def _agent_needs_user_seat(self):
-        if self.agent is not None and self.seat != "user":
-            raise ValueError(
-                "agent: sets the fixed agent of the user seat; add `seat: user` to the entry or "
-                "remove agent:"
-            )
+        for key in ("agent", "fidelity_judge"):
+            if getattr(self, key) is not None and self.seat != "user":
+                raise ValueError(
+                    f"{key}: belongs to the user seat; add `seat: user` to the entry or remove "
+                    f"{key}:"
+                )
         return self
 
     def seat_agent(self):

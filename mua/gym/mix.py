@@ -95,7 +95,7 @@ def preflight_endpoints(recipe, entries=None) -> None:
     simulated user (the top-level one with the entry's keys; in the user seat, its fixed LLM
     agent instead) and the endpoints its gym calls itself (`GymSpec.endpoints`, e.g. tau2's
     judge). A wrong key, URL or model, or an endpoint that cannot answer, stops the run with one
-    line naming which endpoint (`RunFailure`)."""
+    line naming which endpoint (`RunFailure`). A seat entry's fidelity judge is checked too."""
     from mua.gym import get_gym
     from mua.llm.llm_client import preflight_user
 
@@ -106,6 +106,9 @@ def preflight_endpoints(recipe, entries=None) -> None:
             checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
         elif entry.agent is not None and entry.agent.kind == "llm":
             checks = [(f"{entry.key} fixed agent", "agent.base_url", _agent_endpoint(entry.agent))]
+        if entry.fidelity_judge is not None:
+            judge = entry.fidelity_judge.endpoint()
+            checks.append((f"{entry.key} fidelity judge", "fidelity_judge.base_url", judge))
         spec = get_gym(entry.name)
         if spec.endpoints is not None:
             checks += [

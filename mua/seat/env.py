@@ -9,8 +9,9 @@ an ordinary chat: its system message is the gym's user prompt (`UserSeat.user_pr
 agent's messages are observations, its own turns are the user's.
 
 The episode ends when the inner episode ends (its env done, or the agent's turn budget spent);
-the reward, `fidelity` (`mua.seat.fidelity`), is paid then, or by `on_truncate` when the
-runner's budget ends it first. A fixed agent that cannot answer ends the trajectory as
+the reward, `fidelity` (`mua.seat.fidelity`), blended with an LLM judge's rubric score when the
+entry names one (`mua.seat.judge`), is paid then, or by `on_truncate` when the runner's budget
+ends it first. A fixed agent that cannot answer ends the trajectory as
 `user_failure` (masked from the loss: the party the policy talks to failed); a `MuaError` stops
 the run; any other inner failure ends it as `env_error`. Nothing here parses model output.
 """
@@ -67,12 +68,13 @@ class SeatClient:
 class SeatEnv:
     """One episode of the user seat (see the module docstring)."""
 
-    def __init__(self, spec, ctx, agent, max_agent_turns: int):
+    def __init__(self, spec, ctx, agent, max_agent_turns: int, judge=None):
         self.spec = spec  # the gym's own GymSpec
         self.seat = spec.user_seat
         self.ctx = ctx
         self.agent = agent  # a MessagePolicy
         self.max_agent_turns = max_agent_turns
+        self.judge = judge  # (LLM client, weight) of the entry's fidelity_judge, or None
         self.turns: list[UserTurn] = []
         self.success = False
         self.scored = False
@@ -137,21 +139,33 @@ class SeatEnv:
     async def step(self, action: AgentAction) -> StepResult:
         reply = (action.raw or action.text or "").strip()
         if self._pending is None or self._pending.done():
-            return self._score(done=True)  # the agent finished before asking anything
+            return await self._score(done=True)  # the agent finished before asking anything
         self.turns.append(UserTurn(agent=self._last_agent, reply=reply))
         self._pending.set_result(reply)
         if await self._next() == "end":
-            return self._score(done=True)
+            return await self._score(done=True)
         return StepResult(messages=[{"role": "user", "content": self._last_agent}])
 
     async def on_truncate(self, reason: str) -> StepResult | None:
-        return None if self.scored else self._score(done=False)
+        return None if self.scored else await self._score(done=False)
 
-    def _score(self, done: bool) -> StepResult:
+    async def _score(self, done: bool) -> StepResult:
+        """The checks' fidelity, blended with the judge's rubric score when there is a judge:
+        (1 - w) × checks + w × rubric, components `fidelity`, `judge` and `judge_<criterion>`."""
         self.scored = True
         value, counts = fidelity(self.turns, self.task, self.spec.name, self.seat, self.success)
         info = {"user_findings": counts} if counts else {}
-        return StepResult(reward=value, components={"fidelity": value}, done=done, info=info)
+        components = {"fidelity": value}
+        reward = value
+        if self.judge is not None:
+            from mua.seat.judge import rate
+
+            client, weight = self.judge
+            score, verdict = await rate(client, self.seat.user_prompt(self.task), self.turns)
+            components["judge"] = score
+            components.update({f"judge_{k}": v for k, v in verdict.items()})
+            reward = (1.0 - weight) * value + weight * score
+        return StepResult(reward=reward, components=components, done=done, info=info)
 
     async def close(self) -> None:
         if self._play_task is not None and not self._play_task.done():

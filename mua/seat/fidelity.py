@@ -9,7 +9,8 @@ truth decides it). With N user turns of which C have no finding:
     fidelity = C / N        (1.0 when N = 0: the agent finished before asking anything)
 
 The reward is `fidelity` (component `fidelity`), paid once, when the episode ends. Deterministic;
-no judge. Nothing here runs an episode.
+an entry's optional LLM judge is `mua.seat.judge`, blended in by `mua.seat.env`. Nothing here
+runs an episode.
 """
 
 from __future__ import annotations

@@ -44,6 +44,15 @@ def scripted_user(seat):
     return make
 
 
+def judge_components(entry) -> dict[str, float]:
+    """The components a fidelity judge adds: `judge` and one per rubric criterion."""
+    if getattr(entry, "fidelity_judge", None) is None:
+        return {}
+    from mua.seat.judge import CRITERIA
+
+    return {"judge": 1.0, **{f"judge_{name}": 1.0 for name in CRITERIA}}
+
+
 def seat_spec(spec, entry, max_turns: int):
     """The `GymSpec` an entry with `seat: user` runs with (`spec`: the gym's own)."""
     from mua.seat.agents import fixed_agent
@@ -59,13 +68,20 @@ def seat_spec(spec, entry, max_turns: int):
             agent = shared["agent"]
         else:
             agent = fixed_agent(agent_cfg, spec, ctx)
-        return SeatEnv(spec, ctx, agent, max_turns)
+        judge = None
+        if entry.fidelity_judge is not None:
+            if "judge" not in shared:
+                from mua.seat.judge import judge_client
+
+                shared["judge"] = judge_client(entry.fidelity_judge, entry.key)
+            judge = (shared["judge"], entry.fidelity_judge.weight)
+        return SeatEnv(spec, ctx, agent, max_turns, judge)
 
     return dataclasses.replace(
         spec,
         make_env=make_env,
         expert=scripted_user(spec.user_seat),
-        reward_components={"fidelity": 1.0},
+        reward_components={"fidelity": 1.0, **judge_components(entry)},
         tool_format="bracket",
         random_action=None,
         trivial_baseline=None,

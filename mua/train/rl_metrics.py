@@ -4,7 +4,9 @@ Every number is summed or gathered over all ranks, so a run logs the same metric
 Program gyms' gateway counters (`gateway/splits`, `gateway/requests`, ...) are summed over the
 step's trajectories. A masked trajectory (its user, gym or engine failed: `FAILURE_REASONS`) has no score: reward and
 success means leave it out and `reward/masked` (`train/<label>/masked`) counts it beside them; a
-step or gym with nothing scored logs no reward at all rather than 0.
+step or gym with nothing scored logs no reward at all rather than 0. Each reward component
+(`reward/component/<name>`: a gym's named parts, the user seat's `fidelity` and `judge`) is
+averaged over the scored trajectories that carry it.
 Not here: computing anything the update uses.
 """
 
@@ -32,7 +34,18 @@ def _traj_summary(t) -> dict:
         "gym": getattr(t, "gym", ""),
         "masked": t.termination in FAILURE_REASONS,
         "gateway": {k: v for k, v in t.metrics.items() if k.startswith("gateway/")},
+        "components": dict(getattr(t, "reward_components", None) or {}),
     }
+
+
+def component_means(trajs: list[dict], prefix: str) -> dict[str, float]:
+    """`<prefix><name>`: each reward component's mean over the scored trajectories carrying it."""
+    values: dict[str, list[float]] = {}
+    for t in trajs:
+        if not t["masked"]:
+            for name, value in t.get("components", {}).items():
+                values.setdefault(name, []).append(float(value))
+    return {prefix + name: sum(v) / len(v) for name, v in sorted(values.items())}
 
 
 def reward_means(trajs: list[dict], prefix: str, reward_key: str, success_key: str) -> dict:
@@ -116,6 +129,7 @@ def rollout_metrics(
     num = max(len(trajs), 1)
     out = {
         **reward_means(trajs, "reward/", "mean", "success_rate"),
+        **component_means(trajs, "reward/component/"),
         "reward/scored": float(sum(1 for t in trajs if not t["masked"])),
         "rollout/turns_mean": sum(t["turns"] for t in trajs) / num,
         "rollout/tokens_mean": sum(t["tokens"] for t in trajs) / num,

@@ -55,3 +55,15 @@ def test_step_with_nothing_scored_logs_no_reward():
 def test_truncation_is_scored():
     m = _metrics([_traj("", 0.0, "max_turns"), _traj("", 1.0, "done")])
     assert m["reward/mean"] == 0.5 and m["reward/masked"] == 0.0
+
+
+def test_reward_components_are_averaged_over_the_scored_trajectories_carrying_them():
+    with_parts = _traj("", 0.75, "done")
+    with_parts.reward_components = {"fidelity": 1.0, "judge": 0.5}
+    other = _traj("", 0.25, "done")
+    other.reward_components = {"fidelity": 0.0, "judge": 0.5}
+    masked = _traj("", 0.0, "user_failure")
+    masked.reward_components = {"fidelity": 1.0}
+    m = _metrics([with_parts, other, masked, _traj("", 0.0, "done")])
+    assert m["reward/component/fidelity"] == 0.5  # the masked one is left out
+    assert m["reward/component/judge"] == 0.5
