@@ -13,6 +13,7 @@ from gyms.common.actions import call_message
 from gyms.common.spec import interact_gym
 from gyms.persuade.data import build_tasks
 from gyms.persuade.env import PersuadeEnv
+from gyms.persuade.seat import SEAT
 from mua.gym import Task
 
 
@@ -42,3 +43,4 @@ def random_action(rng: random.Random) -> str:
 
 
 GYM = interact_gym(__doc__, PersuadeEnv, build_tasks, next_argument, random_action)
+GYM.user_seat = SEAT

@@ -68,14 +68,30 @@ class UserSeat:
     as_json(reply) -> value: the reply as the JSON the gym's LLM user sends through
     `complete_json` (None: the gym's user only uses `complete`); `json_fallback` is what the env
     gets when the reply does not validate (the turn is then found inconsistent by `check`).
+
+    A user whose truth depends on the conversation so far (persuade: the stance follows the
+    points raised) gives `with_history`: then `scripted_reply` and `check` get the agent's
+    messages so far (oldest first, the current one last) instead of the current one, and
+    `check` gets the user's replies so far (the current one last) instead of one reply.
     """
 
     user_prompt: Callable[[Task], str]
-    scripted_reply: Callable[[str, Task], str]
+    scripted_reply: Callable[[Any, Task], str]
     careless_reply: Callable[[random.Random, str, Task], str]
-    check: Callable[[str, str, Task], str | None]
+    check: Callable[[Any, Any, Task], str | None]
     as_json: Callable[[str], Any] | None = None
     json_fallback: Any = None
+    with_history: bool = False
+
+    def reply_to(self, agent_texts: list[str], task: Task) -> str:
+        """The scripted user's reply to the last of `agent_texts` (all of the agent's so far)."""
+        return self.scripted_reply(agent_texts if self.with_history else agent_texts[-1], task)
+
+    def finding(self, agent_texts: list[str], replies: list[str], task: Task) -> str | None:
+        """Why the last reply is inconsistent (`check`), given the conversation so far."""
+        if self.with_history:
+            return self.check(agent_texts, replies, task)
+        return self.check(agent_texts[-1], replies[-1], task)
 
 
 def yes_no_seat(

@@ -40,8 +40,9 @@ def turn_findings(turns: list[UserTurn], task, gym: str, seat, success: bool) ->
     row = {"messages": messages, "success": success, "gym": gym}
     for finding in user_findings(row, task.payload, gym):
         found[finding.turn // 2].add(finding.rule)
-    for i, turn in enumerate(turns):
-        if seat.check(turn.agent, turn.reply, task) is not None:
+    agents, replies = [t.agent for t in turns], [t.reply for t in turns]
+    for i in range(len(turns)):
+        if seat.finding(agents[: i + 1], replies[: i + 1], task) is not None:
             found[i].add("inconsistent")
     return found
 

@@ -32,12 +32,11 @@ def scripted_user(seat):
         noise = user_noise(dict(ctx.options or {}))
 
         async def act(messages: list[dict], task) -> dict:
-            asked = next(m for m in reversed(messages) if m.get("role") == "user")
-            text = str(asked.get("content") or "")
+            asked = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
             rng = random.Random(f"{ctx.seed}:{task.task_id}:{len(messages)}:user")
             if noise > 0.0 and rng.random() < noise:
-                return {"role": "assistant", "content": seat.careless_reply(rng, text, task)}
-            return {"role": "assistant", "content": seat.scripted_reply(text, task)}
+                return {"role": "assistant", "content": seat.careless_reply(rng, asked[-1], task)}
+            return {"role": "assistant", "content": seat.reply_to(asked, task)}
 
         return act
 

@@ -101,9 +101,9 @@ def test_seat_defaults_to_agent_and_agent_key_needs_the_user_seat():
 
 
 def test_check_seat_refuses_in_one_line():
-    persuade = get_gym("persuade")
-    with pytest.raises(UsageError, match="gym persuade has no user that can take the seat") as e:
-        check_seat("gym", GymConfig(name="persuade", seat="user"), persuade)
+    travel = get_gym("travel")
+    with pytest.raises(UsageError, match="gym travel has no user that can take the seat") as e:
+        check_seat("gym", GymConfig(name="travel", seat="user"), travel)
     assert "\n" not in str(e.value) and "guess" in str(e.value)
     no_expert = dataclasses.replace(get_gym("guess"), expert=None)
     with pytest.raises(UsageError, match="no scripted expert.*kind: llm"):
@@ -119,7 +119,7 @@ def test_check_seat_refuses_in_one_line():
             GymConfig(name="guess", seat="user", reward_weights={"correct": 2.0}),
             get_gym("guess"),
         )
-    check_seat("gym", GymConfig(name="persuade"), persuade)  # seat: agent changes nothing
+    check_seat("gym", GymConfig(name="travel"), travel)  # seat: agent changes nothing
 
 
 def test_check_gyms_refuses_an_entry_without_a_seat():
@@ -377,3 +377,25 @@ def test_turtle_seat_scripted_host_and_its_checks(tok):
     assert seat.check(f"[action] Is it true that {statement}?", "Yes!", tasks[0]) is None
     assert seat.check("[action] Was it raining?", "No", tasks[0]) is None  # not decided
     assert "not Yes, No or Maybe" in seat.check("[action] Was it raining?", "Who knows", tasks[0])
+
+
+def test_persuade_seat_follows_the_points_raised_so_far(tok):
+    entry, tasks, trajs = scripted_seat(tok, "persuade", 2, 6, "You firmly believe this claim")
+    # the expert raises one counter-point a turn; the scripted persuadee concedes two levels each
+    assert "My stance: Partly Agree." in trajs[0].messages[2]["content"]
+    seat = get_gym("persuade").user_seat
+    task = tasks[0]
+    point = task.payload["points"][0]
+    raised = f"[answer] Consider this: {point['point']}"
+    assert seat.finding([raised], ["Fair. My stance: Partly Agree."], task) is None
+    # conceding to nothing, not conceding to a point, or no stance at all: inconsistent
+    assert "'Strongly Agree'" in seat.finding([raised], ["No. My stance: Strongly Agree"], task)
+    assert "'Partly Agree'" in seat.finding(
+        ["[answer] You are wrong."], ["Ok. My stance: Partly Agree"], task
+    )
+    assert "does not end with" in seat.finding([raised], ["I agree with you now."], task)
+    # a user that never moves is inconsistent once a point has been raised
+    (stubborn,) = run_seat(
+        tok, entry, tasks[:1], replies("No. My stance: Strongly Agree."), max_turns=6
+    )
+    assert stubborn.termination in ("done", "max_turns") and stubborn.reward == pytest.approx(0.0)
