@@ -161,7 +161,8 @@ class SeatEnv:
             from mua.seat.judge import rate
 
             client, weight = self.judge
-            score, verdict = await rate(client, self.seat.user_prompt(self.task), self.turns)
+            prompt = self.seat.user_prompt(self.task)
+            score, verdict = await rate(client, prompt, self.turns, ended=done)
             components["judge"] = score
             components.update({f"judge_{k}": v for k, v in verdict.items()})
             reward = (1.0 - weight) * value + weight * score

@@ -39,10 +39,16 @@ _SYSTEM = (
 )
 
 
-def rubric_messages(user_prompt: str, turns) -> list[dict]:
-    """The judge's request: the rubric, then the hidden instructions and the conversation."""
+def rubric_messages(user_prompt: str, turns, ended: bool = True) -> list[dict]:
+    """The judge's request: the rubric, then the hidden instructions, the conversation and how
+    it stopped (`ended`: the episode ended; else the turn budget cut it off)."""
     lines = [f"Agent: {t.agent}\nUser: {t.reply}" for t in turns] or ["(the user never spoke)"]
-    text = f"Hidden instructions of the user:\n{user_prompt}\n\nConversation:\n" + "\n".join(lines)
+    how = "The conversation ended." if ended else "The turn budget cut the conversation off."
+    text = (
+        f"Hidden instructions of the user:\n{user_prompt}\n\nConversation:\n"
+        + "\n".join(lines)
+        + f"\n\n{how}"
+    )
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": text}]
 
 
@@ -74,9 +80,10 @@ def judge_client(cfg, where: str):
     )
 
 
-async def rate(client, user_prompt: str, turns) -> tuple[float, dict[str, float]]:
+async def rate(client, user_prompt: str, turns, ended: bool = True) -> tuple[float, dict]:
     """(rubric score, {criterion: verdict}) of one episode's user."""
-    verdict = await client.complete_json(rubric_messages(user_prompt, turns), read_verdict)
+    messages = rubric_messages(user_prompt, turns, ended)
+    verdict = await client.complete_json(messages, read_verdict)
     if not isinstance(verdict, dict) or set(verdict) != set(CRITERIA):
         raise UserFailure(f"the fidelity judge's verdict {verdict!r} has not one per criterion")
     return sum(verdict.values()) / len(verdict), verdict

@@ -67,12 +67,18 @@ def test_the_reward_blends_checks_and_rubric(tok, monkeypatch):
     assert "You picked the number 3" in asked[1]["content"]
     assert "Agent: [answer] 4\nUser: lower\nAgent: [answer] 2" in asked[1]["content"]
     assert all(name in asked[0]["content"] for name in CRITERIA)
+    assert asked[1]["content"].endswith("The conversation ended.")
     # a user that lies on every turn: checks 0, so only the rubric's share is left
     with FakeOpenAIServer(lambda request: HALF_MET) as srv:
         entry = _entry(srv.base_url, weight=0.25)
-        (lying,) = run_seat(tok, entry, [guess_task(3)], replies("higher"), max_turns=4)
+        # the runner's budget (3 user turns) ends it before the agent's own (6 guesses)
+        (lying,) = run_seat(
+            tok, entry, [guess_task(3)], replies("higher"), max_turns=3, agent_turns=6
+        )
+        cut = srv.requests[-1]["json"]["messages"][1]["content"]
     assert lying.reward_components["fidelity"] == pytest.approx(0.0)
     assert lying.reward == pytest.approx(0.25 * 0.5)
+    assert lying.termination == "max_turns" and cut.endswith("cut the conversation off.")
 
 
 def test_a_malformed_verdict_is_asked_again(tok, monkeypatch):
