@@ -5,7 +5,9 @@ README's order, in one scratch folder (with `recipes/` linked in), so each comma
 ones before it wrote, as a reader's would; then every help example. Sizes are cut by overrides
 appended to the command (a couple of training steps, a few tasks), never by editing it. Commands
 that need what a test machine lacks (a GPU, an endpoint, public data, a second machine, an install)
-are skipped with the reason shown. A doc naming a missing recipe, option or file fails here.
+are skipped with the reason shown; an example that works on another run's output (a LoRA run
+for `mua merge --adapter`) gets that run first (`BEFORE`). A doc naming a missing recipe, option
+or file fails here.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ SKIPS = (  # (pattern in the command, why it does not run here)
         r"eval_user_matrix|tests\.fakes\.fake_users",
         "needs the scripted users on 127.0.0.1:8011 (tests/unit/test_user_matrix.py runs them)",
     ),
+)
+# (pattern in the command, what a reader runs first, the folder it writes): an example that
+# works on what another command wrote, which the README names in prose rather than a block
+BEFORE = (
+    (r"runs/quickstart_lora\b", "mua train recipes/quickstart_lora.yaml", "runs/quickstart_lora"),
 )
 RL_CUT = ["total_steps=2", "checkpoint.save_freq=1", "data.tasks_per_step=2", "rollout.n=2"]
 
@@ -124,6 +131,13 @@ def test_documented_command_runs(where, command, sandbox):
     for pattern, reason in SKIPS:
         if re.search(pattern, command):
             pytest.skip(f"{reason}: {command}")
+    for pattern, first, writes in BEFORE:
+        if re.search(pattern, command) and not (sandbox / writes).exists():
+            _run(where, first, sandbox)
+    _run(where, command, sandbox)
+
+
+def _run(where: str, command: str, sandbox: Path) -> None:
     argv = shlex.split(command)
     if argv[0] == "mua":
         argv = [sys.executable, "-m", "mua.cli.main", *argv[1:], *_cut(argv)]
