@@ -34,6 +34,15 @@ CHECKPOINT_HELP = (
 )
 
 
+def check_one_address(base_url: str | None, checkpoint: str | None) -> None:
+    """An endpoint is a running server (`base_url`) or a local model mua serves, not both."""
+    if checkpoint is not None and base_url is not None:
+        raise ValueError(
+            f"base_url and checkpoint both set ({base_url}, {checkpoint}); give base_url for a "
+            "running server or checkpoint for a local model mua serves"
+        )
+
+
 def served_checkpoint_url(checkpoint: str) -> str:
     """The base URL (`.../v1`) at which the running verb serves `checkpoint`."""
     served = json.loads(os.environ.get(SERVED_CHECKPOINTS_ENV) or "{}")
@@ -77,11 +86,7 @@ class EndpointConfig(Section):
 
     @model_validator(mode="after")
     def _one_address(self):
-        if self.checkpoint is not None and self.base_url is not None:
-            raise ValueError(
-                f"base_url and checkpoint both set ({self.base_url}, {self.checkpoint}); give "
-                "base_url for a running server or checkpoint for a local model mua serves"
-            )
+        check_one_address(self.base_url, self.checkpoint)
         return self
 
     @field_validator("api_key_env")

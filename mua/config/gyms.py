@@ -24,7 +24,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.algo_names import GRPO_CREDIT_KINDS, SCORE_KINDS
 from mua.config.base import Section
-from mua.config.endpoint import CHECKPOINT_HELP, EndpointConfig
+from mua.config.endpoint import CHECKPOINT_HELP, EndpointConfig, check_one_address
 
 GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
 # what a label may hold: it names MLflow metrics (`train/<label>/reward`) and overrides
@@ -50,11 +50,7 @@ class GymUserConfig(Section):
 
     @model_validator(mode="after")
     def _one_address(self):
-        if self.checkpoint is not None and self.base_url is not None:
-            raise ValueError(
-                "base_url and checkpoint both set; give base_url for a running server or "
-                "checkpoint for a local model mua serves"
-            )
+        check_one_address(self.base_url, self.checkpoint)
         return self
 
 
@@ -91,6 +87,13 @@ class LLMAgentConfig(EndpointConfig):
 
     def resolved_model(self) -> str:
         return self.model or self.checkpoint
+
+    def endpoint(self):
+        """These settings as the `LLMUserConfig` a preflight request is made with."""
+        from mua.config.rollout import LLMUserConfig
+
+        keys = self.model_dump(exclude={"kind", "model", "tool_parser"})
+        return LLMUserConfig(**keys, model=self.resolved_model(), kind="llm")
 
 
 SeatAgentConfig = Annotated[ExpertAgentConfig | LLMAgentConfig, Field(discriminator="kind")]

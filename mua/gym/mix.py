@@ -77,19 +77,6 @@ def _url_setting(what: str) -> str:
     return f"{inside}.base_url" if inside else "base_url"
 
 
-def _agent_endpoint(agent):
-    """The user seat's fixed LLM agent as the endpoint settings a preflight request takes."""
-    from mua.config.rollout import LLMUserConfig
-
-    keys = ("base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s", "max_concurrency")
-    return LLMUserConfig(
-        model=agent.resolved_model(),
-        max_tokens=agent.max_tokens,
-        checkpoint=agent.checkpoint,
-        **{k: getattr(agent, k) for k in keys},
-    )
-
-
 def preflight_endpoints(recipe, entries=None) -> None:
     """One request to every LLM endpoint the run will call, before it starts: each entry's
     simulated user (the top-level one with the entry's keys; in the user seat, its fixed LLM
@@ -105,7 +92,7 @@ def preflight_endpoints(recipe, entries=None) -> None:
         if entry.seat != "user":  # in the user seat the policy is the user
             checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
         elif entry.agent is not None and entry.agent.kind == "llm":
-            checks = [(f"{entry.key} fixed agent", "agent.base_url", _agent_endpoint(entry.agent))]
+            checks = [(f"{entry.key} fixed agent", "agent.base_url", entry.agent.endpoint())]
         if entry.fidelity_judge is not None:
             judge = entry.fidelity_judge.endpoint()
             checks.append((f"{entry.key} fidelity judge", "fidelity_judge.base_url", judge))

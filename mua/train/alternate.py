@@ -80,11 +80,12 @@ def side_recipe(recipe, side: str, round_: int, opponent: str, tool_parser: str 
     return load_recipe(cfg.recipe, [*cfg.overrides, *phase], verb="train")
 
 
-def check_sides(recipe) -> dict[str, str]:
-    """Refuse sides that cannot alternate, in one line; returns each side's start model."""
+def check_sides(recipe) -> dict:
+    """Refuse sides that cannot alternate, in one line; returns each side's recipe as loaded
+    (its file and overrides, before any phase's)."""
     from mua.config import load_recipe
 
-    starts = {}
+    sides = {}
     for side in SIDES:
         cfg = getattr(recipe.alternate, side)
         where = f"alternate.{side}.recipe ({cfg.recipe})"
@@ -109,16 +110,15 @@ def check_sides(recipe) -> dict[str, str]:
                 f"{where}: optim.schedule={probe.optim.schedule} decays over total_steps, which "
                 "grows round by round here; use optim.schedule=constant"
             )
-        starts[side] = probe.model.path
-    return starts
+        sides[side] = probe
+    return sides
 
 
-def _phase_reward(run_dir: Path, first_step: int, last_step: int) -> float | None:
-    from mua.track.run_files import read_metrics
-
+def _mean_reward(rows: list[dict], first_step: int, last_step: int) -> float | None:
+    """The mean `reward/mean` of a side's metrics rows of steps first..last."""
     rewards = [
         row["reward/mean"]
-        for row in read_metrics(run_dir)
+        for row in rows
         if first_step <= row.get("step", 0) <= last_step and "reward/mean" in row
     ]
     return sum(rewards) / len(rewards) if rewards else None
@@ -145,10 +145,11 @@ def run_alternation(recipe, **launch_options) -> None:
     from mua.output_folders import FolderLock, claim_dir
     from mua.train.launcher import launch
 
-    starts = check_sides(recipe)
+    sides = check_sides(recipe)
+    starts = {side: sides[side].model.path for side in SIDES}
     run_dir = claim_dir(recipe.run_dir, what="run_dir")
     alt = recipe.alternate
-    agent_parser = side_recipe(recipe, "agent", 1, "-").model.tool_parser
+    agent_parser = sides["agent"].model.tool_parser
     with FolderLock(run_dir, what="alternating run_dir", verb="mua train"):
         for round_, side in phases(alt):
             if round_export(run_dir, side, round_).is_dir():
@@ -170,8 +171,11 @@ def run_alternation(recipe, **launch_options) -> None:
 def _write_rounds(recipe, starts: dict[str, str]) -> list[dict]:
     """Rewrite `rounds.jsonl`: a row per phase done (side, round, steps, opponent, mean
     training reward); returns the rows."""
+    from mua.track.run_files import read_metrics
+
     run_dir = Path(recipe.run_dir)
     alt = recipe.alternate
+    metrics = {side: read_metrics(run_dir / side) for side in SIDES}
     rows = []
     for round_, side in phases(alt):
         if not round_export(run_dir, side, round_).is_dir():
@@ -183,7 +187,7 @@ def _write_rounds(recipe, starts: dict[str, str]) -> list[dict]:
                 "side": side,
                 "steps": [first, last],
                 "opponent": opponent_of(recipe, starts, round_, side),
-                "reward_mean": _phase_reward(run_dir / side, first, last),
+                "reward_mean": _mean_reward(metrics[side], first, last),
             }
         )
     path = run_dir / ROUNDS_FILE

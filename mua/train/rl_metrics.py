@@ -18,6 +18,7 @@ import torch
 
 from mua.algo.filters import FAILURE_REASONS
 from mua.distributed import all_gather_objects, all_reduce_sum
+from mua.eval.summary import component_means
 from mua.train.rl_batch import BatchReport, RLSample
 
 
@@ -34,18 +35,8 @@ def _traj_summary(t) -> dict:
         "gym": getattr(t, "gym", ""),
         "masked": t.termination in FAILURE_REASONS,
         "gateway": {k: v for k, v in t.metrics.items() if k.startswith("gateway/")},
-        "components": dict(getattr(t, "reward_components", None) or {}),
+        "reward_components": dict(getattr(t, "reward_components", None) or {}),
     }
-
-
-def component_means(trajs: list[dict], prefix: str) -> dict[str, float]:
-    """`<prefix><name>`: each reward component's mean over the scored trajectories carrying it."""
-    values: dict[str, list[float]] = {}
-    for t in trajs:
-        if not t["masked"]:
-            for name, value in t.get("components", {}).items():
-                values.setdefault(name, []).append(float(value))
-    return {prefix + name: sum(v) / len(v) for name, v in sorted(values.items())}
 
 
 def reward_means(trajs: list[dict], prefix: str, reward_key: str, success_key: str) -> dict:
@@ -129,7 +120,10 @@ def rollout_metrics(
     num = max(len(trajs), 1)
     out = {
         **reward_means(trajs, "reward/", "mean", "success_rate"),
-        **component_means(trajs, "reward/component/"),
+        **{
+            f"reward/component/{name}": mean
+            for name, mean in component_means([t for t in trajs if not t["masked"]]).items()
+        },
         "reward/scored": float(sum(1 for t in trajs if not t["masked"])),
         "rollout/turns_mean": sum(t["turns"] for t in trajs) / num,
         "rollout/tokens_mean": sum(t["tokens"] for t in trajs) / num,

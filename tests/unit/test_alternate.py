@@ -42,7 +42,8 @@ def test_phases_alternate_from_the_first_side(tmp_path):
 
 def test_each_phase_faces_the_other_sides_latest_export(tmp_path):
     recipe = _alt(tmp_path)
-    starts = check_sides(recipe)
+    sides = check_sides(recipe)
+    starts = {side: sides[side].model.path for side in ("agent", "user")}
     assert starts == {"agent": "starts/agent", "user": "starts/user"}
     run = Path(recipe.run_dir)
     assert opponent_of(recipe, starts, 1, "agent") == "starts/user"
