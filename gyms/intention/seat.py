@@ -57,5 +57,10 @@ def _check(agent_text: str, reply: str, task: Task) -> str | None:
 
 # a reply reaches the gym as {"reply": ...}; one that does not validate as "I'm not sure."
 SEAT = UserSeat(
-    _prompt, _scripted, _careless, _check, lambda r: {"reply": r}, {"reply": "I'm not sure."}
+    _prompt,
+    _scripted,
+    _careless,
+    _check,
+    as_json=lambda reply, _request=None: {"reply": reply},
+    json_fallback={"reply": "I'm not sure."},
 )

@@ -67,7 +67,7 @@ def _check(agent_texts: list[str], replies: list[str], task: Task) -> str | None
     return None
 
 
-def _as_json(reply: str) -> dict:
+def _as_json(reply: str, request: list[dict] | None = None) -> dict:
     said = said_stance(reply)
     if said is None:
         raise ValueError("no stance")

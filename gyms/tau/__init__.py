@@ -15,6 +15,7 @@ from gyms.common.spec import package_gym
 from gyms.tau.data import build_tasks
 from gyms.tau.env import TauEnv
 from gyms.tau.expert import do_nothing_score, expert
+from gyms.tau.seat import SEAT
 
 _TOOL_NAMES = (
     "get_order_details",
@@ -93,3 +94,4 @@ GYM = package_gym(
     trivial_baseline=do_nothing_score,
     budgets={"max_turns": 30, "max_total_tokens": 16384, "max_new_tokens_per_turn": 512},
 )
+GYM.user_seat = SEAT

@@ -38,6 +38,11 @@ _CONFIRM = re.compile(
 )
 
 
+def announces_done(agent_text: str) -> bool:
+    """Whether an agent message says the work is done, or that it cannot be done."""
+    return bool(_DONE.search(agent_text or ""))
+
+
 def _describe(action: dict) -> str | None:
     """One sentence stating what a gold database-changing call asks for, or None for lookups."""
     name, kw = action["name"], action.get("kwargs", {})
@@ -149,6 +154,13 @@ class ScriptedCustomer:
         self.stated = 0
 
     async def start(self) -> str:
+        return self.opening()
+
+    async def reply(self, agent_text: str) -> str:
+        return self.answer(agent_text)
+
+    def opening(self) -> str:
+        """The first message: a greeting and the first wish."""
         return self._next_wish(prefix="Hi! ")
 
     def _next_wish(self, prefix: str = "") -> str:
@@ -157,38 +169,48 @@ class ScriptedCustomer:
             return prefix + self.wishes[self.stated - 1]
         return prefix + "That is everything I need. Please go ahead and take care of it."
 
-    def _facts_asked(self, low: str) -> list[str]:
+    def facts_asked(self, agent_text: str) -> list[tuple[str, list[str]]]:
+        """(the sentence stating it, its values) of each fact `agent_text` asks for that this
+        customer knows."""
+        low = (agent_text or "").lower()
         facts = []
         if re.search(r"\be-?mail\b", low) and self.email:
-            facts.append(f"My email is {self.email}.")
+            facts.append((f"My email is {self.email}.", [self.email]))
         if re.search(r"\b(name|zip)\b", low) and self.first:
-            facts.append(f"My name is {self.first} {self.last} and my zip code is {self.zip}.")
+            facts.append(
+                (
+                    f"My name is {self.first} {self.last} and my zip code is {self.zip}.",
+                    [v for v in (self.first, self.last, self.zip) if v],
+                )
+            )
         if re.search(r"\buser[ _]id\b", low) and self.user_id:
-            facts.append(f"My user id is {self.user_id}.")
+            facts.append((f"My user id is {self.user_id}.", [self.user_id]))
         if (
             re.search(r"\border\b", low)
             and re.search(r"\b(id|ids|number)\b", low)
             and self.order_ids
         ):
-            facts.append(f"The order id is {', '.join(self.order_ids)}.")
+            facts.append((f"The order id is {', '.join(self.order_ids)}.", list(self.order_ids)))
         if (
             re.search(r"\breservation\b", low)
             and re.search(r"\b(id|ids|number|code)\b", low)
             and self.reservation_ids
         ):
-            facts.append(f"The reservation id is {', '.join(self.reservation_ids)}.")
+            ids = list(self.reservation_ids)
+            facts.append((f"The reservation id is {', '.join(ids)}.", ids))
         return facts
 
-    async def reply(self, agent_text: str) -> str:
+    def answer(self, agent_text: str) -> str:
+        """The reply to `agent_text` (the customer's state moves on: wishes stated)."""
         low = (agent_text or "").lower()
         if not low.strip():
             return "Sorry, I did not get that. Could you say it again?"
         done = bool(_DONE.search(low)) and self.stated >= len(self.wishes)
         if done and "?" not in low:
             return STOP
-        facts = self._facts_asked(low)
+        facts = self.facts_asked(low)
         if facts:
-            return " ".join(facts)
+            return " ".join(sentence for sentence, _ in facts)
         if _CONFIRM.search(low) and "?" in low:
             return "Yes, please proceed."
         if done:

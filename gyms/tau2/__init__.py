@@ -15,6 +15,7 @@ from gyms.common.spec import package_gym
 from gyms.tau2.env import Tau2Env
 from gyms.tau2.expert import expert
 from gyms.tau2.options import check_options
+from gyms.tau2.seat import SEAT
 from gyms.tau2.tasks import build_tasks
 
 _NAMES = (
@@ -79,3 +80,4 @@ GYM = package_gym(
     eval_notes=eval_notes,
     budgets={"max_turns": 60, "max_total_tokens": 32768, "max_new_tokens_per_turn": 1024},
 )
+GYM.user_seat = SEAT

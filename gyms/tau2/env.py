@@ -117,8 +117,8 @@ class Tau2Env:
         criteria = self.tau2.get("evaluation_criteria") or {}
         self.skip = ()
         if "NL_ASSERTION" in (criteria.get("reward_basis") or []) and criteria.get("nl_assertions"):
-            if self.options.basis == "no_nl":
-                self.skip = ("NL_ASSERTION",)
+            if self.options.basis == "no_nl" or self.ctx.user_kind == "seat":
+                self.skip = ("NL_ASSERTION",)  # in the user seat the agent's score is not trained
             elif self._judge() is None:
                 raise UsageError(
                     f"tau2: task {task.task_id} is scored with NL assertions; set "
@@ -149,11 +149,11 @@ class Tau2Env:
             return ResetResult(messages=messages, tools=tools)
         persona = self.options.persona
         scenario = self.tau2.get("user_scenario") or {}
-        if self.ctx.user_kind == "llm" and self.board is not None:
+        if self.ctx.user_kind in ("llm", "seat") and self.board is not None:
             self.user = self.board.user(self.ctx.llm)
             opening = await self.user.reply(greeting["content"])
             first, calls = opening.text, opening.calls
-        elif self.ctx.user_kind == "llm":
+        elif self.ctx.user_kind in ("llm", "seat"):  # the seat: the policy (mua.seat)
             self.user = LLMUser(self.ctx.llm, self.env, self.domain.data_dir, scenario, persona)
             opening = await self.user.reply(GREETING)
             first, calls = opening.text, opening.calls

@@ -180,6 +180,11 @@ _DONE = re.compile(
 )
 
 
+def announces_done(agent_text: str) -> bool:
+    """Whether an agent message says the work is done (the scripted user then ends)."""
+    return bool(_DONE.search((agent_text or "").lower()))
+
+
 class ScriptedUser:
     """Plays a task without a model (see the module docstring)."""
 
@@ -205,8 +210,6 @@ class ScriptedUser:
 
     async def reply(self, agent_text: str) -> UserTurn:
         low = (agent_text or "").lower()
-        if not low.strip():
-            return UserTurn("Sorry, I did not get that.")
         calls, results = [], []
         while self.pending and self.pending[0]["name"].lower() in low:
             action = self.pending.pop(0)
@@ -216,20 +219,27 @@ class ScriptedUser:
             results.append(f"I did {action['name']}: {content}")
         if calls:
             return UserTurn(" ".join(results), calls)
+        return UserTurn(self.say(low))
+
+    def say(self, agent_text: str) -> str:
+        """The text reply to an agent message that names no pending user action."""
+        low = (agent_text or "").lower()
+        if not low.strip():
+            return "Sorry, I did not get that."
         if "transfer" in low and _DONE.search(low):
-            return UserTurn(TRANSFER)
+            return TRANSFER
         if _DONE.search(low) and "?" not in low:
-            return UserTurn(STOP)
+            return STOP
         if "?" in low:
             if self.persona == "non_cooperative" and not self.pushed_back:
                 self.pushed_back = True
-                return UserTurn("Why do you need that? I already told you what I want.")
+                return "Why do you need that? I already told you what I want."
             if _ASKS_CONFIRM.search(low):
-                return UserTurn("Yes, please go ahead.")
+                return "Yes, please go ahead."
             if self.known:
                 self.told_known = True
-                return UserTurn(self.known)
-            return UserTurn("I don't know that, sorry.")
+                return self.known
+            return "I don't know that, sorry."
         if _DONE.search(low):
-            return UserTurn(STOP)
-        return UserTurn("Okay. Please continue.")
+            return STOP
+        return "Okay. Please continue."

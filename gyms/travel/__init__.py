@@ -10,6 +10,7 @@ from gyms.common.spec import package_gym
 from gyms.travel.data import build_tasks
 from gyms.travel.env import DEFAULT_WEIGHTS, TravelEnv, bracket_calls
 from gyms.travel.expert import make_expert, random_action
+from gyms.travel.seat import SEAT
 
 GYM = package_gym(
     __name__,
@@ -22,5 +23,6 @@ GYM = package_gym(
     tool_format="hermes",
     budgets={"max_turns": 16, "max_total_tokens": 8192, "max_new_tokens_per_turn": 512},
 )
+GYM.user_seat = SEAT
 
 __all__ = ["GYM", "TravelEnv", "bracket_calls", "random_action"]

@@ -73,8 +73,8 @@ class TravelEnv(ToolEnv):
         self.ctx = ctx
         self.rules = rule_set(ctx.options, "travel")
         self.user = (
-            LLMTraveller(ctx.llm)
-            if ctx.user_kind == "llm" and ctx.llm is not None
+            LLMTraveller(ctx.llm)  # in the user seat too: the policy answers (mua.seat)
+            if ctx.user_kind in ("llm", "seat") and ctx.llm is not None
             else ScriptedTraveller()
         )
         defaults = DEFAULT_WEIGHTS if self.rules == "upstream" else MUA_WEIGHTS

@@ -60,28 +60,34 @@ class Preferences:
         return sum(len(a["preferences"]) for a in self.trip["aspects"])
 
 
+def scripted_answer(message: str, prefs: Preferences, current: int) -> tuple[str, list[str]]:
+    """The scripted traveller's (reply, revealed ids) to `message`, `current` the aspect a
+    question that names none is about."""
+    names = [a["name"] for a in prefs.trip["aspects"]]
+    mentioned = find_aspects(message, names)
+    other = [a for a in find_aspects(message) if a not in names]
+    asking = is_preference_question(message)
+    if not mentioned and other and asking:
+        return f"I don't need a {ASPECT_NAMES[other[0]]} on this trip.", []
+    if not mentioned and not asking:
+        return "Okay. What else do you need from me?", []
+    target = names.index(mentioned[0]) if mentioned else min(current, len(names) - 1)
+    hidden = prefs.hidden(target)
+    if not hidden:
+        return (
+            f"I think I've told you everything that matters for the {ASPECT_NAMES[names[target]]}.",
+            [],
+        )
+    return prefs.text(hidden[0]), [hidden[0]]
+
+
 class ScriptedTraveller:
-    """Keyword-driven traveller: deterministic, offline."""
+    """Keyword-driven traveller: deterministic, offline (`scripted_answer`)."""
 
     async def respond(
         self, message: str, prefs: Preferences, current: int, history: list | None = None
     ) -> tuple[str, list[str]]:
-        names = [a["name"] for a in prefs.trip["aspects"]]
-        mentioned = find_aspects(message, names)
-        other = [a for a in find_aspects(message) if a not in names]
-        asking = is_preference_question(message)
-        if not mentioned and other and asking:
-            return f"I don't need a {ASPECT_NAMES[other[0]]} on this trip.", []
-        if not mentioned and not asking:
-            return "Okay. What else do you need from me?", []
-        target = names.index(mentioned[0]) if mentioned else min(current, len(names) - 1)
-        hidden = prefs.hidden(target)
-        if not hidden:
-            return (
-                f"I think I've told you everything that matters for the {ASPECT_NAMES[names[target]]}.",
-                [],
-            )
-        return prefs.text(hidden[0]), [hidden[0]]
+        return scripted_answer(message, prefs, current)
 
 
 _LLM_SYSTEM = """You play a traveller talking to a travel agent. Stay in character and reply in one or two sentences.

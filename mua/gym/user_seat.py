@@ -50,7 +50,7 @@ def yes_no_check(reply: str, truth: str | None) -> str | None:
     return None
 
 
-def yes_no_json(reply: str) -> dict:
+def yes_no_json(reply: str, request: list[dict] | None = None) -> dict:
     """A Yes/No/Maybe reply as the JSON the gyms' LLM oracles send: `{"answer": "Yes"}`."""
     return {"answer": first_word(reply).capitalize()}
 
@@ -65,23 +65,33 @@ class UserSeat:
     noise: drawn instead of the scripted one with probability `gym.options.user_noise`).
     check(agent_text, reply, task) -> str | None: why the reply is inconsistent with the hidden
     truth, or None when it is consistent or the truth does not decide it.
-    as_json(reply) -> value: the reply as the JSON the gym's LLM user sends through
-    `complete_json` (None: the gym's user only uses `complete`); `json_fallback` is what the env
-    gets when the reply does not validate (the turn is then found inconsistent by `check`).
+    as_json(reply, request) -> value: the reply as the JSON the gym's LLM user sends through
+    `complete_json` (None: the gym's user only uses `complete`); `request` is the messages the
+    gym's user would have sent its model (travel reads the still-hidden preference ids there);
+    `json_fallback` is what the env gets when the reply does not validate (the turn is then
+    found inconsistent by `check`).
 
     A user whose truth depends on the conversation so far (persuade: the stance follows the
     points raised) gives `with_history`: then `scripted_reply` and `check` get the agent's
     messages so far (oldest first, the current one last) instead of the current one, and
     `check` gets the user's replies so far (the current one last) instead of one reply.
+
+    A user that keeps a chat of its own with its model (tau, tau2) gives `sees_request`: the
+    policy's system message is that chat's system message (the gym's own user prompt, rules and
+    tools included) and each observation is the chat's latest message: the env's greeting before
+    the agent has spoken, the agent's message, or the result of the user's own tool call (tau2).
+    `user_prompt(task)` is then used only when no request has come. Such a seat's
+    `scripted_reply` and `check` get the observations so far (with `with_history`).
     """
 
     user_prompt: Callable[[Task], str]
     scripted_reply: Callable[[Any, Task], str]
     careless_reply: Callable[[random.Random, str, Task], str]
     check: Callable[[Any, Any, Task], str | None]
-    as_json: Callable[[str], Any] | None = None
+    as_json: Callable[[str, list[dict] | None], Any] | None = None
     json_fallback: Any = None
     with_history: bool = False
+    sees_request: bool = False
 
     def reply_to(self, agent_texts: list[str], task: Task) -> str:
         """The scripted user's reply to the last of `agent_texts` (all of the agent's so far)."""

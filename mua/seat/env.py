@@ -3,10 +3,13 @@
 `reset` makes the gym's env with `ctx.user_kind = "seat"` and a `SeatClient` as `ctx.llm`,
 and starts the inner episode as a task: the fixed agent acts, the inner env steps. Whenever the
 inner env asks its user for a reply, the request waits and the policy gets the agent's latest
-message (tool calls written `[choice] content`) as a `user` message; the policy's next turn (its
-text) is the user's reply, handed back to the inner env. The policy's conversation is therefore
-an ordinary chat: its system message is the gym's user prompt (`UserSeat.user_prompt`), the
-agent's messages are observations, its own turns are the user's.
+message (its visible text, without `<think>` blocks, tool calls written `[choice] content`) as
+a `user` message; the policy's next turn (its text) is the user's reply, handed back to the
+inner env. The policy's conversation is therefore an ordinary chat: its system message is the
+gym's user prompt (`UserSeat.user_prompt`), the agent's messages are observations, its own turns
+are the user's. A seat with `sees_request` (a user with a chat of its own: tau, tau2) gets that
+chat instead: its system message, and its latest message as each observation (the greeting
+before the agent speaks, the agent's message, the user's own tool result).
 
 The episode ends when the inner episode ends (its env done, or the agent's turn budget spent);
 the reward, `fidelity` (`mua.seat.fidelity`), blended with an LLM judge's rubric score when the
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -27,11 +31,13 @@ from mua.errors import MuaError
 from mua.gym.api import AgentAction, ResetResult, StepResult, Task, UserFailure
 from mua.seat.fidelity import UserTurn, fidelity
 
+_THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.S)
+
 
 def agent_text(message: dict) -> str:
-    """What the user sees of an agent message: its text, then each tool call as `[choice]
-    content` (an `interact_with_env` call) or `name {json arguments}`."""
-    parts = [str(message.get("content") or "").strip()]
+    """What the user sees of an agent message: its text without `<think>` blocks, then each
+    tool call as `[choice] content` (an `interact_with_env` call) or `name {json arguments}`."""
+    parts = [_THINKING.sub("", str(message.get("content") or "")).strip()]
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
         args = fn.get("arguments")
@@ -50,15 +56,15 @@ class SeatClient:
         self.env = env
 
     async def complete(self, messages: list[dict]) -> str:
-        return await self.env.ask_user()
+        return await self.env.ask_user(messages)
 
     async def complete_json(self, messages: list[dict], validate=None) -> Any:
         seat = self.env.seat
-        reply = await self.env.ask_user()
+        reply = await self.env.ask_user(messages)
         if seat.as_json is None:
             raise UserFailure("this gym's user seat cannot answer a JSON request")
         try:
-            value = seat.as_json(reply)
+            value = seat.as_json(reply, messages)
             return validate(value) if validate is not None else value
         except ValueError:  # the reply's form is wrong: `UserSeat.check` finds the turn
             fallback = seat.json_fallback
@@ -83,11 +89,19 @@ class SeatEnv:
         self._play_task: asyncio.Task | None = None
         self._inner = None
         self._last_agent = ""
+        self._shown = ""  # the policy's observation for the pending request
+        self._prompt: str | None = None  # the user chat's system message (`sees_request`)
         self.task: Task | None = None
 
     # ----- the inner episode ------------------------------------------------------------------
-    async def ask_user(self) -> str:
-        """Called by the inner env (through `SeatClient`): wait for the policy's reply."""
+    async def ask_user(self, request: list[dict]) -> str:
+        """Called by the inner env (through `SeatClient`) with what its user would send its
+        model: wait for the policy's reply."""
+        self._shown = self._last_agent
+        if self.seat.sees_request and request:
+            if request[0].get("role") == "system" and self._prompt is None:
+                self._prompt = str(request[0].get("content") or "")
+            self._shown = str(request[-1].get("content") or "")
         self._pending = asyncio.get_running_loop().create_future()
         await self._events.put(("ask", None))
         return await self._pending
@@ -128,23 +142,27 @@ class SeatEnv:
         inner_ctx = replace(self.ctx, user_kind="seat", llm=SeatClient(self))
         self._inner = self.spec.make_env(inner_ctx)
         self._play_task = asyncio.ensure_future(self._play())
-        await self._next()
+        shown = self._shown if await self._next() == "ask" else self._last_agent
         return ResetResult(
             messages=[
-                {"role": "system", "content": self.seat.user_prompt(task)},
-                {"role": "user", "content": self._last_agent},
+                {"role": "system", "content": self.user_prompt()},
+                {"role": "user", "content": shown},
             ]
         )
+
+    def user_prompt(self) -> str:
+        """The policy's system message: the user chat's own, or the seat's prompt of the task."""
+        return self._prompt if self._prompt is not None else self.seat.user_prompt(self.task)
 
     async def step(self, action: AgentAction) -> StepResult:
         reply = (action.raw or action.text or "").strip()
         if self._pending is None or self._pending.done():
             return await self._score(done=True)  # the agent finished before asking anything
-        self.turns.append(UserTurn(agent=self._last_agent, reply=reply))
+        self.turns.append(UserTurn(agent=self._shown, reply=reply))
         self._pending.set_result(reply)
         if await self._next() == "end":
             return await self._score(done=True)
-        return StepResult(messages=[{"role": "user", "content": self._last_agent}])
+        return StepResult(messages=[{"role": "user", "content": self._shown}])
 
     async def on_truncate(self, reason: str) -> StepResult | None:
         return None if self.scored else await self._score(done=False)
@@ -161,7 +179,7 @@ class SeatEnv:
             from mua.seat.judge import rate
 
             client, weight = self.judge
-            prompt = self.seat.user_prompt(self.task)
+            prompt = self.user_prompt()
             score, verdict = await rate(client, prompt, self.turns, ended=done)
             components["judge"] = score
             components.update({f"judge_{k}": v for k, v in verdict.items()})

@@ -77,7 +77,7 @@ def scripted_seat(tok, gym: str, n_tasks: int, max_turns: int, prompt_says: str)
     expert, ends every episode of the first `n_tasks` training tasks fully faithful."""
     entry = GymConfig(name=gym, seat="user")
     spec = seat_spec(get_gym(gym), entry, max_turns)
-    tasks = get_gym(gym).build_tasks(None)["train"][:n_tasks]
+    tasks = get_gym(gym).build_tasks(None, seed=0)["train"][:n_tasks]
     trajs = run_seat(tok, entry, tasks, expert_policy(spec, GymContext(seed=0)), max_turns)
     for traj in trajs:
         assert traj.termination == "done", traj.detail
@@ -101,10 +101,10 @@ def test_seat_defaults_to_agent_and_agent_key_needs_the_user_seat():
 
 
 def test_check_seat_refuses_in_one_line():
-    travel = get_gym("travel")
-    with pytest.raises(UsageError, match="gym travel has no user that can take the seat") as e:
-        check_seat("gym", GymConfig(name="travel", seat="user"), travel)
-    assert "\n" not in str(e.value) and "guess" in str(e.value)
+    math = get_gym("math")  # a gym without a user
+    with pytest.raises(UsageError, match="gym math has no user that can take the seat") as e:
+        check_seat("gym", GymConfig(name="math", seat="user"), math)
+    assert "\n" not in str(e.value) and "guess" in str(e.value) and "tau2" in str(e.value)
     no_expert = dataclasses.replace(get_gym("guess"), expert=None)
     with pytest.raises(UsageError, match="no scripted expert.*kind: llm"):
         check_seat("gym", GymConfig(name="guess", seat="user"), no_expert)
@@ -119,7 +119,7 @@ def test_check_seat_refuses_in_one_line():
             GymConfig(name="guess", seat="user", reward_weights={"correct": 2.0}),
             get_gym("guess"),
         )
-    check_seat("gym", GymConfig(name="travel"), travel)  # seat: agent changes nothing
+    check_seat("gym", GymConfig(name="math"), math)  # seat: agent changes nothing
 
 
 def test_check_gyms_refuses_an_entry_without_a_seat():
@@ -127,9 +127,9 @@ def test_check_gyms_refuses_an_entry_without_a_seat():
     from mua.gym.mix import check_gyms
 
     recipe = TrainRecipe.model_validate(
-        {"model": {"path": "tiny:qwen3-1m"}, "gyms": [{"name": "tau2", "seat": "user"}]}
+        {"model": {"path": "tiny:qwen3-1m"}, "gyms": [{"name": "math", "seat": "user"}]}
     )
-    with pytest.raises(UsageError, match="gym tau2 has no user that can take the seat"):
+    with pytest.raises(UsageError, match="gym math has no user that can take the seat"):
         check_gyms(recipe, "train")
 
 
