@@ -105,7 +105,10 @@ def validate_cmd(paths: list[str] = typer.Argument(..., help="Recipe files or gl
 
 @recipe_app.command("schema")
 def schema_cmd(
-    verb: str = typer.Argument("train", help="train, rollout, eval, merge or prep."),
+    verb: str = typer.Argument(
+        "train",
+        help="train, rollout, eval, merge, prep, or alternate (a train recipe with `alternate:`).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON Schema instead of a table."),
 ) -> None:
     """Print every field of a verb's recipe with its type, default and description.
@@ -115,11 +118,13 @@ def schema_cmd(
     import json
 
     from mua.config import RECIPE_MODELS
+    from mua.config.recipes import AlternateRecipe
     from mua.errors import UsageError
 
-    if verb not in RECIPE_MODELS:
-        raise UsageError(f"unknown verb {verb!r}; one of {', '.join(RECIPE_MODELS)}")
-    model = RECIPE_MODELS[verb]
+    models = {**RECIPE_MODELS, "alternate": AlternateRecipe}
+    if verb not in models:
+        raise UsageError(f"unknown verb {verb!r}; one of {', '.join(models)}")
+    model = models[verb]
     if as_json:
         typer.echo(json.dumps(model.model_json_schema(), indent=2))
         return
@@ -132,6 +137,11 @@ def schema_cmd(
     for row in schema_rows(model):
         table.add_row(*row)
     console().print(table)
+    if verb == "train":
+        console().print(
+            "A train recipe with `alternate:` trains an agent and a user in turns: "
+            "mua recipe schema alternate"
+        )
 
 
 @recipe_app.command("cp")

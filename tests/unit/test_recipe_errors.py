@@ -227,6 +227,11 @@ def test_cli_schema_lists_documented_fields(mua_cli):
     ):
         assert field in out
     assert "Peak learning rate" in out
+    assert "mua recipe schema alternate" in out  # where the alternating recipe's fields are
+    code, out, err = mua_cli("recipe", "schema", "alternate")
+    assert code == 0, err
+    for field in ("alternate.rounds", "alternate.steps", "alternate.user.recipe", "alternate.first"):
+        assert field in out
 
 
 def test_cli_no_args_prints_help(mua_cli):
