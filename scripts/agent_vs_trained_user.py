@@ -81,6 +81,8 @@ def train_arm(folder: Path, arm: str, seeds: list[str]) -> str:
         folder,
         "train",
         str(RECIPES / "train_agent_and_user.yaml"),
+        f"alternate.agent.recipe={RECIPES / 'quickstart.yaml'}",
+        f"alternate.user.recipe={RECIPES / 'train_user_quickstart.yaml'}",
         f"alternate.agent.overrides=[gym.options.llm_user=true, {', '.join(seeds)}]",
         f"alternate.user.overrides=[{', '.join(seeds)}]",
     )
