@@ -125,3 +125,43 @@ def test_mua_eval_measures_the_agent_against_a_checkpoint_user(tmp_path, hf_fold
     # every guess was answered by the served (untrained) checkpoint: 3 turns, 2 tasks
     assert frozen["num_trajectories"] == 2 and frozen["user_failures"] == 0, frozen
     assert frozen["user_requests"] == 6, frozen
+
+
+def _prompt_tokens(tok, messages) -> int:
+    out = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return len(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+
+
+@pytest.mark.parametrize("template", ["qwen3_5.jinja", "gpt_oss.jinja"])
+def test_a_checkpoint_is_served_with_its_own_familys_chat_template(tmp_path, template):
+    """A user checkpoint of another family (its tokenizer's chat template and special tokens)
+    is rendered by the server with that template: the prompt's token count is the template's."""
+    from mua.models import load_model, load_tokenizer
+    from mua.serve.checkpoints import serving
+    from tests.unit.family_templates import family_tokenizer
+
+    tok = family_tokenizer(template)
+    folder = tmp_path / "hf"
+    model = load_model("tiny:qwen3-1m")
+    model.resize_token_embeddings(len(tok))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    messages = [
+        {"role": "system", "content": "You picked the number 6."},
+        {"role": "user", "content": "[answer] 4"},
+    ]
+    rendered = _prompt_tokens(tok, messages)
+    assert rendered != _prompt_tokens(load_tokenizer("tiny:qwen3-1m"), messages)
+    with serving(_recipe(tmp_path, folder)) as served:
+        body = json.dumps(
+            {"model": str(folder), "messages": messages, "max_tokens": 4, "temperature": 0}
+        ).encode()
+        request = urllib.request.Request(
+            f"{served[os.path.abspath(folder)]}/chat/completions",
+            body,
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            answer = json.load(reply)
+    assert answer["usage"]["prompt_tokens"] == rendered
+    assert answer["choices"][0]["message"]["role"] == "assistant"
