@@ -76,6 +76,11 @@ class Tau2Env:
 
     def __init__(self, ctx: GymContext):
         self.ctx = ctx
+        if ctx.user_kind == "seat" and (ctx.options or {}).get("profile") == "leaderboard":
+            raise UsageError(
+                "tau2: the user seat needs gym.options.profile: mua (the leaderboard user calls "
+                "its tools natively, which the seat does not); remove profile or seat: user"
+            )
         self.options = check_options(ctx.options)
         if ctx.user_kind == "llm" and ctx.llm is None:
             raise UsageError(
@@ -149,7 +154,7 @@ class Tau2Env:
             return ResetResult(messages=messages, tools=tools)
         persona = self.options.persona
         scenario = self.tau2.get("user_scenario") or {}
-        if self.ctx.user_kind in ("llm", "seat") and self.board is not None:
+        if self.ctx.user_kind == "llm" and self.board is not None:
             self.user = self.board.user(self.ctx.llm)
             opening = await self.user.reply(greeting["content"])
             first, calls = opening.text, opening.calls

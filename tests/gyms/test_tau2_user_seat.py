@@ -93,3 +93,11 @@ def test_scripted_customer_is_faithful_on_public_tasks(shared_data, domain):
     assert all("<scenario>" in t.messages[0]["content"] for t in trajs)
     if domain == "telecom":  # the user worked its phone through its own tool calls
         assert any('{"tool_call"' in m["content"] for t in trajs for m in t.messages)
+
+
+def test_the_leaderboard_profile_is_refused_in_the_seat():
+    from mua.errors import UsageError
+
+    ctx = GymContext(options={"profile": "leaderboard"}, user_kind="seat")
+    with pytest.raises(UsageError, match="user seat needs gym.options.profile: mua"):
+        GYM.make_env(ctx)
