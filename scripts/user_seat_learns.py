@@ -1,10 +1,11 @@
 """Does a user trained in the user seat beat its SFT start on held-out tasks? Per gym, per seed.
 
-    python scripts/user_seat_learns.py [--gyms quickstart,telepathy] [--seeds 0-2]
+    python scripts/user_seat_learns.py [--gyms quickstart,telepathy,travel] [--seeds 0-2]
         [--out runs/user_seat_learns]
 
 For each recipe family (`quickstart`: the guess gym, recipes/train_user_quickstart*.yaml;
-`telepathy`: recipes/train_user_telepathy*.yaml) and seed S it runs, with real `mua` commands in
+`telepathy`: recipes/train_user_telepathy*.yaml; `travel`: recipes/train_user_travel*.yaml) and
+seed S it runs, with real `mua` commands in
 OUT/<family>/seed_S: prep, the scripted user's rollout (the SFT data), the SFT warm start, the
 held-out eval of the SFT model, GRPO in the user seat from it, and the held-out eval of the
 GRPO model (the same eval recipe, tasks and sampling). Both trainings take the seed as
@@ -26,6 +27,7 @@ RECIPES = REPO / "recipes"
 PREP = {
     "quickstart": ["--gym", "guess", "--option", "max_number=8", "--out", "data/guess"],
     "telepathy": ["--gym", "telepathy", "--out", "data/telepathy"],
+    "travel": ["--gym", "travel", "--out", "data/travel"],
 }
 
 
@@ -65,7 +67,7 @@ def seed_list(text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--gyms", default="quickstart,telepathy")
+    parser.add_argument("--gyms", default="quickstart,telepathy,travel")
     parser.add_argument("--seeds", default="0-2")
     parser.add_argument("--out", default="runs/user_seat_learns")
     args = parser.parse_args()
