@@ -114,6 +114,8 @@ def schema_cmd(
     """Print every field of a verb's recipe with its type, default and description.
 
     Example: mua recipe schema train
+
+    Example: mua recipe schema alternate
     """
     import json
 

@@ -23,21 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from dataclasses import replace
 from typing import Any
 
 from mua.errors import MuaError
+from mua.families.common import split_think
 from mua.gym.api import AgentAction, ResetResult, StepResult, Task, UserFailure
 from mua.seat.fidelity import UserTurn, fidelity
-
-_THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.S)
 
 
 def agent_text(message: dict) -> str:
     """What the user sees of an agent message: its text without `<think>` blocks, then each
     tool call as `[choice] content` (an `interact_with_env` call) or `name {json arguments}`."""
-    parts = [_THINKING.sub("", str(message.get("content") or "")).strip()]
+    parts = [split_think(str(message.get("content") or ""))[1].strip()]
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
         args = fn.get("arguments")
