@@ -23,7 +23,9 @@ Then a before/after table, where to look in MLflow (one store for every phase:
 (`<out>/view.html`). On a terminal the running phase's latest training step (with its ETA) stays
 in view; library warnings and bars are kept out of the phases' logs (`mua -v` shows them).
 `python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the numbers (the
-B8 benchmark calls it). The demo always starts fresh in its folder.
+B8 benchmark calls it). The demo always starts fresh in its folder: a new or empty one, or a
+previous demo's, which it empties (`mua.output_folders.claim_fresh_dir`); a folder holding
+anything else is refused in one line (exit 2) and left untouched.
 Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting except the
 gym setting of the prep phase below (`MAX_NUMBER`).
 """
@@ -39,6 +41,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mua.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = Path("recipes")  # relative to REPO, the phases' working directory
@@ -214,9 +218,15 @@ def run_demo(
 ) -> DemoResult:
     """Run every phase (fresh) in `out_dir`; raises PhaseFailed with the log tail when one fails.
     `rl_recipe`: the RL phase's recipe under recipes/ (e.g. quickstart_lora.yaml)."""
-    out = Path(out_dir).resolve()
-    shutil.rmtree(out, ignore_errors=True)
-    (out / "logs").mkdir(parents=True)
+    from mua.output_folders import claim_fresh_dir
+
+    out = claim_fresh_dir(
+        Path(out_dir).resolve(),
+        what="demo output",
+        writer="a demo",
+        fix="give --out a new or empty folder, or a previous demo's folder",
+    )
+    (out / "logs").mkdir()
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": f"sqlite:///{out / 'mlflow.db'}",
@@ -292,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m mua.demo", description="The mua CPU quickstart."
     )
     parser.add_argument(
-        "--out", default="runs/demo", help="Folder for every output (emptied first)."
+        "--out",
+        default="runs/demo",
+        help="Folder for every output: new, empty, or a previous demo's (emptied first).",
     )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the model init and training.")
     parser.add_argument(
@@ -304,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     quiet_libraries()  # the phases inherit it: no library warnings, log lines or bars
     try:
         result = run_demo(args.out, args.seed, args.quick)
+    except UsageError as err:  # an --out that is not the demo's to empty
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
     except PhaseFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

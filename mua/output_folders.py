@@ -7,6 +7,8 @@ empty, accepted when it already carries the marker, and otherwise refused with a
 (exit 2) that names the folder and the fix. So mua never rewrites or deletes files it did not
 write. `legacy_proof` names files whose presence shows an older mua wrote the folder (e.g.
 `merge_info.json` in a merged model folder): such a folder is marked and accepted.
+A command that starts afresh in its folder each time (the demo) calls `claim_fresh_dir`: a
+previous output of its own (by the marker's record) is emptied, any other non-empty folder refused.
 A verb that writes one file (`mua view`'s page) calls `claim_file`: a new file (its folder made
 and claimed when missing) or one the verb recognises as its own, never another file.
 `FolderLock` keeps a second command out of a folder while one writes it: an exclusive `flock` on
@@ -25,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable
@@ -70,11 +73,51 @@ def claim_dir(path: str | Path, *, what: str, legacy_proof: tuple[str, ...] = ()
     if not entries or any((folder / name).exists() for name in legacy_proof):
         mark_dir(folder, what)
         return folder
-    shown = ", ".join(sorted(p.name for p in entries)[:3]) + (", ..." if len(entries) > 3 else "")
     raise UsageError(
-        f"{what} {folder} already holds files mua did not write ({shown}); choose a new or empty "
-        f"folder, or, if mua did write them, add the marker with `touch {folder / MARKER}`"
+        f"{what} {folder} already holds files mua did not write ({_listing(entries)}); choose a "
+        f"new or empty folder, or, if mua did write them, add the marker with "
+        f"`touch {folder / MARKER}`"
     )
+
+
+def _listing(entries: list[Path]) -> str:
+    """The first three names of `entries`, sorted, and "..." when there are more."""
+    return ", ".join(sorted(p.name for p in entries)[:3]) + (", ..." if len(entries) > 3 else "")
+
+
+def marked_by(path: str | Path) -> str | None:
+    """Who wrote `path` by its marker ("mua <what>" of `claim_dir`), or None (no marker, or one
+    without that record)."""
+    try:
+        record = json.loads((Path(path) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return record.get("written_by") if isinstance(record, dict) else None
+
+
+def claim_fresh_dir(path: str | Path, *, what: str, writer: str, fix: str) -> Path:
+    """A folder for a command that starts afresh each time (the demo): a new or empty folder, or
+    one an earlier run of the same command claimed as `what`, emptied (its marker kept). Any
+    other folder is refused with a UsageError: "`what` PATH already holds files `writer` did not
+    write (names); `fix`"."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return claim_dir(folder, what=what)
+    ours = marked_by(folder) == f"mua {what}"
+    entries = [p for p in folder.iterdir() if p.name not in (LOCK, MARKER)]
+    if entries and not ours:
+        raise UsageError(
+            f"{what} {folder} already holds files {writer} did not write "
+            f"({_listing(entries)}); {fix}"
+        )
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    if not ours:  # empty but for another command's marker (or an unreadable one): ours now
+        (folder / MARKER).unlink(missing_ok=True)
+    return claim_dir(folder, what=what)
 
 
 def claim_file(path: str | Path, *, what: str, ours: Callable[[Path], bool]) -> Path:

@@ -1,15 +1,26 @@
-"""Lazy "module:attribute" targets by name, for the registries of gyms and engines.
+"""Lazy "module:attribute" targets: the registries of gyms and engines, and a program gym's
+`entry_point`.
 
 A registry holds its built-in names as import strings; third-party packages add names through an
-entry-point group. Nothing is imported until a target is loaded. Not here: what a name means, or
-the error for an unknown one (each registry has its own).
+entry-point group. Nothing is imported until a target is loaded. A program's `entry_point` module
+is looked up in the folder `mua` runs in first, then in the installed packages, as `python -m`
+looks, since a recipe's other relative paths are read from that folder too; the folder is on
+`sys.path` only while the module is found or imported. Not here: what a name means, the error for
+an unknown registry name (each registry has its own), or starting a program (`mua.gateway`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import entry_points
 from typing import Any
+
+from mua.errors import UsageError
 
 
 def with_entry_points(builtin: dict[str, str], group: str) -> dict[str, str]:
@@ -27,3 +38,42 @@ def load_target(target: str, default_attr: str) -> Any:
     """Import "module:attribute" (the attribute defaults to `default_attr`) and return it."""
     module_name, _, attr = target.partition(":")
     return getattr(importlib.import_module(module_name), attr or default_attr)
+
+
+@contextmanager
+def _working_dir_first() -> Iterator[str]:
+    """`sys.path` with the working directory first, restored after; yields the directory."""
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
+    try:
+        yield cwd
+    finally:
+        sys.path.remove(cwd)  # the first occurrence: the one inserted above
+
+
+def missing_module(target: str) -> str | None:
+    """Why the module of `target` (`module:function`) cannot be found, or None when it can;
+    finding it runs its parent packages' `__init__`, not the module itself."""
+    module = target.partition(":")[0]
+    with _working_dir_first() as cwd:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+    if found:
+        return None
+    return (
+        f"program.entry_point module {module!r} cannot be imported from {cwd} (the folder mua "
+        "runs in) or the installed packages; run mua from the folder that holds it"
+    )
+
+
+def load_entry_point(target: str):
+    """The function `target` (`module:function`) names, its module imported with the working
+    directory first on the path; a UsageError naming it when it cannot be loaded."""
+    module, _, name = target.partition(":")
+    with _working_dir_first():
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise UsageError(f"program.entry_point {target!r} cannot be loaded: {e}") from None

@@ -14,8 +14,14 @@ says where a request went. Text that is not a URL is returned unchanged.
 (`is_secret_name`: `api_key`, `OPENAI_API_KEY`, `token`, `password`, `Authorization`, `Cookie`,
 ...; a key ending in `_env` names a variable and is kept): for files holding settings (eval
 configs, summaries, recipe change records), where a header or key may sit in a gym's options.
-Result rows keep their transcripts and get `redact_urls` only. Does not decide where to redact:
-writers of files, MLflow params and error messages call these.
+Result rows keep their transcripts and get `redact_urls` only.
+
+`mask_env_maps(value)` replaces each value of every environment map (a mapping under a key
+named `env`, e.g. a program gym's `program.env`) by `ENV_MARK`, keeping the variable names:
+such maps carry keys of any name (`SERPER_KEY`, `DB_PASS`), so none of their values is written.
+`redact_secrets` applies it too. Does not decide where to redact (writers of files, MLflow
+params and error messages call these), nor how processes that need the values get them
+(`mua.config.resolved`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import re
 from typing import Any
 
 MASK = "***"
+ENV_MARK = "<set>"  # an environment map's value, as written: the variable is set, to something
+ENV_MAP_KEY = "env"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@]*@)")
 _SECRET_PARAM = re.compile(
@@ -70,13 +78,37 @@ def redact_urls(value: Any) -> Any:
     return value
 
 
-def redact_secrets(value: Any) -> Any:
-    """`redact_urls`, and the string value of every key named like a secret replaced by `***`."""
+def is_env_map(key: object, value: Any) -> bool:
+    """Whether `value`, found under `key`, is an environment map (its values are never written)."""
+    return str(key).lower() == ENV_MAP_KEY and isinstance(value, dict)
+
+
+def _env_names(env: dict) -> dict:
+    return {name: ENV_MARK for name in env}
+
+
+def mask_env_maps(value: Any) -> Any:
+    """`value` (dicts and lists, recursively) with every environment map's values `ENV_MARK`."""
     if isinstance(value, dict):
         return {
-            k: MASK if isinstance(v, str) and v and is_secret_name(k) else redact_secrets(v)
-            for k, v in value.items()
+            k: _env_names(v) if is_env_map(k, v) else mask_env_maps(v) for k, v in value.items()
         }
+    if isinstance(value, (list, tuple)):
+        return type(value)(mask_env_maps(v) for v in value)
+    return value
+
+
+def _redacted_setting(key: object, value: Any) -> Any:
+    if isinstance(value, str) and value and is_secret_name(key):
+        return MASK
+    return _env_names(value) if is_env_map(key, value) else redact_secrets(value)
+
+
+def redact_secrets(value: Any) -> Any:
+    """`redact_urls`, environment maps masked (`mask_env_maps`), and the string value of every
+    key named like a secret replaced by `***`."""
+    if isinstance(value, dict):
+        return {k: _redacted_setting(k, v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redact_secrets(v) for v in value)
     return redact_urls(value)

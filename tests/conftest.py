@@ -1,4 +1,5 @@
-"""Test-wide settings: offline mode, few threads, the `gpu` skip, shared-data and torchrun helpers."""
+"""Test-wide settings: offline mode, few threads, the `gpu` skip, shared-data and torchrun helpers,
+and a user's command as typed (the installed `mua`, no PYTHONPATH, a fresh checkout)."""
 
 from __future__ import annotations
 
@@ -126,19 +127,53 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+# What `mua` commands write in a checkout (and what a fresh one lacks): never linked into a copy.
+WRITTEN = ("data", "runs", "build", "dist")
+
+
+def installed_mua() -> str:
+    """The installed `mua` executable next to this Python (`.venv/bin/mua`), the one a user types."""
+    exe = Path(sys.executable).with_name("mua")
+    if not exe.is_file():
+        pytest.fail(f"no installed `mua` at {exe}: install the checkout first (`make setup`)")
+    return str(exe)
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    """This environment as a user's shell holds it: no PYTHONPATH (a documented command must not
+    need the checkout on the path), no inherited MLflow store; wide columns, one thread."""
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **extra}
+    env.pop("PYTHONPATH", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+def fresh_checkout(folder: Path) -> Path:
+    """`folder` laid out as a fresh checkout: a link to each top-level entry of the repository but
+    hidden ones, build metadata and what commands write (`WRITTEN`); entries already there stay."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in REPO.iterdir():
+        skipped = entry.name.startswith(".") or entry.name.endswith(".egg-info")
+        target = folder / entry.name
+        if not (skipped or entry.name in WRITTEN or target.exists() or target.is_symlink()):
+            target.symlink_to(entry)
+    return folder
+
+
 @pytest.fixture
 def mua_cli():
-    """Run the CLI in-process: returns (exit_code, stdout, stderr)."""
+    """Run the installed `mua` from the checkout, as a user does: returns (exit_code, stdout,
+    stderr)."""
 
     def run(*args: str):
         import subprocess
 
         res = subprocess.run(
-            [sys.executable, "-m", "mua.cli.main", *args],
+            [installed_mua(), *args],
             capture_output=True,
             text=True,
             cwd=REPO,
-            env={**os.environ, "COLUMNS": "200"},
+            env=user_env(),
             timeout=600,
         )
         return res.returncode, res.stdout, res.stderr

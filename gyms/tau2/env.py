@@ -28,6 +28,7 @@ from gyms.tau2.options import check_options
 from gyms.tau2.users import STOP, LLMUser, ScriptedUser, is_stop
 from mua.errors import UsageError
 from mua.gym.api import AgentAction, GymContext, ResetResult, StepResult, Task
+from mua.gym.tools import run_sync
 
 GREETING = "Hi! How can I help you today?"
 DONE_TOOL = "done"
@@ -146,12 +147,14 @@ class Tau2Env:
         if self.options.profile == "leaderboard":
             from gyms.tau2.leaderboard.episode import LeaderboardEpisode
 
-            self.board = LeaderboardEpisode(self.options, self.env, name, self.tau2)
+            trial = self.ctx.sample_index
+            self.board = LeaderboardEpisode(self.options, self.env, name, self.tau2, trial)
             tools, messages = self.board.agent["tools"], self.board.agent["messages"][:1]
             greeting = self.board.greeting
+        request = self.board.request if self.board is not None else {}
         if solo:
             self.user = None
-            return ResetResult(messages=messages, tools=tools)
+            return ResetResult(messages=messages, tools=tools, request=request)
         persona = self.options.persona
         scenario = self.tau2.get("user_scenario") or {}
         if self.ctx.user_kind == "llm" and self.board is not None:
@@ -173,7 +176,7 @@ class Tau2Env:
         messages += [greeting, {"role": "user", "content": first}]
         if self.board is not None:
             self.board.step(1 + 2 * len(calls))
-        return ResetResult(messages=messages, tools=tools)
+        return ResetResult(messages=messages, tools=tools, request=request)
 
     async def step(self, action: AgentAction) -> StepResult:
         if (closed := closed_step(self.task, self.done)) is not None:
@@ -216,7 +219,8 @@ class Tau2Env:
             if self.options.solo and call.name == DONE_TOOL:
                 return await self._finish([], "agent_stop")
             arguments = call.arguments if isinstance(call.arguments, dict) else {}
-            content, error = self.env.tool_call(AGENT, call.name, arguments)
+            # off the event loop: the runner's deadline on env.step holds while a tool runs
+            content, error = await run_sync(self.env.tool_call, AGENT, call.name, arguments)
             self.calls.append({"requestor": AGENT, "name": call.name, "arguments": arguments})
             results.append((call.name, content, error))
         if calls:

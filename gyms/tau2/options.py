@@ -14,6 +14,8 @@
   to run without one) or `no_nl` (NL_ASSERTION left out: NOT comparable with tau2's numbers,
   and every result row says so).
 - `max_errors`: tool errors after which the conversation ends unscored (tau2: 10).
+- `seed`: under `profile: leaderboard`, the run's seed each trial's seed is drawn from, as
+  tau2's `--seed` (default: the checkout's DEFAULT_SEED, 300).
 """
 
 from __future__ import annotations
@@ -25,7 +27,17 @@ from gyms.common.options import known_options, one_of
 from gyms.tau2.domain import DOMAINS
 from mua.errors import UsageError
 
-KNOWN = ("data_dir", "domain", "solo", "persona", "judge", "basis", "max_errors", "profile")
+KNOWN = (
+    "data_dir",
+    "domain",
+    "solo",
+    "persona",
+    "judge",
+    "basis",
+    "max_errors",
+    "profile",
+    "seed",
+)
 PERSONAS = ("task", "non_cooperative")
 BASES = ("tau2", "no_nl")
 
@@ -40,6 +52,7 @@ class Tau2Options:
     max_errors: int = 10
     profile: str = "mua"
     checkout: object = None  # a leaderboard.checkout.Checkout when data_dir is a checkout
+    seed: int | None = None  # None: the checkout's DEFAULT_SEED
 
 
 def check_options(options: dict | None) -> Tau2Options:
@@ -72,6 +85,16 @@ def check_options(options: dict | None) -> Tau2Options:
     max_errors = options.get("max_errors", 10)
     if not isinstance(max_errors, int) or max_errors < 1:
         raise UsageError(f"gym.options.max_errors must be a positive integer, got {max_errors!r}")
+    seed = options.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError(
+            f"gym.options.seed must be a non-negative integer (tau2's --seed), got {seed!r}"
+        )
+    if seed is not None and profile != "leaderboard":
+        raise UsageError(
+            "gym.options.seed seeds tau2's leaderboard requests; set gym.options.profile: "
+            "leaderboard or drop seed"
+        )
     return Tau2Options(
         data_dir=data_dir,
         solo=bool(options.get("solo", False)),
@@ -81,4 +104,5 @@ def check_options(options: dict | None) -> Tau2Options:
         max_errors=max_errors,
         profile=profile,
         checkout=checkout,
+        seed=seed,
     )

@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from math import comb
 from pathlib import Path
 
-from gyms.tau2.leaderboard.comparable import checkout_line, line, verdict
+from gyms.tau2.leaderboard.comparable import checkout_line, is_tau2_row, line, verdict
 from gyms.tau2.users import STOP_TOKENS
 
 COMPONENT_ORDER = ("db", "env_assertion", "action", "communicate", "nl_assertion")
@@ -62,10 +62,9 @@ def summarize(out_dir: Path, results: str = "results.jsonl") -> dict:
     options = (config.get("gym_options") or {}).get("tau2") or {}
     user = config.get("user") or {}
     by_domain: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        if row.get("gym") == "tau2" and not row.get("excluded"):
-            by_domain[domain_of(str(row["task_id"]))].append(row)
-    scored = [r for r in rows if r.get("gym") == "tau2" and not r.get("excluded")]
+    scored = [r for r in rows if is_tau2_row(r) and not r.get("excluded")]
+    for row in scored:
+        by_domain[domain_of(str(row["task_id"]))].append(row)
     version, commit, differences = verdict(config, scored)
     out = {
         "user_model": user.get("model") if user.get("kind") == "llm" else "scripted",

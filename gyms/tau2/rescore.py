@@ -65,6 +65,7 @@ def conversation(messages: list[dict]) -> tuple[list[dict], list[str]]:
 def rescore_rows(rows: list[dict], data_dir) -> tuple[list[dict], dict]:
     """(rows with rewards re-graded, counts {rescored, changed, kept})."""
     from gyms.tau2.env import domain_for
+    from gyms.tau2.leaderboard.comparable import is_tau2_row
     from gyms.tau2.report import domain_of, termination_of
     from gyms.tau2.tasks import read_tasks
 
@@ -72,7 +73,7 @@ def rescore_rows(rows: list[dict], data_dir) -> tuple[list[dict], dict]:
     counts = {"rescored": 0, "changed": 0, "kept": 0}
     out = []
     for row in rows:
-        if row.get("gym") != "tau2" or row.get("excluded"):
+        if not is_tau2_row(row) or row.get("excluded"):
             out.append(row)
             continue
         name = domain_of(str(row["task_id"]))

@@ -73,13 +73,6 @@ class DBModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def arithmetic(expression: str) -> str:
-    """tau2's `calculate`: +, -, *, /, parentheses and spaces only, rounded to 2 decimals."""
-    if not all(char in "0123456789+-*/(). " for char in expression):
-        raise ValueError("Invalid characters in expression")
-    return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))  # noqa: S307
-
-
 def dict_hash(obj: Any) -> str:
     """sha256 hex of `json.dumps(obj, sort_keys=True, default=str)`: tau2's database hash."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()

@@ -9,9 +9,10 @@ recipe fields in `mua.config.train`.
 Pipeline for GRPO-family training (B trajectories, ragged per-turn rewards):
 
     scores  = trajectory_scores(turn_rewards, kind="sum"|"mean"|"r2g"|"outcome", gamma)       # [B]
-    keep    = ~zero_variance_groups(scores, group_ids)                 # DAPO dynamic sampling
-    keep   &= termination_mask(reasons, mask_truncated).bool()        # failures always out
-    adv     = group_advantages(scores, group_ids, kind="grpo"|"drgrpo"|"rloo"|"reinforce++", eps)
+    valid   = termination_mask(reasons, mask_truncated).bool()        # failures always out
+    keep    = valid & ~zero_variance_groups(scores, group_ids, valid=valid)  # DAPO, valid only
+    adv     = group_advantages(scores, group_ids, kind="grpo"|"drgrpo"|"rloo"|"reinforce++", eps,
+                               valid=valid)   # masked: no baseline share, advantage 0
     credits = turn_credits(turn_rewards, kind="equalized"|"r2g"|"em", gamma, k=2)
     tok_adv = token_advantages(adv, credits, token_turn_index, loss_mask)  # A_i = Â_b·a_i·N_b/Σa_i
     # or, per-turn group normalisation (credit `turn-group`):
@@ -28,7 +29,8 @@ PPO with a critic:
 The same GRPO chain in one call, with the recipe's option names (credit may also be `turn-group`):
 
     out = grpo_token_advantages(turn_rewards, group_ids, token_turn_index, loss_mask,
-                                score, advantage, credit, gamma, eps)   # .scores, .token_advantages
+                                score, advantage, credit, gamma, eps,
+                                valid=valid)   # .scores, .token_advantages
 
 Policy update (both):
 

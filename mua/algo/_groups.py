@@ -1,4 +1,5 @@
-"""Small shared helpers: turning group ids into dense indices and checking option names.
+"""Small shared helpers: group ids as dense indices, which members a group baseline may use,
+and checking option names.
 
 Internal to `mua.algo`; nothing here is part of the public API.
 """
@@ -22,6 +23,31 @@ def group_index(
     dense: dict[Hashable, int] = {}
     index = [dense.setdefault(gid, len(dense)) for gid in ids]
     return torch.tensor(index, dtype=torch.long), len(dense)
+
+
+def valid_flags(valid: torch.Tensor | Sequence[bool] | None, size: int) -> torch.Tensor:
+    """Bool [size] from per-trajectory valid flags (None: every trajectory is valid)."""
+    if valid is None:
+        return torch.ones(size, dtype=torch.bool)
+    flags = torch.as_tensor(valid).to(torch.bool).reshape(-1)
+    if flags.numel() != size:
+        raise ValueError(
+            f"got {flags.numel()} valid flags for {size} trajectories; give one per trajectory"
+        )
+    return flags
+
+
+def usable_mask(
+    valid: torch.Tensor | Sequence[bool] | None, index: torch.Tensor, num_groups: int
+) -> torch.Tensor:
+    """Bool [B]: valid and not in a group that masking left with fewer than 2 valid members
+    (a group of one by design stays usable)."""
+    flags = valid_flags(valid, index.numel())
+    ones = torch.ones(index.numel(), dtype=torch.float64)
+    members = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, index, ones)
+    kept = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, index, flags.double())
+    orphaned = (members >= 2) & (kept < 2)
+    return flags & ~orphaned[index]
 
 
 def check_choice(name: str, value: str, options: Sequence[str]) -> None:

@@ -12,6 +12,10 @@ Kinds (g = the trajectory's group, n its size):
                  centred scores, unbiased) + ε.
 A group of one has no baseline: mean 0 and std 1 (so `grpo` gives S_b / (1 + ε), the others S_b).
 A batch of one trajectory under `reinforce++` likewise uses batch std 1.
+Invalid trajectories (`valid` False: masked because the user, gym or engine failed) get 0 and
+enter no statistic (group mean, std, RLOO's others, reinforce++'s batch std). A group that had
+two or more members but is left with fewer than 2 valid ones has no baseline either: its valid
+member gets 0 too (a group of one by design keeps the rule above).
 """
 
 from __future__ import annotations
@@ -20,22 +24,27 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from mua.algo._groups import check_choice, group_index
+from mua.algo._groups import check_choice, group_index, usable_mask
 from mua.algo_names import ADVANTAGE_KINDS
 
 
-def group_stats(scores: torch.Tensor, index: torch.Tensor, num_groups: int):
-    """Per-trajectory (group size, group mean, group unbiased std), singleton groups -> (1, 0, 1)."""
+def group_stats(
+    scores: torch.Tensor, index: torch.Tensor, num_groups: int, valid: torch.Tensor | None = None
+):
+    """Per-trajectory (group size, group mean, group unbiased std) over the group's valid members
+    (all when `valid` is None); a group with fewer than 2 valid members has mean 0 and std 1."""
     scores = scores.to(torch.float64)
-    counts = torch.zeros(num_groups, dtype=torch.float64).index_add_(
-        0, index, torch.ones_like(scores)
+    valid = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid
+    zero = torch.zeros((), dtype=torch.float64)
+    counts = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, index, valid.double())
+    sums = torch.zeros(num_groups, dtype=torch.float64).index_add_(
+        0, index, torch.where(valid, scores, zero)
     )
-    sums = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, index, scores)
-    means = sums / counts
-    sq_dev = (scores - means[index]) ** 2
+    means = sums / counts.clamp(min=1)
+    sq_dev = torch.where(valid, (scores - means[index]) ** 2, zero)
     sq_sums = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, index, sq_dev)
     stds = torch.sqrt(sq_sums / (counts - 1).clamp(min=1))
-    single = counts == 1
+    single = counts <= 1
     means = torch.where(single, torch.zeros_like(means), means)
     stds = torch.where(single, torch.ones_like(stds), stds)
     return counts[index], means[index], stds[index]
@@ -46,10 +55,12 @@ def group_advantages(
     group_ids: torch.Tensor | Sequence[Hashable],
     kind: str = "grpo",
     eps: float = 1e-6,
+    valid: torch.Tensor | Sequence[bool] | None = None,
 ) -> torch.Tensor:
     """Advantage Â_b of every trajectory, shape [B], same dtype as `scores` (float).
 
     `group_ids[b]` may be any hashable (task uid string, int); equal ids form one group.
+    `valid[b]` False leaves trajectory b out of every statistic (module doc); None: all valid.
     """
     check_choice("advantage kind", kind, ADVANTAGE_KINDS)
     scores = torch.as_tensor(scores, dtype=torch.get_default_dtype()).reshape(-1)
@@ -57,8 +68,9 @@ def group_advantages(
     index, num_groups = group_index(group_ids, scores.numel())
     if scores.numel() == 0:
         return scores.clone()
-    counts, means, stds = group_stats(scores, index, num_groups)
-    s = scores.to(torch.float64)
+    usable = usable_mask(valid, index, num_groups)
+    counts, means, stds = group_stats(scores, index, num_groups, usable)
+    s = torch.where(usable, scores.to(torch.float64), torch.zeros((), dtype=torch.float64))
     if kind == "grpo":
         adv = (s - means) / (stds + eps)
     elif kind == "drgrpo":
@@ -68,7 +80,7 @@ def group_advantages(
         others = (counts * means - s) / (counts - 1).clamp(min=1)
         adv = torch.where(counts > 1, s - others, s)
     else:
-        centred = s - means
+        centred = (s - means)[usable]
         batch_std = centred.std() if centred.numel() > 1 else torch.tensor(1.0, dtype=torch.float64)
-        adv = centred / (batch_std + eps)
-    return adv.to(out_dtype)
+        adv = (s - means) / (batch_std + eps)
+    return torch.where(usable, adv, torch.zeros_like(adv)).to(out_dtype)

@@ -25,7 +25,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from mua.algo._groups import as_float_list, check_choice, group_index
+from mua.algo._groups import as_float_list, check_choice, group_index, usable_mask
 from mua.algo_names import CREDIT_KINDS
 
 
@@ -130,6 +130,7 @@ def turn_group_advantages(
     turn_rewards: Sequence[Sequence[float] | torch.Tensor],
     group_ids: torch.Tensor | Sequence[Hashable],
     eps: float = 1e-6,
+    valid: torch.Tensor | Sequence[bool] | None = None,
 ) -> list[torch.Tensor]:
     """Per-turn group normalisation (credit kind `turn-group`): one advantage per turn.
 
@@ -137,13 +138,16 @@ def turn_group_advantages(
     unbiased std are taken over the turn-t rewards of the trajectories of g that reached turn t.
     When only one trajectory of the group reached turn t, mean 0 and std 1 are used (as for a
     GRPO group of one). Put the result on tokens with `turn_values_to_tokens`; it replaces Â_b
-    rather than multiplying it.
+    rather than multiplying it. As in `advantages.group_advantages`, an invalid trajectory
+    (`valid[b]` False) gets zeros and enters no statistic, and so does the last valid member of a
+    group that masking left with fewer than 2.
     """
     rewards = as_float_list(turn_rewards)
-    index, _ = group_index(group_ids, len(rewards))
+    index, num_groups = group_index(group_ids, len(rewards))
+    usable = usable_mask(valid, index, num_groups).tolist()
     by_slot: dict[tuple[int, int], list[float]] = {}
     for b, r in enumerate(rewards):
-        for t, value in enumerate(r.tolist()):
+        for t, value in enumerate(r.tolist() if usable[b] else []):
             by_slot.setdefault((int(index[b]), t), []).append(value)
     stats = {}
     for slot, values in by_slot.items():
@@ -156,6 +160,8 @@ def turn_group_advantages(
     for b, r in enumerate(rewards):
         adv = [
             (value - stats[(int(index[b]), t)][0]) / (stats[(int(index[b]), t)][1] + eps)
+            if usable[b]
+            else 0.0
             for t, value in enumerate(r.tolist())
         ]
         out.append(torch.tensor(adv, dtype=torch.get_default_dtype()))

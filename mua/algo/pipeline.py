@@ -3,7 +3,9 @@
 `grpo_token_advantages` chains `trajectory_scores` -> `group_advantages` -> `turn_credits` ->
 `token_advantages` with the option names of `algo.*` in a GRPO recipe, and dispatches the
 `turn-group` credit (per-turn group normalisation, which replaces Â_b). It filters nothing:
-apply `filters` to the returned scores and the termination reasons.
+apply `filters` to the returned scores and the termination reasons. Masked trajectories passed
+with `valid` False stay in their groups only to be left out of the baselines (and to tell a group
+that masking left with one member from a group of one); they get advantage 0 everywhere.
 """
 
 from __future__ import annotations
@@ -44,17 +46,19 @@ def grpo_token_advantages(
     credit: str = "equalized",
     gamma: float = 1.0,
     eps: float = 1e-6,
+    valid: torch.Tensor | Sequence[bool] | None = None,
 ) -> GroupAdvantages:
     """Token advantages for a batch of trajectories, from the recipe's score/advantage/credit.
 
     With `credit="turn-group"`, every policy token of turn t gets the group-normalised turn-t
-    reward (`credit.turn_group_advantages`); Â_b is still returned for logging.
+    reward (`credit.turn_group_advantages`); Â_b is still returned for logging. `valid[b]` False:
+    trajectory b enters no baseline and gets 0 (`advantages.group_advantages`); None: all valid.
     """
     check_choice("credit kind", credit, GRPO_CREDIT_KINDS)
     scores = trajectory_scores(turn_rewards, score, gamma)
-    traj_adv = group_advantages(scores, group_ids, advantage, eps)
+    traj_adv = group_advantages(scores, group_ids, advantage, eps, valid)
     if credit == "turn-group":
-        per_turn = turn_group_advantages(turn_rewards, group_ids, eps)
+        per_turn = turn_group_advantages(turn_rewards, group_ids, eps, valid)
         tokens = turn_values_to_tokens(per_turn, token_turn_index, loss_mask)
     else:
         credits = turn_credits(turn_rewards, credit, gamma)

@@ -21,7 +21,8 @@ HELP = """Evaluate a model on gyms' held-out tasks: a table, results.jsonl, summ
 openai:<name> (any OpenAI-compatible endpoint: rollout.openai.base_url or $OPENAI_BASE_URL),
 or expert; none: the final model of the newest finished training run under ./runs. --gym replaces the recipe's gym (or gyms); a gym the recipe has a section for keeps its
 options.
-Re-running the same command resumes an interrupted evaluation (--fresh starts over).
+Re-running the same command resumes an interrupted evaluation; a folder evaluated with other
+settings (a gym entry's included) is refused, naming them (--fresh starts over).
 
   mua eval --gym travel
 
@@ -155,13 +156,12 @@ def nothing_scored(summaries: dict[str, dict], out_dir) -> str | None:
 def result_notes(summaries: dict[str, dict]) -> list[str]:
     """Lines printed under the table: the macro average of several gyms (or why there is none),
     and each gym's trajectories that were not scored (its reward is over the scored ones only)."""
-    from mua.eval.report import macro_average, macro_cells
+    from mua.eval.report import macro_average, macro_blocked, macro_cells, unscored
 
     notes = []
-    unscored = [gym for gym, s in summaries.items() if s["num_trajectories"] == s["excluded"]]
-    macro = macro_average(summaries)
-    if len(summaries) > 1 and unscored:
-        notes.append(f"no macro average: nothing scored on {', '.join(unscored)}")
+    macro, blocked = macro_average(summaries), macro_blocked(summaries)
+    if blocked:
+        notes.append(f"no macro average: nothing scored on {', '.join(blocked)}")
     elif "reward_mean" in macro and "success_rate" in macro:
         notes.append(
             f"macro average over {len(macro_cells(summaries))} gyms (unweighted mean of each gym's mean; "
@@ -174,7 +174,7 @@ def result_notes(summaries: dict[str, dict]) -> list[str]:
             continue
         partial = True
         ends = _ends(s, excluded_only=True)
-        if gym in unscored:
+        if gym in unscored(summaries):
             notes.append(f"{gym}: nothing scored ({ends})")
         else:
             notes.append(
@@ -187,6 +187,28 @@ def result_notes(summaries: dict[str, dict]) -> list[str]:
             "the user or judge failed on those trajectories; re-run the same command to retry them"
         )
     return notes
+
+
+def not_run_notes(not_run: dict[str, str] | None) -> list[str]:
+    """One line per `eval.users` entry left out: its label and why."""
+    return [
+        f"user {label} not run (its cells are marked `not run`): {why}; fix its eval.users "
+        "entry and re-run the same command to evaluate it"
+        for label, why in (not_run or {}).items()
+    ]
+
+
+def users_not_run(not_run: dict[str, str] | None, out_dir) -> None:
+    """Exit 1 (`RunFailure`, one line) once everything is printed when a matrix user was left
+    out: the other cells' results are kept, but the evaluation is not the one asked for."""
+    from mua.errors import RunFailure
+
+    if not_run:
+        raise RunFailure(
+            f"{len(not_run)} eval.users entr{'y' if len(not_run) == 1 else 'ies'} not run "
+            f"({', '.join(not_run)}: see above); the other cells were evaluated (results in "
+            f"{out_dir})"
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -220,7 +242,10 @@ def register(app: typer.Typer) -> None:
             help="Output folder (default: the recipe's run_dir, else runs/eval/<model>).",
         ),
         fresh: bool = typer.Option(
-            False, "--fresh", help="Discard earlier results in the output folder."
+            False,
+            "--fresh",
+            help="Discard earlier results in the output folder (to evaluate it again with other "
+            "settings).",
         ),
         mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log an MLflow run."),
         exclude_user_failures: bool = typer.Option(
@@ -279,7 +304,8 @@ def register(app: typer.Typer) -> None:
         title = f"mua eval · {meta['model']} · n={meta['n']} · T={meta['temperature']:g}"
         con.print(summary_table(summaries, title))
         if meta.get("user_matrix"):
-            con.print(user_matrix_table(summaries, meta["user_matrix"], "simulated users"))
+            matrix, not_run = meta["user_matrix"], meta["users_not_run"]
+            con.print(user_matrix_table(summaries, matrix, "simulated users", not_run))
         else:
             con.print(blame_table(summaries))
         if meta.get("user_audit") is not None:
@@ -289,7 +315,7 @@ def register(app: typer.Typer) -> None:
                 soft_wrap=True,
                 markup=False,
             )
-        for note in result_notes(summaries):
+        for note in [*result_notes(summaries), *not_run_notes(meta.get("users_not_run"))]:
             con.print(note, soft_wrap=True, markup=False)
         for note in (note for lines in meta["notes"].values() for note in lines):
             con.print(note, soft_wrap=True, markup=False)
@@ -311,3 +337,4 @@ def register(app: typer.Typer) -> None:
 
             ui = mlflow_ui_command(meta["mlflow_uri"])
             con.print(f"mlflow: {ui}", soft_wrap=True, markup=False)
+        users_not_run(meta.get("users_not_run"), out_dir)

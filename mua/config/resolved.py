@@ -1,13 +1,15 @@
 """Write and read `run_dir/recipe.resolved.yaml`: the recipe every process of a run reads.
 
 The file records the validated recipe plus package versions and the git revision. Secrets never
-appear in it: recipes only name environment variables, loading rejects inline secrets, and
-credentials inside URLs (`http://user:key@host`, `?api_key=...`) are written redacted
-(`mua.redact`). The ranks still need those URLs whole: `write_resolved` puts the mapping
-{redacted URL: real URL} in the environment variable `MUA_URL_SECRETS` of the writing process,
-which torchrun's children inherit, and `read_resolved` restores the URLs from it. A rank
-started without it (e.g. another node's launcher did not see the credentials) gets the redacted
-URL, and its endpoint refuses it loudly.
+appear in it: recipes only name environment variables, loading rejects inline secrets,
+credentials inside URLs (`http://user:key@host`, `?api_key=...`) are written redacted, and the
+values of every `env:` map (a program gym's `program.env`) as `<set>` (`mua.redact`). The ranks
+still need them: `write_resolved` puts the mapping {redacted URL: real URL} in the environment
+variable `MUA_URL_SECRETS` and each env map's values by its place in the recipe in
+`MUA_ENV_VALUES`, both in the writing process, whose torchrun children inherit them, and
+`read_resolved` restores them. A rank started without them (e.g. another node's launcher did
+not see the credentials) gets the redacted URL, which its endpoint refuses loudly, and is
+refused at once when an env map's values are missing (a program would run without them).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from pathlib import Path
 import yaml
 
 from mua.config.recipes import RECIPE_MODELS
-from mua.redact import redact_urls
+from mua.errors import UsageError
+from mua.redact import ENV_MARK, is_env_map, mask_env_maps, redact_urls
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 URL_SECRETS_ENV = "MUA_URL_SECRETS"
+ENV_VALUES_ENV = "MUA_ENV_VALUES"
 _PACKAGES = (
     "mua",
     "torch",
@@ -63,10 +67,16 @@ def write_resolved(recipe, run_dir: str | Path | None = None, name: str = RESOLV
     run_dir = Path(run_dir or recipe.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     dumped = recipe.model_dump(mode="json")
-    redacted = redact_urls(dumped)
-    secrets = dict(_changed_strings(redacted, dumped))
+    masked = mask_env_maps(dumped)
+    redacted = redact_urls(masked)
+    secrets = dict(_changed_strings(redacted, masked))
     if secrets:
         os.environ[URL_SECRETS_ENV] = json.dumps(secrets)
+    env_maps = list(_env_maps(dumped))
+    if env_maps:
+        os.environ[ENV_VALUES_ENV] = json.dumps(env_maps)
+    else:
+        os.environ.pop(ENV_VALUES_ENV, None)  # none of an earlier recipe's values apply
     doc = {
         "recipe": redacted,
         "provenance": {"versions": _versions(), "git_revision": _git_revision()},
@@ -85,7 +95,43 @@ def read_resolved(path: str | Path):
         p = p / RESOLVED_NAME
     doc = yaml.safe_load(p.read_text())
     data = _restore_urls(doc["recipe"], json.loads(os.environ.get(URL_SECRETS_ENV) or "{}"))
+    _restore_env_maps(data, json.loads(os.environ.get(ENV_VALUES_ENV) or "[]"), p)
     return RECIPE_MODELS[data["verb"]].model_validate(data)
+
+
+def _env_maps(tree, where: tuple = ()):
+    """([keys from the root], {name: value}) of every environment map in the dumped recipe."""
+    if not isinstance(tree, (dict, list)):
+        return
+    for key, value in tree.items() if isinstance(tree, dict) else enumerate(tree):
+        if is_env_map(key, value):
+            yield [*where, key], dict(value)
+        else:
+            yield from _env_maps(value, (*where, key))
+
+
+def _restore_env_maps(data: dict, env_maps: list, path: Path) -> None:
+    """Put each env map's values (as `write_resolved` kept them) back in place; refuse a map
+    left masked (its values did not reach this process)."""
+    restored = set()
+    for where, values in env_maps:
+        node = data
+        try:
+            for key in where[:-1]:
+                node = node[key]
+            if set(node[where[-1]]) == set(values):
+                node[where[-1]] = values
+                restored.add(tuple(where))
+        except (KeyError, IndexError, TypeError):
+            continue  # a map of another recipe: the check below decides
+    for where, values in _env_maps(data):
+        if tuple(where) not in restored and ENV_MARK in values.values():
+            place = ".".join(str(k) for k in where)
+            raise UsageError(
+                f"{path}: {place} holds only the names of its variables ({', '.join(values)}), "
+                "their values are kept out of files and did not reach this process; start the "
+                "run with `mua train`, which passes them to its ranks"
+            )
 
 
 def _changed_strings(redacted, original):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from mua.config.base import Section
 from mua.config.gyms import LABEL_PATTERN, GymUserConfig
@@ -43,7 +43,24 @@ class TrackConfig(Section):
         return v
 
 
-class EvalUserConfig(GymUserConfig):
+class MatrixUserKeys(GymUserConfig):
+    """The user keys an `eval.users` entry gives its cells: a gym's own user keys, plus how long
+    one request attempt of this user may take and how often it is retried."""
+
+    timeout_s: PositiveFloat | None = Field(
+        None,
+        description="Timeout of one request attempt of this LLM user (a timed-out attempt is "
+        "retried); default: the recipe's user.timeout_s.",
+    )
+    max_retries: int | None = Field(
+        None,
+        ge=0,
+        description="Retries after a failed, timed-out, rate-limited or malformed reply of this "
+        "LLM user; default: the recipe's user.max_retries.",
+    )
+
+
+class EvalUserConfig(MatrixUserKeys):
     """One labelled simulated user of `mua eval`'s user matrix: the keys given replace the
     recipe's `user:` ones (as a gym's `user:` does), plus a persona and extra instructions."""
 
@@ -59,6 +76,16 @@ class EvalUserConfig(GymUserConfig):
         description="Extra instructions appended to the LLM user's system message (after the "
         "persona's).",
     )
+
+    @model_validator(mode="after")
+    def _llm_keys_for_an_llm_user(self):
+        given = [k for k in ("timeout_s", "max_retries") if getattr(self, k) is not None]
+        if self.kind == "scripted" and given:
+            raise ValueError(
+                f"{', '.join(given)}: a scripted user sends no requests; drop the key or set "
+                "kind: llm"
+            )
+        return self
 
     @field_validator("label")
     @classmethod

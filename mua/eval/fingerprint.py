@@ -1,7 +1,15 @@
-"""Content fingerprints for resuming an evaluation: the model's files and each task's row.
+"""Fingerprints for resuming an evaluation: its settings, the model's files and each task's row.
 
-A resumed evaluation may reuse earlier results only if it would evaluate the same thing, so the
-fingerprint covers content, not names:
+A resumed evaluation may reuse earlier results only if it would evaluate the same thing.
+`eval_fingerprint` gathers what determines results: sampling and budgets, the user, and under
+`gyms` each evaluated entry (by label) as it runs: every key of the entry (options, reward
+weights, program, seat, fixed agent, fidelity judge, ...), its effective turn and token budgets,
+its effective user and the content of its program's files (`program_content`). Left out, as
+they cannot change a conversation or its score: the label (it is the key), the entry's task file
+paths (tasks are covered row by row, below), and how requests reach an endpoint
+(`TRANSPORT_KEYS`: concurrency, timeouts, retries). An `env:` map is written with its names
+only (`mua.redact.mask_env_maps`), so a changed value alone is not seen. Content, not names, is
+fingerprinted for:
 
 - a model or tokenizer folder: the SHA-256 of every top-level file (weights, config, tokenizer,
   chat template), streamed in full; `merge_info.json` and hidden files are bookkeeping and left
@@ -17,7 +25,8 @@ fingerprint covers content, not names:
 - a task: the SHA-256 of its canonical row (`task_digest`), stored in every result row, so a
   re-prepared task file invalidates exactly the rows of tasks that changed.
 
-Deliberately not here: deciding what to do on a mismatch (`mua.eval.store`, `mua.eval.session`).
+Deliberately not here: deciding what to do on a mismatch, or masking credentials and
+environment values before the fingerprint is written (`mua.eval.store`).
 """
 
 from __future__ import annotations
@@ -33,6 +42,101 @@ SKIPPED_FILES = ("merge_info.json",)
 CHUNK_BYTES = 8 << 20
 MAX_HASH_THREADS = 8
 RACY_MARGIN_NS = 2_000_000_000  # above the coarsest file timestamp granularity in use (2 s)
+# how an endpoint is reached, not what it is asked: left out of an endpoint section's settings
+TRANSPORT_KEYS = ("max_concurrency", "timeout_s", "max_retries", "backoff_s")
+# an entry's keys that cannot change its results: its name in tables, where its tasks were read
+ENTRY_NAMES_ONLY = ("label", "train_files", "test_files")
+
+
+def eval_fingerprint(recipe, model: str, loaded: str, cache, entries: dict) -> dict:
+    """Everything that determines results: settings, each entry's (`entries`: {label: gym
+    entry}) and the content of the model and tokenizer."""
+    from mua.redact import redact_urls
+
+    r = recipe.rollout
+    return {
+        "model": model,
+        "model_content": source_fingerprint(loaded, cache),
+        "tokenizer_content": source_fingerprint(recipe.model.tokenizer, cache),
+        "agent_endpoint": redact_urls(r.openai.base_url)
+        if model.startswith("openai:") or r.engine == "openai"
+        else None,
+        "n": recipe.eval.n,
+        "temperature": recipe.eval.temperature,
+        "top_p": r.top_p,
+        "top_k": r.top_k,
+        "max_new_tokens_per_turn": r.max_new_tokens_per_turn,
+        "max_total_tokens": r.max_total_tokens,
+        "max_turns": r.max_turns,
+        "seed": recipe.data.seed,
+        "success_threshold": recipe.eval.success_threshold,
+        "user": without_transport(recipe.user.model_dump(mode="json")),
+        # maps by gym (see mua.eval.store.PER_GYM_KEYS): another gym may join the folder
+        "gym_options": {g.name: dict(g.options) for g in recipe.gym_sections() if g.options},
+        "reward_weights": {
+            g.name: dict(g.reward_weights) for g in recipe.gym_sections() if g.reward_weights
+        },
+        "gyms": {label: entry_settings(recipe, entry, cache) for label, entry in entries.items()},
+        # only with a user matrix: a plain evaluation's folder stays compatible
+        **(
+            {
+                "users": [
+                    u.model_dump(mode="json", exclude=set(TRANSPORT_KEYS))
+                    for u in recipe.eval.users
+                ]
+            }
+            if recipe.eval.users
+            else {}
+        ),
+    }
+
+
+def entry_settings(recipe, entry, cache: HashCache | None = None) -> dict:
+    """One `gyms:` entry as its conversations run and are scored: its keys (`ENTRY_NAMES_ONLY`
+    left out), its effective budgets (the entry's, else the recipe's, else the gym's defaults),
+    its effective user (the recipe's with the entry's keys) and its program's files."""
+    from mua.gym import get_gym
+    from mua.gym.budgets import BUDGET_FIELDS
+    from mua.gym.mix import entry_rollout, entry_user
+
+    settings = entry.model_dump(mode="json", exclude=set(ENTRY_NAMES_ONLY))
+    budgets = entry_rollout(recipe.rollout, entry, get_gym(entry.name))
+    settings.update({key: getattr(budgets, key) for key in BUDGET_FIELDS})
+    settings["user"] = entry_user(recipe.user, entry).model_dump(mode="json")
+    files = program_content(entry.program, cache) if entry.program is not None else {}
+    if files:
+        settings["program_content"] = files
+    return without_transport(settings)
+
+
+def program_content(program, cache: HashCache | None = None) -> dict[str, str]:
+    """{path: sha256} of the files a program gym runs: each argument of its command that names
+    a file (the script), or the file of its entry point's module."""
+    import importlib.util
+
+    if program.entry_point is not None:
+        try:
+            spec = importlib.util.find_spec(program.entry_point.partition(":")[0])
+        except (ImportError, ValueError):
+            spec = None
+        files = [spec.origin] if spec is not None and spec.origin else []
+    else:
+        files = list(program.command)
+    cache = cache or HashCache(None)
+    return {name: cache.digest(Path(name)) for name in files if Path(name).is_file()}
+
+
+def without_transport(tree):
+    """`tree` with `TRANSPORT_KEYS` left out of every endpoint section (a mapping naming
+    `api_key_env`) in it; other sections keep theirs (a program's `timeout_s` ends episodes)."""
+    if isinstance(tree, list):
+        return [without_transport(v) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    endpoint = "api_key_env" in tree
+    return {
+        k: without_transport(v) for k, v in tree.items() if not (endpoint and k in TRANSPORT_KEYS)
+    }
 
 
 def task_digest(task) -> str:

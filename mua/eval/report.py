@@ -38,11 +38,25 @@ def macro_cells(summaries: dict[str, dict]) -> dict[str, dict]:
     return summaries
 
 
+def unscored(summaries: dict[str, dict]) -> list[str]:
+    """The gyms (cells) of which no trajectory was scored."""
+    return [key for key, s in summaries.items() if s["num_trajectories"] == s["excluded"]]
+
+
+def macro_blocked(summaries: dict[str, dict]) -> list[str]:
+    """The gyms a macro average would be over on which nothing was scored: with any, there is
+    no macro average (a mean that skipped them would not be over every gym)."""
+    cells = macro_cells(summaries)
+    return unscored(cells) if len(cells) > 1 else []
+
+
 def macro_average(summaries: dict[str, dict]) -> dict[str, float]:
     """With several gyms, the unweighted mean over gyms of each gym's own mean (reward, success,
     turns, and pass@k / pass^k where every gym has them): a gym with few tasks counts as much as
     one with many. With a user matrix (keys `<gym>@<user>`), over the cells of the recipe's own
-    user only. Empty for one gym."""
+    user only. Empty for one gym, and when one of them had nothing scored (`macro_blocked`)."""
+    if macro_blocked(summaries):
+        return {}
     summaries = macro_cells(summaries)
     if len(summaries) < 2:
         return {}
@@ -155,21 +169,27 @@ def summary_table(summaries: dict[str, dict], title: str):
 
 
 BLAME_LEGEND = (
-    "failed: share of scored conversations that failed; agent/user/tool/budget: share of scored "
-    "conversations whose failure is blamed on each (see docs/user_population.md)"
+    "failed: share of scored conversations that failed (unscored: none was scored); "
+    "agent/user/tool/budget: share of scored conversations whose failure is blamed on each "
+    "(see docs/user_population.md)"
 )
+BLAME_LABELS = ("agent", "user", "tool", "budget")
 MATRIX_LEGEND = (
     "*: the recipe's own user (the one training ran against); spread: max − min across users; "
     "gap: training user − mean of the held-out users"
 )
+NOT_RUN = "not run"  # the cells of an `eval.users` entry whose endpoint failed its preflight
 
 
-def _blame_cells(summary: dict) -> list[str]:
-    blame = summary.get("blame") or {}
-    rates = blame.get("rates", {})
+def _blame_cells(summary: dict | None) -> list[str]:
+    """failed, then each label's rate; `unscored` where nothing was scored, `not run` for a
+    user left out (summary None), then dashes."""
+    if summary is None or summary["num_trajectories"] == summary["excluded"]:
+        return [NOT_RUN if summary is None else "unscored", *["–"] * len(BLAME_LABELS)]
+    rates = (summary.get("blame") or {}).get("rates", {})
     failed = sum(v for v in rates.values() if isinstance(v, float) and math.isfinite(v))
     cells = [_num(failed if rates else None, 2)]
-    cells += [_num(rates.get(label), 2) for label in ("agent", "user", "tool", "budget")]
+    cells += [_num(rates.get(label), 2) for label in BLAME_LABELS]
     return cells
 
 
@@ -181,16 +201,31 @@ def blame_table(summaries: dict[str, dict]):
     return table
 
 
+def _matrix_rows(summaries: dict[str, dict], not_run) -> list[tuple[str, str, dict | None]]:
+    """(gym, user, summary) gym by gym: the cells evaluated, then a None per user not run."""
+    from mua.eval.users import split_cell
+
+    cells = [(*split_cell(label), s) for label, s in summaries.items()]
+    rows = []
+    for gym in dict.fromkeys(gym for gym, _, _ in cells):
+        rows += [cell for cell in cells if cell[0] == gym]
+        rows += [(gym, user, None) for user in not_run]
+    return rows
+
+
 def user_matrix_table(
-    summaries: dict[str, dict], matrix: dict[str, dict], title: str | None = None
+    summaries: dict[str, dict],
+    matrix: dict[str, dict],
+    title: str | None = None,
+    not_run: dict[str, str] | None = None,
 ):
     """The gym × user tables, each narrow enough for 100 columns: pass^k per user (with the
     user-blamed failures left out beside it when they were), the blame rates, then per gym the
-    spread across users and the training gap."""
+    spread across users and the training gap. A user in `not_run` ({label: why}) gets a
+    `not run` row in every gym."""
     from rich.console import Group
 
     from mua.config.track import TRAIN_USER
-    from mua.eval.users import split_cell
 
     pass_keys = sorted(
         {k for s in summaries.values() for k in s if k.startswith("pass^")},
@@ -201,26 +236,30 @@ def user_matrix_table(
         title,
         ("gym", "user", *pass_keys, *([f"{k} excl. user" for k in pass_keys] if without else [])),
         MATRIX_LEGEND.split("; ")[0]
-        + ("; excl. user: without the failures blamed on the user" if without else ""),
+        + ("; excl. user: without the failures blamed on the user" if without else "")
+        + (f"; {NOT_RUN}: its endpoint failed (see below)" if not_run else ""),
     )
     blame = _table(
         None, ("gym", "user", "failed", "agent", "user fail", "tool", "budget"), BLAME_LEGEND
     )
     previous = None
-    for label, s in summaries.items():
-        gym, user = split_cell(label)
+    for gym, user, s in _matrix_rows(summaries, not_run or {}):
         if previous is not None and gym != previous:
             scores.add_section()
             blame.add_section()
         previous = gym
         who = f"{user}*" if user == TRAIN_USER else str(user)
-        kept = s.get("without_user_failures") or {}
-        scores.add_row(
-            gym,
-            who,
-            *[_num(s.get(k)) for k in pass_keys],
-            *([_num(kept.get(k)) for k in pass_keys] if without else []),
-        )
+        columns = len(pass_keys) * (2 if without else 1)
+        if s is None:
+            scores.add_row(gym, who, *([NOT_RUN, *["–"] * (columns - 1)] if columns else []))
+        else:
+            kept = s.get("without_user_failures") or {}
+            scores.add_row(
+                gym,
+                who,
+                *[_num(s.get(k)) for k in pass_keys],
+                *([_num(kept.get(k)) for k in pass_keys] if without else []),
+            )
         blame.add_row(gym, who, *_blame_cells(s))
     spread = _table(None, ("gym", "measure", "spread", "gap"), MATRIX_LEGEND.split("; ", 1)[1])
     for gym, entry in matrix.items():
@@ -292,7 +331,7 @@ def log_mlflow(recipe, out_dir: Path, summaries: dict[str, dict], meta: dict) ->
                 **{
                     f"eval.{k}": str(v)
                     for k, v in meta.items()
-                    if k not in ("notes", "user_matrix", "user_audit")
+                    if k not in ("notes", "user_matrix", "user_audit", "users_not_run")
                 },
             }
             items = list(redact_urls(params).items())

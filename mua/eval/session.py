@@ -6,9 +6,11 @@
 or an empty one (`mua.output_folders.claim_dir`), and no other `mua eval` may be writing it
 (`mua.output_folders.FolderLock`). Re-running the same command after an interruption
 continues where it stopped (trajectories that were not scored, their user or judge having
-failed, are evaluated again), provided the model, tokenizer and tasks have the same content
-(`mua.eval.fingerprint`; file digests are cached in `content_hashes.json`); otherwise it is
-refused with a hint to use --fresh. The CLI prints the table; nothing here parses arguments.
+failed, are evaluated again), provided the settings (each gym entry's included), the model,
+tokenizer and tasks are the same (`mua.eval.fingerprint`; file digests are cached in
+`content_hashes.json`); otherwise it is refused with a hint to use --fresh. An `eval.users`
+entry whose endpoint fails its preflight request is left out (`users_not_run` in the meta, with
+why) and the other cells run. The CLI prints the table; nothing here parses arguments.
 """
 
 from __future__ import annotations
@@ -26,50 +28,6 @@ from mua.eval.users import matrix_summary
 HASH_CACHE_FILE = "content_hashes.json"
 # files showing that an older mua, before the folder marker existed, wrote an output folder
 LEGACY_PROOF = (CONFIG_FILE, RESOLVED_NAME)
-
-
-def _fingerprint(recipe, model: str, loaded: str, cache) -> dict:
-    """Everything that determines results: settings, and the content of the model and tokenizer."""
-    from mua.eval.fingerprint import source_fingerprint
-    from mua.redact import redact_urls
-
-    r = recipe.rollout
-    user = recipe.user.model_dump(mode="json")
-    return {
-        "model": model,
-        "model_content": source_fingerprint(loaded, cache),
-        "tokenizer_content": source_fingerprint(recipe.model.tokenizer, cache),
-        "agent_endpoint": redact_urls(r.openai.base_url)
-        if model.startswith("openai:") or r.engine == "openai"
-        else None,
-        "n": recipe.eval.n,
-        "temperature": recipe.eval.temperature,
-        "top_p": r.top_p,
-        "top_k": r.top_k,
-        "max_new_tokens_per_turn": r.max_new_tokens_per_turn,
-        "max_total_tokens": r.max_total_tokens,
-        "max_turns": r.max_turns,
-        "seed": recipe.data.seed,
-        "success_threshold": recipe.eval.success_threshold,
-        "user": redact_urls(
-            {
-                k: v
-                for k, v in user.items()
-                if k not in ("max_concurrency", "timeout_s", "max_retries", "backoff_s")
-            }
-        ),
-        # per gym, only where set: evaluating another gym in the same folder stays compatible
-        "gym_options": {g.name: dict(g.options) for g in recipe.gym_sections() if g.options},
-        "reward_weights": {
-            g.name: dict(g.reward_weights) for g in recipe.gym_sections() if g.reward_weights
-        },
-        # only with a user matrix: a plain evaluation's folder stays compatible
-        **(
-            {"users": redact_urls([u.model_dump(mode="json") for u in recipe.eval.users])}
-            if recipe.eval.users
-            else {}
-        ),
-    }
 
 
 async def _evaluate_all(agent, cells, tasks_by_gym, recipe, store, progress, on_row, out_dir):
@@ -146,32 +104,61 @@ def run_evaluation(
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
     from mua.eval.tasks import load_eval_tasks
     from mua.eval.users import eval_cells
-    from mua.gym.mix import check_gyms, preflight_endpoints
+    from mua.gym.mix import check_gyms
     from mua.llm.llm_client import preflight_user
     from mua.output_folders import FolderLock, claim_dir
 
     check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)
-    cells = eval_cells(recipe, list(tasks_by_gym))
-    # a wrong key or model (a user's or a judge's) stops here, before anything is written
-    preflight_endpoints(recipe, [cell.entry for cell in cells])
+    # a wrong key or model (the recipe's user's or a judge's) stops here, before anything is
+    # written; an `eval.users` entry's only leaves that user's cells out
+    cells, not_run = preflight_cells(recipe, eval_cells(recipe, list(tasks_by_gym)))
     if recipe.eval.blame_judge is not None:
         preflight_user(recipe.eval.blame_judge, "blame judge", "eval.blame_judge.base_url")
     out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
     # one `mua eval` per folder at a time: two would mix their rows under one summary
     with FolderLock(out_dir, what="eval output folder", verb="mua eval"):
-        return _evaluate_into(recipe, model, tasks_by_gym, cells, out_dir, fresh, track, on_row)
+        return _evaluate_into(
+            recipe, model, tasks_by_gym, cells, out_dir, fresh, track, on_row, not_run
+        )
 
 
-def _evaluate_into(recipe, model, tasks_by_gym: dict, cells, out_dir: Path, fresh, track, on_row):
-    """`run_evaluation`'s work once the folder is claimed and locked."""
+def preflight_cells(recipe, cells) -> tuple[list, dict[str, str]]:
+    """One request to every endpoint the cells call (`mua.gym.mix.preflight_endpoints`). The
+    recipe's own user's cells (all of a plain evaluation's) stop the run when one fails; an
+    `eval.users` entry whose endpoint fails is left out: returns (the cells to run, {label of
+    each user left out: why, one line})."""
+    from mua.errors import RunFailure
+    from mua.gym.mix import preflight_endpoints
+
+    def held_out(cell) -> bool:
+        return cell.user is not None and not cell.user.trained
+
+    preflight_endpoints(recipe, [cell.entry for cell in cells if not held_out(cell)])
+    not_run: dict[str, str] = {}
+    for label in dict.fromkeys(cell.user.label for cell in cells if held_out(cell)):
+        entries = [cell.entry for cell in cells if held_out(cell) and cell.user.label == label]
+        try:
+            preflight_endpoints(recipe, entries)
+        except RunFailure as err:
+            not_run[label] = str(err)
+    kept = [cell for cell in cells if not (held_out(cell) and cell.user.label in not_run)]
+    return kept, not_run
+
+
+def _evaluate_into(
+    recipe, model, tasks_by_gym: dict, cells, out_dir: Path, fresh, track, on_row, not_run
+):
+    """`run_evaluation`'s work once the folder is claimed and locked (`not_run`: the matrix
+    users left out, kept in the meta as `users_not_run`)."""
     from mua.eval.agents import load_agent, model_source
-    from mua.eval.fingerprint import HashCache, task_digest
+    from mua.eval.fingerprint import HashCache, eval_fingerprint, task_digest
     from mua.rollout.progress import rollout_progress
 
     source = model_source(model, recipe)
     cache = HashCache(out_dir / HASH_CACHE_FILE)
-    fingerprint = _fingerprint(recipe, model, source[0], cache)
+    entries = {cell.label: cell.entry for cell in cells}
+    fingerprint = eval_fingerprint(recipe, model, source[0], cache, entries)
     cache.save()
     digests = {
         (cell.label, str(t.task_id)): task_digest(t)
@@ -210,6 +197,7 @@ def _evaluate_into(recipe, model, tasks_by_gym: dict, cells, out_dir: Path, fres
     meta["notes"] = gym_notes(recipe, tasks_by_gym, out_dir)
     if recipe.eval.users:
         meta["user_matrix"] = matrix_summary(summaries)
+        meta["users_not_run"] = dict(not_run)
     if recipe.eval.audit_users:
         meta["user_audit"] = {u: audit["users"][u]["fidelity"] for u in audit["ranking"]}
     write_summary(out_dir, summaries, meta)

@@ -6,12 +6,15 @@ write) and duplicate keys are dropped (any other unreadable line is refused, not
 the clean rows are written back atomically once the checks below pass; the keys
 (gym, task_id, sample_index) already present are not evaluated again, except rows that were
 never scored (`excluded`: the user or judge failed), which are dropped and evaluated again
-(`retried` counts them). `eval_config.json` holds
-the settings and content that determine results (model and tokenizer content, sampling, budgets,
-user); resuming into a folder evaluated with other settings is refused unless `fresh`, which
-starts over. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows whose
-task has changed since (a re-prepared task file). Rows are written with URL credentials
-redacted, eval_config.json with every credential (`redact_secrets`). Not here: what a row contains (`mua.eval.summary`), computing fingerprints
+(`retried` counts them). `eval_config.json` holds the settings and content that determine
+results (`mua.eval.fingerprint`); resuming into a folder evaluated with other settings is
+refused in one line naming each changed setting, unless `fresh`, which starts over. Settings
+kept per gym (`PER_GYM_KEYS`, e.g. each entry's) are compared for the gyms both evaluations
+name: another gym may join the folder, and the file keeps the settings of every gym whose
+results it holds. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows
+whose task has changed since (a re-prepared task file). Rows are written with URL credentials
+redacted, eval_config.json with every credential and environment value masked
+(`redact_secrets`). Not here: what a row contains (`mua.eval.summary`), computing fingerprints
 (`mua.eval.fingerprint`) or running anything.
 """
 
@@ -27,6 +30,8 @@ from mua.redact import redact_secrets, redact_urls
 
 RESULTS_FILE = "results.jsonl"
 CONFIG_FILE = "eval_config.json"
+# settings mapped by gym (or gym entry label): compared for the gyms both evaluations name
+PER_GYM_KEYS = ("gym_options", "reward_weights", "gyms")
 
 
 class ResultStore:
@@ -54,27 +59,29 @@ class ResultStore:
         config_path = self.out_dir / CONFIG_FILE
         if fresh:
             self.path.unlink(missing_ok=True)
-        elif self.path.exists() and self.path.stat().st_size > 0:
-            previous = _read_config(config_path)
-            if previous != self.fingerprint:
-                changed = (
-                    sorted(
-                        k
-                        for k in set(previous) | set(self.fingerprint)
-                        if previous.get(k) != self.fingerprint.get(k)
-                    )
-                    if previous is not None
-                    else [f"{CONFIG_FILE} missing"]
-                )
-                raise UsageError(
-                    f"{self.out_dir} holds results of a different evaluation (changed: {', '.join(changed)}); "
-                    "use --fresh to start over or --out DIR for a new folder"
-                )
+        had_results = self.path.exists() and self.path.stat().st_size > 0
         self._load_existing()
+        previous = _read_config(config_path) if had_results else None
+        if had_results:
+            self._check_settings(previous)
         self.check_tasks(task_digests)
         self._rewrite_clean()
-        config_path.write_text(json.dumps(self.fingerprint, indent=2, sort_keys=True) + "\n")
+        record = _merged(previous, self.fingerprint) if previous else self.fingerprint
+        config_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         self._file = open(self.path, "a", encoding="utf-8")
+
+    def _check_settings(self, previous: dict | None) -> None:
+        """Refuse to resume a folder whose results were made with other settings (one line)."""
+        if previous is None:
+            changed = [f"{CONFIG_FILE} missing"]
+        else:
+            labels = {key[0] for key in self.rows}
+            changed = settings_changes(previous, self.fingerprint, labels)
+        if changed:
+            raise UsageError(
+                f"{self.out_dir} holds results of a different evaluation (changed: "
+                f"{', '.join(changed)}); use --fresh to start over or --out DIR for a new folder"
+            )
 
     def _load_existing(self) -> None:
         """Read earlier rows; only a torn last line (a kill during a write) may be dropped."""
@@ -143,6 +150,45 @@ class ResultStore:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def settings_changes(before: dict, after: dict, labels: set[str]) -> list[str]:
+    """The settings that differ, sorted: top-level keys, and within a `PER_GYM_KEYS` map each
+    gym both name (`gyms.guess.max_turns`), or a gym whose results exist but whose settings
+    `before` does not record (`gyms.guess`). A gym new to the folder may join."""
+    changed = [
+        k
+        for k in set(before) | set(after)
+        if k not in PER_GYM_KEYS and before.get(k) != after.get(k)
+    ]
+    for key in PER_GYM_KEYS:
+        old, new = before.get(key) or {}, after.get(key) or {}
+        for gym, settings in new.items():
+            if gym not in old:
+                changed += [f"{key}.{gym}"] if gym in labels else []
+            elif old[gym] != settings:
+                changed += _differing(f"{key}.{gym}", old[gym], settings)
+    return sorted(changed)
+
+
+def _differing(name: str, old, new) -> list[str]:
+    """`name.<key>` for each key of two mappings that differs (`name` when not mappings)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [name]
+    return [f"{name}.{k}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
+def _merged(previous: dict, fingerprint: dict) -> dict:
+    """What eval_config.json keeps: this evaluation's settings, and the per-gym settings of the
+    gyms evaluated earlier in the folder (their results stay, so must their settings)."""
+    return {
+        **fingerprint,
+        **{
+            key: {**(previous.get(key) or {}), **(fingerprint.get(key) or {})}
+            for key in PER_GYM_KEYS
+            if key in fingerprint
+        },
+    }
 
 
 def _read_config(path: Path) -> dict | None:

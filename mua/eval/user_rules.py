@@ -8,7 +8,7 @@ user turn):
 - `leak`: the user said a piece of the task's hidden solution before the agent had said it or
   asked about it (guess: the number; telepathy: the entity's name; turtle: a run of the hidden
   story; persuade: one of the counter-points the agent must raise; intention: a missing
-  detail's answer the agent had not asked about);
+  detail's answer the agent had not asked about, see `Secret.answer`);
 - `gave_up`: the user ended or abandoned the conversation (a goodbye, `###STOP###`) although the
   agent had not said the task was done;
 - `contradicted`: the user's answer contradicts its hidden answer (telepathy: `No` to a question
@@ -39,6 +39,13 @@ CLAIMS_DONE = re.compile(
 )
 ID_PATTERNS = (re.compile(r"#W\d{7}"), re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b"))
 MIN_COPIED_WORDS = 8
+NEAR = 4  # a one-word answer is stated as that answer when its detail is named this close to it
+# endings a question's word may add to a keyword (which may be a stem: `sourc` asks "sources")
+INFLECTIONS = ("ing", "ies", "ed", "es", "s", "e", "ly")
+FUNCTION_WORDS = frozenset(
+    "a an and are at by do for how in is it many much my of on or per the their to what when "
+    "where which who whose why with you your".split()
+)
 
 
 @dataclass
@@ -50,13 +57,26 @@ class Finding:
 
 @dataclass
 class Secret:
-    """Something only the user knows: `text` must not come from it before the agent said one of
-    `asked` (any of these words or phrases, compared in normalised form); with `copy` the text is
-    long and a run of MIN_COPIED_WORDS of its words counts as saying it."""
+    """Something only the user knows: `text` must not come from it before the agent said it or
+    one of `asked` (any of these words or phrases, compared in normalised form); with `copy` the
+    text is long and a run of MIN_COPIED_WORDS of its words counts as saying it.
+
+    With `answer` the text is the answer to a question the agent is to ask (intention's missing
+    details), and `asked` names that question's subject (its keywords and description). Then a
+    leak means stating that answer, as that answer, to a question about something else:
+    - the agent asked when its text holds every word of one of `asked`, in any order and any
+      inflection (as the gym's scripted judge reads a question: `sourc` is asked by "sources");
+    - a one-word answer ("nothing", "modern", "nurse") is an everyday word too: it is stated only
+      with its subject named within NEAR words ("Things to keep: nothing", "a modern style"),
+      never by "nothing else" or "modern, nothing flashy";
+    - a reply to an agent message that names no answer's subject may state one answer, the
+      first it says: the question asked for it in its own words (an LLM judge covers paraphrases
+      the keywords miss)."""
 
     text: str
     asked: tuple[str, ...] = ()
     copy: bool = False
+    answer: bool = False
 
 
 def norm(text: str) -> str:
@@ -77,6 +97,66 @@ def copies(text: str, secret: str, min_words: int = MIN_COPIED_WORDS) -> bool:
         f" {' '.join(words[i : i + min_words])} " in padded
         for i in range(len(words) - min_words + 1)
     )
+
+
+def _root(word: str) -> str:
+    """`word` less its inflections, stripped while three letters stay (`sources`, `source` and
+    the stem `sourc` share `sourc`; `hobbies` and `hobby` share `hobby`)."""
+    while True:
+        for suffix in INFLECTIONS:
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+                break
+        else:
+            return word
+
+
+def _form_of(word: str, key: str) -> bool:
+    """Whether `word` is a form of the keyword `key` (which may be a stem)."""
+    return word == key or _root(word) == _root(key)
+
+
+def all_words_in(text: str, phrase: str) -> bool:
+    """Whether every word of `phrase` occurs in `text`, in any order and inflection."""
+    words = norm(text).split()
+    wanted = norm(phrase).split()
+    return bool(wanted) and all(any(_form_of(w, k) for w in words) for k in wanted)
+
+
+def _subject_words(secret: Secret) -> set[str]:
+    """The words that name what an answer answers: those of `asked`, less function words and
+    the answer's own words."""
+    own = set(norm(secret.text).split())
+    words = {w for phrase in secret.asked for w in norm(phrase).split()}
+    return {w for w in words - own - FUNCTION_WORDS if len(w) > 1}
+
+
+def _named_near(text: str, word: str, subject: set[str]) -> bool:
+    """Whether a subject word occurs within NEAR words of an occurrence of `word` in `text`."""
+    words = norm(text).split()
+    for i, w in enumerate(words):
+        near = words[max(0, i - NEAR) : i] + words[i + 1 : i + NEAR + 1]
+        if w == word and any(_form_of(n, key) for n in near for key in subject):
+            return True
+    return False
+
+
+def stated(text: str, secret: Secret) -> bool:
+    """Whether the user's `text` states `secret` (see `Secret`)."""
+    if secret.copy:
+        return copies(text, secret.text)
+    if not says(text, secret.text):
+        return False
+    word = norm(secret.text)
+    if secret.answer and " " not in word:
+        return _named_near(text, word, _subject_words(secret))
+    return True
+
+
+def asked(agent: str, secret: Secret) -> bool:
+    """Whether the agent's text `agent` said `secret` or asked about it."""
+    match = all_words_in if secret.answer else says
+    return says(agent, secret.text) or any(match(agent, a) for a in secret.asked if a)
 
 
 def _guess(payload: dict) -> list[Secret]:
@@ -103,7 +183,7 @@ def _persuade(payload: dict) -> list[Secret]:
 
 def _intention(payload: dict) -> list[Secret]:
     return [
-        Secret(d["answer"], tuple(d.get("keywords", ())) + (d.get("description", ""),))
+        Secret(d["answer"], tuple(d.get("keywords", ())) + (d.get("description", ""),), answer=True)
         for d in payload.get("missing_details", [])
         if d.get("answer")
     ]
@@ -148,31 +228,51 @@ def user_turns(messages: list[dict]) -> list[int]:
     return turns
 
 
-def agent_text(message: dict) -> str:
-    """What the agent said in a message: its text and its tool calls' arguments."""
+def agent_text(message: dict, choice: bool = True) -> str:
+    """What the agent said in a message: its text and its tool calls' arguments (without the
+    `choice` of a call to the user's channel when `choice` is False: `action` is no word said)."""
     parts = [str(message.get("content") or "")]
     for call in message.get("tool_calls") or []:
-        args = (call.get("function") or {}).get("arguments")
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        if isinstance(args, dict) and not choice and fn.get("name") in USER_CHANNEL_TOOLS:
+            args = {k: v for k, v in args.items() if k != "choice"}
         parts.append(args if isinstance(args, str) else " ".join(map(str, (args or {}).values())))
     return " ".join(parts)
 
 
+def _unasked(text: str, said: str, secrets: list[Secret], skip: set[int]) -> list[int]:
+    """The secrets `text` states that the agent's `said` did not, in the order `text` says them
+    (words that answer an asked detail, "no preference", reveal no other detail they answer)."""
+    public = {norm(s.text) for s in secrets if asked(said, s)}
+    hits = [
+        k
+        for k, s in enumerate(secrets)
+        if k not in skip and norm(s.text) not in public and stated(text, s)
+    ]
+    padded = f" {norm(text)} "
+    return sorted(hits, key=lambda k: padded.find(f" {norm(secrets[k].text)} ") % (len(padded) + 1))
+
+
 def _leaks(messages: list[dict], secrets: list[Secret]) -> list[Finding]:
-    found, agent_so_far, started = [], "", False
+    found, said, last, answered = [], "", None, set()
     for i, m in enumerate(messages):
         if m.get("role") == "assistant":
-            agent_so_far += " " + agent_text(m)
-            started = True
+            last = agent_text(m, choice=False)
+            said += " " + last
             continue
-        if not user_channel(m) or not started:  # the task's own prompt is public
+        if not user_channel(m) or last is None:  # the task's own prompt is public
             continue
-        text = str(m.get("content") or "")
-        for s in secrets:
-            hit = copies(text, s.text) if s.copy else says(text, s.text)
-            asked = any(says(agent_so_far, a) for a in (*s.asked, s.text) if a)
-            if hit and not asked:
-                found.append(Finding("leak", i, f"the user revealed {s.text[:80]!r} unasked"))
-                break  # one finding per turn
+        hits = _unasked(str(m.get("content") or ""), said, secrets, answered)
+        if (
+            hits
+            and secrets[hits[0]].answer
+            and not any(asked(last, s) for s in secrets if s.answer)
+        ):
+            answered.add(hits.pop(0))  # the answer to a question put in other words
+        if hits:
+            text = secrets[hits[0]].text
+            found.append(Finding("leak", i, f"the user revealed {text[:80]!r} unasked"))
     return found
 
 

@@ -126,13 +126,16 @@ USER_KEYS = (
     "base_url",
     "api_key_env",
     "checkpoint",
+    "timeout_s",
+    "max_retries",
 )
 
 
 def cell_entry(entry, user: MatrixUser):
-    """The gym entry as this user's cell runs it: the user's keys over the entry's own `user:`,
-    the persona's options for this gym over the entry's options."""
-    from mua.config.gyms import GymUserConfig
+    """The gym entry as this user's cell runs it: the user's keys over the entry's own `user:`
+    (its timeout and retries included: they reach the cell's LLM user client), the persona's
+    options for this gym over the entry's options."""
+    from mua.config.track import MatrixUserKeys
 
     if user.config is None:
         return entry
@@ -144,7 +147,7 @@ def cell_entry(entry, user: MatrixUser):
     options = dict(entry.options)
     if user.persona is not None:
         options.update(user.persona.gym_options.get(entry.name, {}))
-    return entry.model_copy(update={"user": GymUserConfig(**keys), "options": options})
+    return entry.model_copy(update={"user": MatrixUserKeys(**keys), "options": options})
 
 
 class PersonaClient:

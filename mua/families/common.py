@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from mua.gym.api import AgentAction, ToolCall
-from mua.rollout.toolcalls import _call_from_object, _json_limit, _snippet
+from mua.rollout.toolcalls import _call_from_object, _json_limit, _snippet, unclosed_error
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -72,8 +72,8 @@ def action(
 def call_from_json(name: str, body: str, index: int) -> tuple[ToolCall | None, str | None]:
     """A call whose name is markup and whose arguments are one JSON object (`body`)."""
     body = body.strip()
-    if not body:
-        return call_from_object({"name": name, "arguments": {}}, index)
+    if not body:  # a call cut where its arguments begin, or written without them
+        return None, f"arguments of {name!r} are missing; write a JSON object ({{}} for none)"
     try:
         args, end = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as e:
@@ -163,18 +163,29 @@ def schema_value(raw: str, tool: str, key: str, tools: list[dict] | None) -> Any
 
 
 def text_arguments(
-    inner: str, pattern: re.Pattern, tool: str, tools: list[dict] | None, layout=None, read=None
+    inner: str,
+    pattern: re.Pattern,
+    tool: str,
+    tools: list[dict] | None,
+    layout=None,
+    read=None,
+    tags: tuple[str, ...] = (),
 ) -> tuple[dict | None, str]:
     """Arguments written as text key/value pairs (`pattern` groups 1 and 2, matched back to
     back from the start of `inner`), typed by `schema_value` after `layout` (the format's own
     spacing around a value) is taken off, or by `read(match) -> (ok, value or error)` for a
-    format that says a value's type itself. Returns (arguments, the unread rest) or (None, error)."""
+    format that says a value's type itself. A pair holding one of `tags` (the format's argument
+    markup) twice ran into the next argument past a missing or misspelled close: an error.
+    Returns (arguments, the unread rest) or (None, error)."""
     args: dict = {}
     pos = 0
     for m in pattern.finditer(inner):
         if inner[pos : m.start()].strip():
             break
         key = m.group(1).strip()
+        swallowed = _swallowed(m.group(0), key, tool, tags)
+        if swallowed:
+            return None, swallowed
         if not key:
             return None, f"an argument of {tool!r} has no name"
         if key in args:
@@ -191,11 +202,24 @@ def text_arguments(
     return args, inner[pos:]
 
 
+def _swallowed(pair: str, key: str, tool: str, tags: tuple[str, ...]) -> str:
+    """The error for a matched key/value `pair` that holds one of `tags` more than once (it ran
+    into the next argument), else ''."""
+    for tag in tags:
+        if pair.count(tag) > 1:
+            name = key.split("<", 1)[0].strip()
+            return (
+                f"argument {snippet(name)!r} of {tool!r} contains {tag}: its closing tag is "
+                "missing or misspelled"
+            )
+    return ""
+
+
 def text_call(
     name: str, inner: str, pattern: re.Pattern, tools, usage: str, index: int, **how
 ) -> tuple[ToolCall | None, str]:
     """The call `name` whose whole `inner` is text key/value pairs (`text_arguments`, with
-    `how` its `layout`/`read`); anything else left in `inner` is an error quoting `usage`."""
+    `how` its `layout`/`read`/`tags`); anything else left in `inner` is an error quoting `usage`."""
     args, rest = text_arguments(inner, pattern, name, tools, **how)
     if args is None:
         return None, rest
@@ -212,19 +236,23 @@ def one_call(found: tuple[ToolCall | None, str | None]) -> tuple[list[ToolCall],
 
 def _blocks(open_tag: str, close_tag: str) -> re.Pattern:
     o, c = re.escape(open_tag), re.escape(close_tag)
-    return re.compile(f"{o}(.*?)(?:{c}|(?={o})|$)", re.S)
+    return re.compile(f"{o}(.*?)({c}|(?={o})|$)", re.S)
 
 
 def read_blocks(
     text: str, open_tag: str, close_tag: str, read, first_index: int = 0
 ) -> tuple[list[ToolCall], list[str], str]:
     """Every `open_tag ... close_tag` block of `text`, read by `read(body, index)` -> (calls,
-    errors); an unclosed last block is read too, a stray close is an error. Returns (calls,
-    errors, the text outside the blocks)."""
+    errors). A block without its `close_tag` (a turn cut inside it, or a misspelled close) is
+    one error and is not read: a call is read only when complete. A stray close is an error.
+    Returns (calls, errors, the text outside the blocks)."""
     block = _blocks(open_tag, close_tag)
     calls: list[ToolCall] = []
     errors: list[str] = []
     for m in block.finditer(text):
+        if not m.group(2):
+            errors.append(unclosed_error(open_tag, close_tag))
+            continue
         found, bad = read(m.group(1), first_index + len(calls) + len(errors))
         calls += found
         errors += bad

@@ -55,11 +55,18 @@ def _read_call(body: str, index: int) -> tuple[ToolCall | None, str]:
         return None, f'<{DSML}invoke> without name="NAME"; {_USAGE}: {snippet(body)}'
     name = head.group(1).strip()
     return text_call(
-        name, head.group(2), _PARAM, None, _USAGE, index, read=partial(_value, name=name)
+        name,
+        head.group(2),
+        _PARAM,
+        None,
+        _USAGE,
+        index,
+        read=partial(_value, name=name),
+        tags=(f"<{DSML}parameter",),
     )
 
 
 def parse(text: str, tools: list[dict] | None = None) -> AgentAction:
-    """The calls of every `function_calls` block of the turn (an unclosed last one is read
-    too); values are typed by their `string` attribute, not by `tools`."""
+    """The calls of every `function_calls` block of the turn (an unclosed one is a parse
+    error, not read); values are typed by their `string` attribute, not by `tools`."""
     return tagged_calls(text, *BLOCK, lambda body, i: section_calls(body, *INVOKE, _read_call, i))

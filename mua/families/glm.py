@@ -16,6 +16,7 @@ from mua.gym.api import AgentAction, ToolCall
 
 _PAIR = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+_TAGS = ("<arg_key>", "<arg_value>")  # never inside a key or value: a close is missing
 _USAGE = "write <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value></tool_call>"
 
 
@@ -24,11 +25,11 @@ def _read_call(body: str, index: int, tools: list[dict] | None) -> tuple[ToolCal
     name = head.strip()
     if not _NAME.fullmatch(name):
         return None, f"<tool_call> must start with a tool name; {_USAGE}: {snippet(body)}"
-    return text_call(name, body[len(head) :], _PAIR, tools, _USAGE, index)
+    return text_call(name, body[len(head) :], _PAIR, tools, _USAGE, index, tags=_TAGS)
 
 
 def parse(text: str, tools: list[dict] | None = None) -> AgentAction:
-    """Every `<tool_call>` block of the turn (an unclosed last one is read too)."""
+    """Every `<tool_call>` block of the turn (an unclosed one is a parse error, not read)."""
     return tagged_calls(
         text, "<tool_call>", "</tool_call>", lambda body, i: one_call(_read_call(body, i, tools))
     )

@@ -17,6 +17,7 @@ from mua.gym.api import AgentAction, ToolCall
 
 _FUNCTION = re.compile(r"\s*<function=([^>\n]*)>(.*?)(?:</function>\s*$|$)", re.S)
 _PARAM = re.compile(r"\s*<parameter=([^>\n]*)>(.*?)</parameter>", re.S)
+_TAGS = ("<parameter=",)  # never inside a value: its </parameter> is missing or misspelled
 _USAGE = "write <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>"
 
 
@@ -32,7 +33,7 @@ def _read_call(body: str, index: int, tools: list[dict] | None) -> tuple[ToolCal
     name, inner = fn.group(1).strip(), fn.group(2)
     if not body.rstrip().endswith("</function>"):
         return None, f"<function={name}> is not closed with </function>"
-    args, rest = text_arguments(inner, _PARAM, name, tools, _layout_value)
+    args, rest = text_arguments(inner, _PARAM, name, tools, _layout_value, tags=_TAGS)
     if args is None:
         return None, rest
     if rest.strip():
@@ -42,7 +43,7 @@ def _read_call(body: str, index: int, tools: list[dict] | None) -> tuple[ToolCal
 
 
 def parse(text: str, tools: list[dict] | None = None) -> AgentAction:
-    """Every `<tool_call>` block of the turn (an unclosed last one is read too)."""
+    """Every `<tool_call>` block of the turn (an unclosed one is a parse error, not read)."""
     return tagged_calls(
         text, "<tool_call>", "</tool_call>", lambda body, i: one_call(_read_call(body, i, tools))
     )

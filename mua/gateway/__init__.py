@@ -8,6 +8,7 @@ trained.
 - `mua.gateway.openai_wire`: the request checks and the OpenAI response shapes (plain and SSE).
 - `mua.gateway.server`: the aiohttp app (`Gateway`): sessions by key, `POST
   /v1/chat/completions`, `GET /v1/models`.
+- `mua.gateway.reply_reader`: a sampled turn as returned (the `stop` cut, tool calls read).
 - `mua.gateway.program`: program gyms: one agent program per task sample, run against the
   gateway, its record turned into a `Trajectory`.
 

@@ -6,9 +6,11 @@ session's task) and returns `{messages, tools}`: the opening conversation and th
 `POST /v1/env/step` with `{message}` (the assistant message the program got from the chat
 endpoint, as it got it) returns `{messages, reward, done}`: the env's answer (user replies,
 tool results), the turn's reward and whether the episode ended. Tool calls in the message are
-taken as they are; a message without them is read with the run's tool parser, then as a
-bracket action (`[answer] 3`). The env's `env` messages (interventions) come as user messages. The rewards add up on the session
-(`EnvState.rewards`), which a program gym's `reward: env` uses.
+taken as they are, once checked (one without a name, or whose arguments are not a JSON object,
+is a 400 naming it, and the env never sees the step); a message without them is read with the
+run's tool parser, then as a bracket action (`[answer] 3`). The env's `env` messages
+(interventions) come as user messages. The rewards add up on the session (`EnvState.rewards`),
+which a program gym's `reward: env` uses.
 An env that fails is a 500 and is kept on the session (`EnvState.failure`): the trajectory ends
 as `env_error`. Not here: chat, sessions, running programs.
 """
@@ -20,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mua.gateway.openai_wire import WireError
+from mua.gateway.session import content_text
 from mua.gym.api import AgentAction, ToolCall
-from mua.rollout.toolcalls import parse_action, parse_bracket
+from mua.rollout.toolcalls import parse_action, parse_bracket, read_native_calls
 from mua.text import clean_messages
 
 
@@ -43,31 +46,46 @@ class EnvState:
             await env.close()
 
 
+_CALL_SHAPE = "{id, type: function, function: {name, arguments}}"
+
+
+def _snippet(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _tool_calls(raw: Any) -> list[ToolCall]:
+    """The message's OpenAI `tool_calls`, checked: a 400 naming the first one that is not a
+    call with a name and JSON-object arguments (as the chat endpoint returns them)."""
+    if raw is None or raw == []:
+        return []
+    if not isinstance(raw, list):
+        shape = f"message.tool_calls must be a list of {_CALL_SHAPE}, got {_snippet(raw)}"
+        raise WireError(400, shape, "message")
+    calls = []
+    for i, call in enumerate(raw):
+        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+            shape = f"message.tool_calls[{i}] must be an object {_CALL_SHAPE}, got {_snippet(call)}"
+            raise WireError(400, shape, "message")
+        read, errors = read_native_calls([call])
+        if errors:
+            raise WireError(400, f"message.tool_calls[{i}]: {errors[0]}", "message")
+        fn = read[0]["function"]
+        call_id = read[0]["id"] if call.get("id") else f"call_{i}"
+        calls.append(ToolCall(fn["name"], fn["arguments"], call_id))
+    return calls
+
+
 def _action(message: Any, tool_parser: str) -> AgentAction:
     if not isinstance(message, dict):
         raise WireError(400, "env/step needs {message: the assistant message}", "message")
-    content = message.get("content") or ""
-    calls = []
-    for i, call in enumerate(message.get("tool_calls") or []):
-        fn = call.get("function") or {} if isinstance(call, dict) else {}
-        args = fn.get("arguments")
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except ValueError:
-                args = {}
-        calls.append(
-            ToolCall(
-                str(fn.get("name", "")),
-                args if isinstance(args, dict) else {},
-                str(call.get("id") or f"call_{i}"),
-            )
-        )
+    content = content_text(message.get("content"))
+    calls = _tool_calls(message.get("tool_calls"))
     if calls:
-        return AgentAction(text=str(content), tool_calls=calls, raw=str(content))
-    action = parse_action(str(content), tool_parser)
+        return AgentAction(text=content, tool_calls=calls, raw=content)
+    action = parse_action(content, tool_parser)
     if not action.tool_calls and not action.parse_errors:  # a bracket action in plain text
-        bracket = parse_bracket(str(content))
+        bracket = parse_bracket(content)
         if bracket.tool_calls:
             return bracket
     return action

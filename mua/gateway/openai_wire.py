@@ -79,6 +79,27 @@ def _number(body: dict, key: str, low: float, high: float | None = None) -> floa
     return float(value)
 
 
+def _max_tokens(body: dict) -> int | None:
+    """The request's token limit, from `max_tokens` or `max_completion_tokens` (the error names
+    the field sent; both sent must agree)."""
+    given = {}
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise WireError(400, f"{key} must be a positive integer, got {value!r}", key)
+        given[key] = value
+    if len(set(given.values())) > 1:
+        raise WireError(
+            400,
+            f"max_tokens ({given['max_tokens']}) and max_completion_tokens "
+            f"({given['max_completion_tokens']}) disagree; send one of them",
+            "max_completion_tokens",
+        )
+    return next(iter(given.values()), None)
+
+
 def _tools(body: dict) -> list[dict]:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
@@ -137,11 +158,6 @@ def read_request(body: Any) -> ChatRequest:
     stop = [stop] if isinstance(stop, str) else stop
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
         raise WireError(400, "stop must be a string or a list of non-empty strings", "stop")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
-        raise WireError(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
     options = body.get("stream_options") or {}
     return ChatRequest(
         model=str(body.get("model") or ""),
@@ -149,7 +165,7 @@ def read_request(body: Any) -> ChatRequest:
         tools=_tools(body),
         parse_tools=choice != "none",
         temperature=_number(body, "temperature", 0.0, 2.0),
-        max_tokens=max_tokens,
+        max_tokens=_max_tokens(body),
         stop=list(stop),
         stream=bool(body.get("stream")),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),

@@ -4,13 +4,15 @@
 (`mua.config.gyms.ProgramConfig`) instead of the built-in turn loop. It opens a session on the
 event loop's gateway (one per loop, started on first use and closed with its last session),
 starts the program (a command, in its own process group, a leading `python` being mua's own
-interpreter; or an in-process entry point) with
+interpreter; or an in-process entry point, its module found in the folder mua runs in first:
+`mua.plugin_targets`) with
 `OPENAI_BASE_URL`, `OPENAI_API_KEY` (the session key) and `MUA_TASK` (the task row as JSON), and
 waits for it within `program.timeout_s`. The program may play the gym's own env (its
 simulated user and tools) over HTTP under its session key (`mua.gateway.env_routes`). The
 reward is the last line of its stdout that is a JSON object with a number under `reward`,
 (`reward: gym`) the gym's `score_conversation` of the recorded messages, or (`reward: env`) the
-sum of the rewards of the env steps it took; an env that failed ends it as `env_error`.
+sum of the rewards of the env steps it took; an env that failed, or a gym scorer that raised
+or gave no finite number, ends it as `env_error`.
 
 A program that crashes, overruns its deadline or gives no reward ends its trajectory with a
 failure (`env_error` or `timeout`, which training masks and counts as `reward/masked`), the
@@ -24,19 +26,20 @@ Not here: the HTTP side (`mua.gateway.server`), the prefix rule (`mua.gateway.se
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import json
+import math
 import os
 import signal
 import sys
 import weakref
 from dataclasses import dataclass
 
-from mua.errors import UsageError
+from mua.errors import MuaError, UsageError
 from mua.gateway.env_routes import EnvState
 from mua.gateway.server import Gateway
 from mua.gateway.session import Session, SessionLimits
+from mua.plugin_targets import load_entry_point
 from mua.rollout.transcript import Trajectory
 from mua.text import clean_text
 
@@ -159,15 +162,6 @@ async def _run_command(program, env: dict[str, str]) -> Outcome:
     return Outcome(reward_from_stdout(stdout), stderr_tail=_tail(stderr))
 
 
-def load_entry_point(target: str):
-    module, _, name = target.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise UsageError(f"program.entry_point {target!r} cannot be loaded: {e}") from None
-    return fn
-
-
 async def _run_entry_point(program, base_url: str, api_key: str, task) -> Outcome:
     fn = load_entry_point(program.entry_point)
     if inspect.iscoroutinefunction(fn):
@@ -260,12 +254,31 @@ def _scored(outcome: Outcome, session: Session, program, run, task) -> Outcome:
             )
         outcome.reward = sum(env.rewards)
     if program.reward == "gym":
-        score = getattr(run.spec, "score_conversation", None)
-        outcome.reward = float(score(all_messages(session), task, run.ctx))
+        outcome.reward, failure = _gym_score(session, run, task)
+        if failure:
+            return Outcome(None, "env_error", failure, outcome.stderr_tail)
     if outcome.reward is None:
         outcome.termination = "env_error"
         outcome.detail = 'program printed no reward line (`{"reward": x}` as its last JSON line)'
     return outcome
+
+
+def _gym_score(session: Session, run, task) -> tuple[float | None, str]:
+    """(reward, "") from the gym's `score_conversation`, or (None, why) when it raised or gave
+    no finite number: a gym's bug ends this trajectory (env_error), as in the built-in loop."""
+    try:
+        value = run.spec.score_conversation(all_messages(session), task, run.ctx)
+    except MuaError:  # a configuration problem stops the run, loudly
+        raise
+    except Exception as e:
+        return None, f"score_conversation raised {type(e).__name__}: {e}"
+    try:
+        reward = float(value)
+    except (TypeError, ValueError):
+        reward = math.nan
+    if not math.isfinite(reward):
+        return None, f"score_conversation returned {value!r}, not a finite number"
+    return reward, ""
 
 
 def all_messages(session: Session, split_note: bool = False) -> list[dict]:

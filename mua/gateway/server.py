@@ -8,20 +8,22 @@ env (program gyms) `POST /v1/env/reset` and `POST /v1/env/step` (`mua.gateway.en
 
 A request is answered under its session's lock: the prompt is made by the session's prefix rule
 (`mua.gateway.session`), sampled (with the session's policy, which fixes the temperature and the
-seeds in training, or the gateway's engine at the request's temperature), the stop token and any
-`stop` string cut off, and the text read with the model family's tool-call reader. Calls of
-offered tools come back as OpenAI `tool_calls`; markup that cannot be read, or a call of a tool
-the request did not offer, comes back as plain text and is counted (`malformed`). Streaming
-sends the finished answer as server-sent events (the engine samples a turn whole).
+seeds in training, or the gateway's engine at the request's temperature), and read
+(`mua.gateway.reply_reader`: the stop token and any `stop` string cut off, tool calls read with
+the model family's reader). Making the prompt (rendering, tokenizing: seconds for a message of
+megabytes) and reading the reply run in a worker thread, so one session's large request never
+holds up the others. Calls of offered tools come back as OpenAI `tool_calls`; markup that cannot
+be read, or a call of a tool the request did not offer, comes back as plain text and is counted
+(`malformed`). Streaming sends the finished answer as server-sent events (the engine samples a
+turn whole). A body that is not JSON, or nests deeper than `MAX_JSON_DEPTH`, is a 400.
 An engine failure is a 500 and is kept on the session (`failure`) so a training run stops.
 Not here: the prefix rule, the wire checks (`mua.gateway.openai_wire`), running programs.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import secrets
-import uuid
 
 from aiohttp import web
 
@@ -35,19 +37,12 @@ from mua.gateway.openai_wire import (
     read_request,
     stream_events,
 )
+from mua.gateway.reply_reader import ReadTurn, read_turn
 from mua.gateway.session import BudgetSpent, Segment, Session, SessionLimits, normal_message
-from mua.rollout.toolcalls import parse_action
+from mua.rollout.toolcalls import deeper_than
 
 MAX_BODY_BYTES = 64 << 20
-
-
-def _strip_stop(text: str, stop_text: str | None) -> str:
-    return text[: -len(stop_text)] if stop_text and text.endswith(stop_text) else text
-
-
-def _first_stop(text: str, stops: list[str]) -> int | None:
-    found = [text.index(s) for s in stops if s in text]
-    return min(found) if found else None
+MAX_JSON_DEPTH = 64  # containers in a request body; tool schemas need a handful
 
 
 class Gateway:
@@ -182,7 +177,7 @@ class Gateway:
                         f"{policy.temperature:g}",
                         "temperature",
                     )
-            plan = session.plan(req.messages, req.tools)
+            plan = await asyncio.to_thread(session.plan, req.messages, req.tools)
             try:
                 room = session.check_budget(plan)
             except BudgetSpent as e:
@@ -195,7 +190,13 @@ class Gateway:
             except Exception as e:
                 session.failure = e
                 raise
-            return self._record(session, seg, result, req, len(plan.ids))
+            template = getattr(self.tokenizer, "chat_template", None)
+            renderer = seg.builder.renderer
+            tail = renderer.decode(plan.ids[-8:])
+            turn = await asyncio.to_thread(
+                read_turn, renderer, result, req, self.tool_parser, template, tail
+            )
+            return self._record(session, seg, turn, len(plan.ids))
 
     async def _sample(self, session: Session, seg: Segment, prompt: list[int], max_new: int, req):
         stop_ids = seg.builder.renderer.stop_token_ids()
@@ -217,56 +218,34 @@ class Gateway:
             GenerationRequest(prompt_ids=list(prompt), sampling=sampling, route_key=session.key)
         )
 
-    def _record(self, session: Session, seg: Segment, result, req: ChatRequest, prompt_len: int):
-        renderer = seg.builder.renderer
-        ids, logprobs = list(result.token_ids), list(result.logprobs)
-        session.sampled_tokens += len(ids)
-        stopped = result.finish_reason == "stop"
-        text = _strip_stop(renderer.decode(ids), renderer.stop_text)
-        finish = "stop" if stopped else "length"
-        at = _first_stop(text, req.stop)
-        if at is not None:  # keep the ids up to the one that completes the stop string
-            k = next(
-                (
-                    k
-                    for k in range(1, len(ids) + 1)
-                    if _first_stop(renderer.decode(ids[:k]), req.stop) is not None
-                ),
-                len(ids),
-            )
-            session.dropped_tokens += len(ids) - k
-            ids, logprobs = ids[:k], logprobs[:k]
-            text, finish, stopped = text[:at], "stop", False
-        content, calls = text, []
-        if req.tools and req.parse_tools:
-            template = getattr(self.tokenizer, "chat_template", None)
-            action = parse_action(text, self.tool_parser, req.tools, template)
-            offered = {t["function"]["name"] for t in req.tools}
-            readable = not action.parse_errors and all(c.name in offered for c in action.tool_calls)
-            if action.tool_calls and readable:
-                content, finish = action.text, "tool_calls"
-                calls = [
-                    {
-                        "id": f"call_{uuid.uuid4().hex[:12]}",
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-                    }
-                    for c in action.tool_calls
-                ]
-            elif not readable:
-                session.malformed += 1
-        message = {"role": "assistant", "content": content}
-        if calls:
-            message["tool_calls"] = calls
-        session.record_turn(seg, ids, logprobs, stopped, normal_message(message))
-        return Reply(content, calls, finish, prompt_len, len(ids))
+    def _record(self, session: Session, seg: Segment, turn: ReadTurn, prompt_len: int) -> Reply:
+        session.sampled_tokens += len(turn.ids) + turn.dropped
+        session.dropped_tokens += turn.dropped
+        session.malformed += int(turn.malformed)
+        message = {"role": "assistant", "content": turn.content}
+        if turn.calls:
+            message["tool_calls"] = turn.calls
+        session.record_turn(seg, turn.ids, turn.logprobs, turn.stopped, normal_message(message))
+        return Reply(turn.content, turn.calls, turn.finish, prompt_len, len(turn.ids))
 
 
 async def _json_body(request: web.Request):
+    """The request's JSON body; a 400 when it is not JSON or nests deeper than MAX_JSON_DEPTH
+    (the standard library would exhaust the recursion limit reading or writing it)."""
     try:
-        return await request.json()
+        body = await request.json()
+        too_deep = deeper_than(body, MAX_JSON_DEPTH)
+    except RecursionError:
+        too_deep = True
     except ValueError as e:
         raise WireError(400, f"the body is not JSON: {e}") from None
+    if too_deep:
+        raise WireError(
+            400,
+            f"the JSON body is nested more than {MAX_JSON_DEPTH} levels deep; the gateway reads "
+            "at most that many: flatten it",
+        )
+    return body
 
 
 @web.middleware

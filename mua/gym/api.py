@@ -86,10 +86,15 @@ class AgentAction:
 
 @dataclass
 class ResetResult:
-    """The opening of an episode: messages (system + first user turn) and tool schemas."""
+    """The opening of an episode: messages (system + first user turn) and tool schemas.
+
+    `request`: fields a message-level agent behind an API adds to each of the episode's
+    requests besides messages and tools (tau2's leaderboard: its trial's `seed`, `tool_choice`);
+    token-level policies ignore it."""
 
     messages: list[dict]
     tools: list[dict] = field(default_factory=list)
+    request: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -153,6 +158,8 @@ class GymContext:
     (`mua.seat`) it is "seat": the user's requests go through `llm` to the trained policy and
     judges stay scripted. `options` are the
     recipe's `gym.options`; `reward_weights` the recipe's `gym.reward_weights`.
+    `sample_index`: which of its task's samples the env's trajectory is (the runner sets it
+    per trajectory; tau2 seeds each trial by it).
     """
 
     options: dict = field(default_factory=dict)
@@ -160,6 +167,7 @@ class GymContext:
     user_kind: str = "scripted"
     llm: JudgeClient | None = None
     seed: int = 0
+    sample_index: int = 0
 
 
 # An expert acts like a policy at message level: given the conversation so far and the task,

@@ -281,7 +281,6 @@ def _check_every_entry_has_tasks(recipe) -> None:
 def _check_program(i: int, entry, recipe, verb: str) -> None:
     """A program gym (`program:`) must be runnable: its command or entry point found, its gym
     able to score conversations when asked to, and GRPO (its split sessions share one reward)."""
-    import importlib.util
     import shutil
     from pathlib import Path
 
@@ -308,16 +307,10 @@ def _check_program(i: int, entry, recipe, verb: str) -> None:
                 f"{where}: program.command {exe!r} not found; give a path or a command on PATH"
             )
     else:
-        module = program.entry_point.partition(":")[0]
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise UsageError(
-                f"{where}: program.entry_point module {module!r} cannot be imported; check the "
-                "name and PYTHONPATH"
-            )
+        from mua.plugin_targets import missing_module
+
+        if (why := missing_module(program.entry_point)) is not None:
+            raise UsageError(f"{where}: {why}")
 
 
 def _check_reward_weights(i: int, entry) -> None:

@@ -5,13 +5,22 @@
 bad arguments, exceptions) into a tool message that says what was wrong, with an `error_kind`
 for metrics. It never raises on model output; only a `UserFailure` (the simulated user or judge
 could not answer) passes through, so the runner can end that trajectory masked.
+
+`run_sync(fn, ...)` runs a synchronous tool on a thread of its own while the event loop waits
+for it, so the runner's deadline on the env call (`rollout.call_timeout_s`) fires even when a
+tool sleeps or spins: the trajectory ends with `timeout`. Python cannot stop a thread: a call
+cut by its deadline finishes (or not) on its daemon thread and its result is dropped; a tool
+that holds the interpreter inside one C call (a giant integer power) must bound itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
 import json
 import re
+import threading
 import types
 import typing
 from typing import Any, Literal, get_args, get_origin
@@ -181,6 +190,33 @@ def bind_arguments(fn, arguments: Any) -> dict:
     return bound
 
 
+async def run_sync(fn, /, *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` on a daemon thread (with the caller's context variables), awaited
+    without blocking the event loop; its exception is raised here."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            settle = (future.set_result, context.run(fn, *args, **kwargs))
+        except BaseException as err:  # noqa: BLE001 - handed to the awaiting coroutine
+            settle = (future.set_exception, err)
+        try:
+            loop.call_soon_threadsafe(_settle, future, *settle)
+        except RuntimeError:  # the loop closed while the call ran: nobody waits for it
+            pass
+
+    name = f"mua-tool-{getattr(fn, '__name__', 'call')}"
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future, setter, value) -> None:
+    if not future.cancelled():  # a deadline cut the call: its outcome is dropped
+        setter(value)
+
+
 class ToolEnv:
     """Base class for envs whose actions are tool calls to `@tool` methods.
 
@@ -216,7 +252,10 @@ class ToolEnv:
                 call, f"Error: bad arguments for {call.name}: {e}."
             ), "bad_arguments"
         try:
-            result = fn(**kwargs)
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(**kwargs)
+            else:  # off the event loop, so the env call's deadline holds
+                result = await run_sync(fn, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
         except (UserFailure, RunFailure):

@@ -18,6 +18,7 @@ with its re-rendering (`mua.rollout.transcript_drift`), generate or parse tool c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import weakref
 from collections import OrderedDict
@@ -219,8 +220,9 @@ class ChatRenderer:
             ids = seen[key] = self.encode(self.render(messages, add_generation_prompt))
             if len(seen) > _RENDERED_KEEP:
                 seen.popitem(last=False)
-        else:
-            seen.move_to_end(key)
+        else:  # the gateway renders in worker threads: another may just have evicted the key
+            with contextlib.suppress(KeyError):
+                seen.move_to_end(key)
         return list(ids)
 
     def followup_text(self, new_messages: list[dict], add_generation_prompt: bool = True) -> str:

@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 from mua.errors import MuaError
 from mua.gym.api import AgentAction, StepResult, Task, UserFailure
 from mua.llm.wait_clock import WaitClock, wait_within
-from mua.rollout.toolcalls import action_as_message, parse_action
+from mua.rollout.toolcalls import (
+    action_as_message,
+    cut_by_budget,
+    parse_action,
+    prompt_opens_reasoning,
+)
 from mua.rollout.transcript import (
     Trajectory,
     TranscriptBuilder,
@@ -57,6 +62,7 @@ class Episode:
     builder: TranscriptBuilder | None = None
     messages: list[dict] = field(default_factory=list)
     tools: list[dict] = field(default_factory=list)
+    request: dict = field(default_factory=dict)  # `ResetResult.request`: a message agent's extras
     turn_rewards: list[float] = field(default_factory=list)
     components: dict[str, float] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
@@ -101,9 +107,14 @@ def _visible_context(token_ids: list[int], window: int | None) -> list[int]:
 
 def _parse_turn(ep: Episode, policy, text: str) -> AgentAction:
     """The sampled turn read with the policy's tool parser, typed by the episode's tools; `auto`
-    picks the family of the model's chat template."""
-    template = getattr(ep.builder.renderer.tokenizer, "chat_template", None)
-    return parse_action(text, policy.tool_parser, ep.tools, template)
+    picks the family of the model's chat template. A prompt that ends in `<think>` (Qwen3.5)
+    makes the turn reasoning up to its `</think>`."""
+    builder = ep.builder
+    template = getattr(builder.renderer.tokenizer, "chat_template", None)
+    start = builder.turn_starts[-1]
+    tail = builder.renderer.decode(builder.token_ids[max(0, start - 8) : start])
+    opened = prompt_opens_reasoning(tail)
+    return parse_action(text, policy.tool_parser, ep.tools, template, reasoning_open=opened)
 
 
 async def policy_turn(
@@ -125,10 +136,13 @@ async def policy_turn(
         builder.add_sampled(result.token_ids, result.logprobs, turn)
         text = builder.renderer.decode(result.token_ids)
         action = _parse_turn(ep, policy, builder.renderer.strip_stop(text))
-        message = action_as_message(action)
         stopped = result.finish_reason == "stop"
+        if not stopped:  # cut by the token budget: its last call cannot be known complete
+            action = cut_by_budget(action)
+        message = action_as_message(action)
     else:
-        message = await policy.act(ep.messages, ep.task, ep.tools)
+        extra = {"request": ep.request} if ep.request else {}
+        message = await policy.act(ep.messages, ep.task, ep.tools, **extra)
         builder.add_assistant_message(message, turn)
         action = policy.to_action(message)
         stopped = True

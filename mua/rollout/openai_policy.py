@@ -174,7 +174,10 @@ class OpenAIPolicy:
     def counters(self) -> dict[str, int]:
         return dict(self.endpoint.counts)
 
-    async def act(self, messages: list[dict], tools: list[dict] | None = None) -> dict:
+    async def act(
+        self, messages: list[dict], tools: list[dict] | None = None, request: dict | None = None
+    ) -> dict:
+        """`request`: fields the env adds to the body (`ResetResult.request`, e.g. a seed)."""
         kwargs: dict[str, Any] = {
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -184,6 +187,7 @@ class OpenAIPolicy:
             kwargs["tools"] = tools
         if self.top_k > 0:  # not part of the OpenAI API; vLLM and SGLang read it from the body
             kwargs["top_k"] = self.top_k
+        kwargs.update(request or {})
         try:
             reply, _ = await self.endpoint.chat(to_wire_messages(messages), **kwargs)
         except UserFailure as err:
@@ -194,8 +198,10 @@ class OpenAIPolicy:
         """This agent as a `MessagePolicy` (`collect(policy=...)`)."""
         from mua.rollout.policies import MessagePolicy
 
-        async def act(messages: list[dict], task: Any, tools: list[dict]) -> dict:
-            return await self.act(messages, tools)
+        async def act(
+            messages: list[dict], task: Any, tools: list[dict], request: dict | None = None
+        ) -> dict:
+            return await self.act(messages, tools, request)
 
         return MessagePolicy(act, tool_parser=self.tool_parser, name=name)
 

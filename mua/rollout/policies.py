@@ -97,7 +97,8 @@ MessageActor = Callable[..., Awaitable[dict]]
 
 
 class MessagePolicy:
-    """Wrap `act(messages, task)` or `act(messages, task, tools)` returning an assistant message."""
+    """Wrap `act(messages, task)` or `act(messages, task, tools)` returning an assistant message;
+    an actor with a `request` parameter also gets the env's request extras (`ResetResult.request`)."""
 
     kind: PolicyKind = "messages"
 
@@ -106,14 +107,21 @@ class MessagePolicy:
         self.tool_parser = tool_parser
         self.name = name
         try:
-            self._takes_tools = len(inspect.signature(act).parameters) >= 3
+            parameters = inspect.signature(act).parameters
         except (TypeError, ValueError):
-            self._takes_tools = False
+            parameters = {}
+        self._takes_tools = len(parameters) >= 3
+        self._takes_request = "request" in parameters
 
-    async def act(self, messages: list[dict], task: Task, tools: list[dict]) -> dict:
+    async def act(
+        self, messages: list[dict], task: Task, tools: list[dict], request: dict | None = None
+    ) -> dict:
         history = [dict(m) for m in messages]
+        extra = {"request": request} if request and self._takes_request else {}
         msg = await (
-            self._act(history, task, tools) if self._takes_tools else self._act(history, task)
+            self._act(history, task, tools, **extra)
+            if self._takes_tools
+            else self._act(history, task)
         )
         if not isinstance(msg, dict):
             raise TypeError(

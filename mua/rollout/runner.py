@@ -32,6 +32,7 @@ back as an observation and is counted, and the turn budget bounds how long that 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -85,6 +86,7 @@ async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None, on_turn=No
         reset = await env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
         ep.messages = env_messages(reset, "env.reset")
         ep.tools = clean_value(list(getattr(reset, "tools", None) or []))
+        ep.request = dict(getattr(reset, "request", None) or {})
         ep.builder = TranscriptBuilder(ChatRenderer(tokenizer, ep.tools))
         env_side(ep.builder.add_prompt, ep.messages)
         ep.covered = len(ep.messages)
@@ -144,9 +146,12 @@ async def _answer_or_park(answer, gate) -> bool:
     raise _Parked(task)
 
 
-def _make_env(gym_spec: GymSpec, gym_ctx: GymContext):
-    """A fresh env; a MuaError (the recipe does not suit the gym) stops the run, since every
-    trajectory would hit it, and any other failure ends this trajectory with env_error."""
+def _make_env(gym_spec: GymSpec, gym_ctx: GymContext, sample_index: int):
+    """A fresh env told its trajectory's `sample_index`; a MuaError (the recipe does not suit
+    the gym) stops the run, since every trajectory would hit it, and any other failure ends this
+    trajectory with env_error."""
+    if dataclasses.is_dataclass(gym_ctx):
+        gym_ctx = dataclasses.replace(gym_ctx, sample_index=sample_index)
     try:
         return gym_spec.make_env(gym_ctx)
     except MuaError:
@@ -185,7 +190,7 @@ async def run_one(
     parked = False
     try:
         if env is None:
-            env = _make_env(gym_spec, gym_ctx)
+            env = _make_env(gym_spec, gym_ctx, sample_index)
         ended = False
         if pending is not None:  # the env's answer from before parking (its call has a budget)
             ended = await pending

@@ -8,7 +8,8 @@ be read lands in `AgentAction.parse_errors` with a sentence the model can act on
 JSON the standard library refuses past its limits (nesting deep enough to exhaust the recursion
 limit, integers of more than 4,300 digits) and arguments nested deeper than `MAX_ARGUMENT_DEPTH`
 (templates and tools walk arguments recursively); a reader that fails in any other way gives one
-parse error naming the failure instead of raising. Bracket actions
+parse error naming the failure instead of raising. A call is read only when complete (closed,
+its arguments whole); a turn cut by the token budget runs no calls (`cut_by_budget`). Bracket actions
 become calls of the one tool UserRL-style gyms expose, `interact_with_env(choice, content)`.
 This module does not check tool names or argument types; the gym's `ToolEnv` does that.
 Reasoning inside `<think>...</think>` is never parsed for actions. Without a chat template `auto`
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from mua.config.model import ParserName
@@ -33,6 +35,11 @@ PARSER_NAMES: tuple[str, ...] = ParserName.__args__
 BRACKET_TOOL = "interact_with_env"
 BRACKET_CHOICES = ("action", "search", "answer", "finish")
 
+_THINK_OPEN = "<think>"
+CUT_TURN_ERROR = (
+    "your turn hit the token limit before it ended, so none of its tool calls were run; "
+    "write shorter turns"
+)
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|(?=<tool_call>)|$)", re.S)
 _BRACKET = re.compile(r"\[\s*(action|search|answer|finish)\s*\]", re.I)
@@ -49,6 +56,11 @@ MAX_ARGUMENT_DEPTH = 32  # containers inside tool arguments; real tools need a h
 def _snippet(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_ERROR_SNIPPET else text[: _MAX_ERROR_SNIPPET - 3] + "..."
+
+
+def unclosed_error(open_tag: str, close_tag: str) -> str:
+    """The parse error of a call (or call section) whose close never came: it is not read."""
+    return f"{open_tag} is not closed with {close_tag}; a call runs only when complete"
 
 
 def _strip_think(text: str) -> str:
@@ -96,7 +108,7 @@ def _json_limit(err: BaseException) -> str:
     return _snippet(str(err))
 
 
-def _deeper_than(value: object, limit: int) -> bool:
+def deeper_than(value: object, limit: int) -> bool:
     """True when dicts/lists nest more than `limit` levels (a scalar is 0), without recursion."""
     stack = [(value, 0)]
     while stack:
@@ -121,7 +133,7 @@ def _call_from_object(obj: object, index: int) -> tuple[ToolCall | None, str | N
             f"tool call must be a JSON object with name and arguments, got {type(obj).__name__}",
         )
     too_deep = f"nested more than {MAX_ARGUMENT_DEPTH} levels deep"
-    if _deeper_than(obj, MAX_ARGUMENT_DEPTH + 1):
+    if deeper_than(obj, MAX_ARGUMENT_DEPTH + 1):
         return None, f"tool call is {too_deep}"
     obj = clean_value(obj)  # JSON escapes such as "\\ud800" decode to unencodable text
     name = obj.get("name")
@@ -139,17 +151,21 @@ def _call_from_object(obj: object, index: int) -> tuple[ToolCall | None, str | N
         args = {}
     if not isinstance(args, dict):
         return None, f"arguments of {name!r} must be a JSON object, got {type(args).__name__}"
-    if _deeper_than(args, MAX_ARGUMENT_DEPTH):
+    if deeper_than(args, MAX_ARGUMENT_DEPTH):
         return None, f"arguments of {name!r} are {too_deep}"
     return ToolCall(name=name.strip(), arguments=clean_value(args), id=f"call_{index}"), None
 
 
 def parse_hermes(text: str) -> AgentAction:
-    """Every `<tool_call>...</tool_call>` block (several per turn; an unclosed last one is read too)."""
+    """Every `<tool_call>...</tool_call>` block (several per turn); a block without its close is
+    a parse error, not read."""
     visible = _strip_think(text)
     calls: list[ToolCall] = []
     errors: list[str] = []
     for i, match in enumerate(_TOOL_BLOCK.finditer(visible)):
+        if not match.group(2):
+            errors.append(unclosed_error("<tool_call>", "</tool_call>"))
+            continue
         call, err = _decode_call(match.group(1), i)
         if call is not None:
             calls.append(call)
@@ -291,14 +307,16 @@ def parse_action(
     parser: str = "auto",
     tools: list[dict] | None = None,
     chat_template: str | None = None,
+    reasoning_open: bool = False,
 ) -> AgentAction:
     """Parse one assistant turn with `parser` (a family of `mua.families`, `bracket` or `auto`).
 
     `auto`: the family `chat_template` identifies (bracket actions when its reader finds no
     call), or, for an unknown or absent template, Hermes blocks when present, else bracket
     actions, else text. `tools` (the turn's tool schemas) type the arguments of formats that
-    write values as text. Never raises for any text (an unknown parser name is a programming
-    error and does)."""
+    write values as text. `reasoning_open`: the prompt ended in `<think>` (Qwen3.5's generation
+    prompt), so the turn is reasoning up to its `</think>`, all of it when there is none.
+    Never raises for any text (an unknown parser name is a programming error and does)."""
     if parser not in PARSER_NAMES:
         from mua.families import ALIASES
 
@@ -308,6 +326,8 @@ def parse_action(
             )
     text = clean_text(text)
     try:
+        if reasoning_open:
+            return _as_written(_parse_with(_THINK_OPEN + text, parser, tools, chat_template), text)
         return _parse_with(text, parser, tools, chat_template)
     except Exception as e:  # a reader bug must cost one turn, not the run
         error = (
@@ -315,6 +335,28 @@ def parse_action(
             "valid tool call"
         )
         return AgentAction(text=text.strip(), parse_errors=[error], raw=text)
+
+
+def _as_written(action: AgentAction, text: str) -> AgentAction:
+    """`action`, read with the prompt's `<think>` put before `text`, as the model wrote `text`."""
+    action.raw = text
+    action.text = action.text.removeprefix(_THINK_OPEN).strip()
+    return action
+
+
+def prompt_opens_reasoning(prompt_tail: str) -> bool:
+    """Whether a prompt ending in `prompt_tail` leaves a `<think>` open for the model's turn."""
+    return prompt_tail.rstrip().endswith(_THINK_OPEN)
+
+
+def cut_by_budget(action: AgentAction) -> AgentAction:
+    """A turn cut by the token budget runs no calls: its last call cannot be known complete.
+
+    A cut turn with calls or call errors becomes one parse error and no call; a cut turn of
+    plain text stays the text it is."""
+    if not action.tool_calls and not action.parse_errors:
+        return action
+    return replace(action, tool_calls=[], parse_errors=[CUT_TURN_ERROR])
 
 
 def _parse_with(

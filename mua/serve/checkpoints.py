@@ -29,13 +29,15 @@ START_TIMEOUT_S = 300.0
 
 
 def checkpoints_in(recipe) -> list[str]:
-    """The distinct `checkpoint:` folders of the recipe's endpoint sections, in order."""
+    """The distinct `checkpoint:` folders of the recipe's endpoint sections, in order: every
+    section whose `checkpoint` is a folder path, whatever its other keys (an LLM user, a judge,
+    a fixed agent); the recipe's `checkpoint:` settings are a section, not a path."""
     found: list[str] = []
 
     def walk(node) -> None:
         if isinstance(node, dict):
             value = node.get("checkpoint")
-            if isinstance(value, str) and "api_key_env" in node and value not in found:
+            if isinstance(value, str) and value not in found:
                 found.append(value)
             for child in node.values():
                 walk(child)

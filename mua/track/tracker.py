@@ -2,7 +2,7 @@
 
 Store: `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<run_dir>/mlflow.db`.
 Logged: the flattened resolved recipe as parameters (names of environment variables only, never
-their values; URL credentials redacted), numeric metrics per step (NaN and infinities included),
+their values: an `env:` map's values are logged as `<set>`; URL credentials redacted), numeric metrics per step (NaN and infinities included),
 the resolved recipe file and sampled transcripts as artifacts (`transcripts/step_N.txt`, and
 `transcripts/val_N.txt` for the validation after step N). The same metrics and transcripts
 also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`,
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mua.errors import MuaError, RunFailure
-from mua.redact import is_secret_name, redact_text
+from mua.redact import is_secret_name, mask_env_maps, redact_text
 from mua.track.console import StepConsole, verbose
 from mua.track.run_files import append_metrics, keep_metrics_through, write_transcripts
 from mua.track.sinks import open_sinks
@@ -67,11 +67,16 @@ def metric_name(key: str) -> str:
 
 
 def flatten_params(tree, prefix: str = "") -> dict[str, str]:
-    """Nested recipe dict -> {"a.b.c": "value"}; a key that looks secret is kept only if it names an env var."""
+    """Nested recipe dict -> {"a.b.c": "value"}; a key that looks secret is kept only if it names
+    an env var, and an environment map's values are `<set>` (`mask_env_maps`)."""
+    return _flat_params(mask_env_maps(tree), prefix)
+
+
+def _flat_params(tree, prefix: str) -> dict[str, str]:
     out: dict[str, str] = {}
     if isinstance(tree, dict):
         for k, v in tree.items():
-            out.update(flatten_params(v, f"{prefix}{k}."))
+            out.update(_flat_params(v, f"{prefix}{k}."))
         return out
     key = prefix[:-1]
     if is_secret_name(key.rsplit(".", 1)[-1]):

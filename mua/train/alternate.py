@@ -17,7 +17,10 @@ interruption skips the phases done and resumes the one in progress from its side
 checkpoint; every phase is deterministic given its inputs (greedy opponents answering one
 request at a time), so the result equals an uninterrupted run's. `rounds.jsonl` holds one line
 per phase: side, round, steps, opponent and the phase's mean training reward (each side's own
-metrics are in its run dir and MLflow run `<name>-<side>`).
+metrics are in its run dir and MLflow run `<name>-<side>`). On several nodes (`--nnodes`) every
+node runs the same phases; node 0 alone locks the run dir, keeps the exports and writes
+`rounds.jsonl`, and the other nodes wait for each export before their next phase (the run dir
+is on a file system the nodes share).
 
 Not here: training itself (the launcher and the ranks) or serving (mua.serve.checkpoints).
 """
@@ -26,12 +29,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
-from mua.errors import UsageError
+from mua.errors import RunFailure, UsageError
 
 SIDES = ("agent", "user")
 ROUNDS_FILE = "rounds.jsonl"
+# how long a node other than 0 waits, after a phase, for node 0 to keep its export
+EXPORT_WAIT_S = 1800.0
 
 
 def _other(side: str) -> str:
@@ -141,31 +147,68 @@ def _keep_export(run_dir: Path, side: str, round_: int) -> Path:
 
 def run_alternation(recipe, **launch_options) -> None:
     """Train both sides in turns (see the module docstring); `launch_options` go to every
-    phase's `launch` (processes, nodes)."""
+    phase's `launch` (processes, nodes). Node 0 alone claims and locks the run dir, keeps each
+    phase's export and writes `rounds.jsonl`; every other node trains the same phases and waits
+    for node 0's export before the next one, so it faces the same opponent."""
     from mua.output_folders import FolderLock, claim_dir
-    from mua.train.launcher import launch
 
     sides = check_sides(recipe)
     starts = {side: sides[side].model.path for side in SIDES}
-    run_dir = claim_dir(recipe.run_dir, what="run_dir")
-    alt = recipe.alternate
-    agent_parser = sides["agent"].model.tool_parser
+    node_rank = launch_options.get("node_rank", 0)
+    run_dir = Path(recipe.run_dir)
+    if node_rank != 0:
+        _run_phases(
+            recipe,
+            sides,
+            starts,
+            launch_options,
+            lambda r, s: _await_export(run_dir, s, r, node_rank),
+        )
+        return
+
+    def keep(round_: int, side: str) -> None:
+        _keep_export(run_dir, side, round_)
+        row = _write_rounds(recipe, starts)[-1]
+        shown = "n/a" if row["reward_mean"] is None else f"{row['reward_mean']:.3f}"
+        print(f"round {round_} · {side}: mean training reward {shown}", flush=True)
+
+    claim_dir(run_dir, what="run_dir")
     with FolderLock(run_dir, what="alternating run_dir", verb="mua train"):
-        for round_, side in phases(alt):
-            if round_export(run_dir, side, round_).is_dir():
-                continue
-            opponent = opponent_of(recipe, starts, round_, side)
-            print(
-                f"round {round_}/{alt.rounds} · {side}: steps {(round_ - 1) * alt.steps + 1}-"
-                f"{round_ * alt.steps} against {opponent}",
-                flush=True,
+        _run_phases(recipe, sides, starts, launch_options, keep)
+
+
+def _run_phases(recipe, sides: dict, starts: dict, launch_options: dict, after) -> None:
+    """Launch each phase not done yet (no export), then `after(round, side)`."""
+    from mua.train.launcher import launch
+
+    run_dir = Path(recipe.run_dir)
+    alt = recipe.alternate
+    for round_, side in phases(alt):
+        if round_export(run_dir, side, round_).is_dir():
+            continue
+        opponent = opponent_of(recipe, starts, round_, side)
+        print(
+            f"round {round_}/{alt.rounds} · {side}: steps {(round_ - 1) * alt.steps + 1}-"
+            f"{round_ * alt.steps} against {opponent}",
+            flush=True,
+        )
+        phase = side_recipe(recipe, side, round_, opponent, sides["agent"].model.tool_parser)
+        launch(phase, resume=True, allow_recipe_change=True, **launch_options)
+        after(round_, side)
+
+
+def _await_export(run_dir: Path, side: str, round_: int, node_rank: int) -> None:
+    """Wait (on a node other than 0) until node 0 kept the phase's export."""
+    target = round_export(run_dir, side, round_)
+    deadline = time.monotonic() + EXPORT_WAIT_S
+    while not target.is_dir():
+        if time.monotonic() > deadline:
+            raise RunFailure(
+                f"node {node_rank}: node 0 kept no {target} within {EXPORT_WAIT_S:g} s after "
+                "the phase; read node 0's output (the run dir must be on a file system every "
+                "node shares)"
             )
-            phase = side_recipe(recipe, side, round_, opponent, agent_parser)
-            launch(phase, resume=True, allow_recipe_change=True, **launch_options)
-            _keep_export(run_dir, side, round_)
-            row = _write_rounds(recipe, starts)[-1]
-            shown = "n/a" if row["reward_mean"] is None else f"{row['reward_mean']:.3f}"
-            print(f"round {round_} · {side}: mean training reward {shown}", flush=True)
+        time.sleep(min(2.0, EXPORT_WAIT_S / 10))
 
 
 def _write_rounds(recipe, starts: dict[str, str]) -> list[dict]:

@@ -4,10 +4,11 @@
 generator seeded by (data.seed, draw number), then that source's task: its next one in seeded
 per-epoch shuffles (`TaskSampler`), or, with the entry's `curriculum`, one drawn by difficulty
 (a task whose latest group-mean reward is at or below `hard_below` or at or above `easy_above`
-weighs `curriculum.weight`, any other task 1). After each step `observe` takes every trajectory's
-(label, task id, reward) from all ranks: it updates the tasks' latest group means and, for entries
-with `standardize_rewards`, the running mean and variance of their rewards (`reward_scale`
-reads them). The whole state (draws, each source's position, group means, reward statistics) is a
+weighs `curriculum.weight`, any other task 1). After each step `observe` takes every scored
+trajectory's (label, task id, reward) from all ranks (masked ones, whose user, gym or engine
+failed, are left out by the step: `mua.train.rl.observe_step`): it updates the tasks' latest
+group means over them and, for entries with `standardize_rewards`, the running mean and
+variance of their rewards (`reward_scale` reads them). The whole state (draws, each source's position, group means, reward statistics) is a
 plain dict saved in checkpoints, so a resumed run draws what an uninterrupted one would.
 With one entry and no curriculum the draws are exactly `TaskSampler`'s (the single-gym order).
 Does not roll anything out and does not talk to other ranks.
@@ -125,7 +126,8 @@ class MixSampler:
 
     # ---- feedback ------------------------------------------------------------------------
     def observe(self, rows: list[tuple[str, str, float]]) -> None:
-        """Every trajectory of a step, from all ranks: (label, task id, reward)."""
+        """Every scored (not masked) trajectory of a step, from all ranks: (label, task id, reward).
+        A task with none keeps its previous group mean."""
         groups: dict[tuple[str, str], list[float]] = defaultdict(list)
         for label, task_id, reward in rows:
             groups[(label, str(task_id))].append(float(reward))

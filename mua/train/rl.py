@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from mua.algo.filters import FAILURE_REASONS
 from mua.distributed import all_gather_objects, all_reduce_sum
 from mua.errors import RunFailure
 from mua.llm.llm_client import user_call_report
@@ -235,12 +236,18 @@ def _user_calls(parts: RLParts) -> dict:
 
 
 def observe_step(sampler, trajectories, recipe) -> dict[str, float]:
-    """Tell the sampler every trajectory's reward (gathered over ranks) when an entry has a
-    curriculum or reward standardisation; returns their per-gym metrics."""
+    """Tell the sampler every scored trajectory's reward (gathered over ranks) when an entry has a
+    curriculum or reward standardisation; returns their per-gym metrics. A masked trajectory (its
+    user, gym or engine failed: `FAILURE_REASONS`) has no score, so it neither makes its task look
+    hard nor enters the reward statistics; a truncated one is the policy's doing and counts."""
     labelled = {e.key for e in recipe.gyms if e.curriculum is not None or e.standardize_rewards}
     if not labelled:
         return {}
-    local = [(t.gym or recipe.gyms[0].key, str(t.task_id), float(t.reward)) for t in trajectories]
+    local = [
+        (t.gym or recipe.gyms[0].key, str(t.task_id), float(t.reward))
+        for t in trajectories
+        if t.termination not in FAILURE_REASONS
+    ]
     rows = [row for part in all_gather_objects(local) for row in part]
     sampler.observe(rows)
     out: dict[str, float] = {}

@@ -2,13 +2,15 @@
 
 What happens to a rank's trajectories (every GRPO group lives on one rank, so all of this is local):
 1. Exclusion (`score`): `filters.termination_mask` (env/user/engine failures always, truncation
-   with `algo.mask_truncated`) and, with `algo.dynamic_sampling`, groups whose scores all agree.
-   Drifted trajectories already have an all-zero loss mask (the runner zeroes it).
+   with `algo.mask_truncated`) and, with `algo.dynamic_sampling`, groups whose trajectories left
+   after that exclusion have equal scores, or are fewer than 2 (a masked score never makes a group
+   look informative). Drifted trajectories already have an all-zero loss mask (the runner zeroes it).
 2. Samples (`score`): one `RLSample` per kept trajectory with at least one policy token (one
    per segment with policy tokens for a trajectory with `segments`), in the order the rollouts
    came back, each with its position in the step's global batch
    (`global_index`, which decides its mini-batch independently of the number of ranks).
-3. Group-relative advantages (`group_relative_advantages`) over the kept trajectories only.
+3. Group-relative advantages (`group_relative_advantages`): baselines over the kept trajectories
+   only; a group that exclusion left with one kept member gives it advantage 0 (no baseline).
 Samples are frozen: log-probs, advantages and PPO's values are attached by `with_inputs`, which
 returns new samples. Nothing here runs a model or talks to other ranks.
 """
@@ -88,9 +90,10 @@ def keep_mask(trajectories, algo, report: BatchReport) -> list[bool]:
         scores = trajectory_scores(
             [t.turn_rewards for t in trajectories], getattr(algo, "score", "sum"), algo.gamma
         )
-        flat = zero_variance_groups(scores, [t.group_id for t in trajectories]).tolist()
-        dropped_groups = {t.group_id for t, z in zip(trajectories, flat, strict=False) if z}
-        report.dropped_zero_variance_groups = len(dropped_groups)
+        group_ids = [t.group_id for t in trajectories]
+        flat = zero_variance_groups(scores, group_ids, valid=by_reason).tolist()
+        dropped = {g for g, k, z in zip(group_ids, by_reason, flat, strict=True) if k and z}
+        report.dropped_zero_variance_groups = len(dropped)
         report.dropped_zero_variance_trajectories = sum(
             1 for k, z in zip(keep, flat, strict=False) if k and z
         )
@@ -114,6 +117,9 @@ class ScoredBatch:
     # where `samples[i]` lies in its trajectory's per-token lists: a trajectory with `segments`
     # (a program gym's session that split) gives one sample per segment; empty: whole trajectories
     spans: list[tuple[int, int]] = field(default_factory=list)
+    # the trajectories `termination_mask` excluded: they tell a group that exclusion left with one
+    # member (no baseline, advantage 0) from a group of one by design; they enter no baseline
+    excluded: list = field(default_factory=list)
 
 
 def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int]) -> ScoredBatch:
@@ -121,6 +127,8 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int])
     report = BatchReport()
     keep = keep_mask(trajectories, algo, report)
     kept = [t for t, k in zip(trajectories, keep, strict=False) if k]
+    by_reason = termination_mask([t.termination for t in trajectories], algo.mask_truncated)
+    excluded = [t for t, k in zip(trajectories, by_reason.tolist(), strict=True) if not k]
     masks = [_clean_mask(t) for t in kept]
     samples, rows, spans = [], [], []
     for row, (traj, mask) in enumerate(zip(kept, masks, strict=True)):
@@ -144,7 +152,7 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int])
                     ),
                 )
             )
-    return ScoredBatch(kept, masks, samples, rows, report, spans)
+    return ScoredBatch(kept, masks, samples, rows, report, spans, excluded)
 
 
 def segment_spans(traj) -> list[tuple[int, int]]:
@@ -157,44 +165,55 @@ def segment_spans(traj) -> list[tuple[int, int]]:
     return out
 
 
+def _rows_by_gym(batch: ScoredBatch) -> dict[str, list[tuple[object, list[int], int | None]]]:
+    """Each gym's (trajectory, loss mask, row in `kept`) rows: the kept trajectories, then the
+    excluded ones (row None, an all-zero mask: they only mark who is missing from a group)."""
+    out: dict[str, list] = {}
+    for i, (t, mask) in enumerate(zip(batch.kept, batch.masks, strict=True)):
+        out.setdefault(getattr(t, "gym", ""), []).append((t, mask, i))
+    for t in batch.excluded:
+        out.setdefault(getattr(t, "gym", ""), []).append((t, [0] * len(t.turn_index), None))
+    return out
+
+
 def group_relative_advantages(
     batch: ScoredBatch, algo, gym_algos: dict | None = None, reward_scale=None
 ) -> tuple[list[list[float]], list[float]]:
     """GRPO token advantages of each sample and the advantage of every kept trajectory.
 
-    Baselines are taken over all kept trajectories (`algo.pipeline.grpo_token_advantages` with the
-    recipe's score/advantage/credit); excluded trajectories do not enter them. With several gyms,
+    Baselines are taken over the kept trajectories (`algo.pipeline.grpo_token_advantages` with the
+    recipe's score/advantage/credit); excluded ones enter no baseline, and a kept trajectory whose
+    group they left with no other kept member gets advantage 0. With several gyms,
     `gym_algos[label]` (score/credit/gamma of that entry) and `reward_scale(label)` (its reward
     standardisation) apply to that gym's trajectories; a group never spans gyms, so each gym's
     trajectories are scored on their own."""
     if not batch.kept:
         return [], []
     gym_algos = gym_algos or {}
-    parts: dict[str, list[int]] = {}
-    for i, t in enumerate(batch.kept):
-        parts.setdefault(getattr(t, "gym", ""), []).append(i)
     token_adv: list = [None] * len(batch.kept)
     traj_adv: list[float] = [0.0] * len(batch.kept)
-    for label, rows in parts.items():
+    for label, rows in _rows_by_gym(batch).items():
         a = gym_algos.get(label, algo)
         scale = reward_scale(label) if reward_scale is not None else 1.0
-        rewards = [batch.kept[i].turn_rewards for i in rows]
+        rewards = [t.turn_rewards for t, _, _ in rows]
         if scale != 1.0:
             rewards = [[r * scale for r in turns] for turns in rewards]
         out = grpo_token_advantages(
             rewards,
-            [batch.kept[i].group_id for i in rows],
-            [torch.tensor(batch.kept[i].turn_index) for i in rows],
-            [torch.tensor(batch.masks[i]) for i in rows],
+            [t.group_id for t, _, _ in rows],
+            [torch.tensor(t.turn_index) for t, _, _ in rows],
+            [torch.tensor(mask) for _, mask, _ in rows],
             score=a.score,
             advantage=a.advantage,
             credit=a.credit,
             gamma=a.gamma,
             eps=a.eps,
+            valid=[i is not None for _, _, i in rows],
         )
-        for j, i in enumerate(rows):
-            token_adv[i] = out.token_advantages[j]
-            traj_adv[i] = float(out.trajectory_advantages[j])
+        for j, (_, _, i) in enumerate(rows):
+            if i is not None:
+                token_adv[i] = out.token_advantages[j]
+                traj_adv[i] = float(out.trajectory_advantages[j])
     if not batch.spans:
         return [token_adv[row].tolist() for row in batch.rows], traj_adv
     tokens = [

@@ -20,9 +20,7 @@ the warm model with transformers and the release's own weight-update and memory 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 
@@ -31,9 +29,10 @@ import yaml
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.engines.sglang import protocol
+from tests.conftest import installed_mua, user_env
 from tests.contract.real_server_harness import SERVER_RELEASES, RealServer
 from tests.integration.grpo_helpers import write_rl_recipe
-from tests.integration.train_helpers import REPO, metric_history, run_train
+from tests.integration.train_helpers import metric_history, run_train
 
 
 @pytest.fixture(scope="module")
@@ -197,15 +196,13 @@ def test_eval_against_the_real_server(servers, guess_setup, tmp_path, version):
             }
         )
     )
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    env.pop("MLFLOW_TRACKING_URI", None)
     args = [str(recipe), f"rollout.sglang.base_urls=[{server.url}]", "--out", "ev"]
     res = subprocess.run(
-        [sys.executable, "-m", "mua.cli.main", "eval", *args, "--fresh", "--no-mlflow"],
+        [installed_mua(), "eval", *args, "--fresh", "--no-mlflow"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**env, "PYTHONPATH": str(REPO)},
+        env=user_env(),
         timeout=600,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:] + server.tail()

@@ -74,20 +74,22 @@ ARG_KEYS = [
     "dtype",
     "enable_memory_saver",
     "enable_deterministic_inference",
+    "api_key",
 ]
 
 
 def _launch_argvs() -> list[list[str]]:
-    """mua's launch command's arguments (after `python -m sglang.launch_server`): as launched
-    for this release, with an unknown flag, and with the deterministic flag."""
-    from mua.engines.sglang.sglang_launch import launch_command
+    """mua's launch command's arguments as `launch_server` reads them (with the `--api-key` that
+    KEYED_LAUNCH adds): as launched for this release, with an unknown flag, and with the
+    deterministic flag."""
+    from mua.engines.sglang.sglang_launch import KEYED_LAUNCH, launch_command
 
     def argv(*extra: str) -> list[str]:
         cmd = launch_command(
             "/models/policy", port=31234, mem_fraction=0.45, tp_size=2, extra_args=extra
         )
-        assert cmd[1:3] == ["-m", "sglang.launch_server"]
-        return cmd[3:]
+        assert cmd[1:3] == ["-c", KEYED_LAUNCH]
+        return [*cmd[3:], "--api-key", "k3y"]
 
     flag = "--enable-deterministic-inference"
     return [argv(), argv("--no-such-flag"), argv(flag)]
@@ -270,6 +272,7 @@ def test_sglang_release_accepts_what_mua_sends(version, tmp_path):
     assert parsed["enable_memory_saver"] is True and parsed["mem_fraction_static"] == 0.45
     assert parsed.get("tp_size", parsed.get("tensor_parallel_size")) == 2
     assert parsed["dtype"] == "bfloat16" and parsed["host"] == "127.0.0.1"
+    assert parsed["api_key"] == "k3y"  # every release guards its routes with this key
     assert not unknown_flag["ok"] and "--no-such-flag" in unknown_flag["error"], unknown_flag
     # mua refuses deterministic=true itself on a release without the flag (sglang_launch)
     assert deterministic["ok"] == traits.sampling_seed, deterministic

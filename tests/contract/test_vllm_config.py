@@ -1,6 +1,7 @@
 """The vllm engine's recipe section, launch command and request/answer shapes, without a server:
 one-line refusals of a recipe that names no server or a Python without vLLM, the flags every
-launched server gets, LoRA ranks rounded up to vLLM's choices, and what a completion body carries
+launched server gets, its key (in its environment, checked on every route by mua's key guard and
+sent by the client), LoRA ranks rounded up to vLLM's choices, and what a completion body carries
 and how an answer is read."""
 
 from __future__ import annotations
@@ -52,9 +53,92 @@ def test_launch_command_carries_what_mua_relies_on():
 def test_server_env_puts_only_the_extension_on_the_path(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/mua/checkout")
     monkeypatch.setenv("MASTER_PORT", "1234")
-    env = vllm_launch.server_env("/ext", 2)
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+    env = vllm_launch.server_env("/ext", 2, "k3y")
     assert env["PYTHONPATH"] == "/ext" and "MASTER_PORT" not in env
     assert env["VLLM_SERVER_DEV_MODE"] == "1" and env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    # the key travels in the environment; pickles only where the ipc backend needs them
+    assert env["VLLM_API_KEY"] == "k3y" and "VLLM_ALLOW_INSECURE_SERIALIZATION" not in env
+    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in vllm_launch.server_env("/e", 2, "k", 0)
+    ipc = vllm_launch.server_env("/e", 2, "k", cuda_device=0, ipc_transfer=True)
+    assert ipc["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1"
+
+
+def test_the_key_guard_goes_with_the_extension_and_the_key_stays_off_the_command():
+    import os
+
+    cmd = vllm_launch.launch_command("/py", "/m", port=9)
+    assert cmd[cmd.index("--middleware") + 1] == "mua_vllm_key_guard.RequireKey"
+    assert "--api-key" not in cmd
+    folder = vllm_launch.extension_dir()
+    try:
+        assert sorted(os.listdir(folder)) == [
+            "mua_vllm_key_guard.py",
+            "mua_vllm_worker_extension.py",
+        ]
+    finally:
+        import shutil
+
+        shutil.rmtree(folder)
+
+
+def _asgi_status(guard, path: str, authorization: str | None) -> int:
+    """The status `guard` (wrapping an app that answers 200) gives a request to `path`."""
+    import asyncio
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    headers = [] if authorization is None else [(b"authorization", authorization.encode())]
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
+    asyncio.run(guard(app)(scope, receive, send))
+    return sent[0]["status"]
+
+
+def test_the_key_guard_refuses_every_route_without_the_key(monkeypatch):
+    from mua.engines.vllm.key_guard import RequireKey
+
+    monkeypatch.setenv("VLLM_API_KEY", "s3cret")
+    for path in ("/collective_rpc", "/reset_prefix_cache", "/sleep", "/health", "/v1/models"):
+        assert _asgi_status(RequireKey, path, None) == 401
+        assert _asgi_status(RequireKey, path, "Bearer wrong") == 401
+        assert _asgi_status(RequireKey, path, "Bearer s3cret") == 200
+    monkeypatch.delenv("VLLM_API_KEY")
+    with pytest.raises(RuntimeError, match=r"\$VLLM_API_KEY is not set"):
+        RequireKey(None)
+
+
+def test_the_client_sends_the_key_with_every_request():
+    import asyncio
+
+    from mua.engines.vllm.vllm_engine import VLLMEngine
+    from tests.contract.keyed_standin import KeyedServer
+
+    with KeyedServer("s3cret") as server:
+        engine = VLLMEngine(server.url, api_key="s3cret")
+
+        async def calls():
+            try:
+                await engine.call("GET", "/health")
+                await engine.call("POST", "/collective_rpc", {"method": "m"})
+            finally:
+                await engine.close_connections()
+
+        asyncio.run(calls())
+        assert server.seen == [
+            ("/health", "Bearer s3cret"),
+            ("/collective_rpc", "Bearer s3cret"),
+        ]
+        assert server.status_without_key("/collective_rpc") == 401
 
 
 def test_completion_body_and_answer():

@@ -10,6 +10,7 @@ tied embeddings, and is checked against the trainer's own float32 forward in mua
   fails with one line and leaves the weights as they were;
 - a LoRA adapter push: log-probs equal peft's forward of base + adapter;
 - abort: a long request cancelled by `drain()` leaves the server idle and serving;
+- its key: every route, the development ones included, refuses a request without it;
 - `mua eval` and `mua rollout` with `rollout.engine: vllm` pointed at the server play every game.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -197,6 +199,29 @@ def _running(engine) -> float:
         text = resp.read().decode()
     lines = [ln for ln in text.splitlines() if ln.startswith("vllm:num_requests_running")]
     return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
+
+
+def _status_without_key(url: str, body: bytes | None) -> int:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_the_server_refuses_every_request_without_its_key(engine):
+    """The launched server's development routes, /v1 and /health answer 401 to a request
+    without the key (mua's key guard); the client, which sends it, is served."""
+    rpc = json.dumps({"method": "mua_load_weights", "args": ["/nowhere"]}).encode()
+    for path, body in (
+        ("/collective_rpc", rpc),
+        ("/reset_prefix_cache", b""),
+        ("/v1/models", None),
+        ("/health", None),
+    ):
+        assert _status_without_key(engine.base_url + path, body) == 401, path
+    assert asyncio.run(engine.version()) != "unknown"
 
 
 @pytest.mark.parametrize("release", RELEASES[:1])

@@ -1,5 +1,6 @@
 """A `RolloutEngine` for gateway tests: each request is answered with the next scripted text
-(then `<|im_end|>`), log-prob -0.25 per token; every prompt and every sampled id list is kept."""
+(then `<|im_end|>`), log-prob -0.25 per token, cut at the request's `max_new_tokens` as an engine
+cuts it (finish reason `length`); every prompt and every sampled id list is kept."""
 
 from __future__ import annotations
 
@@ -20,5 +21,8 @@ class ScriptedEngine:
         else:
             text = self.replies.pop(0)
         ids = self.tokenizer.encode(text + "<|im_end|>", add_special_tokens=False)
+        budget = request.sampling.max_new_tokens
+        finish = "stop" if len(ids) <= budget else "length"
+        ids = ids[:budget]
         self.sampled.append(ids)
-        return GenerationResult(ids, [-0.25] * len(ids), "stop")
+        return GenerationResult(ids, [-0.25] * len(ids), finish)

@@ -6,6 +6,8 @@ import asyncio
 import copy
 import json
 import shutil
+import threading
+import time
 
 import pytest
 
@@ -176,6 +178,43 @@ def test_only_the_first_tool_call_of_a_turn_runs(tasks, tau2_dir):
     out = asyncio.run(env.step(AgentAction(text="", tool_calls=calls)))
     assert [m["content"] for m in out.messages] == ["2.0"]
     assert out.info["errors"] == {"ignored_tool_calls": 1}
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_an_exponent_tower_is_a_prompt_tool_error(tasks, tau2_dir):
+    task = tasks["retail"]["base"][0]
+    env = GYM.make_env(GymContext(options={"data_dir": str(tau2_dir)}))
+    asyncio.run(env.reset(task))
+    tower = AgentAction(text="", tool_calls=[ToolCall("calculate", {"expression": "9**9**9**9"})])
+    start = time.monotonic()
+    out = asyncio.run(env.step(tower))
+    assert time.monotonic() - start < 1.0
+    assert [m["content"] for m in out.messages] == ["Error: Number too large in expression"]
+    assert out.info["errors"] == {"tool_error": 1} and not out.done
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_a_slow_tool_is_cut_by_the_deadline_on_the_step(tasks, tau2_dir):
+    """The agent's tool runs off the event loop: a deadline around env.step fires on time."""
+    task = tasks["airline"]["base"][0]
+    env = GYM.make_env(GymContext(options={"data_dir": str(tau2_dir)}))
+    asyncio.run(env.reset(task))
+    release = threading.Event()
+
+    def spin(*_args):
+        while not release.is_set():
+            pass
+        return "late", False
+
+    env.env.tool_call = spin
+    action = AgentAction(text="", tool_calls=[ToolCall("calculate", {"expression": "1"})])
+    start = time.monotonic()
+    try:
+        with pytest.raises(asyncio.TimeoutError):
+            asyncio.run(asyncio.wait_for(env.step(action), 0.3))
+        assert time.monotonic() - start < 2.0
+    finally:
+        release.set()
 
 
 def test_bad_data_folders_are_one_line_usage_errors(tmp_path, tau2_dir):

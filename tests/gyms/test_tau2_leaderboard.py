@@ -216,8 +216,11 @@ def test_user_calls_written_as_text_run_with_its_tool_parser(tau2_checkout):  # 
 TAU2_DEFAULT = "gpt-4.1-2025-04-14"  # tau2 v1.0.1's config.py: user and NL-assertion judge
 
 
-def _eval_folder(folder: Path, checkout: Path, trials=4, domain="airline", **changes) -> Path:
-    """An eval output folder as `mua eval` leaves it, for every base task of `domain`."""
+def _eval_folder(
+    folder: Path, checkout: Path, trials=4, domain="airline", gym="tau2", **changes
+) -> Path:
+    """An eval output folder as `mua eval` leaves it, for every base task of `domain`; rows
+    carry `gym` (a labelled entry's label)."""
     split = json.loads((checkout / "data/tau2/domains" / domain / "split_tasks.json").read_text())
     options = {
         "data_dir": str(checkout),
@@ -229,7 +232,7 @@ def _eval_folder(folder: Path, checkout: Path, trials=4, domain="airline", **cha
     ids = split["base"][: changes.pop("tasks", None)]
     rows = [
         {
-            "gym": "tau2",
+            "gym": gym,
             "task_id": f"tau2-{domain}-{i}",
             "sample_index": k,
             "reward": float(k % 2),
@@ -242,7 +245,8 @@ def _eval_folder(folder: Path, checkout: Path, trials=4, domain="airline", **cha
         for k in range(trials)
     ]
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with (folder / "results.jsonl").open("a") as results:
+        results.write("".join(json.dumps(r) + "\n" for r in rows))
     config = {"gym_options": {"tau2": options}, "user": user}
     config["max_turns"] = changes.pop("max_turns", 100)
     (folder / "eval_config.json").write_text(json.dumps(config))
@@ -286,6 +290,39 @@ def test_report_says_comparable_only_as_the_leaderboard_runs(tau2_checkout, tmp_
     )
     first = _report(bare)[0]
     assert first.startswith("comparable with tau2 leaderboard: no (prompts: mua's own")
+
+
+def test_labelled_entries_are_found(tau2_checkout, tmp_path):  # noqa: F811
+    """One labelled entry per domain (as recipes/seeds/mua_rl_tau2_eval.yaml has them): every
+    row counts, each entry's trials are its own, another gym's rows do not count."""
+    from gyms.tau2.leaderboard.comparable import report_lines
+
+    folder = tmp_path / "labelled"
+    for domain in ("airline", "retail"):
+        _eval_folder(folder, tau2_checkout, domain=domain, gym=f"tau2_{domain}")
+    with (folder / "results.jsonl").open("a") as results:
+        other = {"gym": "tau", "task_id": "retail-0", "sample_index": 0, "reward": 1.0}
+        results.write(json.dumps(other) + "\n")
+    yes = "comparable with tau2 v1.0.1 leaderboard: yes"
+    assert report_lines(folder)[0] == yes
+    lines = _report(folder)
+    assert lines[0] == yes
+    assert any(x.startswith("airline: tasks=50 trials=200") for x in lines), lines
+    assert any(x.startswith("retail: tasks=114 trials=456") for x in lines), lines
+    # the same airline tasks once more under a second label, 1 trial each: that entry has 1
+    _eval_folder(folder, tau2_checkout, trials=1, gym="tau2_again")
+    assert "trials: 1 per task, not 4" in report_lines(folder)[0]
+    # a user matrix's cells (`<label>@<user>`) are counted, and the matrix named as a difference
+    matrix = tmp_path / "matrix"
+    for user in ("plain", "impatient"):
+        _eval_folder(matrix, tau2_checkout, gym=f"tau2_airline@{user}")
+    config = json.loads((matrix / "eval_config.json").read_text())
+    config["users"] = [{"label": "plain"}, {"label": "impatient", "temperature": 1.0}]
+    (matrix / "eval_config.json").write_text(json.dumps(config))
+    assert report_lines(matrix)[0] == (
+        "comparable with tau2 v1.0.1 leaderboard: no (users: a user matrix (eval.users) plays "
+        "the user, not tau2's user alone)"
+    )
 
 
 def test_mua_eval_prints_the_comparability_line(tau2_checkout, tmp_path, mua_cli):  # noqa: F811
@@ -449,6 +486,14 @@ def test_rescore_regrades_with_current_task_definitions(tau2_checkout, tmp_path)
     assert [
         json.loads(x)["reward"] for x in (folder / "results.jsonl").read_text().splitlines()
     ] == [1.0] * 3
+
+
+def test_rescore_finds_labelled_rows(tau2_checkout):  # noqa: F811
+    from gyms.tau2.rescore import rescore_rows
+
+    rows = [{**r, "gym": "tau2_airline"} for r in _played_rows(tau2_checkout, "airline", 2)]
+    _, counts = rescore_rows(rows, tau2_checkout / "data")
+    assert counts == {"rescored": 2, "changed": 0, "kept": 0}
 
 
 def _report_args(*args: str) -> str:

@@ -1,13 +1,15 @@
-"""Every command the README shows and every example in `mua ... --help` runs as written.
+"""Every command the README shows and every example in `mua ... --help` runs as a user types it.
 
 The README's command blocks (```bash lines, and `$ ` lines of ```text blocks) run first, in the
-README's order, in one scratch folder (with `recipes/` linked in), so each command finds what the
-ones before it wrote, as a reader's would; then every help example. Sizes are cut by overrides
-appended to the command (a couple of training steps, a few tasks), never by editing it. Commands
-that need what a test machine lacks (a GPU, an endpoint, public data, a second machine, an install)
-are skipped with the reason shown; an example that works on another run's output (a LoRA run
-for `mua merge --adapter`) gets that run first (`BEFORE`). A doc naming a missing recipe, option
-or file fails here.
+README's order, in one fresh checkout (a scratch folder linking each of the repository's entries),
+so each command finds what the ones before it wrote, as a reader's would; then every help example.
+They run as a user's shell runs them: a bash line (globs expanded) with `.venv/bin` first on the
+PATH, so `mua` is the installed executable and `python` the virtualenv's, and no PYTHONPATH.
+Sizes are cut by overrides appended to the command (a couple of training steps, a few tasks),
+never by editing it. Commands that need what a test machine lacks (a GPU, an endpoint, public
+data, a second machine, an install) are skipped with the reason shown; an example that works on
+another run's output (a LoRA run for `mua merge --adapter`) gets that run first (`BEFORE`). A doc
+naming a missing recipe, option or file fails here.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import fresh_checkout, installed_mua, user_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +36,7 @@ SKIPS = (  # (pattern in the command, why it does not run here)
     (r"^make gpu-check", "needs a GPU (tests/unit/test_gpu_check.py checks its refusal here)"),
     (r"^MUA_B2_ENGINE=|make bench", "a benchmark"),
     (r"^(pip|python -m venv)|pip install", "installs packages"),
-    (r"^source ", "shell activation; this test runs .venv's python directly"),
+    (r"^source ", "shell activation: every command here runs with .venv/bin first on the PATH"),
     (r"^mlflow ui", "starts a server; tests/unit/test_first_hour.py checks the printed command"),
     (r"openai:|--user llm", "needs an OpenAI-compatible endpoint"),
     (r"path/to/|--source", "needs public data"),
@@ -121,9 +124,7 @@ COMMANDS = _unique(
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("docs")
-    (folder / "recipes").symlink_to(REPO / "recipes")
-    return folder
+    return fresh_checkout(tmp_path_factory.mktemp("docs"))
 
 
 @pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[f"{w}:{c}" for w, c in COMMANDS])
@@ -138,14 +139,18 @@ def test_documented_command_runs(where, command, sandbox):
 
 
 def _run(where: str, command: str, sandbox: Path) -> None:
-    argv = shlex.split(command)
-    if argv[0] == "mua":
-        argv = [sys.executable, "-m", "mua.cli.main", *argv[1:], *_cut(argv)]
-    elif argv[0] == "python":
-        argv = [sys.executable, *argv[1:]]
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    res = subprocess.run(argv, cwd=sandbox, env=env, capture_output=True, text=True, timeout=600)
+    """`command` (plus `_cut`'s overrides) as a shell line, in a shell whose PATH starts with the
+    virtualenv's bin folder, as `source .venv/bin/activate` leaves it."""
+    line = command + "".join(f" {shlex.quote(a)}" for a in _cut(shlex.split(command)))
+    path = f"{Path(installed_mua()).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    res = subprocess.run(
+        ["bash", "-c", line],
+        cwd=sandbox,
+        env=user_env(PATH=path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, (
         f"{where}: `{command}` exited {res.returncode}\n{res.stdout[-1500:]}\n{res.stderr[-2500:]}"
     )

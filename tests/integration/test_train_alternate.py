@@ -10,13 +10,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
 
+from tests.conftest import installed_mua, user_env
 from tests.integration.train_helpers import REPO, run_mua_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -56,12 +56,10 @@ def _weights(folder: Path) -> dict:
 
 
 def _kill_during_user_phase(folder: Path, run_dir: str) -> None:
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mua.cli.main", *_args(run_dir)],
+        [installed_mua(), *_args(run_dir)],
         cwd=folder,
-        env=env,
+        env=user_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own process group: torchrun and the servers join it

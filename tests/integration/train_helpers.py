@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.conftest import fresh_checkout, installed_mua, user_env
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -62,14 +64,13 @@ def run_train(recipe: Path, *args: str, env_extra: dict | None = None, timeout_s
 
 
 def run_mua_in(folder: Path, *args: str, timeout_s: float = 2700) -> None:
-    """`mua ARGS` run from `folder` (recipes' relative paths land there), the repository on the
-    path; fails the test with the output's tail when it fails."""
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    env.pop("MLFLOW_TRACKING_URI", None)
+    """`mua ARGS` as a user runs it from `folder` laid out as a fresh checkout (recipes' relative
+    paths land there): the installed `mua`, no PYTHONPATH; fails the test with the output's tail
+    when it fails."""
     res = subprocess.run(
-        [sys.executable, "-m", "mua.cli.main", *args],
-        cwd=folder,
-        env=env,
+        [installed_mua(), *args],
+        cwd=fresh_checkout(folder),
+        env=user_env(),
         capture_output=True,
         text=True,
         timeout=timeout_s,

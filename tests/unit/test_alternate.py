@@ -104,3 +104,50 @@ def test_the_shipped_recipe_validates_and_resume_flags_are_refused(mua_cli):
     assert recipe.alternate.rounds * recipe.alternate.steps == 50
     code, out, err = mua_cli("train", "recipes/train_agent_and_user.yaml", "--no-resume")
     assert code == 2 and "resumes each side itself" in out + err
+
+
+def _fake_launches(monkeypatch, export_as_node0: bool) -> list[tuple[str, int]]:
+    """Replace each phase's training with a record of (side, total_steps); as node 0's copy
+    would, make the phase's round export appear when `export_as_node0`."""
+    import mua.train.launcher as launcher
+
+    calls = []
+
+    def launch(phase, **options):
+        side = Path(phase.run_dir).name
+        calls.append((side, phase.total_steps, options["node_rank"]))
+        if export_as_node0:
+            round_ = phase.total_steps // 3
+            round_export(Path(phase.run_dir).parent, side, round_).mkdir(parents=True)
+
+    monkeypatch.setattr(launcher, "launch", launch)
+    return calls
+
+
+def test_only_node_0_locks_and_keeps_the_exports(tmp_path, monkeypatch):
+    """Node 1 trains every phase with node 0, takes no lock and copies nothing (node 0, which
+    holds the run dir's lock here, does); each next phase waits for node 0's export."""
+    from mua.output_folders import FolderLock, claim_dir
+    from mua.train.alternate import ROUNDS_FILE, run_alternation
+
+    recipe = _alt(tmp_path)
+    run = claim_dir(recipe.run_dir, what="run_dir")
+    calls = _fake_launches(monkeypatch, export_as_node0=True)
+    with FolderLock(run, what="alternating run_dir", verb="mua train"):  # node 0's
+        run_alternation(recipe, nnodes=2, node_rank=1, rdzv_endpoint="h:1")
+    assert calls == [("agent", 3, 1), ("user", 3, 1), ("agent", 6, 1), ("user", 6, 1)]
+    assert not (run / ROUNDS_FILE).exists()
+    assert not (run / "agent" / "hf" / "final").exists()
+
+
+def test_a_node_waits_for_node_0s_export_and_names_it_when_it_never_comes(tmp_path, monkeypatch):
+    import mua.train.alternate as alternate
+    from mua.errors import RunFailure
+
+    recipe = _alt(tmp_path)
+    calls = _fake_launches(monkeypatch, export_as_node0=False)
+    monkeypatch.setattr(alternate, "EXPORT_WAIT_S", 0.2)
+    expected = str(round_export(Path(recipe.run_dir), "agent", 1))
+    with pytest.raises(RunFailure, match=f"node 1: node 0 kept no {expected} within 0.2 s"):
+        alternate.run_alternation(recipe, nnodes=2, node_rank=1, rdzv_endpoint="h:1")
+    assert calls == [("agent", 3, 1)]

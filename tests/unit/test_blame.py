@@ -231,3 +231,113 @@ def test_mua_eval_sends_what_the_rules_leave_to_the_judge(tmp_path, mua_cli):
     # the stubborn persuadee breaks no known rule: the judge decides (and says user) for both
     assert blame["rules"] == {"judge": 2} and blame["counts"]["user"] == 2
     assert len(asked) == 2 and any((out / "blame_cache").rglob("*.json"))
+
+
+# --- intention: a one-word answer is a leak only when it is stated, unasked, as that answer ---
+
+
+def _intention(task_id: str) -> dict:
+    from gyms.intention import GYM
+
+    return next(t for ts in GYM.build_tasks().values() for t in ts if t.task_id == task_id).payload
+
+
+def _asked_and_said(task_id: str, *turns: tuple[str, str]) -> dict:
+    opening = [{"role": "system", "content": "clarify"}, {"role": "user", "content": "My request."}]
+    messages = [*opening, *(m for q, a in turns for m in (_call(q, "action"), _said(a)))]
+    return _row(messages, gym="intention", task_id=task_id)
+
+
+def test_a_faithful_user_saying_nothing_is_not_a_leak_on_intention_008():
+    # intention-008's hidden answer to "Things to keep" is the word "nothing"
+    assert _intention("intention-008")["missing_details"][3]["answer"] == "nothing"
+    row = _asked_and_said(
+        "intention-008",
+        ("What style do you like, for example modern or rustic?", "Style preference: modern. Nothing else comes to mind."),
+        ("What budget do you have?", "About 500 dollars, nothing more."),
+        ("How large is the room?", "About 20 square metres."),
+        ("Any colour you love?", "Nothing specific to add for that question."),
+    )  # fmt: skip
+    verdict = _verdict(row, _intention("intention-008"))
+    assert (verdict.label, verdict.rule) == ("agent", "no_rule")
+    from mua.eval.blame import without_user_failures
+    from mua.eval.summary import row_key
+
+    kept = without_user_failures([row], {row_key(row): verdict}, [1], ["intention-008"])
+    assert kept["removed"] == 0 and kept["pass^1"] == 0.0
+
+
+FAITHFUL = [
+    # a word in its everyday sense
+    ("intention-008", "What budget do you have?", "500 dollars, nothing else to add."),
+    # an answer to the question that asked for it in its own words (an LLM judge covered it)
+    ("intention-010", "What kind of work are you going for?", "I'm applying for a nurse role."),
+    ("intention-011", "What does your friend do in their free time?", "My friend loves cooking."),
+    ("intention-011", "Is the present for a special day?", "It's for her birthday occasion."),
+    ("intention-008", "Tell me about the look you want.", "Something modern, nothing flashy."),
+]
+
+
+@pytest.mark.parametrize(("task_id", "question", "reply"), FAITHFUL)
+def test_a_one_word_answer_said_in_an_ordinary_reply_is_no_leak(task_id, question, reply):
+    from mua.eval.user_rules import user_findings
+
+    row = _asked_and_said(task_id, (question, reply))
+    assert user_findings(row, _intention(task_id)) == []
+
+
+VOLUNTEERED = [
+    ("intention-008", "What budget do you have?", "500 dollars. Things to keep: nothing.", "nothing"),
+    ("intention-008", "How large is the room?", "About 20 square metres, and I like a modern style.", "modern"),
+    ("intention-010", "How many years of experience do you have?", "Two years. Target job: nurse.", "nurse"),
+    ("intention-011", "How much do you want to spend?", "About 30 dollars; the occasion is her birthday.", "birthday"),
+    ("intention-011", "What is the occasion?", "A birthday. Her interests: cooking.", "cooking"),
+    # two answers to one question in other words: one of them was not asked for
+    ("intention-011", "Tell me more?", "By next month, about 30 dollars.", "about 30 dollars"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("task_id", "question", "reply", "secret"), VOLUNTEERED)
+def test_a_one_word_answer_volunteered_as_that_answer_is_a_leak(task_id, question, reply, secret):
+    row = _asked_and_said(task_id, (question, reply))
+    verdict = _verdict(row, _intention(task_id))
+    assert (verdict.label, verdict.rule) == ("user", "leak")
+    assert verdict.why == f"the user revealed {secret!r} unasked"
+
+
+def _keyword_in(question: str, detail: dict) -> bool:
+    """Whether a word of `question` begins with one of the detail's keywords (`sourc`: sources)."""
+    from gyms.common.text import tokens
+
+    return any(w.startswith(k) for w in tokens(question) for kw in detail["keywords"] for k in tokens(kw))  # fmt: skip
+
+
+def test_public_intentions_the_gyms_own_user_never_leaks_and_a_volunteer_does(shared_data):
+    """Every public test task, asked each detail's own inquiry: the gym's scripted requester
+    answers what its judge says the inquiry covers, and that is never a leak; adding to that reply
+    a detail the inquiry does not name (nor its answer, nor with the answer of one it covers:
+    "no preference") is exactly one leak."""
+    from gyms.common.text import mentions
+    from gyms.intention import GYM
+    from gyms.intention.users import scripted_covered, scripted_reply
+    from mua.eval.user_rules import user_findings
+
+    tasks = GYM.build_tasks(source=shared_data / "userrl" / "gyms" / "IntentionGym")["test"]
+    faithful = volunteered = 0
+    for task in tasks:
+        details = task.payload["missing_details"]
+        for d in details:
+            covered = scripted_covered(d["inquiry"], details)
+            answer = scripted_reply([details[j] for j in covered])
+            row = _asked_and_said(task.task_id, (d["inquiry"], answer))
+            assert user_findings(row, task.payload) == [], (d["inquiry"], answer)
+            faithful += 1
+            for j, other in enumerate(details):
+                said = [d["inquiry"], *(details[c]["answer"] for c in covered)]
+                if not covered or j in covered or _keyword_in(d["inquiry"], other) or any(mentions(x, other["answer"]) for x in said):  # fmt: skip
+                    continue
+                extra = f"{answer} {other['description']}: {other['answer']}."
+                found = user_findings(_asked_and_said(task.task_id, (d["inquiry"], extra)), task.payload)  # fmt: skip
+                assert [f.rule for f in found] == ["leak"], (d["inquiry"], extra)
+                volunteered += 1
+    assert (len(tasks), faithful, volunteered) == (95, 350, 831)

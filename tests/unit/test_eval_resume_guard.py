@@ -157,3 +157,122 @@ def test_an_unreadable_line_inside_results_is_refused_not_dropped(tmp_path):
     assert [json.loads(x)["task_id"] for x in path.read_text().splitlines()] == [
         json.loads(x)["task_id"] for x in rows
     ]
+
+
+# -- every setting of a `gyms:` entry is part of what a resume must match ------------------------
+
+SEAT = ["gym.seat=user", "gym.agent.kind=llm", "gym.agent.base_url=http://127.0.0.1:9/v1"]
+ENTRY_CHANGES = {  # name in the refusal: (the first evaluation's overrides, the resumed one's)
+    "gyms.guess.max_turns": ([], ["gym.max_turns=2"]),
+    "gyms.guess.user": (
+        [],
+        ["gym.user.kind=llm", "gym.user.base_url=http://127.0.0.1:9/v1", "gym.user.model=u"],
+    ),
+    "gyms.guess.program": ([], ["gym.program.command=python agent.py"]),
+    "gyms.guess.agent": ([*SEAT, "gym.agent.model=a"], [*SEAT, "gym.agent.model=b"]),
+    "gyms.guess.fidelity_judge": (
+        [*SEAT, "gym.agent.model=a", "gym.fidelity_judge.base_url=http://127.0.0.1:9/v1"],
+        [
+            *SEAT,
+            "gym.agent.model=a",
+            "gym.fidelity_judge.base_url=http://127.0.0.1:9/v1",
+            "gym.fidelity_judge.weight=1.0",
+        ],
+    ),
+}
+
+
+def _settings_store(out, *overrides, fresh=False):
+    """The result store `mua eval` opens for a guess evaluation of `expert` with `overrides`."""
+    from mua.eval.fingerprint import eval_fingerprint
+    from mua.eval.store import ResultStore
+
+    recipe = _recipe(*overrides)
+    entries = {entry.key: entry for entry in recipe.gym_sections()}
+    return ResultStore(
+        out, eval_fingerprint(recipe, "expert", "expert", None, entries), fresh=fresh
+    )
+
+
+def _one_row(out, label: str, *overrides) -> None:
+    store = _settings_store(out, *overrides)
+    store.append({"gym": label, "task_id": "t0", "sample_index": 0, "excluded": False})
+    store.close()
+
+
+@pytest.mark.parametrize("changed", ENTRY_CHANGES)
+def test_a_resume_with_other_entry_settings_is_refused_naming_them(tmp_path, changed):
+    first, resumed = ENTRY_CHANGES[changed]
+    _one_row(tmp_path, "guess", *first)
+    with pytest.raises(
+        UsageError, match=rf"different evaluation \(changed: {changed}\); use --fresh"
+    ):
+        _settings_store(tmp_path, *resumed)
+    same = _settings_store(tmp_path, *first)  # unchanged settings resume
+    assert same.has(("guess", "t0", 0))
+    same.close()
+    fresh = _settings_store(tmp_path, *resumed, fresh=True)  # asked for: starts afresh
+    assert fresh.rows == {}
+    fresh.close()
+
+
+def test_how_requests_are_sent_does_not_block_a_resume(tmp_path):
+    user = ["user.kind=llm", "user.base_url=http://127.0.0.1:9/v1", "user.model=u"]
+    _one_row(tmp_path, "guess", *user)
+    store = _settings_store(tmp_path, *user, "user.timeout_s=5", "user.max_concurrency=2")
+    assert store.has(("guess", "t0", 0))
+    store.close()
+
+
+def test_a_matrix_users_timeout_and_retries_do_not_block_a_resume(tmp_path):
+    user = ["user.kind=llm", "user.base_url=http://127.0.0.1:9/v1", "user.model=u"]
+    _one_row(tmp_path, "guess", *user, "eval.users=[{label: slow, timeout_s: 5}]")
+    store = _settings_store(
+        tmp_path, *user, "eval.users=[{label: slow, timeout_s: 30, max_retries: 0}]"
+    )
+    assert store.has(("guess", "t0", 0))
+    store.close()
+    with pytest.raises(UsageError, match=r"changed: users\)"):
+        _settings_store(tmp_path, *user, "eval.users=[{label: slow, prompt: be terse}]")
+
+
+def test_another_gym_joins_and_the_first_gyms_settings_stay_guarded(tmp_path):
+    _one_row(tmp_path, "guess")
+    _settings_store(tmp_path, "gym.name=travel").close()  # a gym new to the folder joins
+    with pytest.raises(UsageError, match=r"changed: gyms\.guess\.max_turns\)"):
+        _settings_store(tmp_path, "gym.max_turns=2")
+
+
+def test_a_folder_whose_config_has_no_entry_settings_is_refused(tmp_path):
+    from mua.eval.store import CONFIG_FILE
+
+    _one_row(tmp_path, "guess")
+    config = json.loads((tmp_path / CONFIG_FILE).read_text())
+    del config["gyms"]  # as written before entries were fingerprinted: their settings unknown
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(UsageError, match=r"changed: gyms\.guess\).*--fresh"):
+        _settings_store(tmp_path)
+
+
+def test_an_evaluation_resumed_with_another_max_turns_appends_nothing(tmp_path):
+    from mua.eval.session import run_evaluation
+
+    run = dict(model="expert", gyms=["guess"], out_dir=tmp_path, track=False)
+    run_evaluation(_recipe("eval.max_tasks=1", "rollout.max_turns=6"), **run)
+    before = (tmp_path / "results.jsonl").read_text()
+    changed = _recipe("eval.max_tasks=2", "rollout.max_turns=6", "gym.max_turns=2")
+    with pytest.raises(UsageError, match=r"changed: gyms\.guess\.max_turns\)"):
+        run_evaluation(changed, **run)
+    assert (tmp_path / "results.jsonl").read_text() == before
+    _, meta = run_evaluation(_recipe("eval.max_tasks=1", "rollout.max_turns=6"), **run)
+    assert meta["resumed_rows"] == 1
+
+
+def test_an_edited_program_is_refused_on_resume(tmp_path):
+    agent = tmp_path / "agent.py"
+    agent.write_text("print('{\"reward\": 1}')\n")
+    program = f"gym.program.command=python {agent}"
+    _one_row(tmp_path / "eval", "guess", program)
+    agent.write_text("print('{\"reward\": 0}')\n")
+    with pytest.raises(UsageError, match=r"changed: gyms\.guess\.program_content\)"):
+        _settings_store(tmp_path / "eval", program)

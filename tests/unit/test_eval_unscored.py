@@ -125,3 +125,59 @@ def test_a_judge_failure_names_the_judge(monkeypatch):
     text = str(err.value)
     assert "judge" in text and "LLM user" not in text, text
     assert "gym.options.judge" in text
+
+
+def _cell(scored: int, excluded: int) -> dict:
+    """A summary with its blame, as `mua eval` makes it: `scored` failed rows, `excluded` masked."""
+    from mua.eval.blame import Verdict, blame_summary
+    from mua.eval.summary import row_key, summarize
+
+    rows = [
+        {"gym": "g", "task_id": f"t{i}", "sample_index": 0, "reward": 0.0, "success": False,
+         "excluded": i >= scored, "termination": "user_failure" if i >= scored else "done",
+         "num_turns": 2, "tokens": 10, "assistant_tokens": 5, "parse_errors": 0}
+        for i in range(scored + excluded)
+    ]  # fmt: skip
+    verdicts = {row_key(r): Verdict("agent", "no_rule", "") for r in rows if not r["excluded"]}
+    return {**summarize(rows, [1]), "blame": blame_summary(rows, verdicts)}
+
+
+def _text(renderable) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def _rows(text: str) -> list[list[str]]:
+    """The cells of every row of the tables in `text`."""
+    lines = [line for line in text.splitlines() if line.startswith("│")]
+    return [[cell.strip() for cell in line.strip("│").split("│")] for line in lines]
+
+
+def test_the_blame_table_says_nothing_was_scored_not_failed_0():
+    from mua.eval.report import blame_table
+
+    rows = _rows(_text(blame_table({"a": _cell(2, 0), "b": _cell(0, 2)})))
+    assert rows == [["a", "1.00", "1.00", "0.00", "0.00", "0.00"], ["b", "unscored", "–", "–", "–", "–"]]  # fmt: skip
+
+
+def test_the_table_and_the_note_agree_on_the_macro_average():
+    from mua.cli.eval_cmd import result_notes
+    from mua.eval.report import summary_table, user_matrix_table
+    from mua.eval.users import matrix_summary
+
+    plain = {"a": _cell(2, 0), "b": _cell(0, 2)}
+    assert "no macro average: nothing scored on b" in result_notes(plain)
+    assert "macro avg" not in _text(summary_table(plain, "t"))
+    # a held-out user's cell with nothing scored leaves the training user's macro average whole
+    matrix = {"a@train": _cell(2, 0), "b@train": _cell(2, 0), "a@u": _cell(0, 2)}
+    notes = result_notes(matrix)
+    assert notes[0].startswith("macro average over 2 gyms") and "a@u: nothing scored (user_failure 2)" in notes  # fmt: skip
+    assert not any(n.startswith("no macro average") for n in notes)
+    assert "macro avg" in _text(summary_table(matrix, "t"))
+    rows = _rows(_text(user_matrix_table(matrix, matrix_summary(matrix))))
+    assert ["a", "u", "unscored", "–", "–", "–", "–"] in rows

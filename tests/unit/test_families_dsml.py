@@ -95,12 +95,13 @@ def test_text_between_calls_is_reported():
     assert action.parse_errors == ["unexpected text between tool calls: chatter"]
 
 
-def test_a_block_cut_anywhere_is_read_or_reported():
+def test_a_block_cut_anywhere_is_one_parse_error_and_no_call():
     body = TWO_CALLS.removesuffix("<｜end▁of▁sentence｜>")
     start = body.index(B)
+    unclosed = f"{B} is not closed with {E}; a call runs only when complete"
     for cut in range(start + len(B), len(body)):
         action = parse_action(body[:cut], "deepseek_v3_2", TOOLS)
-        assert action.tool_calls or action.parse_errors, body[:cut]
+        assert (action.tool_calls, action.parse_errors) == ([], [unclosed]), body[:cut]
 
 
 def test_dsml_and_v3_1_readers_do_not_read_each_other():

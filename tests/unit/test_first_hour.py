@@ -15,6 +15,7 @@ import pytest
 
 from mua.errors import RunFailure, UsageError
 from mua.models.model_loading import resolve
+from tests.conftest import installed_mua, user_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -197,11 +198,11 @@ def test_every_gym_declares_budgets():
 
 def test_eval_without_a_model_or_a_finished_run_lists_the_choices(tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "mua.cli.main", "eval", "--gym", "travel"],
+        [installed_mua(), "eval", "--gym", "travel"],
         capture_output=True,
         text=True,
         cwd=tmp_path,  # no ./runs here
-        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)},
+        env=user_env(),
         timeout=300,
     )
     assert res.returncode == 2 and "Traceback" not in res.stderr
@@ -220,9 +221,7 @@ def test_eval_without_a_model_takes_the_newest_finished_run(tmp_path):
             os.utime(final / "merge_info.json", (1_000_000 + i, 1_000_000 + i))
     res = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "mua.cli.main",
+            installed_mua(),
             "eval",
             "--gym",
             "guess",
@@ -235,7 +234,7 @@ def test_eval_without_a_model_takes_the_newest_finished_run(tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(REPO)},
+        env=user_env(COLUMNS="400"),
         timeout=300,
     )
     assert res.returncode == 0, res.stderr[-2000:]

@@ -114,6 +114,29 @@ def test_the_agent_as_an_entry_point_scored_by_the_gym(tokenizer):
     assert traj.termination == "done" and traj.reward == 1.0
 
 
+def _scorer_bug(messages, task, ctx):
+    raise RuntimeError("scorer bug")
+
+
+@pytest.mark.parametrize(
+    ("scorer", "said"),
+    [
+        (_scorer_bug, "score_conversation raised RuntimeError: scorer bug"),
+        (lambda m, t, c: None, "score_conversation returned None, not a finite number"),
+        (lambda m, t, c: float("nan"), "score_conversation returned nan, not a finite number"),
+    ],
+)
+def test_a_gym_scorer_that_fails_is_a_masked_env_error(tokenizer, scorer, said):
+    import dataclasses
+
+    spec = dataclasses.replace(get_gym("guess"), score_conversation=scorer)
+    program = {"entry_point": "examples.gateway_agents.guess_agent:play", "reward": "gym"}
+    _, _, [traj] = play(tokenizer, program, lambda task: [call(task.payload["target"])], spec=spec)
+    assert traj.termination == "env_error" and traj.detail == said
+    assert traj.reward == 0.0 and traj.num_turns == 1
+    assert keep_mask([traj], GRPOConfig(), BatchReport()) == [False]
+
+
 def _script(tmp_path, body: str) -> list[str]:
     path = tmp_path / "agent.py"
     path.write_text(body)

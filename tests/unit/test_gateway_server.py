@@ -149,6 +149,25 @@ def test_a_malformed_call_is_plain_text_and_counted(tokenizer):
     assert session.malformed == 2
 
 
+def test_a_reply_cut_by_max_tokens_returns_no_calls(tokenizer):
+    call = '<tool_call>\n{"name": "guess", "arguments": {"n": 3}}\n</tool_call>'
+    cut_reply = call + " and a few more words after the call" * 4
+    call_tokens = len(tokenizer.encode(call, add_special_tokens=False))
+
+    async def body(client, gateway, session):
+        msgs = [{"role": "user", "content": "Guess"}]
+        return await client.chat.completions.create(
+            model="m", messages=msgs, tools=TOOLS, max_tokens=call_tokens + 6
+        )
+
+    engine, session, reply = run(_with_gateway(tokenizer, [cut_reply], body))
+    assert len(engine.sampled[0]) == call_tokens + 6
+    assert reply.choices[0].finish_reason == "length"
+    assert reply.choices[0].message.tool_calls is None
+    assert reply.choices[0].message.content == tokenizer.decode(engine.sampled[0])
+    assert session.malformed == 1
+
+
 def test_streaming_sends_the_same_answer_as_events(tokenizer):
     call = 'ok <tool_call>\n{"name": "guess", "arguments": {"n": 5}}\n</tool_call>'
 

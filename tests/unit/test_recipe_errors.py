@@ -230,7 +230,12 @@ def test_cli_schema_lists_documented_fields(mua_cli):
     assert "mua recipe schema alternate" in out  # where the alternating recipe's fields are
     code, out, err = mua_cli("recipe", "schema", "alternate")
     assert code == 0, err
-    for field in ("alternate.rounds", "alternate.steps", "alternate.user.recipe", "alternate.first"):
+    for field in (
+        "alternate.rounds",
+        "alternate.steps",
+        "alternate.user.recipe",
+        "alternate.first",
+    ):
         assert field in out
 
 

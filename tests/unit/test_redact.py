@@ -107,3 +107,18 @@ def test_eval_writes_no_url_credentials_anywhere(tmp_path, monkeypatch):
     assert run.data.params["user.base_url"] == shown
     config = json.loads((tmp_path / "out" / "eval_config.json").read_text())
     assert config["agent_endpoint"].startswith("http://***@127.0.0.1:")
+
+
+def test_env_maps_keep_their_names_and_lose_their_values_anywhere():
+    from mua.redact import mask_env_maps, redact_secrets
+
+    tree = {
+        "gyms": [{"program": {"env": {"DB_PASS": "db-value", "SERPER_KEY": "s-value"}}}],
+        "options": {"env": {"AWS_SECRET_ACCESS_KEY": "aws-value"}, "envs": ["kept"]},
+    }
+    want = {
+        "gyms": [{"program": {"env": {"DB_PASS": "<set>", "SERPER_KEY": "<set>"}}}],
+        "options": {"env": {"AWS_SECRET_ACCESS_KEY": "<set>"}, "envs": ["kept"]},
+    }
+    assert redact_secrets(tree) == want
+    assert mask_env_maps(tree) == want

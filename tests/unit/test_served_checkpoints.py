@@ -99,6 +99,32 @@ def test_serving_runs_a_server_per_folder_and_stops_it(tmp_path, hf_folder):
         urllib.request.urlopen(f"{url}/models", timeout=5)
 
 
+def test_every_section_with_a_checkpoint_is_served_whatever_its_other_keys(tmp_path):
+    """A judge given as a checkpoint is served though its section has no `api_key_env`; the
+    recipe's own `checkpoint:` settings (a section, not a folder) are not an endpoint."""
+    from pydantic import BaseModel
+
+    from mua.config import load_recipe
+    from mua.serve.checkpoints import checkpoints_in
+
+    class Judge(BaseModel):
+        model: str | None = None
+        checkpoint: str | None = None
+
+    class Recipe(BaseModel):
+        judge: Judge
+        users: list[Judge] = []
+
+    recipe = Recipe(judge=Judge(checkpoint="runs/j/hf/final"), users=[Judge(checkpoint="u")])
+    assert checkpoints_in(recipe) == ["runs/j/hf/final", "u"]
+    path = tmp_path / "train.yaml"
+    path.write_text(
+        "verb: train\nmodel: {path: 'tiny:qwen3-1m'}\ncheckpoint: {save_freq: 1}\n"
+        "gym: {name: guess, seat: user, fidelity_judge: {checkpoint: runs/j/hf/final}}\n"
+    )
+    assert checkpoints_in(load_recipe(path, verb="train")) == ["runs/j/hf/final"]
+
+
 def test_a_missing_folder_is_refused_before_anything_starts(tmp_path):
     from mua.serve.checkpoints import serving
 

@@ -40,13 +40,16 @@ def test_hermes_errors_say_what_is_wrong(body, needle):
     assert a.tool_calls == [] and len(a.parse_errors) == 1 and needle in a.parse_errors[0]
 
 
-def test_hermes_unclosed_last_block_is_read_and_think_is_ignored():
-    a = parse_action(
-        '<think>maybe <tool_call>{"name": "no"}</tool_call></think><tool_call>{"name": "yes", "arguments": {}}',
-        "auto",
-    )
-    assert [c.name for c in a.tool_calls] == ["yes"]
-    assert a.text.startswith("<think>maybe <tool_call>")  # reasoning kept verbatim for re-rendering
+def test_hermes_unclosed_last_block_is_an_error_and_think_is_ignored():
+    think = '<think>maybe <tool_call>{"name": "no"}</tool_call></think>'
+    a = parse_action(think + '<tool_call>{"name": "yes", "arguments": {}}', "auto")
+    assert a.tool_calls == []
+    assert a.parse_errors == [
+        "<tool_call> is not closed with </tool_call>; a call runs only when complete"
+    ]
+    closed = parse_action(think + '<tool_call>{"name": "yes", "arguments": {}}</tool_call>', "auto")
+    assert [c.name for c in closed.tool_calls] == ["yes"]
+    assert closed.text.startswith("<think>maybe <tool_call>")  # reasoning kept verbatim
 
 
 @pytest.mark.parametrize(

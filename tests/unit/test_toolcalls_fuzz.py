@@ -223,13 +223,17 @@ def test_native_call_reader_turns_10000_adversarial_arguments_into_parse_errors(
 
 
 def test_the_reported_crashes_are_parse_errors():
-    deep = parse_action("<tool_call>" + "[" * 1000, "hermes")
+    deep = parse_action("<tool_call>" + "[" * 1000 + "</tool_call>", "hermes")
     assert deep.tool_calls == [] and "nested too deeply" in deep.parse_errors[0]
-    digits = parse_action('<tool_call>{"name": "f", "arguments": {"n": ' + "9" * 4301 + "}}")
+    digits = parse_action(
+        '<tool_call>{"name": "f", "arguments": {"n": ' + "9" * 4301 + "}}</tool_call>"
+    )
     assert digits.tool_calls == [] and "too many digits" in digits.parse_errors[0]
     llama = parse_action('{"name": "f", "parameters": ' + "[" * 5000, "llama3_json")
     assert llama.tool_calls == [] and "nested too deeply" in llama.parse_errors[0]
-    nested = parse_action('<tool_call>{"name": "f", "arguments": ' + '{"a": ' * 40 + "1" + "}" * 41)
+    nested = parse_action(
+        '<tool_call>{"name": "f", "arguments": ' + '{"a": ' * 40 + "1" + "}" * 41 + "</tool_call>"
+    )
     assert nested.tool_calls == [] and "levels deep" in nested.parse_errors[0]
     escaped = parse_action('<tool_call>{"name": "f", "arguments": {"s": "\\ud800"}}</tool_call>')
     assert escaped.tool_calls[0].arguments == {"s": "\ufffd"}

@@ -168,3 +168,61 @@ def test_a_changed_user_list_is_not_resumed_into_the_same_folder(tmp_path, mua_c
             f"eval.users=[{{label: good, kind: llm, model: leaky, base_url: '{url}'}}]",
         )  # fmt: skip
     assert code != 0 and "different evaluation" in err and "--fresh" in err
+
+
+def test_a_user_broken_from_its_first_request_is_not_run_and_the_others_are(tmp_path, mua_cli):
+    from tests.fakes.fake_openai import FakeOpenAIServer, Fault
+
+    out = tmp_path / "eval"
+    # the broken user never answers: its own timeout (0.5 s) and retries (0) end its preflight
+    with users_server() as good, FakeOpenAIServer(faults=lambda _i, _b: Fault("hang"), hang_cap_s=60) as broken:  # fmt: skip
+        users = (
+            f"eval.users=[{{label: good, kind: llm, model: good, base_url: '{good.base_url}'}}, "
+            f"{{label: broken, kind: llm, model: m, base_url: '{broken.base_url}', "
+            "timeout_s: 0.5, max_retries: 0}]"
+        )
+        code, stdout, err = mua_cli(
+            "eval", "--gym", "persuade", "--model", "expert", "--max-tasks", "2",
+            "--out", str(out), "--no-mlflow", "gym.options.rules=mua", users,
+        )  # fmt: skip
+        broken_requests = broken.total_requests
+    assert code == 1, (stdout[-2000:], err[-3000:])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: 1 eval.users entry not run (broken: see above)"), lines[0]
+    assert broken_requests == 1  # max_retries 0: one attempt
+    saved = json.loads((out / "summary.json").read_text())
+    assert set(saved["gyms"]) == {"persuade@train", "persuade@good"}
+    assert saved["gyms"]["persuade@good"]["pass^1"] == 1.0
+    why = saved["users_not_run"]["broken"]
+    assert "timed out after 0.5 s" in why and "\n" not in why
+    assert "user broken not run (its cells are marked `not run`)" in stdout
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in stdout.splitlines() if line.startswith("│")]  # fmt: skip
+    assert ["persuade", "broken", "not run"] in rows  # pass^1
+    assert ["persuade", "broken", "not run", "–", "–", "–", "–"] in rows  # blame
+
+
+def test_a_matrix_users_timeout_and_retries_reach_its_client():
+    from mua.config import load_recipe
+    from mua.eval.users import eval_cells
+    from mua.gym.mix import gym_run
+
+    recipe = load_recipe(
+        None,
+        [
+            "gym.name=persuade",
+            "user.kind=llm",
+            "user.base_url=http://127.0.0.1:9/v1",
+            "eval.users=[{label: slow, timeout_s: 7.5, max_retries: 1}, {label: plain}]",
+        ],
+        verb="eval",
+    )
+    cells = {c.label: c for c in eval_cells(recipe, ["persuade"])}
+    slow = gym_run(recipe, cells["persuade@slow"].entry).ctx.llm.cfg
+    plain = gym_run(recipe, cells["persuade@plain"].entry).ctx.llm.cfg
+    assert (slow.timeout_s, slow.max_retries) == (7.5, 1)
+    assert (plain.timeout_s, plain.max_retries) == (60.0, 4)  # the recipe's user's, as before
+    with pytest.raises(Exception, match="timeout_s: a scripted user sends no requests"):
+        load_recipe(None, ["gym.name=persuade", "eval.users=[{label: s, kind: scripted, timeout_s: 3}]"], verb="eval")  # fmt: skip
+    with pytest.raises(Exception, match="max_retries"):
+        load_recipe(None, ["gym.name=persuade", "eval.users=[{label: s, max_retries: -1}]"], verb="eval")  # fmt: skip

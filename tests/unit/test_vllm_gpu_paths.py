@@ -173,11 +173,11 @@ def test_a_gpu_launch_asks_for_sleep_mode_memory_share_and_ipc():
 
 def test_a_gpu_server_sees_only_the_ranks_gpu(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
-    env = server_env("ext", 1, cuda_device=1)
+    env = server_env("ext", 1, "k", cuda_device=1, ipc_transfer=True)
     assert env["CUDA_VISIBLE_DEVICES"] == "6" and env["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert server_env("ext", 1, cuda_device=2)["CUDA_VISIBLE_DEVICES"] == "2"
-    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in server_env("ext", 1)
+    assert server_env("ext", 1, "k", cuda_device=2)["CUDA_VISIBLE_DEVICES"] == "2"
+    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in server_env("ext", 1, "k")
 
 
 def test_weight_transfer_choice():

@@ -28,7 +28,8 @@ from gyms.tau2.airline.models import (
     ReservationFlight,
     User,
 )
-from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, arithmetic, tool
+from gyms.tau2.arithmetic import arithmetic
+from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, tool
 
 # What an argument of these names means in every tool that takes it (`shared_args`).
 _SHARED_ARGS = {

@@ -9,8 +9,10 @@ trials per task, the
 full reward basis (NL assertions judged), and every task of each domain's `base` split.
 It returns `(version, commit, differences)`; `line(...)` writes the one line the report and
 `mua eval` print: "comparable with tau2 v1.0.1 leaderboard: yes", or ": no (...)" listing
-each difference; `report_lines(out_dir)` adds the checkout's version and commit. Not here:
-computing the numbers (report.py).
+each difference; `report_lines(out_dir)` adds the checkout's version and commit.
+`is_tau2_row(row)` says which result rows are tau2's: a row's `gym` is its entry's label (a
+labelled entry's `tau2_retail`), so rows are known by their task ids (`tau2-<domain>-<id>`);
+trials are counted per entry and task. Not here: computing the numbers (report.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ from gyms.tau2.leaderboard.source import SourceError, Tau2Source
 
 LEADERBOARD_TRIALS = 4  # tau2's leaderboard reports pass^k over 4 trials per task
 LEADERBOARD_SPLIT = "base"
+TASK_PREFIX = "tau2-"  # every tau2 task id (tasks.py): tau2-<domain>-<tau2's id>
+
+
+def is_tau2_row(row: dict) -> bool:
+    """Whether a result row is a tau2 trajectory's, whatever its entry's label."""
+    return str(row.get("task_id", "")).startswith(TASK_PREFIX)
 
 
 def _domain(task_id: str) -> str:
@@ -59,6 +67,8 @@ def verdict(config: dict, rows: list[dict]) -> tuple[str | None, str | None, lis
             diffs.append("prompts: mua's own wording (set gym.options.profile: leaderboard)")
     want_user = defaults.get("DEFAULT_LLM_USER")
     want_user_t = defaults.get("DEFAULT_LLM_TEMPERATURE_USER")
+    if config.get("users"):
+        diffs.append("users: a user matrix (eval.users) plays the user, not tau2's user alone")
     if user.get("kind") != "llm":
         diffs.append(f"user: {user.get('kind') or 'scripted'}, not an LLM user")
     else:
@@ -87,13 +97,7 @@ def verdict(config: dict, rows: list[dict]) -> tuple[str | None, str | None, lis
             diffs.append(f"judge model: {model}, not {want_judge}")
         if model is not None and want_judge_t is not None and temperature != want_judge_t:
             diffs.append(f"judge temperature: {temperature}, not {want_judge_t}")
-    trials: dict[str, int] = defaultdict(int)
-    tasks_by_domain: dict[str, set] = defaultdict(set)
-    for row in rows:
-        if row.get("gym", "tau2") == "tau2":
-            trials[str(row["task_id"])] += 1
-            tasks_by_domain[_domain(row["task_id"])].add(str(row["task_id"]))
-    fewest = min(trials.values(), default=0)
+    fewest, tasks_by_domain = _trials(rows)
     if fewest != LEADERBOARD_TRIALS:
         diffs.append(f"trials: {fewest} per task, not {LEADERBOARD_TRIALS}")
     if checkout is not None:
@@ -103,6 +107,18 @@ def verdict(config: dict, rows: list[dict]) -> tuple[str | None, str | None, lis
         checkout.commit if checkout else None,
         diffs,
     )
+
+
+def _trials(rows: list[dict]) -> tuple[int, dict[str, set]]:
+    """The fewest trials of a task within one entry (rows of two labelled entries are two
+    runs), and the task ids seen per domain."""
+    trials: dict[tuple, int] = defaultdict(int)
+    tasks_by_domain: dict[str, set] = defaultdict(set)
+    for row in filter(is_tau2_row, rows):
+        task_id = str(row["task_id"])
+        trials[(row.get("gym"), task_id)] += 1
+        tasks_by_domain[_domain(task_id)].add(task_id)
+    return min(trials.values(), default=0), tasks_by_domain
 
 
 def _split_differences(checkout, tasks_by_domain: dict[str, set]) -> list[str]:
@@ -143,7 +159,7 @@ def report_lines(out_dir) -> list[str]:
     rows = [
         json.loads(x) for x in (out_dir / "results.jsonl").read_text().splitlines() if x.strip()
     ]
-    rows = [r for r in rows if r.get("gym") == "tau2" and not r.get("excluded")]
+    rows = [r for r in rows if is_tau2_row(r) and not r.get("excluded")]
     version, commit, diffs = verdict(config, rows)
     lines = [line(version, diffs)]
     if version or commit:

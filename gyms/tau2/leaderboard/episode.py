@@ -1,8 +1,10 @@
 """The leaderboard profile's part of a tau2 episode: openings, the user, tau2's step limit.
 
-`LeaderboardEpisode(options, env, domain, task)` is built by `Tau2Env.reset` under
-`profile: leaderboard` (the options carry the checkout). It gives the agent's opening messages
-and tools (`profile.agent_opening`), the LLM user (`NativeUser` on `profile.user_opening`),
+`LeaderboardEpisode(options, env, domain, task, trial)` is built by `Tau2Env.reset` under
+`profile: leaderboard` (the options carry the checkout; `trial` is the trajectory's sample
+index). It gives the agent's opening messages and tools (`profile.agent_opening`) with the
+fields its requests add (`request`: the trial's seed, `tool_choice`), the LLM user
+(`NativeUser` on `profile.user_opening`, seeded alike),
 and counts tau2's orchestrator steps (every agent, user and tool message after the greeting)
 so the conversation ends with tau2's `max_steps` at the checkout's DEFAULT_MAX_STEPS, and
 judges NL assertions with tau2's judge prompts (`judge.py`).
@@ -26,7 +28,7 @@ def source_for(checkout) -> Tau2Source:
 
 
 class LeaderboardEpisode:
-    def __init__(self, options, env, domain: str, task: dict):
+    def __init__(self, options, env, domain: str, task: dict, trial: int = 0):
         if options.solo:
             raise UsageError(
                 "tau2: profile leaderboard runs with a user; drop gym.options.solo or use "
@@ -43,6 +45,9 @@ class LeaderboardEpisode:
         self.max_steps = int(defaults["DEFAULT_MAX_STEPS"])
         self.steps = 0
         self.agent = profile.agent_opening(self.source, env, domain)
+        base = defaults["DEFAULT_SEED"] if options.seed is None else options.seed
+        self.seed = profile.trial_seed(int(base), trial)
+        self.request = profile.request_fields(self.seed, self.agent["tools"])
 
     @property
     def greeting(self) -> dict:
@@ -50,7 +55,7 @@ class LeaderboardEpisode:
 
     def user(self, llm) -> NativeUser:
         opening = profile.user_opening(self.source, self.env, self.domain, self.task)
-        return NativeUser(llm, self.env, opening)
+        return NativeUser(llm, self.env, opening, self.seed)
 
     async def judge(self, client, transcript: list[dict], assertions: list[str]) -> list[bool]:
         """tau2's NL-assertion judge (its prompts and reading of the reply)."""

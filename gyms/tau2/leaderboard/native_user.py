@@ -1,8 +1,9 @@
 """The LLM user under `profile: leaderboard`: tau2's request, tools called natively.
 
-`NativeUser(llm, env, opening)` starts from `profile.user_opening` (tau2's system message; the
-greeting arrives as the first `reply`) and sends the user's tools (telecom) in the request's
-`tools` field, as tau2's user simulator does. A reply with tool calls is run on the user's side
+`NativeUser(llm, env, opening, seed)` starts from `profile.user_opening` (tau2's system message;
+the greeting arrives as the first `reply`) and sends the user's tools (telecom) in the request's
+`tools` field with `tool_choice: "auto"`, and the trial's `seed` in every request, as tau2's
+user simulator does. A reply with tool calls is run on the user's side
 (`Tau2Environment.tool_call("user", ...)`, every call of the message, as tau2's orchestrator
 runs them) and the results go back as `tool` messages; the model is asked again until it
 answers with text. Its history is kept as tau2 keeps it with roles flipped: its own messages
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 
 from gyms.tau2.domain import USER
+from gyms.tau2.leaderboard.profile import request_fields
 from gyms.tau2.users import STOP, UserTurn
 from mua.errors import UsageError
 from mua.llm.tool_reply import read_tool_reply
@@ -64,7 +66,7 @@ def _read_with(parser: str, tools: list[dict] | None):
 
 
 class NativeUser:
-    def __init__(self, llm, env, opening: dict):
+    def __init__(self, llm, env, opening: dict, seed: int):
         endpoint = getattr(llm, "endpoint", None)
         if endpoint is None or not hasattr(endpoint, "chat"):
             raise UsageError(
@@ -74,13 +76,14 @@ class NativeUser:
         self.llm, self.endpoint, self.env = llm, endpoint, env
         self.messages = [opening["messages"][0]]
         self.tools = opening["tools"]
+        self.extra = request_fields(seed, self.tools)
         self.first_request: dict | None = None
 
     def _request(self) -> dict:
         body = {"messages": [dict(m) for m in self.messages]}
         if self.tools:
             body["tools"] = self.tools
-        return body
+        return {**body, **self.extra}
 
     async def _ask(self) -> tuple[str | None, list[dict]]:
         """The model's reply: its text and its calls (`{"id", "name", "arguments"}`)."""

@@ -9,13 +9,17 @@ With a `Tau2Source` (a checkout's texts) and a domain environment (`Tau2Environm
   greeting as the user model sees it (a user message) and the user's tool schemas, or None.
 
 Both return `{"messages": [...], "tools": [...] | None}`, the request body's two fields; the
-env sends exactly these. `refuse_without_checkout()` is the one-line refusal when the data
-folder given is not a checkout. Not here: the conversation loop (env.py), the judge.
+env sends exactly these. `request_fields(seed, tools)` are the fields tau2 adds to every request
+of a trial: its `seed` (`trial_seed(base, trial)`: tau2 draws one per trial from the run's seed)
+and `tool_choice: "auto"` when tools are offered. `refuse_without_checkout()` is the one-line
+refusal when the data folder given is not a checkout. Not here: the conversation loop (env.py), the judge.
 """
 
 from __future__ import annotations
 
 import copy
+import random
+from functools import lru_cache
 
 from gyms.tau2.leaderboard.source import Tau2Source
 from gyms.tau2.users import scenario_text
@@ -75,3 +79,19 @@ def user_opening(source: Tau2Source, env, domain: str, task: dict) -> dict:
     system = {"role": "system", "content": source.user_system_prompt(scenario, tools is not None)}
     greeting = {"role": "user", "content": source.greeting()}
     return {"messages": [system, greeting], "tools": tools}
+
+
+@lru_cache(maxsize=64)
+def _trial_seeds(base: int, trials: int) -> tuple[int, ...]:
+    rng = random.Random(base)  # tau2: random.seed(config.seed), then a randint per trial
+    return tuple(rng.randint(0, 1000000) for _ in range(trials))
+
+
+def trial_seed(base: int, trial: int) -> int:
+    """The seed tau2 sends with every request of trial `trial` (0-based) of a run seeded `base`."""
+    return _trial_seeds(base, trial + 1)[trial]
+
+
+def request_fields(seed: int, tools) -> dict:
+    """What tau2 adds to a request besides messages and tools."""
+    return {"tool_choice": "auto", "seed": seed} if tools else {"seed": seed}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from gyms.common.tool_docs import shared_args
+from gyms.tau2.arithmetic import arithmetic
 from gyms.tau2.retail.lookups import RetailLookups
 from gyms.tau2.retail.models import (
     GiftCard,
@@ -22,7 +23,7 @@ from gyms.tau2.retail.models import (
     UserAddress,
     Variant,
 )
-from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, arithmetic, tool
+from gyms.tau2.toolkit import GENERIC, HUMAN_TRANSFER, READ, WRITE, tool
 
 # what an exchange / a modification of items checks, in tau2's words: (the order's status, the
 # error for another status, for an item not in the order, for lists of different lengths, and

@@ -130,11 +130,13 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> SGLangColoca
         is_leader = dist.local_rank == 0
         engine = engine_from_config(cfg, model_cfg.path, **options) if is_leader else None
         node = _node_id()
-        shared = all_gather_objects((node, engine.base_url if engine is not None else None))
+        # the node's other ranks connect with the server's address and key
+        launched = (engine.base_url, engine.api_key) if engine is not None else None
+        shared = all_gather_objects((node, launched))
         if engine is None:
-            url = next(u for n, u in shared if n == node and u)
+            url, key = next(found for n, found in shared if n == node and found)
             engine = engine_from_config(
-                cfg.model_copy(update={"base_urls": [url]}), model_cfg.path, **options
+                cfg.model_copy(update={"base_urls": [url]}), model_cfg.path, api_key=key, **options
             )
     vocab_size = int(getattr(hf_config, "vocab_size", 0) or len(tokenizer))
     return SGLangColocated(

@@ -117,13 +117,15 @@ def engine_from_config(
     hf_config: Any = None,
     max_concurrency: int = 64,
     lora_args: Sequence[str] = (),
+    api_key: str | None = None,
 ):
     """The rollout engine a recipe's `rollout.sglang` section describes (`lora_args`: the
     launch flags of `rollout.lora_sync=adapter`, `lora_endpoints.launch_args`).
 
     `bucket_mb` is the recipe's `parallel.weight_push_bucket_mb`.
-    With `base_urls` set, connect to those servers (a pool when there are several); otherwise
-    launch one SGLang server for `model_path` on this node.
+    With `base_urls` set, connect to those servers (a pool when there are several), sending
+    `api_key` (the key of a server a rank of this node launched); otherwise launch one SGLang
+    server for `model_path` on this node, with a key of its own.
     """
     common = dict(
         weight_path=sglang_cfg.weight_path,
@@ -135,7 +137,8 @@ def engine_from_config(
     )
     if sglang_cfg.base_urls:
         engines = [
-            SGLangEngine(url, tp_size=sglang_cfg.tp_size, **common) for url in sglang_cfg.base_urls
+            SGLangEngine(url, tp_size=sglang_cfg.tp_size, api_key=api_key, **common)
+            for url in sglang_cfg.base_urls
         ]
         return engines[0] if len(engines) == 1 else EnginePool(engines)
     from mua.engines.sglang.sglang_launch import launch_sglang_server

@@ -20,7 +20,9 @@ Request ids carry a per-client tag and a counter: unique across the ranks sharin
 Every push may carry a `weight_version` (sent with the request that completes it, where the
 release has the field); the server's version is read back into `weight_version` and a push it did
 not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
-Launching a server is `mua.engines.sglang.sglang_launch`; the push calls are
+A server mua launched answers only requests with its key (`api_key`, sent as
+`Authorization: Bearer` with every request). Launching a server is
+`mua.engines.sglang.sglang_launch`; the push calls are
 `mua.engines.sglang.weight_push`, the bodies sent and read `mua.engines.sglang.http_bodies`.
 With `rollout.lora_sync: adapter`, `load_adapter` sends a LoRA adapter alone under a versioned
 name (`mua.engines.sglang.lora_endpoints`), every `/generate` names the live one in `lora_path`,
@@ -99,8 +101,12 @@ class SGLangEngine(WeightPushes):
         weights_dir: str | None = None,
         hf_config: Any = None,
         process: subprocess.Popen | None = None,
+        api_key: str | None = None,
     ):
         self.base_url, self.process = base_url.rstrip("/"), process
+        self.api_key = api_key  # a launched server's key (sglang_launch), sent with every request
+        auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = {**JSON_HEADERS, **auth}
         self.weight_path, self.weights_dir, self.bucket_mb = weight_path, weights_dir, bucket_mb
         self.tp_size, self.timeout_s, self.hf_config = tp_size, timeout_s, hf_config
         self.released: set[str] = set()  # memory tags this client released and not yet resumed
@@ -144,7 +150,7 @@ class SGLangEngine(WeightPushes):
             self._track(rid, 1)
         try:
             status, raw, location = await self._sessions.fetch(
-                method, self.base_url + path, data=data, headers=JSON_HEADERS, timeout_s=timeout_s
+                method, self.base_url + path, data=data, headers=self._headers, timeout_s=timeout_s
             )
         except asyncio.TimeoutError:
             raise self._unreachable(f"no answer to {path} within {timeout_s:g} s") from None

@@ -1,8 +1,14 @@
 """Launching a real SGLang server for the trainer, and waiting until it is ready.
 
-`launch_sglang_server` builds the `python -m sglang.launch_server` command (memory saver on, so
+`launch_sglang_server` builds the command that runs SGLang's `launch_server` (memory saver on, so
 memory can be released; --enable-deterministic-inference when seeds must be honoured) and hands it
-to `start_server_process`, which runs any such command with `server_env()`: the trainer's
+to `start_server_process` with a fresh random key. The key guards every route but /health,
+/ready and /metrics in every covered release (SGLang's `--api-key`); it reaches the server in its
+environment ($MUA_SGLANG_API_KEY), never on its command line, which every local user can read:
+the command is `python -c KEYED_LAUNCH ARGS`, which adds `--api-key` from the environment to ARGS
+inside the process and runs `sglang.launch_server` as `python -m` would. The client
+(`SGLangEngine(api_key=...)`) sends the key with every request. `start_server_process` runs any
+such command with `server_env()`: the trainer's
 environment less torchrun's variables (a server started from a torchrun worker that inherits
 TORCHELASTIC_USE_AGENT_STORE=True hangs in its own init_process_group), then polls `/health` until
 it answers 200 (SGLang answers 503 while it warms up; a server without `/health` is polled on
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -22,6 +29,15 @@ from pathlib import Path
 from mua.engines.sglang.releases import ReleaseTraits
 from mua.engines.sglang.sglang_engine import ServerHTTPError, SGLangEngine, sglang_version
 from mua.errors import RunFailure
+
+KEY_ENV = "MUA_SGLANG_API_KEY"
+# `python -m sglang.launch_server ARGS --api-key $MUA_SGLANG_API_KEY`, the key kept off the
+# command line (the server's own processes get it from ServerArgs, not from the environment)
+KEYED_LAUNCH = (
+    "import os, runpy, sys; "
+    f"sys.argv += ['--api-key', os.environ.pop('{KEY_ENV}')]; "
+    "runpy.run_module('sglang.launch_server', run_name='__main__', alter_sys=True)"
+)
 
 
 def launch_command(
@@ -33,11 +49,12 @@ def launch_command(
     dtype: str = "bfloat16",
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """The `python -m sglang.launch_server` command line for a co-located rollout server."""
+    """The command line of a co-located rollout server: SGLang's `launch_server` with these
+    arguments and the key of $MUA_SGLANG_API_KEY (`KEYED_LAUNCH`)."""
     return [
         sys.executable,
-        "-m",
-        "sglang.launch_server",
+        "-c",
+        KEYED_LAUNCH,
         "--model-path",
         model_path,
         "--host",
@@ -144,16 +161,21 @@ def start_server_process(
     port: int,
     launch_timeout_s: float = 900.0,
     log_path: str | None = None,
+    api_key: str | None = None,
     **engine_kwargs,
 ) -> SGLangEngine:
-    """Run `cmd` (a server speaking SGLang's protocol on `port`) with `server_env()`, wait until it
-    is ready, and return an engine driving it."""
+    """Run `cmd` (a server speaking SGLang's protocol on `port`) with `server_env()` and, given
+    `api_key`, the key in $MUA_SGLANG_API_KEY; wait until it is ready, and return an engine
+    driving it (sending the key)."""
     log_file = Path(log_path or f"sglang-{port}.log")
+    env = server_env()
+    if api_key is not None:
+        env[KEY_ENV] = api_key
     with open(log_file, "ab") as log:
-        process = subprocess.Popen(
-            list(cmd), stdout=log, stderr=subprocess.STDOUT, env=server_env()
-        )
-    engine = SGLangEngine(f"http://127.0.0.1:{port}", process=process, **engine_kwargs)
+        process = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=env)
+    engine = SGLangEngine(
+        f"http://127.0.0.1:{port}", process=process, api_key=api_key, **engine_kwargs
+    )
     try:
         wait_until_ready(engine, process, time.monotonic() + launch_timeout_s, log_file)
     except TimeoutError:
@@ -178,7 +200,8 @@ def launch_sglang_server(
     log_path: str | None = None,
     **engine_kwargs,
 ) -> SGLangEngine:
-    """Start SGLang as a subprocess, wait until it is ready, and return an engine driving it."""
+    """Start SGLang as a subprocess with a fresh random key, wait until it is ready, and return
+    an engine driving it."""
     version = sglang_version()
     if version is None:
         raise RunFailure(
@@ -203,6 +226,7 @@ def launch_sglang_server(
         port=port,
         launch_timeout_s=launch_timeout_s,
         log_path=log_path,
+        api_key=secrets.token_urlsafe(32),
         tp_size=tp_size,
         **engine_kwargs,
     )

@@ -18,6 +18,8 @@ Seeds: sent only with `seeds=True` (`rollout.vllm.seeds`): vLLM 0.31 and 0.32 on
 engine ("CPU Generator does not use offset") when a seeded request's prefill is split over
 steps (chunked prefill under load), so by default sampling is unseeded, as on SGLang without its
 deterministic mode.
+Key: a server mua launched answers only requests carrying its key (`vllm_launch`); the client
+sends it, as `Authorization: Bearer`, with every request (`api_key`).
 Abort: `drain()` cancels this client's requests in flight; vLLM aborts a request whose client
 disconnected. Sleep / wake: nothing on CPU (the server keeps its memory).
 On CUDA (a server launched on the trainer's GPU, `sleep_mode` and `transfer="ipc"`): a full push
@@ -136,6 +138,7 @@ class VLLMEngine:
         seeds: bool = False,
         sleep_mode: bool = False,
         transfer: str = "files",
+        api_key: str | None = None,
     ):
         if transfer not in ("files", "ipc"):
             raise ValueError(f"transfer must be 'files' or 'ipc', not {transfer!r}")
@@ -146,6 +149,8 @@ class VLLMEngine:
         self._asleep: set[str] = set()  # what `sleep` released and no `wake` took back yet
         self.seeds = seeds  # vLLM 0.31/0.32 on CPU dies on a seeded request whose prefill is split
         self.base_url = base_url.rstrip("/")
+        # a launched server's key, sent with every request (vllm_launch); None: no key
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout_s = timeout_s
         self.weights_dir = weights_dir
         self.bucket_mb = bucket_mb
@@ -166,7 +171,7 @@ class VLLMEngine:
         timeout = timeout_s or self.timeout_s
         try:
             status, raw, _ = await self._sessions.fetch(
-                method, self.base_url + path, json=body, timeout_s=timeout
+                method, self.base_url + path, json=body, timeout_s=timeout, headers=self._headers
             )
         except asyncio.TimeoutError:
             raise self._unreachable(f"no answer to {path} within {timeout:g} s") from None

