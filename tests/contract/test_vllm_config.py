@@ -141,6 +141,29 @@ def test_the_client_sends_the_key_with_every_request():
         assert server.status_without_key("/collective_rpc") == 401
 
 
+def test_servers_at_base_urls_get_the_key_api_key_env_names(monkeypatch):
+    import asyncio
+
+    from tests.contract.keyed_standin import KeyedServer
+
+    with KeyedServer("k3y") as server:
+        section = {"base_urls": [server.url], "api_key_env": "MY_VLLM_KEY"}
+        cfg = RolloutConfig(engine="vllm", vllm=section).vllm
+        with pytest.raises(UsageError, match="api_key_env names MY_VLLM_KEY, which is not set"):
+            vllm_launch.engine_from_config(cfg, "unused", index=0)
+        monkeypatch.setenv("MY_VLLM_KEY", "k3y")
+        engine = vllm_launch.engine_from_config(cfg, "unused", index=0)
+
+        async def call():
+            try:
+                await engine.call("GET", "/health")
+            finally:
+                await engine.close_connections()
+
+        asyncio.run(call())
+        assert server.seen == [("/health", "Bearer k3y")]
+
+
 def test_completion_body_and_answer():
     sampling = SamplingParams(
         temperature=0.5, top_k=0, max_new_tokens=3, stop_token_ids=[2], seed=4

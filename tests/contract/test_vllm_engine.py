@@ -195,7 +195,8 @@ def test_drain_aborts_a_running_request(engine):
 
 
 def _running(engine) -> float:
-    with urllib.request.urlopen(engine.base_url + "/metrics", timeout=10) as resp:
+    request = urllib.request.Request(engine.base_url + "/metrics", headers=engine._headers)
+    with urllib.request.urlopen(request, timeout=10) as resp:
         text = resp.read().decode()
     lines = [ln for ln in text.splitlines() if ln.startswith("vllm:num_requests_running")]
     return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
@@ -225,11 +226,16 @@ def test_the_server_refuses_every_request_without_its_key(engine):
 
 
 @pytest.mark.parametrize("release", RELEASES[:1])
-def test_mua_eval_and_rollout_run_on_the_server(release, servers, folders, tmp_path, mua_cli):
-    """`mua eval` and `mua rollout` with `rollout.engine: vllm` pointed at the server: every game
-    is played, and every assistant turn of a rollout carries the engine's log-probs."""
+def test_mua_eval_and_rollout_run_on_the_server(
+    release, servers, folders, tmp_path, mua_cli, monkeypatch
+):
+    """`mua eval` and `mua rollout` with `rollout.engine: vllm` pointed at the server (a keyed
+    one, its key named by `api_key_env`): every game is played, and every assistant turn of a
+    rollout carries the engine's log-probs."""
     engine = servers(release)
     asyncio.run(engine.push_full(_weights(folders[0]), "base"))
+    monkeypatch.setenv("MUA_TEST_VLLM_KEY", engine._headers["Authorization"].split()[1])
+    keyed = "rollout.vllm.api_key_env=MUA_TEST_VLLM_KEY"
     out = tmp_path / "eval"
     code, stdout, stderr = mua_cli(
         "eval",
@@ -237,6 +243,7 @@ def test_mua_eval_and_rollout_run_on_the_server(release, servers, folders, tmp_p
         *("--out", str(out), "--no-mlflow"),
         "rollout.engine=vllm",
         f"rollout.vllm.base_urls=[{engine.base_url}]",
+        keyed,
     )
     assert code == 0, stderr[-2000:] + stdout[-2000:]
     assert len((out / "results.jsonl").read_text().splitlines()) == 6
@@ -245,6 +252,7 @@ def test_mua_eval_and_rollout_run_on_the_server(release, servers, folders, tmp_p
         "rollout",
         *("policy=model", f"model.path={folders[0]}", "gym.name=guess", "data.max_tasks=2"),
         *("rollout.n=2", "rollout.engine=vllm", f"rollout.vllm.base_urls=[{engine.base_url}]"),
+        keyed,
         f"output={written}",
     )
     assert code == 0, stderr[-2000:] + stdout[-2000:]

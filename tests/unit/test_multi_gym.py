@@ -347,9 +347,10 @@ def test_macro_average_and_console_split():
     from mua.eval.report import macro_average
     from mua.track.console import gym_split
 
+    counts = {"num_trajectories": 2, "excluded": 0}
     summaries = {
-        "a": {"reward_mean": 1.0, "success_rate": 1.0, "turns_mean": 2.0, "pass@1": 1.0},
-        "b": {"reward_mean": 0.0, "success_rate": 0.5, "turns_mean": 4.0, "pass@1": 0.0},
+        "a": {"reward_mean": 1.0, "success_rate": 1.0, "turns_mean": 2.0, "pass@1": 1.0, **counts},
+        "b": {"reward_mean": 0.0, "success_rate": 0.5, "turns_mean": 4.0, "pass@1": 0.0, **counts},
     }
     assert macro_average(summaries) == {
         "reward_mean": 0.5,

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from mua.plugin_targets import load_entry_point
 from mua.gym.mix import check_gyms
+from mua.plugin_targets import load_entry_point
 
 
 @pytest.fixture

@@ -124,7 +124,8 @@ def engine_from_config(
 
     `bucket_mb` is the recipe's `parallel.weight_push_bucket_mb`.
     With `base_urls` set, connect to those servers (a pool when there are several), sending
-    `api_key` (the key of a server a rank of this node launched); otherwise launch one SGLang
+    `api_key` (the key of a server a rank of this node launched), else the key named by
+    `api_key_env`; otherwise launch one SGLang
     server for `model_path` on this node, with a key of its own.
     """
     common = dict(
@@ -136,8 +137,9 @@ def engine_from_config(
         hf_config=hf_config,
     )
     if sglang_cfg.base_urls:
+        key = api_key or sglang_cfg.base_urls_key()
         engines = [
-            SGLangEngine(url, tp_size=sglang_cfg.tp_size, api_key=api_key, **common)
+            SGLangEngine(url, tp_size=sglang_cfg.tp_size, api_key=key, **common)
             for url in sglang_cfg.base_urls
         ]
         return engines[0] if len(engines) == 1 else EnginePool(engines)

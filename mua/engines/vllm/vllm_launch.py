@@ -248,7 +248,7 @@ def engine_from_config(
                 f"rollout.vllm.base_urls names {len(cfg.base_urls)} server(s) but rank {index} "
                 "needs one: give one URL per rank, or set rollout.vllm.python to launch them"
             )
-        return VLLMEngine(cfg.base_urls[index], **options)
+        return VLLMEngine(cfg.base_urls[index], api_key=cfg.base_urls_key(), **options)
     check_python(cfg.python)
     gpu = cuda_device is not None
     ipc = ipc_pushes(cfg, cuda_device)
