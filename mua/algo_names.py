@@ -8,7 +8,7 @@ before torch is imported. Nothing else belongs here.
 SCORE_KINDS = ("sum", "mean", "r2g", "outcome")
 ADVANTAGE_KINDS = ("grpo", "drgrpo", "rloo", "reinforce++")
 CREDIT_KINDS = ("equalized", "r2g", "em")
-GRPO_CREDIT_KINDS = (*CREDIT_KINDS, "turn-group")
+GRPO_CREDIT_KINDS = (*CREDIT_KINDS, "turn-group", "r2g-loo")
 AGGREGATIONS = (
     "token-mean",
     "seq-mean-token-sum",
@@ -16,4 +16,7 @@ AGGREGATIONS = (
     "seq-mean-token-sum-norm",
 )
 KL_ESTIMATORS = ("k1", "k2", "k3")
-CORRECTION_KINDS = ("none", "tis", "decoupled")
+CORRECTION_KINDS = ("none", "tis", "decoupled", "icepop", "seq-mis")
+# corrections whose weight is one number per sequence (the others weigh each token)
+SEQUENCE_CORRECTIONS = ("none", "seq-mis")
+POLICY_LOSS_KINDS = ("ppo-clip", "gspo", "gspo-token", "cispo")

@@ -13,12 +13,18 @@ the user's: sent
 through `ctx.llm.complete` with `user_prompt` (the hidden number) as the system message and the
 guess as the user message, and shown to the agent as it came. Whether the guess was right, and
 so the reward and the episode's end, stays the env's own verdict.
+
+With the gym option `turn_cost` (c >= 0, default 0) every turn's reward is lowered by c (component
+`turn_cost`), so a game won in k turns earns 1 - k c and one given up with `[finish]` or run out
+of turns earns -k c: when to stop then matters.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
+from mua.errors import UsageError
 from mua.gym import AgentAction, GymContext, ResetResult, StepResult, Task, ToolEnv, tool
 
 _LEADING_INT = re.compile(r"^\s*[-+]?\d+")
@@ -36,6 +42,14 @@ def user_prompt(target: int, max_number: int) -> str:
     )
 
 
+def turn_cost(options: dict) -> float:
+    """The `turn_cost` gym option: what every turn costs (default 0)."""
+    value = options.get("turn_cost", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise UsageError(f"gym.options.turn_cost must be a number >= 0, got {value!r}")
+    return float(value)
+
+
 def verdict_word(guess: int, target: int) -> str:
     """The true reply to `guess`: higher, lower or correct."""
     return "correct" if guess == target else ("higher" if guess < target else "lower")
@@ -49,6 +63,7 @@ class GuessEnv(ToolEnv):
         self.target = 0
         self.max_number = 16
         self._verdict: str | None = None
+        self.turn_cost = turn_cost(ctx.options)
 
     async def reset(self, task: Task) -> ResetResult:
         self.target = int(task.payload["target"])
@@ -96,6 +111,13 @@ class GuessEnv(ToolEnv):
         return (await self.ctx.llm.complete(messages)).strip()
 
     async def step(self, action: AgentAction) -> StepResult:
+        result = await self._play(action)
+        if not self.turn_cost:
+            return result
+        components = {**result.components, "turn_cost": -self.turn_cost}
+        return replace(result, reward=result.reward - self.turn_cost, components=components)
+
+    async def _play(self, action: AgentAction) -> StepResult:
         self._verdict = None
         errors: dict[str, int] = {}
         if action.parse_errors:

@@ -1,9 +1,9 @@
 """The guess gym's built-in dataset: hidden numbers drawn with a seed, split into train and test.
 
 Options: `max_number` (N, default 16), `num_train` (default 512), `num_test` (default 64);
-`expert_noise` is accepted and left to the expert, `llm_user` to the env, `user_noise` to the
-scripted user of the user seat (`mua.seat`). The same seed and options give the same tasks.
-There is no public dataset for this gym.
+`expert_noise` is accepted and left to the expert, `llm_user` and `turn_cost` to the env,
+`user_noise` to the scripted user of the user seat (`mua.seat`). The same seed and options give
+the same tasks. There is no public dataset for this gym.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ def build_tasks(
             "the guess gym has no public dataset; drop --source to use its built-in tasks"
         )
     unknown = sorted(
-        set(options) - _KNOWN_OPTIONS - {"max_turns", "expert_noise", "user_noise", "llm_user"}
+        set(options)
+        - _KNOWN_OPTIONS
+        - {"max_turns", "expert_noise", "user_noise", "llm_user", "turn_cost"}
     )
     if unknown:
         raise UsageError(f"unknown guess option(s) {unknown}; known: {sorted(_KNOWN_OPTIONS)}")

@@ -17,6 +17,8 @@ Pipeline for GRPO-family training (B trajectories, ragged per-turn rewards):
     tok_adv = token_advantages(adv, credits, token_turn_index, loss_mask)  # A_i = Â_b·a_i·N_b/Σa_i
     # or, per-turn group normalisation (credit `turn-group`):
     #   tok_adv = turn_values_to_tokens(turn_group_advantages(turn_rewards, group_ids), ...)
+    # or reward-to-go minus a leave-one-out baseline per turn (credit `r2g-loo`, unbiased):
+    #   tok_adv = turn_values_to_tokens(r2g_loo_advantages(turn_rewards, group_ids, gamma), ...)
 
 PPO with a critic:
 
@@ -35,14 +37,16 @@ The same GRPO chain in one call, with the recipe's option names (credit may also
 Policy update (both):
 
     losses, stats = policy_loss(logp, logp_old, tok_adv, loss_mask, clip_low, clip_high, dual_clip,
-                                entropy=entropy_from_logits(logits), entropy_coef=c, kl=kl, kl_coef=beta)
+                                entropy=entropy_from_logits(logits), entropy_coef=c, kl=kl, kl_coef=beta,
+                                kind="ppo-clip"|"gspo"|"gspo-token"|"cispo", seq_index=seq_index)
     T, S = loss_normalizers(loss_mask)        # sum over micro-batches, all-reduce over ranks
     loss = aggregate(losses, loss_mask, "token-mean"|"seq-mean-token-sum"|"seq-mean-token-mean"|
                      "seq-mean-token-sum-norm", norm_length, global_token_count=T, global_seq_count=S)
 
 Samples from an older (or different) behaviour policy (asynchronous RL, docs/async_rl.md):
 
-    w, _   = behaviour_weights(logp_old, logp_engine, loss_mask, "none"|"tis"|"decoupled", cap)
+    w, _   = behaviour_weights(logp_old, logp_engine, loss_mask,
+                               "none"|"tis"|"decoupled"|"icepop"|"seq-mis", cap, floor, seq_index)
     losses, stats = policy_loss(..., is_weights=w)
 
 Partial losses of micro-batches built with the global counts sum exactly to the full mini-batch
@@ -58,6 +62,7 @@ UserRL's "Sum" trajectory score is mua's `mean` (it averages over turns).
 from mua.algo.advantages import ADVANTAGE_KINDS, group_advantages
 from mua.algo.credit import (
     CREDIT_KINDS,
+    r2g_loo_advantages,
     token_advantages,
     turn_credits,
     turn_group_advantages,
@@ -73,6 +78,7 @@ from mua.algo.gae import gae_over_policy_tokens, place_turn_rewards, whiten
 from mua.algo.kl import KL_ESTIMATORS, kl_in_reward, kl_penalty
 from mua.algo.losses import (
     AGGREGATIONS,
+    POLICY_LOSS_KINDS,
     aggregate,
     entropy_from_logits,
     loss_normalizers,
@@ -100,6 +106,7 @@ __all__ = [
     "GRPO_CREDIT_KINDS",
     "GroupAdvantages",
     "KL_ESTIMATORS",
+    "POLICY_LOSS_KINDS",
     "SCORE_KINDS",
     "TRUNCATION_REASONS",
     "aggregate",
@@ -116,6 +123,7 @@ __all__ = [
     "pass_at_k",
     "pass_hat_k",
     "place_turn_rewards",
+    "r2g_loo_advantages",
     "sample_staleness",
     "policy_loss",
     "success_counts",

@@ -3,8 +3,9 @@
 `turn_credits` turns each trajectory's per-turn rewards into per-turn credits c_{b,t};
 `token_advantages` spreads a trajectory advantage Â_b over its policy tokens weighted by those
 credits. `turn_group_advantages` is the per-turn group normalisation (credit kind `turn-group`),
-which yields per-turn advantages directly. Nothing here computes trajectory scores or the group
-baseline (see `scores`, `advantages`).
+which yields per-turn advantages directly, and `r2g_loo_advantages` its unbiased counterpart
+(credit kind `r2g-loo`: reward-to-go minus a leave-one-out baseline per turn). Nothing here
+computes trajectory scores or the group baseline (see `scores`, `advantages`).
 
 Credit kinds:
 - `equalized`: c_t = 1 (every policy token gets exactly Â_b).
@@ -126,6 +127,17 @@ def turn_values_to_tokens(turn_values, token_turn_index, loss_mask):
     return rows
 
 
+def _slot_values(
+    values: list[torch.Tensor], index: torch.Tensor, usable: list[bool]
+) -> dict[tuple[int, int], list[float]]:
+    """(group, turn index) -> the values of the usable members of that group that reached it."""
+    by_slot: dict[tuple[int, int], list[float]] = {}
+    for b, v in enumerate(values):
+        for t, value in enumerate(v.tolist() if usable[b] else []):
+            by_slot.setdefault((int(index[b]), t), []).append(value)
+    return by_slot
+
+
 def turn_group_advantages(
     turn_rewards: Sequence[Sequence[float] | torch.Tensor],
     group_ids: torch.Tensor | Sequence[Hashable],
@@ -145,12 +157,8 @@ def turn_group_advantages(
     rewards = as_float_list(turn_rewards)
     index, num_groups = group_index(group_ids, len(rewards))
     usable = usable_mask(valid, index, num_groups).tolist()
-    by_slot: dict[tuple[int, int], list[float]] = {}
-    for b, r in enumerate(rewards):
-        for t, value in enumerate(r.tolist() if usable[b] else []):
-            by_slot.setdefault((int(index[b]), t), []).append(value)
     stats = {}
-    for slot, values in by_slot.items():
+    for slot, values in _slot_values(rewards, index, usable).items():
         if len(values) == 1:
             stats[slot] = (0.0, 1.0)
         else:
@@ -164,5 +172,34 @@ def turn_group_advantages(
             else 0.0
             for t, value in enumerate(r.tolist())
         ]
+        out.append(torch.tensor(adv, dtype=torch.get_default_dtype()))
+    return out
+
+
+def r2g_loo_advantages(
+    turn_rewards: Sequence[Sequence[float] | torch.Tensor],
+    group_ids: torch.Tensor | Sequence[Hashable],
+    gamma: float = 1.0,
+    valid: torch.Tensor | Sequence[bool] | None = None,
+) -> list[torch.Tensor]:
+    """Reward-to-go minus a leave-one-out baseline per turn (credit kind `r2g-loo`).
+
+    For turn t of trajectory b in group g: G_{b,t} − mean of G_{b',t} over the other usable
+    members b' of g that reached turn t, where G_{b,t} = r_{b,t} + γ G_{b,t+1} (the `r2g`
+    credit). A turn that no other member reached gets baseline 0 (its advantage is G_{b,t}).
+    The baseline never reads b's own rewards, so with γ = 1 the expected update is the exact
+    gradient of the expected sum of rewards, whoever decides when the episode stops. Replaces
+    Â_b like `turn-group`; invalid trajectories get zeros and enter no baseline.
+    """
+    to_go = [_credits_one(r, "r2g", gamma, 0.0) for r in as_float_list(turn_rewards)]
+    index, num_groups = group_index(group_ids, len(to_go))
+    usable = usable_mask(valid, index, num_groups).tolist()
+    sums = {slot: (sum(v), len(v)) for slot, v in _slot_values(to_go, index, usable).items()}
+    out = []
+    for b, g in enumerate(to_go):
+        adv = [0.0] * g.numel()
+        for t, value in enumerate(g.tolist() if usable[b] else []):
+            total, count = sums[(int(index[b]), t)]
+            adv[t] = value - (total - value) / (count - 1) if count > 1 else value
         out.append(torch.tensor(adv, dtype=torch.get_default_dtype()))
     return out

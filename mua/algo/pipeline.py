@@ -2,8 +2,9 @@
 
 `grpo_token_advantages` chains `trajectory_scores` -> `group_advantages` -> `turn_credits` ->
 `token_advantages` with the option names of `algo.*` in a GRPO recipe, and dispatches the
-`turn-group` credit (per-turn group normalisation, which replaces Â_b). It filters nothing:
-apply `filters` to the returned scores and the termination reasons. Masked trajectories passed
+`turn-group` credit (per-turn group normalisation) and the `r2g-loo` credit (reward-to-go minus
+a leave-one-out baseline per turn), both of which replace Â_b. It filters nothing: apply
+`filters` to the returned scores and the termination reasons. Masked trajectories passed
 with `valid` False stay in their groups only to be left out of the baselines (and to tell a group
 that masking left with one member from a group of one); they get advantage 0 everywhere.
 """
@@ -18,6 +19,7 @@ import torch
 from mua.algo._groups import check_choice
 from mua.algo.advantages import group_advantages
 from mua.algo.credit import (
+    r2g_loo_advantages,
     token_advantages,
     turn_credits,
     turn_group_advantages,
@@ -51,14 +53,20 @@ def grpo_token_advantages(
     """Token advantages for a batch of trajectories, from the recipe's score/advantage/credit.
 
     With `credit="turn-group"`, every policy token of turn t gets the group-normalised turn-t
-    reward (`credit.turn_group_advantages`); Â_b is still returned for logging. `valid[b]` False:
-    trajectory b enters no baseline and gets 0 (`advantages.group_advantages`); None: all valid.
+    reward (`credit.turn_group_advantages`), with `credit="r2g-loo"` its reward-to-go minus the
+    other members' mean at turn t (`credit.r2g_loo_advantages`); Â_b is still returned for
+    logging. `valid[b]` False: trajectory b enters no baseline and gets 0
+    (`advantages.group_advantages`); None: all valid.
     """
     check_choice("credit kind", credit, GRPO_CREDIT_KINDS)
     scores = trajectory_scores(turn_rewards, score, gamma)
     traj_adv = group_advantages(scores, group_ids, advantage, eps, valid)
-    if credit == "turn-group":
-        per_turn = turn_group_advantages(turn_rewards, group_ids, eps, valid)
+    if credit in ("turn-group", "r2g-loo"):
+        per_turn = (
+            turn_group_advantages(turn_rewards, group_ids, eps, valid)
+            if credit == "turn-group"
+            else r2g_loo_advantages(turn_rewards, group_ids, gamma, valid)
+        )
         tokens = turn_values_to_tokens(per_turn, token_turn_index, loss_mask)
     else:
         credits = turn_credits(turn_rewards, credit, gamma)

@@ -82,10 +82,14 @@ def show_cmd(
 def validate_cmd(paths: list[str] = typer.Argument(..., help="Recipe files or globs.")) -> None:
     """Validate recipe files; exit 2 on the first file with problems (all problems listed).
 
+    A valid GRPO recipe whose credit or aggregation biases the update when the policy decides
+    when to stop gets one warning line per setting on stderr (docs/algorithms.md §3).
+
     Example: mua recipe validate recipes/*.yaml recipes/seeds/*.yaml
     """
     from mua.cli.common import console
     from mua.config.recipe_loading import infer_verb, load_recipe, read_yaml
+    from mua.config.stopping_bias import stopping_bias_warnings
     from mua.errors import MuaError, UsageError
 
     files: list[str] = []
@@ -95,8 +99,10 @@ def validate_cmd(paths: list[str] = typer.Argument(..., help="Recipe files or gl
     failures = []
     for f in files:
         try:
-            load_recipe(f, [], verb=infer_verb(f, read_yaml(f)))
+            recipe = load_recipe(f, [], verb=infer_verb(f, read_yaml(f)))
             console().print(f"[green]ok[/] {f}")
+            for line in stopping_bias_warnings(recipe):
+                typer.echo(f"warning: {f}: {line}", err=True)
         except MuaError as e:
             failures.append(str(e))
     if failures:

@@ -10,12 +10,20 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
 from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
 from mua.config.gyms import GYM_NAME_HELP, GymConfig, PrepGymConfig  # noqa: F401  (re-exported)
 from mua.config.model import ParserName
+from mua.errors import UsageError
 
 
 class ScriptedUserConfig(Section):
@@ -69,6 +77,24 @@ class ServerEngineConfig(Section):
     extra_args: list[str] = Field(
         default_factory=list, description="More flags of the server's launcher, passed verbatim."
     )
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the API key of the servers at `base_urls` "
+        "(those started with `--api-key`), sent with every request; a server mua launches gets "
+        "a key of its own.",
+    )
+
+    def base_urls_key(self) -> str | None:
+        """The key of the servers at `base_urls`: the value of `api_key_env` (None when unset)."""
+        if self.api_key_env is None:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise UsageError(
+                f"api_key_env names {self.api_key_env}, which is not set: export it with the "
+                "servers' API key, or drop api_key_env for servers started without one"
+            )
+        return key
 
 
 class SGLangConfig(ServerEngineConfig):
@@ -152,6 +178,25 @@ class VLLMConfig(ServerEngineConfig):
         return self
 
 
+class RetryConfig(Section):
+    """Retries of conversations the environment failed (docs/training.md): one that ends
+    `user_failure`, `env_error` or `timeout` is run again in a fresh env with new seeds."""
+
+    max: NonNegativeInt = Field(
+        0,
+        description="Most retries of one conversation the environment failed (its user, gym or "
+        "time budget), each in a fresh env with seeds derived from (seed, attempt); 0: no "
+        "retries, the failed conversation is masked from the loss.",
+    )
+    on_exhausted: Literal["drop_group", "mask_member"] = Field(
+        "drop_group",
+        description="Training, when a conversation still fails after `max` retries: "
+        "`drop_group` (its group is not trained) or `mask_member` (the group is trained, that "
+        "conversation masked). Evaluation and `mua rollout` keep it as a failure. Unused while "
+        "`max` is 0.",
+    )
+
+
 class RolloutConfig(Section):
     engine: str = Field(
         "hf",
@@ -192,6 +237,12 @@ class RolloutConfig(Section):
         description="Partial rollouts (training only, docs/async_rl.md): a step keeps "
         "ceil(oversample × groups) groups in flight, trains on the first complete ones and "
         "carries the others into the next step; 1.0: every step waits for all its groups.",
+    )
+    retries: RetryConfig = Field(
+        default_factory=lambda: RetryConfig(),
+        description="Retries of conversations the environment failed (`user_failure`, "
+        "`env_error`, `timeout`): `{max: N, on_exhausted: drop_group | mask_member}`; off by "
+        "default.",
     )
     drift: Literal["drop", "per_turn"] = Field(
         "drop",

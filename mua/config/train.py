@@ -15,7 +15,9 @@ from mua.algo_names import (
     CORRECTION_KINDS,
     GRPO_CREDIT_KINDS,
     KL_ESTIMATORS,
+    POLICY_LOSS_KINDS,
     SCORE_KINDS,
+    SEQUENCE_CORRECTIONS,
 )
 from mua.config.base import Section
 
@@ -59,16 +61,47 @@ class KLConfig(Section):
 
 
 class PolicyLossConfig(Section):
-    clip_low: PositiveFloat = Field(0.2, description="ε_low of the clipped ratio.")
-    clip_high: PositiveFloat = Field(0.2, description="ε_high of the clipped ratio.")
+    kind: Literal[POLICY_LOSS_KINDS] = Field(
+        "ppo-clip",
+        description="Policy loss (docs/algorithms.md §5): `ppo-clip` (the token ratio clipped), "
+        "`gspo` (the sequence ratio clipped; needs aggregation seq-mean-token-mean), `gspo-token` "
+        "(GSPO's ratio with token advantages) or `cispo` (the clipped ratio as a constant weight "
+        "of every token's log-prob).",
+    )
+    clip_low: PositiveFloat = Field(
+        0.2,
+        description="ε_low of the clipped ratio: the token ratio (ppo-clip), the sequence ratio "
+        "(gspo, gspo-token; the GSPO paper uses 3e-4) or CISPO's importance weight.",
+    )
+    clip_high: PositiveFloat = Field(
+        0.2,
+        description="ε_high of the clipped ratio (gspo: the paper uses 4e-4; see clip_low).",
+    )
     dual_clip: float | None = Field(
-        None, gt=1.0, description="Dual-clip constant c (e.g. 3) for negative advantages."
+        None,
+        gt=1.0,
+        description="Dual-clip constant c (e.g. 3) for negative advantages (ppo-clip only).",
     )
     entropy_coef: NonNegativeFloat = Field(0.0, description="Entropy bonus coefficient.")
     aggregation: Literal[AGGREGATIONS] = Field(
         "token-mean", description="How token losses are reduced (docs/algorithms.md §5)."
     )
     norm_length: PositiveInt = Field(1024, description="Fixed length for seq-mean-token-sum-norm.")
+
+    @model_validator(mode="after")
+    def _kind_fits_options(self):
+        if self.kind == "gspo" and self.aggregation != "seq-mean-token-mean":
+            raise ValueError(
+                f"algo.loss.kind=gspo averages one loss per sequence, but "
+                f"algo.loss.aggregation={self.aggregation}; set algo.loss.aggregation="
+                "seq-mean-token-mean (or use algo.loss.kind=gspo-token)"
+            )
+        if self.dual_clip is not None and self.kind != "ppo-clip":
+            raise ValueError(
+                f"algo.loss.dual_clip applies to algo.loss.kind=ppo-clip only, not "
+                f"{self.kind}; remove algo.loss.dual_clip"
+            )
+        return self
 
 
 class _RLCommon(Section):
@@ -97,15 +130,34 @@ class _RLCommon(Section):
     correction: Literal[CORRECTION_KINDS] = Field(
         "none",
         description="Off-policy correction of the loss for the behaviour (engine) policy's "
-        "log-probs: `tis` (truncated importance sampling), `decoupled` (decoupled PPO) or `none` "
-        "(docs/algorithms.md §11).",
+        "log-probs: `tis` (truncated importance sampling), `decoupled` (decoupled PPO; also "
+        "token-level masked importance sampling), `icepop` (tokens outside a band dropped), "
+        "`seq-mis` (sequence-level masked importance sampling) or `none` (docs/algorithms.md §11).",
     )
     correction_cap: float = Field(
         2.0,
         gt=1.0,
         description="Cap on the importance weight exp(proximal − behaviour): `tis` truncates at "
-        "it, `decoupled` drops tokens above it.",
+        "it, `decoupled` and `icepop` drop tokens above it, `seq-mis` drops sequences whose "
+        "weight (the product over their tokens) is above it.",
     )
+    correction_floor: float = Field(
+        0.5,
+        gt=0.0,
+        lt=1.0,
+        description="`icepop` only: tokens whose importance weight exp(proximal − behaviour) is "
+        "below it are dropped too (the band runs from correction_floor to correction_cap).",
+    )
+
+    @model_validator(mode="after")
+    def _correction_fits_loss(self):
+        if self.loss.kind == "gspo" and self.correction not in SEQUENCE_CORRECTIONS:
+            raise ValueError(
+                f"algo.correction={self.correction} weighs tokens, but algo.loss.kind=gspo gives "
+                "each token its sequence's loss; use algo.correction=seq-mis or none, or "
+                "algo.loss.kind=gspo-token"
+            )
+        return self
 
 
 class GRPOConfig(_RLCommon):
@@ -121,7 +173,10 @@ class GRPOConfig(_RLCommon):
     )
     advantage: Literal[ADVANTAGE_KINDS] = Field("grpo", description="Group baseline.")
     credit: Literal[GRPO_CREDIT_KINDS] = Field(
-        "equalized", description="Turn-level credit (`turn-group`: per-turn group normalisation)."
+        "equalized",
+        description="Turn-level credit (`turn-group`: per-turn group normalisation; `r2g-loo`: "
+        "each turn's reward-to-go minus the other group members' mean at that turn, unbiased "
+        "with gamma 1 when the policy decides when to stop; docs/algorithms.md §3).",
     )
 
 

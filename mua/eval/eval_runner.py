@@ -29,7 +29,7 @@ log = logging.getLogger("mua.eval")
 
 
 class TrajectorySeededPolicy(EnginePolicy):
-    """EnginePolicy seeded per (seed, task id, sample, turn): the conversation's
+    """EnginePolicy seeded per (seed, task id, sample, turn, a retry's attempt): the conversation's
     `mua.rollout.collect.SeedKey` (whose position is the task id in evaluation) and turn."""
 
     def __init__(self, engine, *, seed: int = 0, **kwargs):
@@ -37,7 +37,8 @@ class TrajectorySeededPolicy(EnginePolicy):
         self.base_seed = seed
 
     def request_seed(self, seed_key, turn: int) -> int:
-        text = f"{self.base_seed}/{seed_key.position}/{seed_key.sample}/{turn}".encode()
+        key = seed_key
+        text = f"{self.base_seed}/{key.position}/{key.sample}/{turn}{key.retry_tag}".encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
 
 

@@ -20,6 +20,14 @@ sampling seeds from it with the sample and turn (`mua.rollout.policies.EnginePol
 never from a parsed string. Each assistant turn is recorded with the policy `version` that
 sampled it (`Group.turn_versions`). An error that stops the run (a broken engine, a `MuaError`)
 cancels the other conversations and propagates.
+Retries (`rollout.retries`, off by default): a conversation that ends in `RETRIED_REASONS` (its
+user, gym or time budget failed) runs again as a new attempt of the same sample, in a fresh env,
+its seeds keyed by the attempt too (`SeedKey.attempt`), up to `max` times; a retry not started
+when the gate closes waits, like an unstarted conversation, for the next call. Only the last
+attempt is kept and reported. One still failed after its last retry is in `Group.exhausted`;
+with `on_exhausted: drop_group` its group is `failed`, and training (`drop_failed=True`) starts
+none of its other conversations and never counts it complete (`mua.train.partial_rollouts`
+drops it); evaluation and `mua rollout` keep the failure as a result.
 A `gyms:` entry with a `program:` runs each conversation as one run of that agent program
 through the training gateway (`mua.gateway.program.run_program`), which never parks.
 Not here: one conversation's turn loop (`mua.rollout.runner.run_one`), what a step trains or
@@ -32,9 +40,15 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from mua.config.rollout import RetryConfig
 from mua.gym.api import Task
 from mua.rollout.runner import ParkedConversation, discard_parked, run_one
 from mua.rollout.transcript import Trajectory
+
+# Endings that are the environment's failure, not the policy's, and that a fresh env may not
+# repeat: the ones `rollout.retries` runs again (a subset of `mua.algo.filters.FAILURE_REASONS`;
+# `engine_error` and `drift` would recur with the same policy).
+RETRIED_REASONS = frozenset({"user_failure", "env_error", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -42,11 +56,19 @@ class SeedKey:
     """What a conversation's sampling seeds derive from (with the policy's seed and the turn):
     the training `step` its group started in (None outside training), its group's `position`
     (the task's global position in that step's draw; in validation, in its gym's held-out list;
-    in `mua eval`, the task id, so seeds do not depend on task order) and its `sample`."""
+    in `mua eval`, the task id, so seeds do not depend on task order), its `sample` and, for a
+    retried conversation, its `attempt`."""
 
     step: int | None
     position: int | str
     sample: int = 0
+    attempt: int = 0  # 0: the first conversation; k: its k-th retry (`rollout.retries`)
+
+    @property
+    def retry_tag(self) -> str:
+        """What a retried conversation's seeds add to the key's text: '' on the first attempt,
+        so first attempts keep their seeds."""
+        return f"/retry{self.attempt}" if self.attempt else ""
 
 
 @dataclass
@@ -65,6 +87,9 @@ class Group:
     parked: dict[int, ParkedConversation] = field(default_factory=dict)
     turn_versions: dict[int, list[int]] = field(default_factory=dict)  # sample -> per turn
     steps_in_flight: int = 0  # collect calls it has been through
+    attempts: dict[int, int] = field(default_factory=dict)  # sample -> its conversation's attempt
+    retries: int = 0  # conversations sent back for another attempt, over the group's life
+    exhausted: set[int] = field(default_factory=set)  # samples still failed after every retry
 
     @property
     def group_id(self) -> str:
@@ -77,6 +102,12 @@ class Group:
     @property
     def complete(self) -> bool:
         return all(k in self.finished for k in self.wanted)
+
+    @property
+    def failed(self) -> bool:
+        """A conversation still failed after its last retry and `rollout.retries.on_exhausted`
+        is `drop_group`: training drops the group (`collect(drop_failed=True)`)."""
+        return bool(self.exhausted) and retry_config(self.run).on_exhausted == "drop_group"
 
     def trajectories(self) -> list[Trajectory]:
         """The finished trajectories in sample order."""
@@ -112,6 +143,55 @@ class PauseGate:
             self.close()
 
 
+def retry_config(run):
+    """The retry settings a group's conversations run under (`rollout.retries`): its run's
+    rollout section's; retries off when it has none."""
+    return getattr(run.rollout_cfg, "retries", None) or RetryConfig()
+
+
+def _retry(group: Group, k: int, traj: Trajectory, drop_failed: bool) -> bool:
+    """True when sample k's finished conversation is to run again (a new attempt, counted in
+    `group.retries`): it ended in `RETRIED_REASONS`, retries are on, its attempts are not spent
+    and its group is not already dropped. A conversation whose attempts are spent is recorded in
+    `group.exhausted`."""
+    settings = retry_config(group.run)
+    if settings.max == 0 or traj.termination not in RETRIED_REASONS:
+        return False
+    if drop_failed and group.failed:
+        return False  # the group will not be trained: no more attempts for it
+    attempt = group.attempts.get(k, 0)
+    if attempt >= settings.max:
+        group.exhausted.add(k)
+        return False
+    group.attempts[k] = attempt + 1
+    group.retries += 1
+    group.turn_versions.pop(k, None)  # the new attempt's turns are its own
+    return True
+
+
+async def _converse(group: Group, k: int, resume, *, policy, tokenizer, version: int, gate):
+    """Run (or resume) sample k's conversation at its current attempt: a `Trajectory`, or a
+    `ParkedConversation` when the gate closed."""
+    run = group.run
+    key = replace(group.seed, sample=k, attempt=group.attempts.get(k, 0))
+
+    def on_turn() -> None:
+        group.turn_versions.setdefault(k, []).append(version)
+
+    if getattr(run.entry, "program", None) is not None:  # a program gym: the gateway
+        from mua.gateway.program import run_program
+
+        return await run_program(
+            group.task, group.group_id, k, policy=run.policy or policy, run=run,
+            tokenizer=tokenizer, seed_key=key, on_turn=on_turn,
+        )  # fmt: skip
+    return await run_one(
+        group.task, group.group_id, k, policy=run.policy or policy, gym_spec=run.spec,
+        gym_ctx=run.ctx, tokenizer=tokenizer, rollout_cfg=run.rollout_cfg, seed_key=key,
+        on_turn=on_turn, gate=gate, resume=resume,
+    )  # fmt: skip
+
+
 async def collect(
     groups: list[Group],
     until: int | None = None,
@@ -122,11 +202,14 @@ async def collect(
     version: int = 0,
     progress=None,
     on_trajectory: Callable[[Group, Trajectory], None] | None = None,
+    drop_failed: bool = False,
 ) -> list[str]:
     """Advance the groups' unfinished conversations (see the module docstring); returns the ids
     of the groups that completed in this call, in completion order. `progress.advance(traj)` and
     `on_trajectory(group, traj)` see each trajectory as it finishes (its `gym` set to the
-    group's label)."""
+    group's label; a retried conversation only once, its last attempt). With `drop_failed`
+    (training) a `Group.failed` group starts or resumes no more conversations and never counts
+    as completed."""
     pending = [g for g in groups if not g.complete]
     gate = PauseGate(until) if until is not None and until < len(pending) else None
     limit = asyncio.Semaphore(max_concurrency)
@@ -134,48 +217,28 @@ async def collect(
 
     async def one(group: Group, k: int) -> None:
         async with limit:
-            resume = group.parked.pop(k, None)
-            if resume is None and gate is not None and gate.closed:
-                return  # not started: nothing to park
-            run = group.run
-            if getattr(run.entry, "program", None) is not None:  # a program gym: the gateway
-                from mua.gateway.program import run_program
-
-                out = await run_program(
-                    group.task,
-                    group.group_id,
-                    k,
-                    policy=run.policy or policy,
-                    run=run,
-                    tokenizer=tokenizer,
-                    seed_key=replace(group.seed, sample=k),
-                    on_turn=lambda: group.turn_versions.setdefault(k, []).append(version),
-                )
-            else:
-                out = await run_one(
-                    group.task,
-                    group.group_id,
-                    k,
-                    policy=run.policy or policy,
-                    gym_spec=run.spec,
-                    gym_ctx=run.ctx,
-                    tokenizer=tokenizer,
-                    rollout_cfg=run.rollout_cfg,
-                    seed_key=replace(group.seed, sample=k),
-                    on_turn=lambda: group.turn_versions.setdefault(k, []).append(version),
+            while True:
+                if drop_failed and group.failed:
+                    return  # its parked conversations are closed when the group is discarded
+                resume = group.parked.pop(k, None)
+                if resume is None and gate is not None and gate.closed:
+                    return  # not started (a first attempt or a retry): nothing to park
+                out = await _converse(
+                    group, k, resume, policy=policy, tokenizer=tokenizer, version=version,
                     gate=gate,
-                    resume=resume,
-                )
-        if isinstance(out, ParkedConversation):
-            group.parked[k] = out
-            return
-        out.gym = run.label
+                )  # fmt: skip
+                if isinstance(out, ParkedConversation):
+                    group.parked[k] = out
+                    return
+                if not _retry(group, k, out, drop_failed):
+                    break
+        out.gym, out.attempt = group.run.label, group.attempts.get(k, 0)
         group.finished[k] = out
         if progress is not None:
             progress.advance(out)
         if on_trajectory is not None:
             on_trajectory(group, out)
-        if group.complete:
+        if group.complete and not (drop_failed and group.failed):
             completed.append(group.group_id)
             if gate is not None:
                 gate.group_complete()

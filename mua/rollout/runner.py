@@ -1,6 +1,7 @@
 """One conversation, start to finish: `run_one(task, group_id, sample, ...)`.
 
-Each conversation gets a fresh env from `gym_spec.make_env(ctx)`; many run at once, independent
+Each conversation gets a fresh env from `gym_spec.make_env(ctx)` (a retry of one the environment
+failed, `rollout.retries`, gets a fresh one with its own `ctx.seed`); many run at once, independent
 of each other, in `mua.rollout.collect.collect` (the one fan-out over conversations, under one
 `rollout.max_concurrency`); `run_rollouts` is its caller for a plain list of tasks.
 Budgets: tokens per turn and per trajectory, turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -146,12 +148,23 @@ async def _answer_or_park(answer, gate) -> bool:
     raise _Parked(task)
 
 
-def _make_env(gym_spec: GymSpec, gym_ctx: GymContext, sample_index: int):
-    """A fresh env told its trajectory's `sample_index`; a MuaError (the recipe does not suit
-    the gym) stops the run, since every trajectory would hit it, and any other failure ends this
-    trajectory with env_error."""
+def attempt_seed(seed: int, attempt: int) -> int:
+    """The env context's seed for a conversation's `attempt` (`rollout.retries`): the run's own
+    on the first attempt, a value derived from (seed, attempt) on a retry."""
+    if attempt == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}/retry{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & (2**31 - 1)
+
+
+def _make_env(gym_spec: GymSpec, gym_ctx: GymContext, sample_index: int, attempt: int = 0):
+    """A fresh env told its trajectory's `sample_index` (and, on a retry, a seed of its own:
+    `attempt_seed`); a MuaError (the recipe does not suit the gym) stops the run, since every
+    trajectory would hit it, and any other failure ends this trajectory with env_error."""
     if dataclasses.is_dataclass(gym_ctx):
-        gym_ctx = dataclasses.replace(gym_ctx, sample_index=sample_index)
+        gym_ctx = dataclasses.replace(
+            gym_ctx, sample_index=sample_index, seed=attempt_seed(gym_ctx.seed, attempt)
+        )
     try:
         return gym_spec.make_env(gym_ctx)
     except MuaError:
@@ -190,7 +203,7 @@ async def run_one(
     parked = False
     try:
         if env is None:
-            env = _make_env(gym_spec, gym_ctx, sample_index)
+            env = _make_env(gym_spec, gym_ctx, sample_index, getattr(seed_key, "attempt", 0))
         ended = False
         if pending is not None:  # the env's answer from before parking (its call has a budget)
             ended = await pending

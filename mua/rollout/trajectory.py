@@ -41,6 +41,8 @@ class Trajectory:
     - segments: when the per-token lists hold several samples one after another (a program gym's
       session that split, `mua.gateway`), each one's length; empty: one sample. Each sample is
       trained as its own sequence, all with the trajectory's reward.
+    - attempt: how many earlier attempts of this sample the environment failed and
+      `rollout.retries` ran again (0: the first conversation).
     """
 
     task_id: str
@@ -64,6 +66,7 @@ class Trajectory:
     per_turn_samples: list[dict] = field(default_factory=list)
     gym: str = ""  # the `gyms:` entry (label) it ran in, when the run has a gyms list
     segments: list[int] = field(default_factory=list)  # sample lengths; empty: one sample
+    attempt: int = 0  # retries before this conversation (`rollout.retries`); 0: the first
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, default=str)

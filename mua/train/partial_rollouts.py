@@ -18,7 +18,11 @@ then, on every rank:
    (unfinished, or complete beyond the share) for the next step.
 
 A group is trained once, in the step that takes it; nothing is trained twice and nothing is
-dropped without being counted. A version is the number of weight pushes before a turn was
+dropped without being counted. With `rollout.retries` a conversation the environment failed runs
+again inside its group (`mua.rollout.collect`); a group with one still failed after its retries
+and `on_exhausted: drop_group` is dropped in the step it fails (its parked conversations closed,
+`rollout/groups_dropped_failed`), and when the step has too few complete groups it keeps its
+place with no trajectories (size 0), so positions stay dealt by rank. A version is the number of weight pushes before a turn was
 sampled (`EngineSync.updates`); within one step the version does not change, so the staleness
 checked in (1) is the staleness at training.
 
@@ -28,7 +32,10 @@ step trains and pushes weights. Checkpoints and the end of a run:
 - `in_flight_tasks()` (collective) lists the tasks of the groups in flight, (gym label, task id)
   in a fixed order, for the checkpoint; a resumed run gets them back through `requeue` and
   starts them again as fresh groups before drawing new tasks (their samples from before the
-  checkpoint are lost with the process; `async/restarted_groups` counts them). So every task the
+  checkpoint are lost with the process; `async/restarted_groups` counts them). A group whose
+  conversation waits for a retry is listed once, like any other, and restarts once, every sample
+  from its first attempt: retries counted before the checkpoint stay in those steps' metrics,
+  the restarted group's own are counted as they happen. So every task the
   sampler drew is trained once (or dropped as stale, or still in flight at the end) whether or
   not the run was resumed in between.
 - `close()` closes every parked conversation's env and returns how many groups were still in
@@ -45,7 +52,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mua.algo import sample_staleness
-from mua.distributed import all_gather_objects
+from mua.distributed import all_gather_objects, all_reduce_sum
 from mua.rollout.background_loop import BackgroundLoop
 from mua.rollout.collect import Group, SeedKey, collect, discard_groups
 
@@ -60,6 +67,7 @@ class StepRollouts:
     group_sizes: list[int]  # size of every trained group of the step, by global task position
     staleness: list[int]  # per trajectory
     counts: dict[str, float]  # local counts: started, carried, dropped, resumed
+    retries: dict[str, float] = field(default_factory=dict)  # local: retries, exhausted, dropped
 
 
 @dataclass
@@ -155,40 +163,75 @@ class PartialRollouts:
                 tokenizer=tokenizer,
                 max_concurrency=rollout_cfg.max_concurrency,
                 progress=progress,
+                drop_failed=True,
             )
+            await discard_groups([g for g in groups if g.failed])
             return dropped, completed
 
         # conversations outlive the step (parked, their replies arriving) only with oversampling
         loop = self.background() if self.oversample > 1.0 else None
         self.carried = groups  # until the phase ends: what `close` closes if it is interrupted
+        retried = retry_totals(groups)
         dropped, completed = sync.run(lambda: loop.run(job()) if loop else job(), timer)
         by_id = {g.group_id: g for g in groups}
-        trained = (ready + [by_id[i] for i in completed])[:share]
-        trained.sort(key=lambda g: (g.seed.step, g.seed.position))  # in the order drawn
-        taken = {g.group_id for g in trained}
+        trained, failed = take_groups(ready + [by_id[i] for i in completed], groups, share)
+        taken = {g.group_id for g in trained + failed}
         self.carried = [g for g in groups if g.group_id not in taken]
-        trajectories, staleness = [], []
-        for pos, group in enumerate(trained):
-            for k, traj in enumerate(group.trajectories()):
-                staleness.append(
-                    sample_staleness(
-                        version,
-                        _token_versions(traj, group.turn_versions.get(k, [])),
-                        traj.loss_mask,
-                    )
-                )
-                traj.group_id = f"{pos}:{group.task.task_id}"
-                trajectories.append(traj)
-        sizes = all_gather_objects([g.run.n for g in trained])
+        trajectories, staleness = step_trajectories(trained, version)
+        sizes = all_gather_objects([0 if g.failed else g.run.n for g in trained])
         counts = {
             "groups_started": float(len(fresh)),
             "groups_carried": float(len(self.carried)),
-            "groups_resumed": float(sum(1 for g in trained if g.steps_in_flight > 1)),
+            "groups_resumed": float(
+                sum(1 for g in trained if g.steps_in_flight > 1 and not g.failed)
+            ),
             "conversations_parked": float(sum(len(g.parked) for g in self.carried)),
             "dropped_stale_samples": float(dropped),
             "restarted_groups": float(restarted),
         }
-        return StepRollouts(trajectories, _by_global_position(sizes), staleness, counts)
+        now = retry_totals(groups)
+        retries = {key: now[key] - retried[key] for key in now}
+        retries["groups_dropped_failed"] = float(len(failed))
+        return StepRollouts(trajectories, _by_global_position(sizes), staleness, counts, retries)
+
+
+def retry_totals(groups: list[Group]) -> dict[str, float]:
+    """The groups' retries and exhausted conversations so far (a step counts the difference)."""
+    return {
+        "retries": float(sum(g.retries for g in groups)),
+        "retry_exhausted": float(sum(len(g.exhausted) for g in groups)),
+    }
+
+
+def take_groups(done: list[Group], groups: list[Group], share: int):
+    """(the groups a step trains, the failed ones it drops): the first `share` complete groups
+    (`done`: carried ones first, then in completion order) in the order drawn; when fewer
+    completed, failed groups (`Group.failed`: a conversation still failed after its retries) fill
+    the missing places with no trajectories (size 0), so positions stay dealt by rank. Every
+    failed group is dropped, whether or not it holds a place."""
+    failed = [g for g in groups if g.failed]
+    trained = done[:share]
+    trained += failed[: share - len(trained)]
+    trained.sort(key=lambda g: (g.seed.step, g.seed.position))  # in the order drawn
+    return trained, failed
+
+
+def step_trajectories(trained: list[Group], version: int) -> tuple[list, list[int]]:
+    """The trained groups' trajectories (a failed group has none), renumbered as the step's
+    task positions, and each one's staleness at `version`."""
+    trajectories, staleness = [], []
+    for pos, group in enumerate(trained):
+        if group.failed:
+            continue
+        for k, traj in enumerate(group.trajectories()):
+            staleness.append(
+                sample_staleness(
+                    version, _token_versions(traj, group.turn_versions.get(k, [])), traj.loss_mask
+                )
+            )
+            traj.group_id = f"{pos}:{group.task.task_id}"
+            trajectories.append(traj)
+    return trajectories, staleness
 
 
 def deal(needs: list[int]) -> list[int]:
@@ -233,6 +276,17 @@ def staleness_metrics(staleness_per_rank: list[list[int]], counts_per_rank: list
         for version_lag, count in sorted(Counter(values).items()):
             out[f"async/staleness_hist/{version_lag}"] = float(count)
     return out
+
+
+RETRY_COUNTS = ("retries", "retry_exhausted", "groups_dropped_failed")
+
+
+def retry_metrics(local: dict[str, float]) -> dict[str, float]:
+    """`rollout/retries` (conversations sent back for another attempt), `rollout/retry_exhausted`
+    (still failed after their last retry) and `rollout/groups_dropped_failed` (groups dropped for
+    one of those) of a step, summed over ranks (collective)."""
+    totals = all_reduce_sum([local.get(key, 0.0) for key in RETRY_COUNTS]).tolist()
+    return {f"rollout/{key}": value for key, value in zip(RETRY_COUNTS, totals, strict=True)}
 
 
 # ---- a run's checkpoints and end (called by `mua.train.trainer`) ---------------------------

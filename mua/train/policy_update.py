@@ -5,7 +5,8 @@
 update forward's own detached log-probs (the "old" ones). `policy_mini_batch` accumulates one
 mini-batch's loss over packed micro-batches (`mua.train.packed_forward.accumulate`) with loss
 normalisers summed over ranks, so the result does not depend on the micro-batch budget or the
-number of ranks; per-token off-policy weights (`algo.correction`) are applied here.
+number of ranks; the policy loss (`algo.loss.kind`) and the off-policy weights (`algo.correction`)
+are applied here, each sample a sequence of its own.
 Not here: rollouts, scoring and advantages (`mua.train.rl`), the loss formulas (`mua.algo`).
 """
 
@@ -25,6 +26,12 @@ from mua.train.packed_batch import concat_per_token, first_token_mask
 from mua.train.packed_forward import accumulate
 from mua.train.rl_batch import RLSample, split_mini_batches
 from mua.train.rl_metrics import update_metrics
+
+# the policy loss's and the correction's statistics, logged as `actor/<name>` (token-weighted means)
+LOGGED_STATS = (
+    "pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl",
+    "is_weight_mean", "is_truncated_frac", "is_masked_frac", "behav_kl",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -128,34 +135,18 @@ def policy_mini_batch(
             old = logp.detach()
         else:
             old = concat_per_token([s.old_logprobs for s in mini], mb.indices, device=device)
-        weights = None
+        seq_index = torch.repeat_interleave(
+            torch.arange(len(mb.lengths), device=device), torch.tensor(mb.lengths, device=device)
+        )
+        behav = None
         if algo.correction != "none":  # the behaviour policy is the engine's (docs §11)
             behav = concat_per_token([s.engine_logprobs for s in mini], mb.indices, device=device)
-            weights, is_stats = behaviour_weights(
-                old, behav, mask, algo.correction, algo.correction_cap
-            )
         kl = None
         if kl_in_loss:
             ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
             kl = kl_penalty(logp, ref, algo.kl.estimator)
-        losses, st = policy_loss(
-            logp,
-            old,
-            adv,
-            mask,
-            algo.loss.clip_low,
-            algo.loss.clip_high,
-            algo.loss.dual_clip,
-            entropy=entropy,
-            entropy_coef=algo.loss.entropy_coef,
-            kl=kl,
-            kl_coef=algo.kl.coef if kl_in_loss else 0.0,
-            is_weights=weights,
-        )
-        if weights is not None:
-            st = {**st, **is_stats}
-        seq_index = torch.repeat_interleave(
-            torch.arange(len(mb.lengths), device=device), torch.tensor(mb.lengths, device=device)
+        losses, st = policy_token_losses(
+            algo, logp, old, adv, mask, seq_index, entropy=entropy, kl=kl, behav=behav
         )
         loss = aggregate(
             losses,
@@ -168,12 +159,7 @@ def policy_mini_batch(
         )
         n_tok = float(st["tokens"])
         out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
-        for key in (
-            "pg_loss", "clip_frac", "approx_kl", "ratio_mean", "entropy", "kl",
-            "is_weight_mean", "is_truncated_frac", "behav_kl",
-        ):  # fmt: skip
-            if key in st:
-                out[f"sum/{key}"] = float(st[key]) * n_tok
+        out.update({f"sum/{key}": float(st[key]) * n_tok for key in LOGGED_STATS if key in st})
         if old_from_forward:
             out["old_logprobs"] = list(
                 zip(
@@ -203,3 +189,31 @@ def policy_mini_batch(
             forward_old[i] = lp
         totals.update(st)
     return totals, grad_norm, forward_old
+
+
+def policy_token_losses(algo, logp, old, adv, mask, seq_index, *, entropy, kl, behav):
+    """Per-token policy losses of `algo.loss.kind` (docs §5), weighted by `algo.correction` from
+    the engine's log-probs `behav` (docs §11), and their statistics."""
+    weights, is_stats = None, {}
+    if algo.correction != "none":
+        weights, is_stats = behaviour_weights(
+            old, behav, mask, algo.correction, algo.correction_cap,
+            algo.correction_floor, seq_index,
+        )  # fmt: skip
+    losses, stats = policy_loss(
+        logp,
+        old,
+        adv,
+        mask,
+        algo.loss.clip_low,
+        algo.loss.clip_high,
+        algo.loss.dual_clip,
+        entropy=entropy,
+        entropy_coef=algo.loss.entropy_coef,
+        kl=kl,
+        kl_coef=algo.kl.coef if kl is not None else 0.0,
+        is_weights=weights,
+        kind=algo.loss.kind,
+        seq_index=seq_index,
+    )
+    return losses, {**stats, **is_stats}

@@ -90,7 +90,7 @@ def rl_step(
     with timer.phase("prepare"):
         n = r.rollout.n if set(group_sizes) <= {r.rollout.n} else group_sizes
         batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=n)
-        check_trainable(trajectories, step)
+        check_trainable(trajectories, step, async_metrics.get("rollout/groups_dropped_failed", 0))
         old_from_update = reuses_update_forward(algo, parts.ref_model is not None)
         logprobs = pre_update_logprobs(
             state.model, parts.ref_model, batch.samples, with_old=not old_from_update,
@@ -157,8 +157,9 @@ def rollout(
 ) -> tuple[list, list[int], dict[str, float]]:
     """The rollout phase (`mua.train.partial_rollouts`; with `rollout.oversample` 1 every
     group completes in its step): this rank's trained trajectories, the step's group sizes by
-    global task position, and with oversampling the `async/...` metrics (over all ranks)."""
-    from mua.train.partial_rollouts import staleness_metrics
+    global task position, with oversampling the `async/...` metrics and with `rollout.retries`
+    the `rollout/...` retry counts (over all ranks)."""
+    from mua.train.partial_rollouts import retry_metrics, staleness_metrics
 
     r = recipe
     share = len(range(dist.rank, r.data.tasks_per_step, dist.world_size))
@@ -175,21 +176,29 @@ def rollout(
         progress=tracker.rollout_progress(step, share * r.rollout.n),
         timer=timer,
     )
+    metrics = retry_metrics(out.retries) if r.rollout.retries.max else {}
     if r.rollout.oversample <= 1.0:
-        return out.trajectories, out.group_sizes, {}
+        return out.trajectories, out.group_sizes, metrics
     if step == r.total_steps:  # groups in flight when the run ends are not trained
         out.counts["unfinished_at_end"] = out.counts["groups_carried"]
     gathered = all_gather_objects((out.staleness, out.counts))
-    metrics = staleness_metrics([g[0] for g in gathered], [g[1] for g in gathered])
+    metrics.update(staleness_metrics([g[0] for g in gathered], [g[1] for g in gathered]))
     return out.trajectories, out.group_sizes, metrics
 
 
-def check_trainable(trajectories, step: int) -> None:
+def check_trainable(trajectories, step: int, dropped_failed: float = 0) -> None:
     """Refuse a step that rolled out nothing on any rank (collective): its loss would be logged
-    as 0 and the run would go on learning nothing. A step whose trajectories were all excluded,
+    as 0 and the run would go on learning nothing; `dropped_failed` (every rank's groups dropped
+    after their retries) names the likelier cause. A step whose trajectories were all excluded,
     dropped or without a policy token is a different case, which `stop.empty_steps` governs
     (`mua.train.guards.StepWatch`: one line a step, then a stop with one line)."""
     (count,) = (int(v) for v in all_reduce_sum([len(trajectories)]).tolist())
+    if count == 0 and dropped_failed:
+        raise RunFailure(
+            f"step {step} trained no group: all {int(dropped_failed)} were dropped because a "
+            "conversation still failed after its rollout.retries (the user or gym keeps "
+            "failing); fix the endpoint or set rollout.retries.on_exhausted=mask_member"
+        )
     if count == 0:
         raise RunFailure(
             f"step {step} rolled out no trajectories on any rank; check data.tasks_per_step "

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 class SeededPolicy(EnginePolicy):
     """An EnginePolicy whose every request is seeded by (seed, step, global task position,
-    sample, turn): the conversation's `mua.rollout.collect.SeedKey` and turn. Positions are
-    global, so the seeds do not depend on how tasks were dealt to ranks."""
+    sample, turn, and a retry's attempt): the conversation's `mua.rollout.collect.SeedKey` and
+    turn. Positions are global, so the seeds do not depend on how tasks were dealt to ranks."""
 
     def __init__(self, engine, rollout_cfg, tool_parser, *, seed: int, temperature=None):
         super().__init__(
@@ -48,7 +48,8 @@ class SeededPolicy(EnginePolicy):
 
     def request_seed(self, seed_key, turn: int) -> int:
         key = seed_key
-        text = f"{self.base_seed}/{key.step}/{key.position}/{key.sample}/{turn}".encode()
+        text = f"{self.base_seed}/{key.step}/{key.position}/{key.sample}/{turn}{key.retry_tag}"
+        text = text.encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
 
 

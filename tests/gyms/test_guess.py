@@ -122,3 +122,22 @@ def test_careless_expert_is_seeded_weaker_and_matches_readme():
     for bad in (1.5, -0.1, "half", True):
         with pytest.raises(UsageError, match="expert_noise"):
             GYM.expert(GymContext(options={"expert_noise": bad}))
+
+
+def test_turn_cost_lowers_every_turns_reward():
+    task = GYM.build_tasks(None, seed=0, options={"turn_cost": 0.1})["test"][0]
+    target = task.payload["target"]
+
+    async def rewards():
+        env = GYM.make_env(GymContext(options={"turn_cost": 0.1}))
+        await env.reset(task)
+        out = []
+        for text in (f"[answer] {target + 1}", "hello", f"[answer] {target}"):
+            r = await env.step(parse_action(text, "bracket"))
+            out.append((r.reward, r.components.get("turn_cost"), r.done))
+        return out
+
+    assert asyncio.run(rewards()) == [(-0.1, -0.1, False), (-0.1, -0.1, False), (0.9, -0.1, True)]
+    for bad in (-0.1, "0.1", True):
+        with pytest.raises(UsageError, match="gym.options.turn_cost must be a number >= 0"):
+            GYM.make_env(GymContext(options={"turn_cost": bad}))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mua.algo import token_advantages, turn_credits, turn_group_advantages, turn_values_to_tokens
+from mua.algo.credit import r2g_loo_advantages
 from tests.unit.algo_asserts import assert_close
 
 torch.set_num_threads(1)
@@ -123,3 +124,30 @@ def test_grpo_token_advantages_turn_group_replaces_trajectory_advantage():
     close(out.trajectory_advantages, [0.0, 0.0])
     with pytest.raises(ValueError, match="unknown credit kind"):
         grpo_token_advantages(rewards, [0, 0], index, mask, credit="turn")
+
+
+def test_r2g_loo_subtracts_the_other_members_mean_reward_to_go_at_each_turn():
+    rewards = [[-0.1, 1.0], [-0.1, -0.1, -0.1], [0.5], [5.0, 5.0], [2.0], [1.0], [3.0]]
+    groups = ["g", "g", "g", "g", "h", "k", "k"]
+    valid = [True, True, True, False, True, True, False]  # g's 4th and k's 2nd are masked
+    out = r2g_loo_advantages(rewards, groups, gamma=0.5, valid=valid)
+    # reward-to-go: [0.4, 1.0], [-0.175, -0.15, -0.1], [0.5]
+    close(out[0], [0.4 - (-0.175 + 0.5) / 2, 1.0 - (-0.15)])
+    close(out[1], [-0.175 - (0.4 + 0.5) / 2, -0.15 - 1.0, -0.1])  # turn 2: no other, baseline 0
+    close(out[2], [0.5 - (0.4 - 0.175) / 2])
+    close(out[3], [0.0, 0.0])  # masked: zeros, in no baseline
+    close(out[4], [2.0])  # a group of one: baseline 0
+    close(out[5], [0.0])  # masking left k with one member: no baseline, 0
+    close(out[6], [0.0])
+
+
+def test_grpo_token_advantages_r2g_loo_puts_per_turn_advantages_on_tokens():
+    from mua.algo import grpo_token_advantages
+
+    rewards = [[0.0, 0.0, 1.0], [0.0, -0.5, 0.0]]
+    index, mask = TURN_INDEX.repeat(2, 1), MASK.repeat(2, 1)
+    out = grpo_token_advantages(rewards, [0, 0], index, mask, "sum", "drgrpo", "r2g-loo", 1.0)
+    # reward-to-go [1, 1, 1] and [-0.5, -0.5, 0]: each turn minus the other's
+    close(out.token_advantages[0], [0, 1.5, 1.5, 0, 1.5, 0, 1.0, 1.0])
+    close(out.token_advantages[1], [0, -1.5, -1.5, 0, -1.5, 0, -1.0, -1.0])
+    close(out.trajectory_advantages, [0.75, -0.75])

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from mua.config.rollout import RetryConfig
 from mua.config.train import GRPOConfig, ParallelConfig
 from mua.distributed import DistInfo
 from mua.errors import RunFailure
@@ -36,14 +37,16 @@ def _trajectory(group: int, k: int, termination: str, policy_tokens: int) -> Tra
     )
 
 
-def _step(trajectories: list[Trajectory], monkeypatch):
+def _step(trajectories: list[Trajectory], monkeypatch, retries=None, dropped_failed=0.0):
     def trap(*args, **kwargs):
         raise AssertionError("the update ran on an empty step")
 
     monkeypatch.setattr(rl, "update", trap)
     groups = len({t.group_id for t in trajectories})
     carry = SimpleNamespace(
-        rollout=lambda **kw: StepRollouts(trajectories, [2] * groups, [], {}),
+        rollout=lambda **kw: StepRollouts(
+            trajectories, [2] * groups, [], {}, {"groups_dropped_failed": dropped_failed}
+        ),
     )
     parts = SimpleNamespace(
         sync=SimpleNamespace(engine=None, take_metrics=dict),
@@ -56,7 +59,9 @@ def _step(trajectories: list[Trajectory], monkeypatch):
     recipe = SimpleNamespace(
         algo=GRPOConfig(),
         parallel=ParallelConfig(),
-        rollout=SimpleNamespace(n=2, oversample=1.0, temperature=1.0),
+        rollout=SimpleNamespace(
+            n=2, oversample=1.0, temperature=1.0, retries=RetryConfig(**(retries or {}))
+        ),
         data=SimpleNamespace(tasks_per_step=max(groups, 1)),
         gyms=[SimpleNamespace(key="g", curriculum=None, standardize_rewards=False)],
         total_steps=3,
@@ -81,6 +86,11 @@ class Reached(Exception):
 def test_a_step_without_trajectories_raises(monkeypatch):
     with pytest.raises(RunFailure, match="step 2 rolled out no trajectories"):
         _step([], monkeypatch)
+
+
+def test_a_step_whose_groups_were_all_dropped_after_retries_says_so(monkeypatch):
+    with pytest.raises(RunFailure, match="step 2 trained no group: all 3 were dropped because"):
+        _step([], monkeypatch, retries={"max": 2}, dropped_failed=3.0)
 
 
 def test_a_step_whose_trajectories_were_all_excluded_is_left_to_stop_empty_steps(monkeypatch):
