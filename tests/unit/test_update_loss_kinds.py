@@ -77,13 +77,15 @@ def test_gspo_with_sequence_mis_logs_exact_fractions():
         tokens += len(pos)
         clipped += len(pos) * _clipped(s, seq_adv, algo.loss.clip_low, algo.loss.clip_high)
         masked += len(pos) * (rho > CAP)
+    _assert_fractions(metrics, clipped, masked, tokens)
+
+
+def _assert_fractions(metrics: dict, clipped: int, masked: int, tokens: int) -> None:
+    """Both logged fractions equal the counted ones (some tokens of each kind, not all)."""
     assert 0 < clipped < tokens and 0 < masked < tokens
-    assert metrics["actor/clip_frac"] == pytest.approx(
-        clipped / tokens, abs=1e-6
-    )  # float32 stat sums; one token is 1e-2
-    assert metrics["actor/is_masked_frac"] == pytest.approx(
-        masked / tokens, abs=1e-6
-    )  # float32 stat sums; one token is 1e-2
+    # float32 stat sums; one token is 1e-2
+    assert metrics["actor/clip_frac"] == pytest.approx(clipped / tokens, abs=1e-6)
+    assert metrics["actor/is_masked_frac"] == pytest.approx(masked / tokens, abs=1e-6)
 
 
 def test_cispo_with_icepop_logs_exact_fractions():
@@ -96,13 +98,7 @@ def test_cispo_with_icepop_logs_exact_fractions():
                 ratio = math.exp(logp[t] - old[t])
                 clipped += not 1 - 0.02 <= ratio <= 1 + 0.03  # CISPO clips both sides
                 masked += not FLOOR <= math.exp(old[t] - engine[t]) <= CAP
-    assert 0 < clipped < tokens and 0 < masked < tokens
-    assert metrics["actor/clip_frac"] == pytest.approx(
-        clipped / tokens, abs=1e-6
-    )  # float32 stat sums; one token is 1e-2
-    assert metrics["actor/is_masked_frac"] == pytest.approx(
-        masked / tokens, abs=1e-6
-    )  # float32 stat sums; one token is 1e-2
+    _assert_fractions(metrics, clipped, masked, tokens)
 
 
 def test_recipe_names_match_the_algo_names():
