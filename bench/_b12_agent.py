@@ -27,8 +27,8 @@ def _shared(base_url: str, make):
 
 async def _episode(task: dict, ask) -> float:
     from gyms.guess.env import GuessEnv
+    from mua.families.bracket import parse_bracket
     from mua.gym import GymContext, Task
-    from mua.rollout.toolcalls import parse_bracket
 
     env = GuessEnv(GymContext())
     row = Task(task["task_id"], task["gym"], "train", task["prompt"], task["payload"])

@@ -9,7 +9,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from mua.config.base import Section
 
-# How tool calls are read from model output (the readers are mua.rollout.toolcalls and
+# How tool calls are read from model output (the readers are mua.families.tool_calls and
 # mua.families); one list, so a recipe names only readers that exist.
 ParserName = Literal[
     "auto",

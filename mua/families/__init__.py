@@ -2,7 +2,7 @@
 `auto` detection from a chat template (`mua.families.registry`).
 
 Public API: `FAMILIES`, `Family`, `get_family`, `detect_family`, `auto_family`, and
-`mua.rollout.toolcalls.parse_action(text, parser, tools)`, which reads one assistant turn with
+`mua.families.tool_calls.parse_action(text, parser, tools)`, which reads one assistant turn with
 any of them. Rendering is the model's own chat template (`mua.models.chat`); nothing here
 renders.
 """

@@ -12,8 +12,8 @@ import json
 import re
 from typing import Any
 
+from mua.families.json_calls import call_from_object, json_limit, snippet, unclosed_error
 from mua.gym.api import AgentAction, ToolCall
-from mua.rollout.toolcalls import _call_from_object, _json_limit, _snippet, unclosed_error
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -33,9 +33,6 @@ __all__ = [
     "split_think",
     "tagged_calls",
 ]
-
-snippet = _snippet
-call_from_object = _call_from_object
 
 
 def split_think(text: str) -> tuple[str, str, bool]:
@@ -81,7 +78,7 @@ def call_from_json(name: str, body: str, index: int) -> tuple[ToolCall | None, s
             f"arguments of {name!r} are not valid JSON ({e.msg} at char {e.pos}): {snippet(body)}"
         )
     except (ValueError, RecursionError) as e:
-        return None, f"arguments of {name!r} are not usable JSON ({_json_limit(e)})"
+        return None, f"arguments of {name!r} are not usable JSON ({json_limit(e)})"
     if body[end:].strip():
         return None, f"unexpected text after the arguments of {name!r}: {snippet(body[end:])}"
     if not isinstance(args, dict):

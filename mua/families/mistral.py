@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 from mua.families.common import call_from_object, snippet
+from mua.families.json_calls import json_limit
 from mua.gym.api import AgentAction, ToolCall
-from mua.rollout.toolcalls import _json_limit
 
 TAG = "[TOOL_CALLS]"
 _USAGE = 'write [TOOL_CALLS][{"name": ..., "arguments": {...}}]'
@@ -34,7 +34,7 @@ def _read_list(body: str, first: int) -> tuple[list[ToolCall], list[str]]:
             f"{TAG} is not followed by valid JSON ({e.msg} at char {e.pos}): {snippet(body)}"
         ]
     except (ValueError, RecursionError) as e:
-        return [], [f"{TAG} is followed by unusable JSON ({_json_limit(e)})"]
+        return [], [f"{TAG} is followed by unusable JSON ({json_limit(e)})"]
     if body[end:].strip():
         return [], [f"unexpected text after the {TAG} list: {snippet(body[end:])}"]
     items = value if isinstance(value, list) else [value]

@@ -20,13 +20,13 @@ from mua.families import (
     deepseek_v32,
     glm,
     gpt_oss,
+    hermes,
     kimi_k2,
     llama3,
     mistral,
     qwen3_coder,
 )
 from mua.gym.api import AgentAction
-from mua.rollout.toolcalls import parse_hermes
 
 log = logging.getLogger("mua.families")
 
@@ -134,7 +134,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             "hermes",
             "Qwen3, Qwen2.5, Hermes, mua's tiny models",
-            _untyped(parse_hermes),
+            _untyped(hermes.parse_hermes),
             ("<tool_call>",),
             "yes",
             "<think>; dropped from turns before the last user message",

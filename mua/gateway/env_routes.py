@@ -21,10 +21,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mua.families.bracket import parse_bracket
+from mua.families.tool_calls import parse_action, read_native_calls
 from mua.gateway.openai_wire import WireError
 from mua.gateway.session import content_text
 from mua.gym.api import AgentAction, ToolCall
-from mua.rollout.toolcalls import parse_action, parse_bracket, read_native_calls
 from mua.text import clean_messages
 
 

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from mua.rollout.toolcalls import parse_action, prompt_opens_reasoning
+from mua.families.tool_calls import parse_action, prompt_opens_reasoning
 
 CONTEXT_TOKENS = 4  # tokens decoded before each token, so its text reads as in the whole reply
 MAX_PENDING = 4  # tokens one character may span (a UTF-8 character is at most 4 bytes)
@@ -35,6 +35,7 @@ class ReadTurn:
     stopped: bool  # the engine's stop token ended it (the record keeps it)
     dropped: int  # ids sampled after a `stop` string
     malformed: bool  # markup that could not be read, or a call of a tool not offered
+    stop_string: str = ""  # the `stop` string that ended it, if one did
 
 
 def first_stop(text: str, stops: list[str]) -> int | None:
@@ -109,10 +110,11 @@ def read_turn(renderer, result, req, tool_parser: str, template, prompt_tail: st
     stop_text = renderer.stop_text
     if stop_text and text.endswith(stop_text):
         text = text[: -len(stop_text)]
-    finish, dropped = ("stop" if stopped else "length"), 0
+    finish, dropped, stop_string = ("stop" if stopped else "length"), 0, ""
     cut = stop_cut(renderer.decode, ids, text, req.stop) if req.stop else None
     if cut is not None:  # keep the ids up to the one that completes the stop string
         k, at = cut
+        stop_string = next(s for s in req.stop if text.startswith(s, at))
         dropped, ids, logprobs = len(ids) - k, ids[:k], logprobs[:k]
         text, finish, stopped = text[:at], "stop", False
     content, calls, malformed = text, [], False
@@ -122,4 +124,4 @@ def read_turn(renderer, result, req, tool_parser: str, template, prompt_tail: st
         if finish == "length" and (calls or malformed):  # the last call cannot be known whole
             content, calls, malformed = text, [], True
         finish = "tool_calls" if calls else finish
-    return ReadTurn(ids, logprobs, content, calls, finish, stopped, dropped, malformed)
+    return ReadTurn(ids, logprobs, content, calls, finish, stopped, dropped, malformed, stop_string)

@@ -28,6 +28,7 @@ import secrets
 from aiohttp import web
 
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.families.json_calls import deeper_than
 from mua.gateway.env_routes import env_reset, env_step
 from mua.gateway.openai_wire import (
     ChatRequest,
@@ -39,7 +40,6 @@ from mua.gateway.openai_wire import (
 )
 from mua.gateway.reply_reader import ReadTurn, read_turn
 from mua.gateway.session import BudgetSpent, Segment, Session, SessionLimits, normal_message
-from mua.rollout.toolcalls import deeper_than
 
 MAX_BODY_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64  # containers in a request body; tool schemas need a handful

@@ -4,7 +4,7 @@ A user or judge offered tools answers with structured `tool_calls`, or (a raw op
 a plain completion server) with the calls written in its text in its family's format. The
 endpoint option `user.tool_parser` names that family (`model.tool_parser`'s names); unset, only
 structured calls are read and text stays text. The readers themselves live above this layer
-(`mua.rollout.toolcalls`, `mua.families`), which hands them in with `register_readers` when it
+(`mua.families.tool_calls`, `mua.families`), which hands them in with `register_readers` when it
 is imported.
 
 Not here: sending the request (`mua.llm.chat_endpoint`), what a gym does with the calls.
@@ -50,7 +50,7 @@ def register_readers(
     text_reader: Callable[[str, str, list[dict] | None], Any],
     native_reader: Callable[[list[Any]], tuple[list[dict], list[str]]],
 ) -> None:
-    """Called by `mua.rollout.toolcalls` when it is imported."""
+    """Called by `mua.families.tool_calls` when it is imported."""
     global _TEXT_READER, _NATIVE_READER
     _TEXT_READER, _NATIVE_READER = text_reader, native_reader
 
@@ -58,7 +58,7 @@ def register_readers(
 def _readers():
     if _TEXT_READER is None or _NATIVE_READER is None:
         raise RuntimeError(
-            "tool-call readers are not loaded: import mua.rollout.toolcalls before asking an "
+            "tool-call readers are not loaded: import mua.families.tool_calls before asking an "
             "LLM user or judge for tool calls"
         )
     return _TEXT_READER, _NATIVE_READER

@@ -23,14 +23,14 @@ import logging
 from dataclasses import dataclass, field
 
 from mua.errors import MuaError
-from mua.gym.api import AgentAction, StepResult, Task, UserFailure
-from mua.llm.wait_clock import WaitClock, wait_within
-from mua.rollout.toolcalls import (
+from mua.families.tool_calls import (
     action_as_message,
     cut_by_budget,
     parse_action,
     prompt_opens_reasoning,
 )
+from mua.gym.api import AgentAction, StepResult, Task, UserFailure
+from mua.llm.wait_clock import WaitClock, wait_within
 from mua.rollout.transcript import (
     Trajectory,
     TranscriptBuilder,

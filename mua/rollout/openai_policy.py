@@ -10,7 +10,7 @@ returns one assistant message dict:
 
 Native `tool_calls` are used when the server returns them; otherwise tool calls written as text
 (`<tool_call>{json}</tool_call>`, bracket actions, or the format of the family `model.tool_parser`
-names, e.g. `qwen3_coder`) are read with `mua.rollout.toolcalls`.
+names, e.g. `qwen3_coder`) are read with `mua.families.tool_calls`.
 `message_to_action` turns the dict into the gym's `AgentAction`.
 
 Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
@@ -28,10 +28,10 @@ import os
 from typing import Any
 
 from mua.errors import RunFailure, UsageError
+from mua.families.tool_calls import ParserName, action_as_message, parse_action, read_native_calls
 from mua.gym.api import AgentAction, ToolCall, UserFailure
 from mua.llm.chat_endpoint import ChatEndpoint
 from mua.llm.llm_client import OPENAI_API_URL
-from mua.rollout.toolcalls import ParserName, action_as_message, parse_action, read_native_calls
 
 
 def to_wire_messages(messages: list[dict]) -> list[dict]:

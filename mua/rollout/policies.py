@@ -20,8 +20,8 @@ from mua.engines.engine_contract import (
     RolloutEngine,
     SamplingParams,
 )
+from mua.families.tool_calls import ParserName, parse_action, read_native_calls
 from mua.gym.api import AgentAction, GymContext, GymSpec, Task, ToolCall
-from mua.rollout.toolcalls import ParserName, parse_action, read_native_calls
 from mua.text import clean_message
 
 PolicyKind = Literal["tokens", "messages"]

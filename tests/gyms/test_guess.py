@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mua.errors import UsageError
+from mua.families.tool_calls import parse_action
 from mua.gym import GymContext, get_gym
-from mua.rollout.toolcalls import parse_action
 
 GYM = get_gym("guess")
 README = Path(__file__).resolve().parents[2] / "gyms" / "guess" / "README.md"

@@ -268,7 +268,7 @@ def test_300_adversarial_actions_raise_nothing(tasks, tau2_dir):
     import random
 
     from gyms.tau2 import random_action
-    from mua.rollout.toolcalls import parse_action
+    from mua.families.tool_calls import parse_action
 
     rng = random.Random(0)
     ended = 0

@@ -192,7 +192,7 @@ def test_env_sends_the_openings(tau2_checkout, domain):  # noqa: F811
 def test_user_calls_written_as_text_run_with_its_tool_parser(tau2_checkout):  # noqa: F811
     """With `user.tool_parser`, a telecom user's call written in its text (hermes) runs on its
     phone as a structured one does; without it the text is the user's message."""
-    import mua.rollout.toolcalls  # noqa: F401  (hands the family readers to mua.llm)
+    import mua.families.tool_calls  # noqa: F401  (hands the family readers to mua.llm)
 
     options = {"data_dir": str(tau2_checkout), "profile": "leaderboard", "basis": "no_nl"}
     task = GYM.build_tasks(str(tau2_checkout), 0, {"domain": "telecom"})["base"][0]

@@ -10,8 +10,8 @@ import pytest
 
 from gyms.tau import GYM, random_action
 from gyms.tau.db import sha256_of
+from mua.families.tool_calls import parse_action
 from mua.gym import AgentAction, Env, GymContext, ToolCall, get_gym
-from mua.rollout.toolcalls import parse_action
 
 
 def _action(message: dict) -> AgentAction:

@@ -12,8 +12,8 @@ import pytest
 from gyms.common.actions import call_action
 from gyms.travel import GYM, random_action
 from gyms.travel.scenarios import CATALOGUE, make_scenario, satisfies
+from mua.families.tool_calls import parse_action
 from mua.gym.api import AgentAction, GymContext, Task, ToolCall
-from mua.rollout.toolcalls import parse_action
 
 MUA = {"rules": "mua"}  # these tests pin the mua rule set; upstream rules: test_travel_upstream.py
 
@@ -223,7 +223,7 @@ def test_expert_scores_high_and_random_low(splits):
         rng = random.Random(seed)
 
         async def policy(messages, task):
-            from mua.rollout.toolcalls import action_as_message
+            from mua.families.tool_calls import action_as_message
 
             return action_as_message(parse_action(random_action(rng)))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mua.families import detect_family, get_family
-from mua.rollout.toolcalls import parse_action
+from mua.families.tool_calls import parse_action
 from tests.unit.family_templates import TOOLS
 
 B, E = "<｜DSML｜function_calls>", "</｜DSML｜function_calls>"

@@ -10,9 +10,9 @@ import pytest
 
 from mua.config.rollout import LLMUserConfig
 from mua.errors import UsageError
+from mua.families import tool_calls  # noqa: F401  (hands the readers to the client, as a run does)
 from mua.gym.api import UserFailure
 from mua.llm.llm_client import LLMClient
-from mua.rollout import toolcalls  # noqa: F401  (hands the readers to the client, as a run does)
 from tests.fakes.fake_openai import FakeOpenAIServer
 from tests.fakes.fake_user import fake_user_config
 from tests.unit.family_templates import TOOLS

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from mua.families import FAMILIES, detect_family, for_template
+from mua.families.tool_calls import parse_action
 from mua.models.chat import render_text
-from mua.rollout.toolcalls import parse_action
 from tests.unit.family_templates import CALLS, TEMPLATES, TOOLS, conversation, family_tokenizer
 
 _ENDS = ("<|im_end|>", "<|eot_id|>", "<|call|>", "<|return|>", "<|end|>", "</s>", "<|user|>")

@@ -10,7 +10,7 @@ import pytest
 
 from mua.families import FAMILIES, auto_family, detect_family, get_family
 from mua.families.mistral import template_messages as mistral_messages
-from mua.rollout.toolcalls import parse_action
+from mua.families.tool_calls import parse_action
 from tests.unit.family_templates import TOOLS
 
 MALFORMED = {

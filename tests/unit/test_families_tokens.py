@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mua.families import get_family
-from mua.rollout.toolcalls import action_as_message, parse_action
+from mua.families.tool_calls import action_as_message, parse_action
 from mua.rollout.transcript import (
     ChatRenderer,
     TranscriptBuilder,

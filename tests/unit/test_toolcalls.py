@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mua.rollout.toolcalls import BRACKET_TOOL, action_as_message, parse_action
+from mua.families.bracket import BRACKET_TOOL
+from mua.families.tool_calls import action_as_message, parse_action
 
 
 def test_hermes_several_calls_with_text_and_whitespace():

@@ -12,8 +12,8 @@ import random
 import pytest
 
 from mua.errors import MuaError
+from mua.families.tool_calls import parse_action, read_native_calls
 from mua.gym import GymContext, UserFailure, get_gym, list_gyms
-from mua.rollout.toolcalls import parse_action, read_native_calls
 
 PIECES = [
     "<tool_call>",
@@ -240,7 +240,7 @@ def test_the_reported_crashes_are_parse_errors():
 
 
 def test_a_reader_that_raises_costs_one_parse_error_not_the_run(monkeypatch):
-    import mua.rollout.toolcalls as toolcalls
+    import mua.families.tool_calls as toolcalls
 
     def broken(text):
         raise KeyError("reader bug")

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from mua.families.tool_calls import action_as_message, parse_action
 from mua.models import load_tokenizer, render_ids
-from mua.rollout.toolcalls import action_as_message, parse_action
 from mua.rollout.transcript import (
     ChatRenderer,
     Trajectory,
