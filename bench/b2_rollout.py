@@ -187,7 +187,7 @@ def _start_user_server() -> tuple[subprocess.Popen, str]:
 
 
 def _user_client(base_url: str, concurrency: int = NUM_CONVERSATIONS):
-    from mua.config.rollout import LLMUserConfig
+    from mua.config.users import LLMUserConfig
     from mua.llm.llm_client import LLMClient
 
     cfg = LLMUserConfig(

@@ -112,7 +112,7 @@ async def mean_reward(
 
 def llm_context(base_url: str, max_retries: int = 2, **options) -> GymContext:
     """A `GymContext` whose LLM user is a real `LLMClient` pointed at `base_url` (e.g. a fake server)."""
-    from mua.config.rollout import LLMUserConfig
+    from mua.config.users import LLMUserConfig
     from mua.llm.llm_client import LLMClient
 
     cfg = LLMUserConfig(

@@ -56,7 +56,7 @@ def endpoints(options: dict) -> list[tuple[str, object]]:
     judge = check_options(options).judge
     if not isinstance(judge, dict):
         return []
-    from mua.config.rollout import LLMUserConfig
+    from mua.config.users import LLMUserConfig
 
     return [("judge (gym.options.judge)", LLMUserConfig(**{"kind": "llm", **judge}))]
 

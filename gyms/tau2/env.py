@@ -100,7 +100,7 @@ class Tau2Env:
         if isinstance(judge, dict):
             key = json.dumps(judge, sort_keys=True)
             if key not in _JUDGES:
-                from mua.config.rollout import LLMUserConfig
+                from mua.config.users import LLMUserConfig
                 from mua.llm.llm_client import LLMClient
 
                 _JUDGES[key] = LLMClient(

@@ -24,34 +24,12 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.algo_names import GRPO_CREDIT_KINDS, SCORE_KINDS
 from mua.config.base import Section
-from mua.config.endpoint import CHECKPOINT_HELP, EndpointConfig, check_one_address
+from mua.config.endpoint import EndpointConfig
+from mua.config.users import GymUserConfig, LLMUserConfig
 
 GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
 # what a label may hold: it names MLflow metrics (`train/<label>/reward`) and overrides
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
-
-
-class GymUserConfig(Section):
-    """A gym's own simulated user: the keys given replace the top-level `user:` ones."""
-
-    kind: Literal["scripted", "llm"] | None = Field(
-        None, description="scripted or llm; default: the top-level user.kind."
-    )
-    model: str | None = Field(None, description="The LLM user's model for this gym.")
-    temperature: float | None = Field(
-        None, ge=0.0, le=2.0, description="The LLM user's sampling temperature for this gym."
-    )
-    max_tokens: PositiveInt | None = Field(None, description="Most tokens per user reply.")
-    base_url: str | None = Field(None, description="The LLM user's endpoint for this gym.")
-    api_key_env: str | None = Field(
-        None, description="Environment variable holding this endpoint's key."
-    )
-    checkpoint: str | None = Field(None, description=CHECKPOINT_HELP)
-
-    @model_validator(mode="after")
-    def _one_address(self):
-        check_one_address(self.base_url, self.checkpoint)
-        return self
 
 
 class ExpertAgentConfig(Section):
@@ -90,8 +68,6 @@ class LLMAgentConfig(EndpointConfig):
 
     def endpoint(self):
         """These settings as the `LLMUserConfig` a preflight request is made with."""
-        from mua.config.rollout import LLMUserConfig
-
         keys = self.model_dump(exclude={"kind", "model", "tool_parser"})
         return LLMUserConfig(**keys, model=self.resolved_model(), kind="llm")
 
@@ -118,8 +94,6 @@ class FidelityJudgeConfig(EndpointConfig):
 
     def endpoint(self):
         """These settings as the `LLMUserConfig` an LLM client is made from."""
-        from mua.config.rollout import LLMUserConfig
-
         return LLMUserConfig(**self.model_dump(exclude={"weight"}), kind="llm")
 
 

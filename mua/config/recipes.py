@@ -11,15 +11,9 @@ from typing import Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.config.base import Section
-from mua.config.gyms import check_entries, gyms_from_raw
+from mua.config.gyms import GymConfig, PrepGymConfig, check_entries, gyms_from_raw
 from mua.config.model import ModelConfig
-from mua.config.rollout import (
-    GymConfig,
-    PrepGymConfig,
-    RolloutConfig,
-    ScriptedUserConfig,
-    UserConfig,
-)
+from mua.config.rollout import RolloutConfig
 from mua.config.track import EvalConfig, TrackConfig
 from mua.config.train import (
     AlgoConfig,
@@ -30,6 +24,7 @@ from mua.config.train import (
     ParallelConfig,
     StopConfig,
 )
+from mua.config.users import ScriptedUserConfig, UserConfig
 
 
 class _RecipeBase(Section):

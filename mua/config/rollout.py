@@ -8,7 +8,7 @@ environment variable.
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import (
     Field,
@@ -21,41 +21,7 @@ from pydantic import (
 
 from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
-from mua.config.gyms import GYM_NAME_HELP, GymConfig, PrepGymConfig  # noqa: F401  (re-exported)
-from mua.config.model import ParserName
 from mua.errors import UsageError
-
-
-class ScriptedUserConfig(Section):
-    kind: Literal["scripted"] = "scripted"
-
-
-class LLMUserConfig(EndpointConfig):
-    """A simulated user (and judge) behind an OpenAI-compatible endpoint."""
-
-    kind: Literal["llm"] = "llm"
-    model: str | None = Field(
-        None, description="Simulator model name; defaults to $MULTITURN_MODEL_NAME."
-    )
-    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature of the user.")
-    max_tokens: PositiveInt = Field(512, description="Most tokens per user reply.")
-    cache_dir: str | None = Field(
-        None, description="Optional on-disk cache keyed by the request (deterministic evaluation)."
-    )
-    tool_parser: ParserName | None = Field(
-        None,
-        description="When the user or judge is offered tools: the family whose format it writes "
-        "tool calls in as text (a raw open model behind a plain completion server), one of "
-        "`model.tool_parser`'s names; unset, only structured `tool_calls` are read.",
-    )
-
-    def resolved_model(self) -> str:
-        return (
-            self.model or self.checkpoint or os.environ.get("MULTITURN_MODEL_NAME") or "gpt-4o-mini"
-        )
-
-
-UserConfig = Annotated[ScriptedUserConfig | LLMUserConfig, Field(discriminator="kind")]
 
 
 class ServerEngineConfig(Section):

@@ -13,7 +13,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_v
 
 from mua.config.base import Section
 from mua.config.gyms import LABEL_PATTERN, GymUserConfig
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 
 # the row of the recipe's own `user:` (the one training ran against) in the user matrix
 TRAIN_USER = "train"

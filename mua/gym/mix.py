@@ -45,7 +45,7 @@ def _where(i: int, entry) -> str:
 
 def entry_user(user_cfg, entry):
     """The top-level user with the entry's `user:` keys applied (its kind first)."""
-    from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
+    from mua.config.users import LLMUserConfig, ScriptedUserConfig
 
     over = entry.user
     if over is None:

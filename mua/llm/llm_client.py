@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
+from mua.config.users import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError, UserFailure
 from mua.llm.chat_endpoint import (  # noqa: F401 - the names other modules import from here
     COUNTER_NAMES,

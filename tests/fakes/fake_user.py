@@ -5,7 +5,7 @@ Only the config: the server is `tests/fakes/fake_openai.py`, the client `mua.llm
 
 from __future__ import annotations
 
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 
 
 def fake_user_config(server, **settings) -> LLMUserConfig:

@@ -14,7 +14,7 @@ from gyms.tau2 import domain as domain_module
 from gyms.tau2.domain import Tau2Domain, Tau2Environment
 from gyms.tau2.expert import expert_message
 from gyms.tau2.toolkit import READ, WRITE, DBModel, Toolkit, tool
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 from mua.gym import AgentAction, GymContext, ToolCall
 from mua.gym.api import Task
 from mua.llm.llm_client import LLMClient

@@ -17,7 +17,8 @@ import pytest
 from gyms.tau2 import GYM
 from gyms.tau2.leaderboard.profile import trial_seed
 from gyms.tau2.options import check_options
-from mua.config.rollout import LLMUserConfig, RolloutConfig
+from mua.config.rollout import RolloutConfig
+from mua.config.users import LLMUserConfig
 from mua.errors import UsageError
 from mua.gym import GymContext
 from mua.llm.llm_client import LLMClient

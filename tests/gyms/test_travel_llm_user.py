@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gyms.travel import GYM
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 from mua.gym.api import AgentAction, GymContext, ToolCall, UserFailure
 from mua.llm.llm_client import LLMClient
 from tests.fakes.fake_openai import FakeOpenAIServer

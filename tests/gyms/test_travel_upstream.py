@@ -12,7 +12,7 @@ from gyms.common.actions import call_action
 from gyms.travel import GYM, random_action
 from gyms.travel.env import SEARCH_FAILURE
 from gyms.travel.scenarios import ASPECT_NAMES
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 from mua.families.tool_calls import parse_action
 from mua.gym.api import AgentAction, GymContext
 from mua.llm.llm_client import LLMClient

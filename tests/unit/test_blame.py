@@ -147,7 +147,7 @@ def _judge_reply(label):
 
 
 def test_the_judge_labels_what_the_rules_leave_and_its_verdicts_are_cached(tmp_path):
-    from mua.config.rollout import LLMUserConfig
+    from mua.config.users import LLMUserConfig
     from mua.eval.blame import BlameJudge, blame_rows
 
     rows = [_row(OPENING), _row(OPENING, termination="max_turns") | {"task_id": "t2"}]
@@ -176,7 +176,7 @@ def test_the_judge_labels_what_the_rules_leave_and_its_verdicts_are_cached(tmp_p
 
 
 def test_a_failing_judge_leaves_the_failure_unjudged_not_the_agents(tmp_path):
-    from mua.config.rollout import LLMUserConfig
+    from mua.config.users import LLMUserConfig
     from mua.eval.blame import UNJUDGED, BlameJudge, blame_rows, blame_summary
 
     async def run(server):

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 from mua.errors import UsageError
 from mua.families import tool_calls  # noqa: F401  (hands the readers to the client, as a run does)
 from mua.gym.api import UserFailure

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from mua.config.rollout import LLMUserConfig, ScriptedUserConfig
+from mua.config.users import LLMUserConfig, ScriptedUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import UserFailure
 from mua.llm.llm_client import ChatEndpoint, LLMClient, make_llm_client, parse_json_text

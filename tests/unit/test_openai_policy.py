@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from mua.config.rollout import LLMUserConfig, RolloutConfig
+from mua.config.rollout import RolloutConfig
+from mua.config.users import LLMUserConfig
 from mua.errors import RunFailure, UsageError
 from mua.gym.api import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.tools import ToolEnv, tool, tool_schema

@@ -7,7 +7,8 @@ import pytest
 
 from mua.config import load_recipe
 from mua.config.endpoint import EndpointConfig
-from mua.config.rollout import LLMUserConfig, RolloutConfig
+from mua.config.rollout import RolloutConfig
+from mua.config.users import LLMUserConfig
 from mua.errors import UsageError
 
 

@@ -15,7 +15,8 @@ import json
 
 import pytest
 
-from mua.config.rollout import LLMUserConfig, RolloutConfig
+from mua.config.rollout import RolloutConfig
+from mua.config.users import LLMUserConfig
 from mua.errors import RunFailure
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.tools import ToolEnv, tool
@@ -178,7 +179,7 @@ def test_preflight_404_an_unreachable_endpoint_and_a_healthy_one(tmp_path):
 
 
 def test_scripted_user_needs_no_preflight():
-    from mua.config.rollout import ScriptedUserConfig
+    from mua.config.users import ScriptedUserConfig
 
     preflight_user(ScriptedUserConfig())  # no endpoint, nothing to do
 

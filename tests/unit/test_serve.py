@@ -6,7 +6,7 @@ import asyncio
 import json
 import urllib.request
 
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 from mua.llm.llm_client import make_llm_client
 from mua.models import load_tokenizer
 from mua.serve import serve_model

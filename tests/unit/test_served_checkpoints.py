@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from mua.config.endpoint import SERVED_CHECKPOINTS_ENV
 from mua.config.gyms import GymConfig, GymUserConfig, LLMAgentConfig
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 from mua.errors import UsageError
 from mua.gym.mix import entry_user
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from mua.config.rollout import LLMUserConfig
+from mua.config.users import LLMUserConfig
 from mua.errors import RunFailure
 from mua.gym.api import UserFailure
 from mua.llm.chat_endpoint import retry_after_s
