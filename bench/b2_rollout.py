@@ -219,8 +219,8 @@ async def _mua_run(
 ):
     from mua.config.rollout import RolloutConfig
     from mua.gym.api import GymContext, GymSpec
+    from mua.rollout.collect import run_rollouts
     from mua.rollout.policies import EnginePolicy
-    from mua.rollout.runner import run_rollouts
 
     conversations = num_tasks * n
     llm = _user_client(base_url, conversations)

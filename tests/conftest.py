@@ -64,8 +64,8 @@ def expert_rollouts(gym, tasks, tokenizer, rollout_cfg, ctx=None) -> list:
     """One trajectory per task by `gym`'s scripted expert (`run_rollouts_sync`), in `ctx`
     (a default `GymContext` when None)."""
     from mua.gym import GymContext
+    from mua.rollout.collect import run_rollouts_sync
     from mua.rollout.policies import expert_policy
-    from mua.rollout.runner import run_rollouts_sync
 
     ctx = GymContext() if ctx is None else ctx
     return run_rollouts_sync(

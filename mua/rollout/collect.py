@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from mua.config.rollout import RetryConfig
-from mua.gym.api import Task
+from mua.gym.api import GymContext, GymSpec, Task
 from mua.rollout.runner import ParkedConversation, discard_parked, run_one
 from mua.rollout.transcript import Trajectory
 
@@ -273,3 +273,44 @@ async def discard_groups(groups: list[Group]) -> int:
         group.parked.clear()
         count += group.run.n
     return count
+
+
+async def run_rollouts(
+    tasks: list[Task],
+    *,
+    n: int | None = None,
+    policy,
+    gym_spec: GymSpec | None = None,
+    gym_ctx: GymContext | None = None,
+    tokenizer,
+    rollout_cfg,
+    progress=None,
+    runs: list | None = None,
+) -> list[Trajectory]:
+    """n trajectories per task, grouped by task (`group_id`), in task order then sample order,
+    through `collect`. `runs[i]` (a `mua.gym.mix.GymRun`) says where task i
+    runs (its gym, user, limits and n); without `runs`, `gym_spec`, `gym_ctx` and `n` serve
+    every task. Seeds are keyed by task position."""
+    from mua.gym.mix import GymRun
+
+    if runs is None:
+        runs = [GymRun("", gym_spec, gym_ctx, rollout_cfg, n or 1)] * len(tasks)
+    if len(runs) != len(tasks):
+        raise ValueError(f"{len(runs)} runs for {len(tasks)} tasks")
+    groups = [
+        Group(pos, task, run, SeedKey(None, pos))
+        for pos, (task, run) in enumerate(zip(tasks, runs, strict=True))
+    ]
+    await collect(
+        groups,
+        policy=policy,
+        tokenizer=tokenizer,
+        max_concurrency=rollout_cfg.max_concurrency,
+        progress=progress,
+    )
+    return [t for g in groups for t in g.trajectories()]
+
+
+def run_rollouts_sync(tasks: list[Task], **kwargs) -> list[Trajectory]:
+    """`run_rollouts` from synchronous code (starts and closes its own event loop)."""
+    return asyncio.run(run_rollouts(tasks, **kwargs))

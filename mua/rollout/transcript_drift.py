@@ -14,13 +14,23 @@ What this module does not do: build the stream (`mua.rollout.transcript`), rende
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mua.families import detect_family
 from mua.rollout.chat_renderer import ChatRenderer, template_messages
 
-if TYPE_CHECKING:
-    from mua.rollout.transcript import TranscriptBuilder
+
+class BuiltStream(Protocol):
+    """What the checks read of a built stream (`mua.rollout.transcript.TranscriptBuilder`)."""
+
+    renderer: ChatRenderer
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    sources: list[str]
+    turn_index: list[int]
+    turn_starts: list[int]
+    retokenized_turns: int
 
 
 def reference_ids(
@@ -63,7 +73,7 @@ def reference_ids(
     return ids, kept
 
 
-def _sampled_turns(builder: TranscriptBuilder) -> list[list[int]]:
+def _sampled_turns(builder: BuiltStream) -> list[list[int]]:
     """Each turn's ids, with the stop that closed a cut turn (for a template with no
     end-of-turn token, without the role token that ended it: the template renders that token
     with the follow-up)."""
@@ -88,9 +98,7 @@ def _sampled_turns(builder: TranscriptBuilder) -> list[list[int]]:
     return turns
 
 
-def check_drift(
-    builder: TranscriptBuilder, messages: list[dict], ends_with_prompt: bool
-) -> str | None:
+def check_drift(builder: BuiltStream, messages: list[dict], ends_with_prompt: bool) -> str | None:
     """Compare the stream with the re-rendered `messages` (those the stream covers).
 
     `ends_with_prompt`: the stream ends with a generation prompt (replies were appended); else it
@@ -118,7 +126,7 @@ def check_drift(
     return _with_family_reason(renderer, drift_diff(renderer.tokenizer, stream, reference))
 
 
-def _closed_stream(builder: TranscriptBuilder, ends_with_prompt: bool) -> list[int]:
+def _closed_stream(builder: BuiltStream, ends_with_prompt: bool) -> list[int]:
     """The stream as the template renders a conversation ending there: a last assistant turn
     gets the template's text after its stop; for a template with no end-of-turn token, the
     role token the model sampled to end it opens a turn that never came, and is left out."""
@@ -142,7 +150,7 @@ def _with_family_reason(renderer: ChatRenderer, diff: str | None) -> str | None:
 
 
 def full_render_difference(
-    builder: TranscriptBuilder, messages: list[dict], ends_with_prompt: bool
+    builder: BuiltStream, messages: list[dict], ends_with_prompt: bool
 ) -> str | None:
     """How the stream differs from the template's one-shot render of `messages` (None when
     equal), with the known reason of the template's model family.
@@ -160,7 +168,7 @@ def full_render_difference(
     return _with_family_reason(renderer, drift_diff(renderer.tokenizer, stream, whole))
 
 
-def per_turn_samples(builder: TranscriptBuilder, messages: list[dict]) -> list[dict]:
+def per_turn_samples(builder: BuiltStream, messages: list[dict]) -> list[dict]:
     """One training sample per assistant turn: the template's context, then the sampled tokens.
 
     A turn that continues raw text inside the same assistant message keeps the stream's own

@@ -292,7 +292,7 @@ class _TokenTurns:
 def _rollout(texts: list[str], answer: str, options: dict | None = None):
     from mua.config.rollout import RolloutConfig
     from mua.models import load_tokenizer
-    from mua.rollout.runner import run_rollouts_sync
+    from mua.rollout.collect import run_rollouts_sync
 
     tok = load_tokenizer("tiny:qwen3-1m")
     cfg = RolloutConfig(max_turns=4, max_new_tokens_per_turn=64, max_total_tokens=2048)

@@ -38,8 +38,8 @@ def _reply(request: dict) -> str:
 
 def _rollouts(checkout, server: FakeOpenAIServer, tasks, n: int, **options):
     from mua.models import load_tokenizer
+    from mua.rollout.collect import run_rollouts_sync
     from mua.rollout.openai_policy import OpenAIPolicy
-    from mua.rollout.runner import run_rollouts_sync
 
     agent = OpenAIPolicy.from_config(
         RolloutConfig(

@@ -15,8 +15,8 @@ from gyms.tau2 import GYM
 from mua.config.gyms import GymConfig
 from mua.gym import GymContext
 from mua.models import load_tokenizer
+from mua.rollout.collect import run_rollouts_sync
 from mua.rollout.policies import expert_policy
-from mua.rollout.runner import run_rollouts_sync
 from mua.seat.spec import seat_spec
 from tests.gyms.test_tau2_llm_user import _task, data_dir  # noqa: F401 (fixture)
 from tests.unit.test_user_seat import cfg, replies

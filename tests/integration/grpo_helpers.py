@@ -43,8 +43,8 @@ def write_random_guesser_data(
     from mua.config.rollout import RolloutConfig
     from mua.gym import GymContext, get_gym
     from mua.models import load_tokenizer
+    from mua.rollout.collect import run_rollouts
     from mua.rollout.policies import MessagePolicy
-    from mua.rollout.runner import run_rollouts
 
     rng = random.Random(seed)
 

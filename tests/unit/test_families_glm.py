@@ -168,8 +168,8 @@ def test_a_tiny_model_rollout_ends_its_turns_on_role_tokens():
     from mua.engines.hf.hf_engine import HFEngine
     from mua.gym import GymContext, GymSpec, Task
     from mua.models import load_model
+    from mua.rollout.collect import run_rollouts_sync
     from mua.rollout.policies import EnginePolicy
-    from mua.rollout.runner import run_rollouts_sync
 
     renderer = _renderer()
     tok = renderer.tokenizer

@@ -17,8 +17,8 @@ from mua.config.train import GRPOConfig
 from mua.gym import GymContext, get_gym
 from mua.gym.mix import GymRun
 from mua.models import load_tokenizer
+from mua.rollout.collect import run_rollouts
 from mua.rollout.policies import EnginePolicy
-from mua.rollout.runner import run_rollouts
 from mua.train.rl_batch import BatchReport, group_relative_advantages, keep_mask, score
 from tests.fakes.scripted_engine import ScriptedEngine
 

@@ -302,8 +302,8 @@ def test_runner_routes_each_task_to_its_gym_limits_and_group_size():
     from mua.gym import GymContext, get_gym
     from mua.gym.mix import GymRun
     from mua.models import load_tokenizer
+    from mua.rollout.collect import run_rollouts
     from mua.rollout.policies import expert_policy
-    from mua.rollout.runner import run_rollouts
 
     guess, math = get_gym("guess"), get_gym("math")
     g_tasks = guess.build_tasks(None, seed=0, options={"num_train": 2, "num_test": 0})["train"]

@@ -182,7 +182,7 @@ def chat_tasks(count: int) -> list[Task]:
 
 def run(policy, server: FakeOpenAIServer, tasks: list[Task], **user):
     from mua.models import load_tokenizer
-    from mua.rollout.runner import run_rollouts_sync
+    from mua.rollout.collect import run_rollouts_sync
 
     cfg = LLMUserConfig(kind="llm", base_url=server.base_url, api_key_env=KEY_ENV, **user)
     ctx = GymContext(user_kind="llm", llm=LLMClient(cfg))
@@ -277,7 +277,7 @@ def weather_reply(req):
 
 def run_weather(policy):
     from mua.models import load_tokenizer
-    from mua.rollout.runner import run_rollouts_sync
+    from mua.rollout.collect import run_rollouts_sync
 
     spec = GymSpec(
         name="weather", description="test", make_env=WeatherEnv, build_tasks=lambda *a, **k: {}

@@ -22,8 +22,8 @@ from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.tools import ToolEnv, tool
 from mua.llm.llm_client import LLMClient, preflight_user
 from mua.models import load_tokenizer
+from mua.rollout.collect import run_rollouts_sync
 from mua.rollout.policies import MessagePolicy
-from mua.rollout.runner import run_rollouts_sync
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 from tests.fakes.fake_user import fake_user_config
 

@@ -21,8 +21,8 @@ from mua.gym import (
     get_gym,
 )
 from mua.models import load_model, load_tokenizer
+from mua.rollout.collect import run_rollouts, run_rollouts_sync
 from mua.rollout.policies import EnginePolicy, MessagePolicy
-from mua.rollout.runner import run_rollouts, run_rollouts_sync
 from tests.conftest import expert_rollouts
 
 torch.set_num_threads(1)

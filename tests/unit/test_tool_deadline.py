@@ -73,7 +73,7 @@ def _calling(name: str, seconds: float) -> MessagePolicy:
 @pytest.mark.parametrize("name", ["spin", "nap"])
 def test_a_tool_past_the_deadline_ends_the_trajectory_with_timeout(name):
     from mua.models import load_tokenizer
-    from mua.rollout.runner import run_rollouts_sync
+    from mua.rollout.collect import run_rollouts_sync
 
     spec = GymSpec(name="slow", description="test", make_env=SlowEnv, build_tasks=lambda *a: {})
     task = Task("t0", "slow", "test", [{"role": "user", "content": "go"}], {})

@@ -10,7 +10,7 @@ from mua.config.rollout import RolloutConfig
 from mua.engines.engine_contract import GenerationResult
 from mua.gym import AgentAction, GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.models import load_tokenizer
-from mua.rollout.runner import run_rollouts_sync
+from mua.rollout.collect import run_rollouts_sync
 from tests.unit.family_templates import TOOLS, family_tokenizer
 
 HERMES_CALL = '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "A-1"}}</tool_call>'

@@ -16,8 +16,8 @@ from mua.errors import UsageError
 from mua.gym import GymContext, Task, get_gym
 from mua.gym.user_seat import check_seat
 from mua.models import load_tokenizer
+from mua.rollout.collect import run_rollouts_sync
 from mua.rollout.policies import MessagePolicy, expert_policy
-from mua.rollout.runner import run_rollouts_sync
 from mua.seat.fidelity import UserTurn, fidelity
 from mua.seat.spec import seat_spec
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
