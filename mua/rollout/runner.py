@@ -3,7 +3,7 @@
 Each conversation gets a fresh env from `gym_spec.make_env(ctx)` (a retry of one the environment
 failed, `rollout.retries`, gets a fresh one with its own `ctx.seed`); many run at once, independent
 of each other, in `mua.rollout.collect.collect` (the one fan-out over conversations, under one
-`rollout.max_concurrency`); `run_rollouts` is its caller for a plain list of tasks.
+`rollout.max_concurrency`); `mua.rollout.collect.run_rollouts` runs a plain list of tasks.
 Budgets: tokens per turn and per trajectory, turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
 time spent waiting on LLM endpoints (queued or in a request), which bound their own time per
 attempt and retry (`mua.llm.wait_clock`). Whatever happens inside one trajectory (an env bug,

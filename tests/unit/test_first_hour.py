@@ -474,11 +474,11 @@ def test_a_launched_sglang_server_without_sglang_or_gpu_is_one_line(
 ):
     import torch
 
-    import mua.engines.sglang.sglang_engine as sglang_engine
+    import mua.engines.sglang.colocated as colocated
     from mua.config import load_recipe
     from mua.train.launcher import _check_rl_inputs
 
-    monkeypatch.setattr(sglang_engine, "sglang_version", lambda: version)
+    monkeypatch.setattr(colocated, "sglang_version", lambda: version)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     recipe = load_recipe(None, ["rollout.engine=sglang"], verb="train")
     with pytest.raises(UsageError, match=needle):

@@ -9,12 +9,12 @@ import urllib.request
 
 import pytest
 
-from mua.engines.sglang.lora_endpoints import _server_version
+from mua.engines.sglang.colocated import server_version
 
 MODEL = "tiny:qwen2-1m"
 
 
-def test_server_version_is_read_over_the_client_stack(monkeypatch):
+def testserver_version_is_read_over_the_client_stack(monkeypatch):
     from mua.serve import serve_model
 
     def refuse(*_args, **_kwargs):
@@ -33,7 +33,7 @@ def test_server_version_is_read_over_the_client_stack(monkeypatch):
     monkeypatch.setattr(LoopSessions, "get", counted)
     server = serve_model(MODEL, sglang_release="0.5.5.post3")
     try:
-        assert _server_version(server.url) == "0.5.5.post3"
+        assert server_version(server.url) == "0.5.5.post3"
         assert sessions  # the aiohttp sessions of `mua.llm.http_session`
     finally:
         server.stop()
@@ -43,7 +43,7 @@ def test_a_server_that_does_not_answer_has_no_version():
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    assert _server_version(f"http://127.0.0.1:{port}") is None
+    assert server_version(f"http://127.0.0.1:{port}") is None
 
 
 @pytest.mark.parametrize("answer", [b"not json", b"[1, 2]"])
@@ -65,7 +65,7 @@ def test_an_answer_without_a_version_object_has_no_version(answer):
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        assert _server_version(f"http://127.0.0.1:{httpd.server_address[1]}") is None
+        assert server_version(f"http://127.0.0.1:{httpd.server_address[1]}") is None
     finally:
         httpd.shutdown()
         httpd.server_close()

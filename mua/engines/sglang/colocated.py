@@ -20,6 +20,7 @@ Not here: the HTTP protocol and launching (`sglang_engine`, `sglang_launch`, `en
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Iterable
@@ -27,8 +28,11 @@ from typing import Any
 
 from mua.distributed import all_gather_objects, barrier
 from mua.engines.engine_contract import ColocatedEngine, Push
+from mua.engines.sglang.lora_endpoints import refuse_release
+from mua.engines.sglang.sglang_engine import SGLangEngine
+from mua.engines.sglang.weight_push import sglang_version
 from mua.engines.weight_probe import DEFAULT_PROBE_TOLERANCE
-from mua.errors import UsageError
+from mua.errors import RunFailure, UsageError
 
 
 class SGLangColocated(ColocatedEngine):
@@ -155,17 +159,13 @@ def _node_id() -> str:
 def check_launch(recipe) -> None:
     """One line before torchrun starts: a server to launch needs SGLang installed and a CUDA GPU;
     `rollout.lora_sync=adapter` needs a release that takes adapters."""
-    from mua.engines.sglang.lora_endpoints import check_adapter_sync
-
     _check_server(recipe.rollout.sglang)
-    check_adapter_sync(recipe)
+    _check_adapter_sync(recipe)
 
 
 def _check_server(cfg) -> None:
     if cfg.base_urls:
         return
-    from mua.engines.sglang.sglang_engine import sglang_version
-
     if sglang_version() is None:
         raise UsageError(
             "rollout.engine=sglang without rollout.sglang.base_urls launches SGLang, which is "
@@ -180,3 +180,34 @@ def _check_server(cfg) -> None:
             "which needs a CUDA GPU and this machine has none; run on a GPU host, use "
             "rollout.engine=hf, or give rollout.sglang.base_urls (e.g. a `mua serve` address)"
         )
+
+
+def _check_adapter_sync(recipe) -> None:
+    """Before the run: `rollout.lora_sync=adapter` only where the engine can take an adapter."""
+    rollout = recipe.rollout
+    if rollout.lora_sync != "adapter":
+        return
+    if not rollout.sglang.base_urls:
+        refuse_release(sglang_version(), "the installed sglang")
+        return
+    for url in rollout.sglang.base_urls:
+        version = server_version(url)
+        if version is not None:
+            refuse_release(version, f"the server at {url}")
+
+
+def server_version(url: str) -> str | None:
+    """The release a server reports (`/get_server_info`), or None when it does not answer; asked
+    through the SGLang client (`SGLangEngine.server_info`, mua's one HTTP stack)."""
+
+    async def ask() -> str | None:
+        client = SGLangEngine(url, timeout_s=10)
+        try:
+            info = await client.server_info()
+        except RunFailure:
+            return None
+        finally:
+            await client.close_connections()
+        return info.get("version")
+
+    return asyncio.run(ask())

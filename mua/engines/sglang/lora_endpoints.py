@@ -9,7 +9,7 @@ The base stays resident in the server; after each update only the adapter travel
 The endpoint first shipped in SGLang 0.5.8 with one payload in `serialized_tensors` (through
 0.5.16); from 0.5.17 it takes one payload per tensor-parallel rank in `serialized_named_tensors`
 (as /update_weights_from_tensor does). Releases before 0.5.8 cannot take an adapter push: `adapter`
-is refused before the run starts (`check_adapter_sync`). A launched server needs LoRA enabled
+is refused before the run starts (`mua.engines.sglang.colocated.check_launch`). A launched server needs LoRA enabled
 with room for the adapter (`launch_args`: --enable-lora, --max-lora-rank, --lora-target-modules).
 
 Tensor names are peft's file names (`base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`),
@@ -24,7 +24,7 @@ from typing import Any
 from mua.engines import weight_buckets
 from mua.engines.sglang import weight_sync
 from mua.engines.sglang.releases import ReleaseTraits
-from mua.errors import RunFailure, UsageError
+from mua.errors import UsageError
 
 LOAD_PATH = "/load_lora_adapter_from_tensors"
 UNLOAD_PATH = "/unload_lora_adapter"
@@ -84,39 +84,3 @@ def refuse_release(version: str | None, where: str) -> None:
             f"rollout.lora_sync=adapter needs SGLang >= 0.5.8 (/load_lora_adapter_from_tensors); "
             f"{where} runs {version}; upgrade SGLang or set rollout.lora_sync=merged"
         )
-
-
-def check_adapter_sync(recipe) -> None:
-    """Before the run: `rollout.lora_sync=adapter` only where the engine can take an adapter."""
-    rollout = recipe.rollout
-    if rollout.lora_sync != "adapter":
-        return
-    if not rollout.sglang.base_urls:
-        from mua.engines.sglang.sglang_engine import sglang_version
-
-        refuse_release(sglang_version(), "the installed sglang")
-        return
-    for url in rollout.sglang.base_urls:
-        version = _server_version(url)
-        if version is not None:
-            refuse_release(version, f"the server at {url}")
-
-
-def _server_version(url: str) -> str | None:
-    """The release a server reports (`/get_server_info`), or None when it does not answer; asked
-    through the SGLang client (`SGLangEngine.server_info`, mua's one HTTP stack)."""
-    import asyncio
-
-    from mua.engines.sglang.sglang_engine import SGLangEngine
-
-    async def ask() -> str | None:
-        client = SGLangEngine(url, timeout_s=10)
-        try:
-            info = await client.server_info()
-        except RunFailure:
-            return None
-        finally:
-            await client.close_connections()
-        return info.get("version")
-
-    return asyncio.run(ask())
