@@ -25,19 +25,14 @@ from gyms.tau2 import reward
 from gyms.tau2.domain import AGENT, InitialStateError, Tau2Domain
 from gyms.tau2.judge import judge_assertions
 from gyms.tau2.options import check_options
+from gyms.tau2.prompts import GREETING, system_prompt
+from gyms.tau2.tasks import load_domain_checked
 from gyms.tau2.users import STOP, LLMUser, ScriptedUser, is_stop
 from mua.errors import UsageError
 from mua.gym.api import AgentAction, GymContext, ResetResult, StepResult, Task
 from mua.gym.tools import run_sync
 
-GREETING = "Hi! How can I help you today?"
 DONE_TOOL = "done"
-AGENT_INSTRUCTION = """You are a customer service agent. Help the user as the <policy> below says.
-In each turn do one of two things: send one message to the user, or make one tool call; never both.
-Be helpful, follow the policy exactly, and make every tool call valid JSON."""
-SOLO_INSTRUCTION = """You are a customer service agent solving the <ticket> below as the <policy> says.
-You cannot talk to the user: only make tool calls, one per turn, each valid JSON.
-When the ticket is solved, call the `done` tool, alone."""
 DONE_SCHEMA = {
     "type": "function",
     "function": {
@@ -54,22 +49,11 @@ _JUDGES: dict[str, object] = {}
 
 def domain_for(name: str, data_dir) -> Tau2Domain:
     """The domain, checked and loaded once per process and data folder."""
-    from gyms.tau2.tasks import load_domain_checked
-
     key = (name, str(data_dir))
     with _DOMAINS_LOCK:
         if key not in _DOMAINS:
             _DOMAINS[key] = load_domain_checked(data_dir, name)
         return _DOMAINS[key]
-
-
-def system_prompt(policy: str, solo: bool, ticket: str | None) -> str:
-    if solo:
-        return (
-            f"<instructions>\n{SOLO_INSTRUCTION}\n</instructions>\n<policy>\n{policy}\n"
-            f"</policy>\n<ticket>\n{ticket}\n</ticket>"
-        )
-    return f"<instructions>\n{AGENT_INSTRUCTION}\n</instructions>\n<policy>\n{policy}\n</policy>"
 
 
 class Tau2Env:

@@ -22,38 +22,13 @@ from math import comb
 from pathlib import Path
 
 from gyms.tau2.leaderboard.comparable import checkout_line, is_tau2_row, line, verdict
-from gyms.tau2.users import STOP_TOKENS
+from gyms.tau2.rescore import domain_of, termination_of
 
 COMPONENT_ORDER = ("db", "env_assertion", "action", "communicate", "nl_assertion")
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
     return comb(c, k) / comb(n, k)
-
-
-def termination_of(row: dict) -> str:
-    messages = row.get("messages") or []
-    last = messages[-1] if messages else {}
-    text = last.get("content") or ""
-    if last.get("role") == "user" and any(t in text for t in STOP_TOKENS):
-        return "user_stop"
-    if last.get("role") == "assistant" and ("###STOP###" in text or _called_done(last)):
-        return "agent_stop"
-    if row.get("termination") == "done":
-        return "too_many_errors" if last.get("role") == "tool" else "ended"
-    return str(row.get("termination"))
-
-
-def _called_done(message: dict) -> bool:
-    calls = message.get("tool_calls") or []
-    return any((c.get("function") or {}).get("name") == "done" for c in calls)
-
-
-def domain_of(task_id: str) -> str:
-    parts = task_id.split("-")
-    if len(parts) > 2 and parts[1] == "telecom" and parts[2] == "workflow":
-        return "telecom-workflow"
-    return parts[1] if len(parts) > 1 else "?"
 
 
 def summarize(out_dir: Path, results: str = "results.jsonl") -> dict:

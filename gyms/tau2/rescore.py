@@ -21,9 +21,35 @@ from pathlib import Path
 
 from gyms.tau2 import reward
 from gyms.tau2.domain import AGENT
+from gyms.tau2.users import STOP_TOKENS
 from mua.errors import UsageError
 
 RESCORED = "results_rescored.jsonl"
+
+
+def termination_of(row: dict) -> str:
+    messages = row.get("messages") or []
+    last = messages[-1] if messages else {}
+    text = last.get("content") or ""
+    if last.get("role") == "user" and any(t in text for t in STOP_TOKENS):
+        return "user_stop"
+    if last.get("role") == "assistant" and ("###STOP###" in text or _called_done(last)):
+        return "agent_stop"
+    if row.get("termination") == "done":
+        return "too_many_errors" if last.get("role") == "tool" else "ended"
+    return str(row.get("termination"))
+
+
+def _called_done(message: dict) -> bool:
+    calls = message.get("tool_calls") or []
+    return any((c.get("function") or {}).get("name") == "done" for c in calls)
+
+
+def domain_of(task_id: str) -> str:
+    parts = task_id.split("-")
+    if len(parts) > 2 and parts[1] == "telecom" and parts[2] == "workflow":
+        return "telecom-workflow"
+    return parts[1] if len(parts) > 1 else "?"
 
 
 def _arguments(value):
@@ -66,7 +92,6 @@ def rescore_rows(rows: list[dict], data_dir) -> tuple[list[dict], dict]:
     """(rows with rewards re-graded, counts {rescored, changed, kept})."""
     from gyms.tau2.env import domain_for
     from gyms.tau2.leaderboard.comparable import is_tau2_row
-    from gyms.tau2.report import domain_of, termination_of
     from gyms.tau2.tasks import read_tasks
 
     tasks: dict[str, dict] = {}

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from gyms.tau2.domain import DOMAINS, domains_dir, load_domain
+from gyms.tau2.prompts import GREETING, system_prompt
 from mua.errors import UsageError
 from mua.gym.api import Task
 
@@ -138,8 +139,6 @@ def task_row(domain: str, split: str, task: dict, policy: str, extra=None) -> Ta
 
     `extra` (leaderboard.prep.RowExtras) replaces the prompt by tau2's and records the
     checkout's version and commit in the payload."""
-    from gyms.tau2.env import GREETING, system_prompt
-
     payload = {"domain": domain, "task": task}
     prompt = [
         {"role": "system", "content": system_prompt(policy, False, None)},

@@ -89,7 +89,8 @@ def run_merge(
 
     from mua.cli.common import console, is_tty
     from mua.errors import UsageError
-    from mua.models.merge import default_out_dir, find_checkpoints, merge_checkpoint
+    from mua.models.merge import default_out_dir, find_checkpoints
+    from mua.models.merge_checkpoint import merge_checkpoint
 
     hf_logging.disable_progress_bar()  # one bar over steps, not one per file
     found = find_checkpoints(recipe.checkpoint_dir)

@@ -54,7 +54,8 @@ def checkpoint_step_dir(path: str) -> Path | None:
 
 
 def _merged_folder(step_dir: Path) -> str:
-    from mua.models.merge import STEP_DIR, default_out_dir, merge_checkpoint
+    from mua.models.merge import STEP_DIR, default_out_dir
+    from mua.models.merge_checkpoint import merge_checkpoint
 
     out = default_out_dir(step_dir, None)
     merge_checkpoint(int(STEP_DIR.match(step_dir.name).group(1)), step_dir, out)

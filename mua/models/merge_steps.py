@@ -31,7 +31,7 @@ from mua.output_folders import LOCK, FolderLock, claim_dir
 
 @dataclass(frozen=True)
 class MergeOptions:
-    """How `mua merge` writes a checkpoint (see `mua.models.merge.merge_checkpoint`)."""
+    """How `mua merge` writes a checkpoint (see `mua.models.merge_checkpoint.merge_checkpoint`)."""
 
     dtype: str = "float32"
     force: bool = False  # merge again over a finished merge

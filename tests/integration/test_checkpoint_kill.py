@@ -147,7 +147,8 @@ def test_sigkill_during_checkpoint_write_then_resume_matches_uninterrupted(tmp_p
 
 
 def _kill_resume_and_compare(tmp_path: Path, reference: subprocess.Popen, reference_log: Path):
-    from mua.models.merge import find_checkpoints, merge_checkpoint
+    from mua.models.merge import find_checkpoints
+    from mua.models.merge_checkpoint import merge_checkpoint
     from mua.train.checkpoint import latest_checkpoint, list_checkpoints
 
     recipe = _recipe(tmp_path / "killed")

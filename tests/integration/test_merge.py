@@ -84,7 +84,8 @@ def untied_run(tmp_path_factory):
 def test_untied_model_keeps_its_head_and_matches_logits(untied_run):
     from safetensors.torch import load_file
 
-    from mua.models.merge import find_checkpoints, merge_checkpoint
+    from mua.models.merge import find_checkpoints
+    from mua.models.merge_checkpoint import merge_checkpoint
 
     run, model = untied_run
     ((step, path),) = find_checkpoints(run)
@@ -101,7 +102,8 @@ def test_untied_model_keeps_its_head_and_matches_logits(untied_run):
 def test_bfloat16_export_is_rounded_weights_and_verifies(untied_run, tmp_path):
     from safetensors.torch import load_file
 
-    from mua.models.merge import find_checkpoints, merge_checkpoint
+    from mua.models.merge import find_checkpoints
+    from mua.models.merge_checkpoint import merge_checkpoint
 
     run, model = untied_run
     ((step, path),) = find_checkpoints(run)
@@ -119,7 +121,7 @@ def test_bfloat16_export_is_rounded_weights_and_verifies(untied_run, tmp_path):
 def test_tied_checkpoint_with_diverging_head_is_refused(tmp_path):
     from mua.errors import RunFailure
     from mua.models import load_model, load_tokenizer
-    from mua.models.merge import merge_checkpoint
+    from mua.models.merge_checkpoint import merge_checkpoint
 
     model = load_model("tiny:qwen3-1m")
     step_dir = tmp_path / "checkpoints" / "global_step_1"

@@ -138,7 +138,7 @@ def test_checkpoint_state_keeps_adapters_only(tmp_path):
 
 
 def test_adapter_export_of_a_full_weight_checkpoint_is_refused(tmp_path):
-    from mua.models.merge import merge_checkpoint
+    from mua.models.merge_checkpoint import merge_checkpoint
 
     step_dir = tmp_path / "checkpoints" / "global_step_1"
     step_dir.mkdir(parents=True)

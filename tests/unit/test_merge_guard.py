@@ -36,7 +36,8 @@ def test_merge_refuses_to_replace_a_folder_it_did_not_write(tmp_path, mua_cli):
 
 
 def test_a_merged_folder_is_marked_and_can_be_merged_again(tmp_path):
-    from mua.models.merge import find_checkpoints, merge_checkpoint
+    from mua.models.merge import find_checkpoints
+    from mua.models.merge_checkpoint import merge_checkpoint
     from mua.output_folders import is_claimed
 
     run, _, _ = _run_with_checkpoint(tmp_path)
@@ -51,7 +52,8 @@ def test_a_merged_folder_is_marked_and_can_be_merged_again(tmp_path):
 def test_a_rewritten_checkpoint_is_merged_again_not_skipped(tmp_path):
     from safetensors.torch import load_file
 
-    from mua.models.merge import find_checkpoints, merge_checkpoint
+    from mua.models.merge import find_checkpoints
+    from mua.models.merge_checkpoint import merge_checkpoint
 
     run, model, tokenizer = _run_with_checkpoint(tmp_path)
     ((step, path),) = find_checkpoints(run)

@@ -96,7 +96,7 @@ def test_a_second_command_into_a_folder_in_use_is_refused(tmp_path, mua_cli, gue
 def test_a_merge_into_a_folder_in_use_is_refused(tmp_path):
     from mua.errors import UsageError
     from mua.models import load_model, load_tokenizer
-    from mua.models.merge import merge_checkpoint
+    from mua.models.merge_checkpoint import merge_checkpoint
     from tests.integration.train_helpers import write_dcp_checkpoint
 
     step_dir = tmp_path / "run" / "checkpoints" / "global_step_2"
