@@ -1,9 +1,12 @@
-"""No module imports from a layer above its own (docs/architecture.md, "Where things live").
+"""No module imports from a layer above its own (docs/architecture.md, "Where things live"), and
+no files import each other in a loop.
 
 Every `import` and `from ... import` of mua/, gyms/ and data_prep/ is read with `ast` (imports
 inside functions too), each module is placed in its layer, and an import of a higher layer fails
 here naming the file, the line and both layers. The one documented exception is listed in
-EXCEPTIONS; an import it does not name fails like any other.
+EXCEPTIONS; an import it does not name fails like any other. Every import of a file of the tree,
+relative ones and those under `if TYPE_CHECKING:` included, is an arrow between two files; a loop of
+arrows fails here naming its files.
 """
 
 from __future__ import annotations
@@ -45,6 +48,65 @@ def unit_of(module: str) -> str:
     if (REPO / "mua" / parts[1]).is_dir() or parts[1] == "demo":
         return f"mua.{parts[1]}"
     return "mua"
+
+
+def module_name(rel: str) -> str:
+    """The dotted module of a path relative to the repository (a package is its __init__.py)."""
+    name = ".".join(Path(rel).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def imported_modules(rel: str, source: str):
+    """Every name `rel` imports, dotted in full (`from p import x` gives `p.x`: x may be a
+    module or a name defined in p), relative imports resolved."""
+    package = (
+        module_name(rel) if rel.endswith("__init__.py") else module_name(rel).rpartition(".")[0]
+    )
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def file_cycles(modules) -> list[list[str]]:
+    """Groups of files (sorted paths) that import each other in a loop, from (path, source)."""
+    path_of = {module_name(rel): rel for rel, _ in modules}
+    arrows: dict[str, set[str]] = {rel: set() for rel, _ in modules}
+    for rel, source in modules:
+        for name in imported_modules(rel, source):
+            while name and name not in path_of:  # a name defined in a module: that module
+                name = name.rpartition(".")[0]
+            if name and path_of[name] != rel:
+                arrows[rel].add(path_of[name])
+    order, low, stack, on_stack, loops = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(arrows[node]):
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                loops.append(sorted(group))
+
+    for rel in sorted(arrows):
+        if rel not in order:
+            visit(rel)
+    return loops
 
 
 def imports(source: str):
@@ -106,3 +168,21 @@ def test_the_check_finds_upward_imports_and_mua_importing_a_gym():
     assert upward_imports([("gyms/x/probe.py", downward)]) == []
     # the SGLang client reads no table from `mua serve`
     assert upward_imports([("mua/engines/sglang/probe.py", "from mua.serve import protocol\n")])
+
+
+def test_no_files_import_each_other_in_a_loop():
+    loops = file_cycles(list(_sources()))
+    assert not loops, "import cycles:\n" + "\n".join(" <-> ".join(group) for group in loops)
+
+
+def test_the_check_finds_a_loop_through_relative_and_type_only_imports():
+    pair = [
+        ("mua/x/a.py", "from mua.x.b import f\n"),
+        (
+            "mua/x/b.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import g\n",
+        ),
+        ("mua/x/c.py", "from mua.x import a\n"),
+    ]
+    assert file_cycles(pair) == [["mua/x/a.py", "mua/x/b.py"]]
+    assert file_cycles(pair[:1] + pair[2:]) == []
