@@ -233,7 +233,6 @@ def run_demo(
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         "COLUMNS": "160",
-        "MUA_DEMO_SEED": str(seed),
     }
     result = DemoResult(out_dir=out, seed=seed)
     phases = _phases(out, seed, quick, rl_recipe)

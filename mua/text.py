@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-REPLACEMENT = "\ufffd"
-
 
 def clean_text(text: str) -> str:
     """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""

@@ -64,7 +64,6 @@ def _rl_phases(start: Path, folder: Path, seed: int, recipe: str, sets: list[str
         "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}",
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-        "MUA_DEMO_SEED": str(seed),
     }
     result = DemoResult(out_dir=folder, seed=seed)
     phases = dict(_phases(folder.resolve(), seed, rl_recipe=recipe))

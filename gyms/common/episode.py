@@ -57,13 +57,5 @@ def random_policy(random_action: Callable[[random.Random], str], rng: random.Ran
     return policy
 
 
-def last_observation(messages: list[dict]) -> str:
-    """The content of the newest non-assistant message."""
-    for m in reversed(messages):
-        if m.get("role") != "assistant":
-            return str(m.get("content") or "")
-    return ""
-
-
 def count_assistant_turns(messages: list[dict]) -> int:
     return sum(1 for m in messages if m.get("role") == "assistant")

@@ -97,10 +97,6 @@ def upstream_answer(text: str) -> str | None:
     return text[boxed[0] : boxed[1]].strip() if boxed else None
 
 
-def has_final_answer(text: str) -> bool:
-    return extract_final_answer(text) is not None
-
-
 def normalise(answer: str) -> str:
     s = re.sub(r"\\(left|right|displaystyle|,|!|;)", "", answer)
     s = re.sub(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", s)

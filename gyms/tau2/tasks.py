@@ -27,7 +27,6 @@ from mua.gym.api import Task
 
 GYM_NAME = "tau2"
 PUBLISHED = ("retail", "airline", "telecom")
-DEFAULT_EVAL_SPLIT = "base"
 
 
 def check_domain(name: str) -> str:
