@@ -211,6 +211,79 @@ def users_not_run(not_run: dict[str, str] | None, out_dir) -> None:
         )
 
 
+def show_results(summaries, meta: dict, out_dir) -> None:
+    """Print the evaluation's tables, notes and where its files are; exit 1 (`RunFailure`, one
+    line) when nothing was scored or a matrix user was left out."""
+    from mua.cli.common import console, is_tty
+    from mua.eval.report import audit_table, blame_table, summary_table, user_matrix_table
+
+    failed = nothing_scored(summaries, out_dir)
+    if failed:
+        from mua.errors import RunFailure
+
+        raise RunFailure(failed)
+    con = console()
+    if not is_tty():
+        con.width = max(con.width, 160)  # a log file has room for the whole table
+    title = f"mua eval · {meta['model']} · n={meta['n']} · T={meta['temperature']:g}"
+    con.print(summary_table(summaries, title))
+    if meta.get("user_matrix"):
+        matrix, not_run = meta["user_matrix"], meta["users_not_run"]
+        con.print(user_matrix_table(summaries, matrix, "simulated users", not_run))
+    else:
+        con.print(blame_table(summaries))
+    if meta.get("user_audit") is not None:
+        con.print(audit_table(meta["user_audit"]))
+        con.print(
+            f"simulator audit: {out_dir}/user_audit.json (worst examples; mua view {out_dir})",
+            soft_wrap=True,
+            markup=False,
+        )
+    for note in [*result_notes(summaries), *not_run_notes(meta.get("users_not_run"))]:
+        con.print(note, soft_wrap=True, markup=False)
+    for note in (note for lines in meta["notes"].values() for note in lines):
+        con.print(note, soft_wrap=True, markup=False)
+    resumed = [
+        f"{meta['resumed_rows']} trajectories were already done" if meta["resumed_rows"] else "",
+        f"{meta['retried_rows']} not scored before were retried"
+        if meta.get("retried_rows")
+        else "",
+    ]
+    resumed = "; ".join(r for r in resumed if r)
+    resumed = f" (resumed: {resumed})" if resumed else ""
+    con.print(f"results: {out_dir}/results.jsonl, {out_dir}/summary.json{resumed}", soft_wrap=True)
+    if meta.get("mlflow_uri"):
+        from mua.track.console import mlflow_ui_command
+
+        ui = mlflow_ui_command(meta["mlflow_uri"])
+        con.print(f"mlflow: {ui}", soft_wrap=True, markup=False)
+    users_not_run(meta.get("users_not_run"), out_dir)
+
+
+OUT_OPTION = typer.Option(
+    None,
+    "--out",
+    "-o",
+    help="Output folder (default: the recipe's run_dir, else runs/eval/<model>).",
+)
+FRESH_OPTION = typer.Option(
+    False,
+    "--fresh",
+    help="Discard earlier results in the output folder (to evaluate it again with other settings).",
+)
+EXCLUDE_USER_FAILURES_OPTION = typer.Option(
+    False,
+    "--exclude-user-failures",
+    help="Also report pass^k without the failures blamed on the simulated user (beside the raw "
+    "numbers).",
+)
+AUDIT_USERS_OPTION = typer.Option(
+    False,
+    "--audit-users",
+    help="Audit the simulated users' turns on sampled conversations (user_audit.json).",
+)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("eval", help=HELP)
     def eval_(
@@ -235,33 +308,13 @@ def register(app: typer.Typer) -> None:
         temperature: float | None = typer.Option(
             None, "--temperature", help="Sampling temperature (0: greedy)."
         ),
-        out: str | None = typer.Option(
-            None,
-            "--out",
-            "-o",
-            help="Output folder (default: the recipe's run_dir, else runs/eval/<model>).",
-        ),
-        fresh: bool = typer.Option(
-            False,
-            "--fresh",
-            help="Discard earlier results in the output folder (to evaluate it again with other "
-            "settings).",
-        ),
+        out: str | None = OUT_OPTION,
+        fresh: bool = FRESH_OPTION,
         mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log an MLflow run."),
-        exclude_user_failures: bool = typer.Option(
-            False,
-            "--exclude-user-failures",
-            help="Also report pass^k without the failures blamed on the simulated user "
-            "(beside the raw numbers).",
-        ),
-        audit_users: bool = typer.Option(
-            False,
-            "--audit-users",
-            help="Audit the simulated users' turns on sampled conversations (user_audit.json).",
-        ),
+        exclude_user_failures: bool = EXCLUDE_USER_FAILURES_OPTION,
+        audit_users: bool = AUDIT_USERS_OPTION,
     ) -> None:
-        from mua.cli.common import console, is_tty
-        from mua.eval.report import audit_table, blame_table, summary_table, user_matrix_table
+        from mua.cli.common import console
         from mua.eval.session import run_evaluation
 
         recipe, path = build_recipe(
@@ -293,48 +346,4 @@ def register(app: typer.Typer) -> None:
                 fresh=fresh,
                 track=mlflow,
             )
-        failed = nothing_scored(summaries, out_dir)
-        if failed:
-            from mua.errors import RunFailure
-
-            raise RunFailure(failed)
-        con = console()
-        if not is_tty():
-            con.width = max(con.width, 160)  # a log file has room for the whole table
-        title = f"mua eval · {meta['model']} · n={meta['n']} · T={meta['temperature']:g}"
-        con.print(summary_table(summaries, title))
-        if meta.get("user_matrix"):
-            matrix, not_run = meta["user_matrix"], meta["users_not_run"]
-            con.print(user_matrix_table(summaries, matrix, "simulated users", not_run))
-        else:
-            con.print(blame_table(summaries))
-        if meta.get("user_audit") is not None:
-            con.print(audit_table(meta["user_audit"]))
-            con.print(
-                f"simulator audit: {out_dir}/user_audit.json (worst examples; mua view {out_dir})",
-                soft_wrap=True,
-                markup=False,
-            )
-        for note in [*result_notes(summaries), *not_run_notes(meta.get("users_not_run"))]:
-            con.print(note, soft_wrap=True, markup=False)
-        for note in (note for lines in meta["notes"].values() for note in lines):
-            con.print(note, soft_wrap=True, markup=False)
-        resumed = [
-            f"{meta['resumed_rows']} trajectories were already done"
-            if meta["resumed_rows"]
-            else "",
-            f"{meta['retried_rows']} not scored before were retried"
-            if meta.get("retried_rows")
-            else "",
-        ]
-        resumed = "; ".join(r for r in resumed if r)
-        resumed = f" (resumed: {resumed})" if resumed else ""
-        con.print(
-            f"results: {out_dir}/results.jsonl, {out_dir}/summary.json{resumed}", soft_wrap=True
-        )
-        if meta.get("mlflow_uri"):
-            from mua.track.console import mlflow_ui_command
-
-            ui = mlflow_ui_command(meta["mlflow_uri"])
-            con.print(f"mlflow: {ui}", soft_wrap=True, markup=False)
-        users_not_run(meta.get("users_not_run"), out_dir)
+        show_results(summaries, meta, out_dir)
