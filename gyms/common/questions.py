@@ -4,7 +4,7 @@
 most `options.max_questions` (default 20) per episode; a question past the budget gets
 `out_of_questions` instead of an answer. The reply comes from the gym's `users` module:
 `llm_answer(ctx, question, payload)` with the LLM user or in the user seat (`ctx.user_kind`
-"llm" or "seat", `mua.seat`), else `scripted_answer(question, payload)`.
+"llm" or "seat", `mua.users`), else `scripted_answer(question, payload)`.
 `improvement` is the reward these gyms pay for an answer: only what beats the best so far.
 Subclasses implement `on_answer` (scoring) and may reformat replies with `format_reply`.
 """

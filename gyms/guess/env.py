@@ -8,7 +8,7 @@ There is no tool beyond `interact_with_env`.
 
 The user is scripted (the true verdict) by default, also under `user.kind: llm` (a user matrix
 keeps this gym's scripted user). With `user.kind: llm` and the gym option `llm_user: true`, or
-in the user seat (`ctx.user_kind == "seat"`, `mua.seat`), the reply to every readable guess is
+in the user seat (`ctx.user_kind == "seat"`, `mua.users`), the reply to every readable guess is
 the user's: sent
 through `ctx.llm.complete` with `user_prompt` (the hidden number) as the system message and the
 guess as the user message, and shown to the agent as it came. Whether the guess was right, and

@@ -1,4 +1,4 @@
-"""The guess gym's user in the user seat (`mua.seat`): it holds the number and says higher,
+"""The guess gym's user in the user seat (`mua.users`): it holds the number and says higher,
 lower or correct. The truth is decidable for every guess, so every reply is checked."""
 
 from __future__ import annotations

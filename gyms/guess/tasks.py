@@ -2,7 +2,7 @@
 
 Options: `max_number` (N, default 16), `num_train` (default 512), `num_test` (default 64);
 `expert_noise` is accepted and left to the expert, `llm_user` and `turn_cost` to the env,
-`user_noise` to the scripted user of the user seat (`mua.seat`). The same seed and options give
+`user_noise` to the scripted user of the user seat (`mua.users`). The same seed and options give
 the same tasks. There is no public dataset for this gym.
 """
 

@@ -3,7 +3,7 @@
 Each `action` question is judged for which missing details it covers; the requester answers
 only those. Component `clarify` per question (see reward.py); the episode ends when every
 missing detail is covered. The requester never sees the list of missing details. In the user
-seat (`ctx.user_kind == "seat"`, `mua.seat`) the trained policy is the requester and the judge
+seat (`ctx.user_kind == "seat"`, `mua.users`) the trained policy is the requester and the judge
 is the scripted one.
 """
 

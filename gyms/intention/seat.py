@@ -1,10 +1,10 @@
-"""The intention gym's user in the user seat (`mua.seat`): the requester, who knows what it
+"""The intention gym's user in the user seat (`mua.users`): the requester, who knows what it
 wants and must answer what the assistant asks without volunteering the rest.
 
 Which details a question covers is the scripted judge's decision (keywords), in the seat as
 offline. A reply is checked where that decides it: for each covered detail the reply must say
 its answer and no other of its options. Volunteering a detail the agent did not ask about is
-`mua.eval.user_rules`'s `leak`.
+`mua.users.rules`'s `leak`.
 """
 
 from __future__ import annotations

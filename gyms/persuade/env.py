@@ -32,7 +32,7 @@ class PersuadeEnv(InteractEnv):
         self.history: list[tuple[str, str]] = []
 
     async def on_action(self, content: str) -> Outcome:
-        if self.ctx.user_kind in ("llm", "seat"):  # the seat: the trained policy (mua.seat)
+        if self.ctx.user_kind in ("llm", "seat"):  # the seat: the trained policy (mua.users)
             reply, level = await users.llm_turn(
                 self.ctx, content, self.payload, self.history, self.level
             )

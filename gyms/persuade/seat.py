@@ -1,4 +1,4 @@
-"""The persuade gym's user in the user seat (`mua.seat`): the persuadee, who holds the claim and
+"""The persuade gym's user in the user seat (`mua.users`): the persuadee, who holds the claim and
 moves only for its listed counter-points.
 
 Its truth depends on the conversation so far (`UserSeat.with_history`): the scripted persuadee

@@ -58,7 +58,7 @@ class TauEnv(ToolEnv):
         self.task = task
         self.toolset = toolset_cls(base.view())
         self.said, self.done, self.tool_calls_made = [], False, 0
-        if self.ctx.user_kind in ("llm", "seat"):  # the seat: the policy (mua.seat)
+        if self.ctx.user_kind in ("llm", "seat"):  # the seat: the policy (mua.users)
             self.customer = LLMCustomer(
                 self.ctx.llm, payload.get("instruction", ""), rules=self.options.rules
             )

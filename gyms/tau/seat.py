@@ -1,4 +1,4 @@
-"""The tau gym's user in the user seat (`mua.seat`): the customer, who knows its instruction and
+"""The tau gym's user in the user seat (`mua.users`): the customer, who knows its instruction and
 talks to the service agent until its goal is met or cannot be.
 
 The customer keeps a chat of its own (`UserSeat.sees_request`): the policy gets the env's
@@ -14,7 +14,7 @@ is checked where the agent's message decides it:
 - once the agent says so (no question asked) and every wish is told, the reply must end it.
 
 Everything else (the wishes' wording, their order) is not decided; made-up ids are
-`mua.eval.user_rules`'s `invented`.
+`mua.users.rules`'s `invented`.
 """
 
 from __future__ import annotations

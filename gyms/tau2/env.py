@@ -145,7 +145,7 @@ class Tau2Env:
             self.user = self.board.user(self.ctx.llm)
             opening = await self.user.reply(greeting["content"])
             first, calls = opening.text, opening.calls
-        elif self.ctx.user_kind in ("llm", "seat"):  # the seat: the policy (mua.seat)
+        elif self.ctx.user_kind in ("llm", "seat"):  # the seat: the policy (mua.users)
             self.user = LLMUser(self.ctx.llm, self.env, self.domain.data_dir, scenario, persona)
             opening = await self.user.reply(GREETING)
             first, calls = opening.text, opening.calls

@@ -1,4 +1,4 @@
-"""The tau2 gym's user in the user seat (`mua.seat`): the customer of tau2's scenario, with the
+"""The tau2 gym's user in the user seat (`mua.users`): the customer of tau2's scenario, with the
 tools of its own device where the domain gives it some (telecom).
 
 The customer keeps a chat of its own (`UserSeat.sees_request`): the policy gets the env's user

@@ -1,4 +1,4 @@
-"""The telepathy gym's user in the user seat (`mua.seat`): it holds the entity and answers yes
+"""The telepathy gym's user in the user seat (`mua.users`): it holds the entity and answers yes
 or no. A reply is checked where the truth is decidable: a question naming the entity (Yes), or,
 on built-in entities, one the attribute table answers (Yes or No); elsewhere only its form
 (Yes, No or Maybe) is. Guesses go to the scripted judge, never to the seat."""

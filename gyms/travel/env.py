@@ -73,7 +73,7 @@ class TravelEnv(ToolEnv):
         self.ctx = ctx
         self.rules = rule_set(ctx.options, "travel")
         self.user = (
-            LLMTraveller(ctx.llm)  # in the user seat too: the policy answers (mua.seat)
+            LLMTraveller(ctx.llm)  # in the user seat too: the policy answers (mua.users)
             if ctx.user_kind in ("llm", "seat") and ctx.llm is not None
             else ScriptedTraveller()
         )

@@ -1,4 +1,4 @@
-"""The travel gym's user in the user seat (`mua.seat`): the traveller, who knows its preferences
+"""The travel gym's user in the user seat (`mua.users`): the traveller, who knows its preferences
 and tells one, when the agent asks about its part of the trip.
 
 The policy's prompt lists the trip's aspects and every preference under its aspect. Its truth

@@ -1,4 +1,4 @@
-"""The turtle gym's user in the user seat (`mua.seat`): the host, who knows the hidden story and
+"""The turtle gym's user in the user seat (`mua.users`): the host, who knows the hidden story and
 answers yes-or-no questions about it. A reply must be Yes, No or Maybe; a question that asks
 whether one of the story's key points (its criteria statements) is true must get Yes. Other
 questions are not decided (the scripted oracle's word overlap is a heuristic, not the truth).

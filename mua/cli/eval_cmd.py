@@ -4,7 +4,7 @@ Flags become recipe overrides (`--model` -> model.path, `-n` -> eval.n, `--max-t
 eval.max_tasks, `--temperature` -> eval.temperature, `--user` -> user.kind,
 `--exclude-user-failures` / `--audit-users` -> the eval keys of the same names), so a recipe and
 flags combine and are validated the same way. With `eval.users` the table is gym × user
-(`mua.eval.users`). The work is in `mua.eval.session`; this module parses
+(`mua.users.matrix`). The work is in `mua.eval.session`; this module parses
 arguments and prints the table and where the outputs are.
 """
 

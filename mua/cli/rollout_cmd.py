@@ -96,8 +96,8 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     from mua.models import load_tokenizer
     from mua.output_folders import FolderLock
     from mua.rollout.mixed import entry_rollout_tasks
-    from mua.seat.spec import seated
     from mua.serve.checkpoints import serving
+    from mua.users.seat_spec import seated
 
     recipe = load(args, "rollout")
     check_gyms(recipe, "rollout")

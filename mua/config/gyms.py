@@ -77,7 +77,7 @@ SeatAgentConfig = Annotated[ExpertAgentConfig | LLMAgentConfig, Field(discrimina
 
 class FidelityJudgeConfig(EndpointConfig):
     """An LLM judge of the user seat's fidelity: it rates the user's conversation against a
-    rubric (mua.seat.judge), blended with the deterministic checks."""
+    rubric (mua.users.seat_judge), blended with the deterministic checks."""
 
     model: str | None = Field(None, description="The judge's model (or checkpoint:).")
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="The judge's temperature.")

@@ -2,7 +2,7 @@
 
 `eval.users` lists the simulated users `mua eval` measures the agent against (besides the
 recipe's own `user:`), `eval.blame_judge` an optional judge endpoint for failure blame; what
-they do is in `mua.eval.users` and `mua.eval.blame`.
+they do is in `mua.users.matrix` and `mua.eval.blame`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class EvalUserConfig(MatrixUserKeys):
         None,
         description="A built-in persona (cooperative, non_cooperative, impatient, vague, "
         "telecom_easy, telecom_hard) or the path of a persona YAML file (copy one from "
-        "mua/eval/personas/).",
+        "mua/users/personas/).",
     )
     prompt: str | None = Field(
         None,

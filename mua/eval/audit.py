@@ -3,7 +3,7 @@
 For each gym × user cell, up to `eval.audit_samples` scored conversations are sampled (seeded
 by `data.seed`, so a re-run samples the same ones), successful or not, and every user turn after
 the agent's first message is checked against the task's hidden instructions with the
-deterministic rules of `mua.eval.user_rules` (what it may reveal and when, giving up before its
+deterministic rules of `mua.users.rules` (what it may reveal and when, giving up before its
 goal, contradicting its hidden answer, inventing facts). A user's fidelity is the share of its
 checked turns that broke no rule, pooled over its cells; the worst examples are the sampled
 conversations with the most flagged turns, each with the offending user turn and the agent turn
@@ -18,8 +18,8 @@ import json
 import random
 from pathlib import Path
 
-from mua.eval.user_rules import agent_text, user_findings, user_turns
-from mua.eval.users import split_cell
+from mua.users.matrix import split_cell
+from mua.users.rules import agent_text, user_findings, user_turns
 
 AUDIT_FILE = "user_audit.json"
 WORST_PER_USER = 3

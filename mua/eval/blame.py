@@ -1,6 +1,6 @@
 """Failure blame: one label for each unsuccessful scored conversation of an evaluation.
 
-Labels: `user` (the simulator broke its role: `mua.eval.user_rules` found a leak, a give-up, a
+Labels: `user` (the simulator broke its role: `mua.users.rules` found a leak, a give-up, a
 contradiction or an invented fact), `tool` (the environment failed: the trajectory ended
 `env_error` or `timeout`, or a tool raised), `budget` (it ran out of turns or tokens) and
 `agent` (nothing else explains it). The cheap deterministic rules decide first, in that order;
@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mua.eval.summary import ordered, pass_metrics, row_key
-from mua.eval.user_rules import user_findings
+from mua.users.rules import user_findings
 
 LABELS = ("agent", "user", "tool", "budget")
 UNJUDGED = "unjudged"
@@ -73,7 +73,7 @@ def rule_verdict(row: dict, payload: dict) -> Verdict | None:
 def transcript(row: dict) -> str:
     lines = []
     for m in row.get("messages") or []:
-        from mua.eval.user_rules import agent_text
+        from mua.users.rules import agent_text
 
         text = agent_text(m) if m.get("role") == "assistant" else str(m.get("content") or "")
         lines.append(f"{m.get('role')}: {text.strip()}")

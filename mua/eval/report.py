@@ -31,7 +31,7 @@ MACRO_KEYS = ("reward_mean", "success_rate", "turns_mean")
 def macro_cells(summaries: dict[str, dict]) -> dict[str, dict]:
     """The summaries a macro average is over: all, or with a user matrix the recipe's own user's."""
     from mua.config.track import TRAIN_USER
-    from mua.eval.users import split_cell
+    from mua.users.matrix import split_cell
 
     if any(split_cell(key)[1] is not None for key in summaries):
         return {k: s for k, s in summaries.items() if split_cell(k)[1] == TRAIN_USER}
@@ -203,7 +203,7 @@ def blame_table(summaries: dict[str, dict]):
 
 def _matrix_rows(summaries: dict[str, dict], not_run) -> list[tuple[str, str, dict | None]]:
     """(gym, user, summary) gym by gym: the cells evaluated, then a None per user not run."""
-    from mua.eval.users import split_cell
+    from mua.users.matrix import split_cell
 
     cells = [(*split_cell(label), s) for label, s in summaries.items()]
     rows = []

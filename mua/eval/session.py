@@ -23,7 +23,7 @@ from mua.config.resolved import RESOLVED_NAME
 from mua.eval.blame import write_blame
 from mua.eval.report import log_mlflow, write_summary
 from mua.eval.store import CONFIG_FILE, ResultStore
-from mua.eval.users import matrix_summary
+from mua.users.matrix import matrix_summary
 
 HASH_CACHE_FILE = "content_hashes.json"
 # files showing that an older mua, before the folder marker existed, wrote an output folder
@@ -34,10 +34,10 @@ async def _evaluate_all(agent, cells, tasks_by_gym, recipe, store, progress, on_
     """Every cell evaluated in turn, then its failures blamed: (summaries, verdicts) by cell."""
     from mua.eval.blame import BlameJudge, blame_rows, blame_summary, without_user_failures
     from mua.eval.eval_runner import evaluate
-    from mua.eval.users import inner_client, with_persona
     from mua.gym.mix import gym_run
     from mua.llm.llm_client import user_call_report
-    from mua.seat.spec import seated
+    from mua.users.matrix import inner_client, with_persona
+    from mua.users.seat_spec import seated
 
     summaries, verdicts_by_cell, rows_by_cell = {}, {}, {}
     judge = BlameJudge(recipe.eval.blame_judge, out_dir) if recipe.eval.blame_judge else None
@@ -103,10 +103,10 @@ def run_evaluation(
 ) -> tuple[dict, dict]:
     """Evaluate `model` on `gyms`; returns (summaries by gym, meta: model, out_dir, times, mlflow uri)."""
     from mua.eval.tasks import load_eval_tasks
-    from mua.eval.users import eval_cells
     from mua.gym.mix import check_gyms
     from mua.llm.llm_client import preflight_user
     from mua.output_folders import FolderLock, claim_dir
+    from mua.users.matrix import eval_cells
 
     check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)

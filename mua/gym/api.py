@@ -155,7 +155,7 @@ class GymContext:
     """What a gym's env factory receives.
 
     `user_kind` is "scripted" or "llm"; `llm` is set when user_kind == "llm". In the user seat
-    (`mua.seat`) it is "seat": the user's requests go through `llm` to the trained policy and
+    (`mua.users`) it is "seat": the user's requests go through `llm` to the trained policy and
     judges stay scripted. `options` are the
     recipe's `gym.options`; `reward_weights` the recipe's `gym.reward_weights`.
     `sample_index`: which of its task's samples the env's trajectory is (the runner sets it

@@ -10,7 +10,7 @@ top-level files that name its gym, else (no files at all) the gym's built-in spl
 `gym_runs(recipe)` gives each entry's `GymRun`: the gym, its env context (with the entry's own
 user), the rollout section with the entry's budgets (then the gym's defaults for what neither
 sets), and its group size. An entry with `seat: user` is checked by
-`mua.gym.user_seat.check_seat`; its run gets the user seat's spec from `mua.seat.spec.seated`,
+`mua.gym.user_seat.check_seat`; its run gets the user seat's spec from `mua.users.seat_spec.seated`,
 which the verbs apply (the seat lives above this layer). Nothing here rolls out or trains.
 """
 

@@ -8,7 +8,7 @@ check of a reply, and how a reply becomes the JSON the gym's LLM user would send
 `check_seat(where, entry, spec)` refuses, in one line naming the fix, an entry whose gym has no
 user that can take the seat, a fixed `{kind: expert}` agent on a gym without an expert, and keys
 that mean nothing in the seat (`user:`, `program:`, `reward_weights`). Nothing here runs an
-episode (`mua.seat.env`) or scores one (`mua.seat.fidelity`).
+episode (`mua.users.seat_env`) or scores one (`mua.users.fidelity`).
 """
 
 from __future__ import annotations

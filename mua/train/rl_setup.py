@@ -117,11 +117,11 @@ def build_rl_parts(
     shared across ranks). `sampler` (a MixSampler) gives the per-gym reward scales."""
     from mua.engines.registry import engine_memory_share
     from mua.gym.mix import gym_runs
-    from mua.seat.spec import seated
     from mua.train.advantage_strategy import build_advantages
     from mua.train.engine_sync import build_engine_sync, memory_preflight
     from mua.train.partial_rollouts import PartialRollouts
     from mua.train.trained_model import AdaptersDisabled, load_policy, load_trained_lm
+    from mua.users.seat_spec import seated
 
     r = recipe
     runs = {run.label: seated(run) for run in gym_runs(r)}

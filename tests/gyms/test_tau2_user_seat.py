@@ -17,7 +17,7 @@ from mua.gym import GymContext
 from mua.models import load_tokenizer
 from mua.rollout.collect import run_rollouts_sync
 from mua.rollout.policies import expert_policy
-from mua.seat.spec import seat_spec
+from mua.users.seat_spec import seat_spec
 from tests.gyms.test_tau2_llm_user import _task, data_dir  # noqa: F401 (fixture)
 from tests.unit.test_user_seat import cfg, replies
 

@@ -280,7 +280,7 @@ FAITHFUL = [
 
 @pytest.mark.parametrize(("task_id", "question", "reply"), FAITHFUL)
 def test_a_one_word_answer_said_in_an_ordinary_reply_is_no_leak(task_id, question, reply):
-    from mua.eval.user_rules import user_findings
+    from mua.users.rules import user_findings
 
     row = _asked_and_said(task_id, (question, reply))
     assert user_findings(row, _intention(task_id)) == []
@@ -320,7 +320,7 @@ def test_public_intentions_the_gyms_own_user_never_leaks_and_a_volunteer_does(sh
     from gyms.common.text import mentions
     from gyms.intention import GYM
     from gyms.intention.users import scripted_covered, scripted_reply
-    from mua.eval.user_rules import user_findings
+    from mua.users.rules import user_findings
 
     tasks = GYM.build_tasks(source=shared_data / "userrl" / "gyms" / "IntentionGym")["test"]
     faithful = volunteered = 0

@@ -168,7 +168,7 @@ def test_the_blame_table_says_nothing_was_scored_not_failed_0():
 def test_the_table_and_the_note_agree_on_the_macro_average():
     from mua.cli.eval_cmd import result_notes
     from mua.eval.report import summary_table, user_matrix_table
-    from mua.eval.users import matrix_summary
+    from mua.users.matrix import matrix_summary
 
     plain = {"a": _cell(2, 0), "b": _cell(0, 2)}
     assert "no macro average: nothing scored on b" in result_notes(plain)

@@ -27,7 +27,7 @@ LAYERS = (
     ("mua.engines",),
     ("mua.rollout", "mua.families", "mua.gateway"),  # the turn loop, call formats, the gateway
     ("mua.track", "mua.serve"),
-    ("mua.eval", "mua.view", "mua.seat"),
+    ("mua.eval", "mua.view", "mua.users"),
     ("mua.train",),
     ("mua.cli", "mua.demo"),
 )

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from mua.config.gyms import GymConfig
-from mua.seat.judge import CRITERIA, read_verdict
+from mua.users.seat_judge import CRITERIA, read_verdict
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 from tests.unit.test_user_seat import guess_task, replies, run_seat
 

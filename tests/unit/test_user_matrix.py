@@ -83,7 +83,7 @@ def test_eval_without_users_keeps_one_row_per_gym(tmp_path, mua_cli):
 def test_user_labels_and_personas_are_checked():
     from mua.config import load_recipe
     from mua.errors import UsageError
-    from mua.eval.users import load_persona
+    from mua.users.matrix import load_persona
 
     base = ["gym.name=persuade"]
     with pytest.raises(Exception, match="recipe's own user"):
@@ -99,7 +99,7 @@ def test_user_labels_and_personas_are_checked():
 
 def test_a_persona_file_is_data_a_user_can_copy(tmp_path):
     from mua.errors import UsageError
-    from mua.eval.users import PERSONA_DIR, builtin_personas, load_persona
+    from mua.users.matrix import PERSONA_DIR, builtin_personas, load_persona
 
     assert {"cooperative", "non_cooperative", "impatient", "vague"} <= set(builtin_personas())
     assert {"telecom_easy", "telecom_hard"} <= set(builtin_personas())
@@ -114,8 +114,8 @@ def test_a_persona_file_is_data_a_user_can_copy(tmp_path):
 
 def test_a_cell_applies_the_users_keys_and_its_personas_gym_options():
     from mua.config import load_recipe
-    from mua.eval.users import eval_cells
     from mua.gym.mix import entry_user
+    from mua.users.matrix import eval_cells
 
     recipe = load_recipe(
         None,
@@ -137,7 +137,7 @@ def test_a_cell_applies_the_users_keys_and_its_personas_gym_options():
 
 
 def test_spread_and_gap_of_the_matrix():
-    from mua.eval.users import matrix_summary
+    from mua.users.matrix import matrix_summary
 
     cell = lambda p: {"pass^1": p}  # noqa: E731
     out = matrix_summary({"g@train": cell(0.9), "g@a": cell(0.5), "g@b": cell(0.7), "h": cell(1.0)})
@@ -204,8 +204,8 @@ def test_a_user_broken_from_its_first_request_is_not_run_and_the_others_are(tmp_
 
 def test_a_matrix_users_timeout_and_retries_reach_its_client():
     from mua.config import load_recipe
-    from mua.eval.users import eval_cells
     from mua.gym.mix import gym_run
+    from mua.users.matrix import eval_cells
 
     recipe = load_recipe(
         None,

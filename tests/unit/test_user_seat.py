@@ -18,8 +18,8 @@ from mua.gym.user_seat import check_seat
 from mua.models import load_tokenizer
 from mua.rollout.collect import run_rollouts_sync
 from mua.rollout.policies import MessagePolicy, expert_policy
-from mua.seat.fidelity import UserTurn, fidelity
-from mua.seat.spec import seat_spec
+from mua.users.fidelity import UserTurn, fidelity
+from mua.users.seat_spec import seat_spec
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 
@@ -222,7 +222,7 @@ def test_telepathy_seat_episode_scripted_user_is_faithful(tok):
 
 
 def test_scripted_user_noise_is_seeded_and_checked():
-    from mua.seat.spec import scripted_user
+    from mua.users.seat_spec import scripted_user
 
     seat = get_gym("guess").user_seat
     make = scripted_user(seat)
@@ -319,8 +319,8 @@ def test_random_agent_guesses_are_still_checked():
 def test_seated_runs_get_the_seat_spec_and_others_stay():
     from mua.config.recipes import TrainRecipe
     from mua.gym.mix import gym_runs
-    from mua.seat.env import SeatEnv
-    from mua.seat.spec import seated
+    from mua.users.seat_env import SeatEnv
+    from mua.users.seat_spec import seated
 
     recipe = TrainRecipe.model_validate(
         {

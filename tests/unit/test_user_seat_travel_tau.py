@@ -42,7 +42,7 @@ def test_travel_seat_reply_reaches_the_env_with_the_preference_id(tok):  # noqa:
     prefs = Preferences(task.payload)
     prefs.revealed.add("0.0")
 
-    class SeatLike:  # what `mua.seat.env.SeatClient` does with the policy's reply
+    class SeatLike:  # what `mua.users.seat_env.SeatClient` does with the policy's reply
         def __init__(self, reply):
             self.reply = reply
 

@@ -1,7 +1,7 @@
 """The user seat's reward: the share of the user's turns that broke no rule.
 
 A user turn is one (agent message, user reply) pair. Its findings are those of
-`mua.eval.user_rules` on the conversation of these pairs (`leak`, `gave_up`, `contradicted`,
+`mua.users.rules` on the conversation of these pairs (`leak`, `gave_up`, `contradicted`,
 `invented`) plus the gym's own consistency check (`UserSeat.check`, rule `inconsistent`: the
 reply is false of the hidden truth, or not of the form the gym's user answers in, where the
 truth decides it). With N user turns of which C have no finding:
@@ -9,7 +9,7 @@ truth decides it). With N user turns of which C have no finding:
     fidelity = C / N        (1.0 when N = 0: the agent finished before asking anything)
 
 The reward is `fidelity` (component `fidelity`), paid once, when the episode ends. Deterministic;
-an entry's optional LLM judge is `mua.seat.judge`, blended in by `mua.seat.env`. Nothing here
+an entry's optional LLM judge is `mua.users.seat_judge`, blended in by `mua.users.seat_env`. Nothing here
 runs an episode.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mua.eval.user_rules import user_findings
+from mua.users.rules import user_findings
 
 RULES = ("leak", "gave_up", "contradicted", "invented", "inconsistent")
 

@@ -12,7 +12,7 @@ and answers JSON with a verdict of 0 or 1 per criterion:
 The rubric score is their mean. A reply that is not that JSON is retried by the client, and a
 judge whose retries are spent raises `UserFailure` naming the judge: the trajectory ends
 `user_failure`, masked (never a silent 0). Nothing here runs an episode or blends the score
-with the checks (`mua.seat.env`).
+with the checks (`mua.users.seat_env`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ chat instead: its system message, and its latest message as each observation (th
 before the agent speaks, the agent's message, the user's own tool result).
 
 The episode ends when the inner episode ends (its env done, or the agent's turn budget spent);
-the reward, `fidelity` (`mua.seat.fidelity`), blended with an LLM judge's rubric score when the
-entry names one (`mua.seat.judge`), is paid then, or by `on_truncate` when the runner's budget
+the reward, `fidelity` (`mua.users.fidelity`), blended with an LLM judge's rubric score when the
+entry names one (`mua.users.seat_judge`), is paid then, or by `on_truncate` when the runner's budget
 ends it first. A fixed agent that cannot answer ends the trajectory as
 `user_failure` (masked from the loss: the party the policy talks to failed); a `MuaError` stops
 the run; any other inner failure ends it as `env_error`. Nothing here parses model output.
@@ -29,7 +29,7 @@ from typing import Any
 from mua.errors import MuaError
 from mua.families.common import split_think
 from mua.gym.api import AgentAction, ResetResult, StepResult, Task, UserFailure
-from mua.seat.fidelity import UserTurn, fidelity
+from mua.users.fidelity import UserTurn, fidelity
 
 
 def agent_text(message: dict) -> str:
@@ -174,7 +174,7 @@ class SeatEnv:
         components = {"fidelity": value}
         reward = value
         if self.judge is not None:
-            from mua.seat.judge import rate
+            from mua.users.seat_judge import rate
 
             client, weight = self.judge
             prompt = self.user_prompt()

@@ -47,15 +47,15 @@ def judge_components(entry) -> dict[str, float]:
     """The components a fidelity judge adds: `judge` and one per rubric criterion."""
     if getattr(entry, "fidelity_judge", None) is None:
         return {}
-    from mua.seat.judge import CRITERIA
+    from mua.users.seat_judge import CRITERIA
 
     return {"judge": 1.0, **{f"judge_{name}": 1.0 for name in CRITERIA}}
 
 
 def seat_spec(spec, entry, max_turns: int):
     """The `GymSpec` an entry with `seat: user` runs with (`spec`: the gym's own)."""
-    from mua.seat.agents import fixed_agent
-    from mua.seat.env import SeatEnv
+    from mua.users.seat_agents import fixed_agent
+    from mua.users.seat_env import SeatEnv
 
     agent_cfg = entry.seat_agent()
     shared: dict = {}
@@ -70,7 +70,7 @@ def seat_spec(spec, entry, max_turns: int):
         judge = None
         if entry.fidelity_judge is not None:
             if "judge" not in shared:
-                from mua.seat.judge import judge_client
+                from mua.users.seat_judge import judge_client
 
                 shared["judge"] = judge_client(entry.fidelity_judge, entry.key)
             judge = (shared["judge"], entry.fidelity_judge.weight)

@@ -5,7 +5,7 @@ the table) or one `eval.users` entry: its keys replace the recipe's user keys fo
 top of a gym entry's own `user:`), its persona's `gym_options` are added to the options of the
 gyms it names, and its persona prompt and `prompt` are appended to the system message of every
 request the gym sends its LLM user (`PersonaClient`). Personas are YAML files (`name`,
-`description`, `prompt`, `gym_options`): the built-in ones are in `mua/eval/personas/`, a path
+`description`, `prompt`, `gym_options`): the built-in ones are in `mua/users/personas/`, a path
 names a user's own copy. Each gym × user pair is one cell, labelled `<gym>@<user>`, evaluated
 through the same runner as a plain `mua eval`.
 
@@ -61,7 +61,7 @@ def load_persona(ref: str) -> Persona:
         raise UsageError(
             f"persona file {path}: expected a mapping with keys {sorted(PERSONA_KEYS)}"
             + (f", got unknown key(s) {extra}" if extra else "")
-            + "; copy mua/eval/personas/cooperative.yaml and edit it"
+            + "; copy mua/users/personas/cooperative.yaml and edit it"
         )
     options = data.get("gym_options") or {}
     if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
