@@ -76,6 +76,7 @@ def _side(name: str):
     from mua.gym import GymContext, get_gym
     from mua.gym.mix import GymRun
     from mua.models import load_model, load_tokenizer
+    from mua.run import driven
     from mua.train.engine_sync import EngineSync
     from mua.train.optim import build_optimizer, build_scheduler
     from mua.train.partial_rollouts import PartialRollouts
@@ -118,7 +119,7 @@ def _side(name: str):
         counting=counting,
         sync=EngineSync(HFColocated(engine, parallel.weight_push_bucket_mb), model),
         policy=SeededPolicy(counting, cfg, "bracket", seed=0),
-        run=GymRun("guess", spec, GymContext(), cfg, N, entry=entry),
+        run=driven(GymRun("guess", spec, GymContext(), cfg, N, entry=entry)),
         tasks=_Tasks("guess", tasks),
         carry=PartialRollouts(1.0, 0),
         totals={"wall_s": 0.0, "samples": 0.0, "rollout_s": 0.0},

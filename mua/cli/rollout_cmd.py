@@ -92,17 +92,17 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
 
     from mua.cli.common import load
     from mua.errors import UsageError
-    from mua.gym.mix import check_gyms, gym_runs, preflight_endpoints, with_entry_budgets
+    from mua.gym.mix import check_gyms, preflight_endpoints, with_entry_budgets
     from mua.models import load_tokenizer
     from mua.output_folders import FolderLock
     from mua.rollout.mixed import entry_rollout_tasks
+    from mua.run import entry_runs
     from mua.serve.checkpoints import serving
-    from mua.users.seat_spec import seated
 
     recipe = load(args, "rollout")
     check_gyms(recipe, "rollout")
     recipe.gyms = with_entry_budgets(recipe)  # each entry's budgets, in the resolved recipe
-    runs = [seated(run) for run in gym_runs(recipe)]
+    runs = entry_runs(recipe)
     tasks_by_gym = entry_rollout_tasks(recipe)
     if not any(tasks_by_gym.values()):
         raise UsageError("no tasks to roll out; check data.train_files, split and data.max_tasks")

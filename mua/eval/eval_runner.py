@@ -1,18 +1,10 @@
 """The evaluation runner: `evaluate(tasks, policy=..., ...)`, used by `mua eval` and by training.
 
-For one gym, n samples of every task through `mua.rollout.collect.collect` (at most
-`rollout_cfg.max_concurrency` at once), each reduced to a result row as soon as it finishes
-(appended to a `ResultStore` when given, so an interruption loses nothing finished). Samples
-already in the store are skipped, which is how an evaluation resumes. Returns the rows of the
-requested tasks (old and new) and their summary (`mua.eval.summary.summarize`). Each row
-carries its task's content digest (`task_sha`), so a resume can tell a changed task.
-`on_trajectory` sees each finished `Trajectory` whole (tokens included), before it becomes a row:
-in-training validation keeps a few of them as transcripts.
-
-`TrajectorySeededPolicy` seeds each request by (seed, task id, sample, turn), so sampled
-evaluations (temperature > 0) give the same trajectories whatever the order, concurrency or
-resume point. The caller builds the policy, the env context and the tokenizer; nothing here loads
-models or prints.
+For one gym, n samples of every task through `collect`, each reduced to a result row as soon as it
+finishes (appended to a `ResultStore` when given; samples already there are skipped, which is how
+an evaluation resumes). `on_trajectory` sees each whole `Trajectory` first. `TrajectorySeededPolicy`
+seeds each request by (seed, task id, sample, turn), so sampled evaluations do not depend on order,
+concurrency or resume point. Not here: building the policy, env context or tokenizer; printing.
 """
 
 from __future__ import annotations
@@ -88,10 +80,11 @@ async def evaluate(
     tasks,
     *,
     policy,
-    gym_spec,
-    gym_ctx,
     tokenizer,
-    rollout_cfg,
+    run=None,
+    gym_spec=None,
+    gym_ctx=None,
+    rollout_cfg=None,
     n: int = 1,
     k_values=(1,),
     success_threshold: float = 1.0,
@@ -102,15 +95,18 @@ async def evaluate(
     entry=None,
     label: str | None = None,
 ) -> GymEvaluation:
-    """Evaluate `policy` on `tasks` of `gym_spec` (n samples each); see the module docstring.
-    `entry` (the recipe's `gyms:` entry) carries a program gym's `program`; rows and store keys
-    carry `label` (default: the gym's name) as their gym."""
+    """Evaluate `policy` on `tasks` (n samples each); see the module docstring. They run by
+    `run` (a ready `GymRun`, `mua.run`), else by `gym_spec`, `gym_ctx`, `rollout_cfg` and
+    `entry` (the recipe's `gyms:` entry: a program gym's `program`, the seat). Rows and store
+    keys carry `label` (default: the gym's name) as their gym."""
     from mua.gym.mix import GymRun
     from mua.rollout.collect import collect
+    from mua.run import driven
 
-    gym = label or gym_spec.name
+    if run is None:
+        run = driven(GymRun(gym_spec.name, gym_spec, gym_ctx, rollout_cfg, n, entry=entry))
+    gym = label or run.spec.name
     fresh: list[dict] = []
-    run = GymRun(gym, gym_spec, gym_ctx, rollout_cfg, n, entry=entry)
     done = None if store is None else (lambda task, k: store.has((gym, str(task.task_id), k)))
 
     def finished(group, traj) -> None:
@@ -127,7 +123,7 @@ async def evaluate(
         evaluation_groups(tasks, run, n, skip=done),
         policy=policy,
         tokenizer=tokenizer,
-        max_concurrency=rollout_cfg.max_concurrency,
+        max_concurrency=run.rollout_cfg.max_concurrency,
         progress=progress,
         on_trajectory=finished,
     )
@@ -136,5 +132,5 @@ async def evaluate(
     rows = [r for r in known if (str(r["task_id"]), int(r["sample_index"])) in wanted]
     order = [str(t.task_id) for t in tasks]
     k_all = sorted({k for k in (*k_values, 1, n) if 1 <= k <= n})
-    summary = summarize(rows, k_all, order, trivial_baseline(gym_spec, tasks))
+    summary = summarize(rows, k_all, order, trivial_baseline(run.spec, tasks))
     return GymEvaluation(gym=gym, rows=ordered(rows, order), summary=summary, new_rows=len(fresh))

@@ -1,16 +1,10 @@
 """One `mua eval` run: resolve the agent, load tasks, evaluate every gym resumably, report.
 
-`run_evaluation(recipe, model=..., gyms=..., out_dir=...)` writes `<out_dir>/results.jsonl`
-(one line per trajectory), `summary.json` and `eval_config.json`, logs an MLflow run unless
-`track` is False, and returns the per-gym summaries. The output folder must be one mua created
-or an empty one (`mua.output_folders.claim_dir`), and no other `mua eval` may be writing it
-(`mua.output_folders.FolderLock`). Re-running the same command after an interruption
-continues where it stopped (trajectories that were not scored, their user or judge having
-failed, are evaluated again), provided the settings (each gym entry's included), the model,
-tokenizer and tasks are the same (`mua.eval.fingerprint`; file digests are cached in
-`content_hashes.json`); otherwise it is refused with a hint to use --fresh. An `eval.users`
-entry whose endpoint fails its preflight request is left out (`users_not_run` in the meta, with
-why) and the other cells run. The CLI prints the table; nothing here parses arguments.
+`run_evaluation(recipe, model=..., gyms=..., out_dir=...)` writes `results.jsonl`, `summary.json`
+and `eval_config.json` in a folder it may claim and locks, logs an MLflow run unless `track` is
+False, and returns the per-gym summaries. A rerun resumes when settings, model, tokenizer and
+tasks are unchanged (docs/eval.md); an `eval.users` cell whose endpoint fails its preflight is left
+out (`users_not_run`). Not here: parsing arguments, printing the table.
 """
 
 from __future__ import annotations
@@ -34,16 +28,15 @@ async def _evaluate_all(agent, cells, tasks_by_gym, recipe, store, progress, on_
     """Every cell evaluated in turn, then its failures blamed: (summaries, verdicts) by cell."""
     from mua.eval.blame import BlameJudge, blame_rows, blame_summary, without_user_failures
     from mua.eval.eval_runner import evaluate
-    from mua.gym.mix import gym_run
     from mua.llm.llm_client import user_call_report
+    from mua.run import entry_run
     from mua.users.matrix import inner_client, with_persona
-    from mua.users.seat_spec import seated
 
     summaries, verdicts_by_cell, rows_by_cell = {}, {}, {}
     judge = BlameJudge(recipe.eval.blame_judge, out_dir) if recipe.eval.blame_judge else None
     try:
         for cell in cells:
-            run = seated(gym_run(recipe, cell.entry))
+            run = entry_run(recipe, cell.entry)
             if cell.user is not None:
                 with_persona(run, cell.user)
             spec, ctx = run.spec, run.ctx
@@ -51,17 +44,14 @@ async def _evaluate_all(agent, cells, tasks_by_gym, recipe, store, progress, on_
             result = await evaluate(
                 tasks,
                 policy=agent.make_policy(spec, ctx),
-                gym_spec=spec,
-                gym_ctx=ctx,
                 tokenizer=agent.tokenizer,
-                rollout_cfg=run.rollout_cfg,
+                run=run,
                 n=recipe.eval.n,
                 k_values=recipe.eval.k,
                 success_threshold=recipe.eval.success_threshold,
                 store=store,
                 progress=progress,
                 on_row=on_row,
-                entry=run.entry,
                 label=cell.label,
             )
             # retries, 429s and timeouts of the LLM user (this session's requests)

@@ -1,17 +1,11 @@
 """A recipe's gyms at run time: each entry's tasks, user, limits and scoring, and their checks.
 
-`check_gyms(recipe, verb)` refuses, before anything launches, with one line naming the entry:
-an unknown gym, a task file whose rows name a gym not in the list (or one that two entries of the
-same gym would share), reward weights the gym does not have, and overrides the verb does not use
-(the training-only keys in `mua rollout` / `mua eval`, a per-gym sampling temperature in
-training, whose update scores log-probs at one temperature, GRPO keys in a PPO run).
-`entry_tasks(recipe, split)` gives each entry's tasks: its own files, else the rows of the
-top-level files that name its gym, else (no files at all) the gym's built-in split.
-`gym_runs(recipe)` gives each entry's `GymRun`: the gym, its env context (with the entry's own
-user), the rollout section with the entry's budgets (then the gym's defaults for what neither
-sets), and its group size. An entry with `seat: user` is checked by
-`mua.gym.user_seat.check_seat`; its run gets the user seat's spec from `mua.users.seat_spec.seated`,
-which the verbs apply (the seat lives above this layer). Nothing here rolls out or trains.
+`check_gyms(recipe, verb)` refuses, before anything launches and in one line naming the entry,
+unknown gyms, task files naming gyms not listed, unknown reward weights and overrides the verb
+does not use. `entry_tasks(recipe, split)` gives each entry's tasks (its files, else the rows of
+the top-level files naming its gym, else the built-in split); `gym_runs(recipe)` each entry's
+`GymRun` (gym, env context with its own user, budgets, group size). `seat: user` entries are
+checked by `mua.gym.user_seat.check_seat`. Not here: readying runs (`mua.run`), rollouts, training.
 """
 
 from __future__ import annotations
@@ -37,6 +31,10 @@ class GymRun:
     entry: object = None  # the GymConfig
     user_cfg: object = None
     policy: object = None  # when set, replaces the caller's policy for these conversations
+    # how each conversation runs: None is the turn loop (`mua.rollout.runner.run_one`); a program
+    # entry's is the gateway's `run_program` (set by `mua.run.driven`, with the same arguments)
+    driver: object = None
+    seated: bool = False  # the user seat's spec is applied (`mua.users.seat_spec.seated`)
 
 
 def _where(i: int, entry) -> str:

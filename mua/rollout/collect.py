@@ -1,37 +1,11 @@
 """The one door for running conversations: `collect(groups, until=None, ...)`.
 
-Every caller that runs conversations (a training step, synchronous or with partial rollouts, in-
-training validation, `mua eval`, `mua rollout`) describes them as `Group`s, one per task, and
-hands them here. `collect` advances every unfinished conversation of every group in one pool,
-at most `max_concurrency` at once whatever the number of gyms, and with no barrier between turns
-of different conversations. Fresh conversations start from the env's reset, parked ones from the
-turn they stopped at.
-
-With `until=k` a `PauseGate` closes once k groups are complete and the other conversations park
-(`mua.rollout.runner.ParkedConversation`): one waiting on its env (a user's reply) at once, with
-the reply's task still running, one inside a generation once that turn is sampled, the others
-before their next policy turn; one not started stays unstarted. What was sampled, the finished
-trajectories and the parked conversations stay in their `Group`, which a later call takes up
-(`mua.train.partial_rollouts`). Without `until`, or when the gate could only close once
-everything finished, no gate is used and every conversation runs to its end.
-
-Each group carries its `SeedKey` (run step, position): the policy derives a conversation's
-sampling seeds from it with the sample and turn (`mua.rollout.policies.EnginePolicy.request_seed`),
-never from a parsed string. Each assistant turn is recorded with the policy `version` that
-sampled it (`Group.turn_versions`). An error that stops the run (a broken engine, a `MuaError`)
-cancels the other conversations and propagates.
-Retries (`rollout.retries`, off by default): a conversation that ends in `RETRIED_REASONS` (its
-user, gym or time budget failed) runs again as a new attempt of the same sample, in a fresh env,
-its seeds keyed by the attempt too (`SeedKey.attempt`), up to `max` times; a retry not started
-when the gate closes waits, like an unstarted conversation, for the next call. Only the last
-attempt is kept and reported. One still failed after its last retry is in `Group.exhausted`;
-with `on_exhausted: drop_group` its group is `failed`, and training (`drop_failed=True`) starts
-none of its other conversations and never counts it complete (`mua.train.partial_rollouts`
-drops it); evaluation and `mua rollout` keep the failure as a result.
-A `gyms:` entry with a `program:` runs each conversation as one run of that agent program
-through the training gateway (`mua.gateway.program.run_program`), which never parks.
-Not here: one conversation's turn loop (`mua.rollout.runner.run_one`), what a step trains or
-drops (`mua.train.partial_rollouts`), result rows (`mua.eval.eval_runner`).
+Every verb describes its conversations as `Group`s (one per task, with its `SeedKey`) and hands
+them here; at most `max_concurrency` run at once, with no barrier between turns. With `until=k`
+a `PauseGate` parks the rest once k groups are complete (docs/async_rl.md). Retries
+(`rollout.retries`) rerun a failed conversation in a fresh env; `gyms:` entries with a `program:`
+run through the gateway (`mua.gateway.program.run_program`). An error that stops the run cancels
+the others. Not here: the turn loop (`runner.run_one`), what a step trains, result rows.
 """
 
 from __future__ import annotations
@@ -178,13 +152,13 @@ async def _converse(group: Group, k: int, resume, *, policy, tokenizer, version:
     def on_turn() -> None:
         group.turn_versions.setdefault(k, []).append(version)
 
-    if getattr(run.entry, "program", None) is not None:  # a program gym: the gateway
-        from mua.gateway.program import run_program
-
-        return await run_program(
+    if run.driver is not None:  # a program gym: the gateway (`mua.run.driven`)
+        return await run.driver(
             group.task, group.group_id, k, policy=run.policy or policy, run=run,
             tokenizer=tokenizer, seed_key=key, on_turn=on_turn,
         )  # fmt: skip
+    if getattr(run.entry, "program", None) is not None:
+        raise RuntimeError(f"gyms ({run.label}): a program entry's run needs mua.run.driven")
     return await run_one(
         group.task, group.group_id, k, policy=run.policy or policy, gym_spec=run.spec,
         gym_ctx=run.ctx, tokenizer=tokenizer, rollout_cfg=run.rollout_cfg, seed_key=key,

@@ -1,12 +1,10 @@
 """What the RL step works with, built once per run: engine, policy client, gym, reference, critic.
 
-`build_rl_parts` assembles them, each from its own config section: the engine from `rollout`,
-`model` and `parallel` (`mua.train.engine_sync`), each gym's run (`mua.gym.mix.GymRun`: env context
-with its own user, limits, group size) from `gyms`, `user` and `data`,
-the reference model when `algo.kl.coef` > 0 (with LoRA, the policy with its adapters
-disabled), and the advantage strategy of `algo.kind` with its
-critic for PPO (`mua.train.advantage_strategy`). `SeededPolicy` seeds every request so 1 and N ranks
-draw the same rollouts. Not here: the step itself (`mua.train.rl`).
+`build_rl_parts` assembles them, each from its own config section: the engine (`engine_sync`),
+each gym's `GymRun` (`mua.gym.mix`), the reference model when `algo.kl.coef` > 0 (with LoRA, the
+policy with adapters disabled) and the advantage strategy with its PPO critic
+(`advantage_strategy`). `SeededPolicy` seeds every request so 1 and N ranks draw the same
+rollouts. Not here: the step itself (`mua.train.rl`).
 """
 
 from __future__ import annotations
@@ -116,15 +114,14 @@ def build_rl_parts(
     """Every RL component of a run on this rank (collective: engines and models are sharded or
     shared across ranks). `sampler` (a MixSampler) gives the per-gym reward scales."""
     from mua.engines.registry import engine_memory_share
-    from mua.gym.mix import gym_runs
+    from mua.run import entry_runs
     from mua.train.advantage_strategy import build_advantages
     from mua.train.engine_sync import build_engine_sync, memory_preflight
     from mua.train.partial_rollouts import PartialRollouts
     from mua.train.trained_model import AdaptersDisabled, load_policy, load_trained_lm
-    from mua.users.seat_spec import seated
 
     r = recipe
-    runs = {run.label: seated(run) for run in gym_runs(r)}
+    runs = {run.label: run for run in entry_runs(r)}
     reserves = engine_memory_share(r.rollout.engine, r.rollout) is not None
     if reserves and dist.device.type == "cuda":  # an engine holding a fixed share of each GPU
         import torch

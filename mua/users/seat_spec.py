@@ -93,8 +93,7 @@ def seated(run):
     entry = run.entry
     if entry is None or getattr(entry, "seat", "agent") != "user" or run.spec.user_seat is None:
         return run
-    if getattr(run, "seated", False):
+    if run.seated:
         return run
-    out = dataclasses.replace(run, spec=seat_spec(run.spec, entry, run.rollout_cfg.max_turns))
-    out.seated = True
-    return out
+    spec = seat_spec(run.spec, entry, run.rollout_cfg.max_turns)
+    return dataclasses.replace(run, spec=spec, seated=True)

@@ -19,6 +19,7 @@ from mua.gym.mix import GymRun
 from mua.models import load_tokenizer
 from mua.rollout.collect import run_rollouts
 from mua.rollout.policies import EnginePolicy
+from mua.run import driven
 from mua.train.rl_batch import BatchReport, group_relative_advantages, keep_mask, score
 from tests.fakes.scripted_engine import ScriptedEngine
 
@@ -47,7 +48,7 @@ def play(tokenizer, program: dict, replies, *, n=1, max_turns=6, concurrency=4, 
         max_concurrency=concurrency,
     )  # fmt: skip
     entry = GymConfig(name="guess", program=ProgramConfig(**program))
-    run = GymRun("guess", spec, GymContext(), cfg, n, entry=entry)
+    run = driven(GymRun("guess", spec, GymContext(), cfg, n, entry=entry))
     engine = ScriptedEngine(tokenizer, replies(task) if callable(replies) else replies)
     policy = EnginePolicy(engine, tool_parser="hermes")
     trajs = asyncio.run(

@@ -27,7 +27,9 @@ LAYERS = (
     ("mua.engines",),
     ("mua.rollout", "mua.families", "mua.gateway"),  # the turn loop, call formats, the gateway
     ("mua.track", "mua.serve"),
-    ("mua.eval", "mua.view", "mua.users"),
+    ("mua.users",),
+    ("mua.run",),  # each gyms: entry made ready to run: the seat, a program's driver
+    ("mua.eval", "mua.view"),
     ("mua.train",),
     ("mua.cli", "mua.demo"),
 )
