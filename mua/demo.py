@@ -1,33 +1,10 @@
 """The CPU quickstart behind `make demo`: the whole mua loop on the `guess` gym with a tiny model.
 
-Phases, each a real `mua` command in a subprocess (its output in `<out>/logs/<phase>.log`),
-each reported on one line:
-
-  1. prep        mua prep --gym guess                         built-in tasks (numbers 1..8), train/test split
-  2. expert      mua rollout recipes/quickstart_rollout.yaml  SFT data from the careless scripted expert
-  3. sft         mua train recipes/quickstart_sft.yaml        imitate it (a weak warm start)
-  4. eval sft    mua eval recipes/quickstart_eval.yaml        held-out reward before RL
-  5. rl          mua train recipes/quickstart.yaml            GRPO from the SFT model
-  6. merge       mua merge <out>/rl                           checkpoint -> Hugging Face folder
-  7. eval rl     mua eval ... --model <merged folder>         held-out reward after RL
-
-The expert is the gym's binary search made careless (`gym.options.expert_noise`: half of its
-guesses are uniform in 1..16, out of range half the time). Imitating it gives a weak policy whose
-sampled games still differ in reward, which is what GRPO learns from; imitating the exact expert
-gives a near-deterministic policy with little to improve in a few minutes. Both evaluations sample
-like training (temperature 1, 8 games per held-out task): greedy decoding of a tiny model repeats
-one guess and moves in steps of 1/64.
-
-Then a before/after table, where to look in MLflow (one store for every phase:
-`<out>/mlflow.db`) and a `mua view` page over the RL run's transcripts and both evaluations
-(`<out>/view.html`). On a terminal the running phase's latest training step (with its ETA) stays
-in view; library warnings and bars are kept out of the phases' logs (`mua -v` shows them).
-`python -m mua.demo [--out DIR] [--seed S] [--quick]`; `run_demo(...)` returns the numbers (the
-B8 benchmark calls it). The demo always starts fresh in its folder: a new or empty one, or a
-previous demo's, which it empties (`mua.output_folders.claim_fresh_dir`); a folder holding
-anything else is refused in one line (exit 2) and left untouched.
-Does not tune anything: the recipes in recipes/quickstart*.yaml hold every setting except the
-gym setting of the prep phase below (`MAX_NUMBER`).
+`python -m mua.demo [--out DIR] [--seed S] [--quick]` runs prep, a careless scripted expert's
+rollouts, SFT, an evaluation, GRPO, merge and a second evaluation, each a real `mua` command in a
+subprocess logged to `<out>/logs/<phase>.log`, then prints a before/after table, the MLflow store
+and a `mua view` page. `run_demo(...)` returns the numbers. The folder must be new, empty or a
+previous demo's (`claim_fresh_dir`). Not here: any setting (the recipes/quickstart*.yaml hold them).
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """Which folders mua may write into: ones it created (they carry a marker file) or empty ones.
 
-Every verb that writes an output folder (`mua train` run dirs, `mua eval --out`, `mua merge`
-step folders) calls `claim_dir(path, what=...)` before writing anything. The folder is
-created with a marker file (`.mua-dir`) when it does not exist, marked when it exists but is
-empty, accepted when it already carries the marker, and otherwise refused with a `UsageError`
-(exit 2) that names the folder and the fix. So mua never rewrites or deletes files it did not
-write. `legacy_proof` names files whose presence shows an older mua wrote the folder (e.g.
-`merge_info.json` in a merged model folder): such a folder is marked and accepted.
-A command that starts afresh in its folder each time (the demo) calls `claim_fresh_dir`: a
-previous output of its own (by the marker's record) is emptied, any other non-empty folder refused.
-A verb that writes one file (`mua view`'s page) calls `claim_file`: a new file (its folder made
-and claimed when missing) or one the verb recognises as its own, never another file.
-`FolderLock` keeps a second command out of a folder while one writes it: an exclusive `flock` on
-`.mua-run.lock` in the folder (or a given lock file), held for as long as the process lives (and
-the processes it starts with the descriptor); the kernel drops it when they die, even by SIGKILL,
-so a lock left by a dead process is simply taken over (with a line saying so). The file records
-who holds it (verb, pid, host, start), and a refusal names them (exit 2). Every verb that writes
-an output folder takes it: `mua train` its run dir, `mua eval` its `--out`, `mua rollout` its run
-dir, `mua prep` its `--out`, `mua merge` each merged folder; the last two delete the lock file
-when they are done (`remove_on_release`), so their output holds only what they wrote.
-Deliberately not here: deciding what to write.
+`claim_dir` creates, marks or accepts a folder (`.mua-dir`) and refuses any other with a
+`UsageError`; `claim_fresh_dir` empties a previous output of the same command; `claim_file` takes
+a single file the verb recognises as its own. `FolderLock` is an exclusive `flock` on
+`.mua-run.lock` held while the process lives, taken over from a dead holder, named in a refusal
+(docs/training.md, "Folders, locks and credentials"). Not here: deciding what to write.
 """
 
 from __future__ import annotations

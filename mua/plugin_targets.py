@@ -1,12 +1,10 @@
 """Lazy "module:attribute" targets: the registries of gyms and engines, and a program gym's
 `entry_point`.
 
-A registry holds its built-in names as import strings; third-party packages add names through an
-entry-point group. Nothing is imported until a target is loaded. A program's `entry_point` module
-is looked up in the folder `mua` runs in first, then in the installed packages, as `python -m`
-looks, since a recipe's other relative paths are read from that folder too; the folder is on
-`sys.path` only while the module is found or imported. Not here: what a name means, the error for
-an unknown registry name (each registry has its own), or starting a program (`mua.gateway`).
+Built-in names are import strings, third-party ones come from an entry-point group; nothing is
+imported until loaded. A program's `entry_point` is looked up in the folder `mua` runs in first,
+then installed packages, as `python -m` does (on `sys.path` only while found or imported).
+Not here: what a name means, unknown-name errors, starting a program (`mua.gateway`).
 """
 
 from __future__ import annotations

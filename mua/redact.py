@@ -1,27 +1,10 @@
-"""Remove credentials from URLs before anything is written: files, MLflow, logs, error lines.
+"""Remove credentials before anything is written: files, MLflow, logs, error lines.
 
-`redact_urls(value)` takes a string, or a dict/list/tuple holding strings (recursively), and
-returns it with every URL's credentials replaced by `***`:
-
-- the user-info part: `http://u:sk-123@host/v1` -> `http://***@host/v1`;
-- query parameters whose name looks secret (key, api_key, token, secret, password, sig, auth,
-  credential, ...): `?key=abc&model=x` -> `?key=***&model=x`.
-
-Everything else (scheme, host, port, path, other parameters) is kept, so a redacted URL still
-says where a request went. Text that is not a URL is returned unchanged.
-
-`redact_secrets(value)` also replaces the string value of every key named like a secret
-(`is_secret_name`: `api_key`, `OPENAI_API_KEY`, `token`, `password`, `Authorization`, `Cookie`,
-...; a key ending in `_env` names a variable and is kept): for files holding settings (eval
-configs, summaries, recipe change records), where a header or key may sit in a gym's options.
-Result rows keep their transcripts and get `redact_urls` only.
-
-`mask_env_maps(value)` replaces each value of every environment map (a mapping under a key
-named `env`, e.g. a program gym's `program.env`) by `ENV_MARK`, keeping the variable names:
-such maps carry keys of any name (`SERPER_KEY`, `DB_PASS`), so none of their values is written.
-`redact_secrets` applies it too. Does not decide where to redact (writers of files, MLflow
-params and error messages call these), nor how processes that need the values get them
-(`mua.config.resolved`).
+`redact_urls` replaces a URL's user-info and secret-looking query parameters by `***`, keeping
+scheme, host, port and path, in a string or nested dicts/lists. `redact_secrets` also replaces the
+value of every key named like a secret (`is_secret_name`; a name ending in `_env` is kept), for
+settings files. `mask_env_maps` replaces each value of an `env:` map by `ENV_MARK`, keeping names.
+Not here: deciding where to redact (the writers call these), handing values to processes.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Text that is safe to tokenize, hash, log and write as UTF-8.
 
-Python strings may hold lone UTF-16 surrogates (U+D800..U+DFFF): a JSON body with `"\\ud800"`
-decodes to one, and so can a model's output or a dataset cell. Such a string cannot be encoded as
-UTF-8, so it breaks a tokenizer, a cache key or a results file far from where it came in.
-`clean_text` repairs it once, where text enters mua: surrogate pairs become the character they
-encode, lone surrogates become U+FFFD (the replacement character). Text that is already valid is
-returned as the same object, at the cost of one check.
-
-Where it is called: replies of LLM endpoints (simulated users, judges, the OpenAI agent), the
-messages of message-level policies, and every message an environment hands the rollout runner
-(reset prompts, user replies, tool outputs). Task loaders call `clean_messages` / `clean_value`
-on rows read from files. Nothing here strips control characters or normalises Unicode: those are
-valid text and may matter to a task.
+`clean_text` repairs lone UTF-16 surrogates once, where text enters mua (LLM replies, messages of
+message-level policies, every message an env hands the runner): surrogate pairs become their
+character, lone ones U+FFFD; valid text is returned as the same object. Task loaders call
+`clean_messages` / `clean_value` on rows. Not here: stripping control characters, normalising
+Unicode (valid text that may matter to a task).
 """
 
 from __future__ import annotations

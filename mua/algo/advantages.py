@@ -1,21 +1,8 @@
 """Group-relative trajectory advantages Â_b (docs/algorithms.md §2): GRPO, Dr. GRPO, RLOO, REINFORCE++.
 
-Takes one score per trajectory and a group id per trajectory (the task it was rolled out from);
-returns one advantage per trajectory. Spreading Â_b over tokens is `credit.token_advantages`;
-critic-based advantages are `gae`. No filtering happens here (see `filters`).
-
-Kinds (g = the trajectory's group, n its size):
-- `grpo`:        Â_b = (S_b − mean_g S) / (std_g S + ε), std unbiased (n − 1 in the denominator).
-- `drgrpo`:      Â_b = S_b − mean_g S (no std division; pair with `seq-mean-token-sum(-norm)`).
-- `rloo`:        Â_b = S_b − mean of the other n − 1 scores of the group.
-- `reinforce++`: centred by the group mean, then divided by (std over the whole batch of those
-                 centred scores, unbiased) + ε.
-A group of one has no baseline: mean 0 and std 1 (so `grpo` gives S_b / (1 + ε), the others S_b).
-A batch of one trajectory under `reinforce++` likewise uses batch std 1.
-Invalid trajectories (`valid` False: masked because the user, gym or engine failed) get 0 and
-enter no statistic (group mean, std, RLOO's others, reinforce++'s batch std). A group that had
-two or more members but is left with fewer than 2 valid ones has no baseline either: its valid
-member gets 0 too (a group of one by design keeps the rule above).
+One score and one group id per trajectory in, one advantage per trajectory out. Invalid
+trajectories (`valid` False) get 0 and enter no statistic. Not here: spreading Â_b over tokens
+(`credit.token_advantages`), critic-based advantages (`gae`), filtering (`filters`).
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""Turn-level credit and token advantages (docs/algorithms.md §3, UserRL's multi-turn GRPO).
+"""Turn-level credit and token advantages (docs/algorithms.md §3).
 
-`turn_credits` turns each trajectory's per-turn rewards into per-turn credits c_{b,t};
-`token_advantages` spreads a trajectory advantage Â_b over its policy tokens weighted by those
-credits. `turn_group_advantages` is the per-turn group normalisation (credit kind `turn-group`),
-which yields per-turn advantages directly, and `r2g_loo_advantages` its unbiased counterpart
-(credit kind `r2g-loo`: reward-to-go minus a leave-one-out baseline per turn). Nothing here
-computes trajectory scores or the group baseline (see `scores`, `advantages`).
-
-Credit kinds:
-- `equalized`: c_t = 1 (every policy token gets exactly Â_b).
-- `r2g`:       c_t = r_t + γ c_{t+1}, c_{T+1} = 0 (reward-to-go). Warning: an all-zero trajectory
-               has all credits 0 and so gets zero gradient; failures are never pushed down.
-- `em`:        c_t = 0.5 + 0.5 (1 − e^(−k r_t)) / (1 − e^(−k)), k = 2 by default (r=0 -> 0.5, r=1 -> 1).
-
-Token layout: `token_turn_index[b, i]` is the 0-based assistant-turn index of token i (any value,
-e.g. −1, where `loss_mask` is 0); `loss_mask[b, i]` is 1 only on tokens the policy sampled.
-Both may be [B, L] tensors (padded rows) or lists of B 1-D tensors (ragged); the output has
-the same form.
+`turn_credits` (`equalized`, `r2g`, `em`) turns per-turn rewards into per-turn credits;
+`token_advantages` spreads a trajectory advantage Â_b over its policy tokens weighted by them.
+`turn_group_advantages` (`turn-group`) and `r2g_loo_advantages` (`r2g-loo`) yield per-turn
+advantages directly. `token_turn_index` and `loss_mask` may be [B, L] tensors or lists of B 1-D
+tensors; the output has the same form. Not here: trajectory scores, the group baseline.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Trajectory filters (docs/algorithms.md §7): DAPO dynamic sampling and termination-aware masking.
 
-Both return per-trajectory boolean/float tensors; dropping rows, re-sampling until the batch is
-full and counting what was dropped are the trainer's job.
-
-Termination reasons (set by the rollout runner) and how `termination_mask` treats them:
-- always masked (a failure of the environment, not of the policy): `user_failure`, `timeout`,
-  `env_error` (the gym raised), `engine_error`, `drift` (the re-rendered conversation did not
-  match the sampled tokens);
-- masked only with `mask_truncated`: `length` (token budget hit), `max_turns`;
-- every other reason (`done`, `stop`, `parse_failure`, ...) is kept: those endings are the
-  policy's own doing and should be trained on.
+Both return per-trajectory boolean/float tensors. `termination_mask` always masks the failures of
+the environment (`user_failure`, `timeout`, `env_error`, `engine_error`, `drift`), masks
+`length` and `max_turns` only with `mask_truncated`, and keeps every other reason.
+Not here: dropping rows, re-sampling until the batch is full, counting what was dropped.
 """
 
 from __future__ import annotations

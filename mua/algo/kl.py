@@ -1,14 +1,9 @@
-"""KL to a reference model (docs/algorithms.md §6): per-token estimators and the reward placement.
+"""KL to a reference model (docs/algorithms.md §6): per-token estimators k1, k2, k3 and the
+reward placement.
 
-Inputs are per-token log-probs of the sampled tokens under the policy and the reference model.
-The loss placement is just `coef * kl_penalty(...)` added to the token loss (see
-`losses.policy_loss`); this module loads no model and decides nothing about when a reference is
-needed (none is when β = 0).
-
-Estimators, with d = logp − logp_ref:
-- `k1`: d
-- `k2`: ½ d²
-- `k3`: exp(−d) + d − 1 (low-variance, always ≥ 0), clamped to [−10, 10]
+Inputs are per-token log-probs of the sampled tokens under the policy and the reference model;
+the loss placement is `coef * kl_penalty(...)` added in `losses.policy_loss`. Not here: loading
+a reference model, deciding when one is needed (none is when β = 0).
 """
 
 from __future__ import annotations

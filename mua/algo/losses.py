@@ -1,27 +1,11 @@
 """Losses (docs/algorithms.md §4-§5): policy losses (PPO-clip, GSPO, GSPO-token, CISPO), the
 clipped value loss, entropy, aggregation.
 
-`policy_loss` and `value_loss` return *per-token* losses (0 outside the loss mask) plus
-detached statistics; `aggregate` reduces per-token losses to the scalar to back-propagate.
-No optimizer, model or process group here: counts that must be global are passed in.
-
-Aggregation contract (independence from micro-batch size and number of ranks)
-------------------------------------------------------------------------------
-Every mode is a *sum* of per-token or per-sequence terms divided by a constant:
-- `token-mean`:              Σ_i m_i l_i / T                         (T = policy tokens in the mini-batch)
-- `seq-mean-token-sum`:      Σ_b Σ_i m_i l_i / S                     (S = sequences with ≥1 policy token)
-- `seq-mean-token-mean`:     Σ_b (Σ_i m_i l_i / Σ_i m_i) / S
-- `seq-mean-token-sum-norm`: Σ_b Σ_i m_i l_i / (norm_length · S)     (Dr. GRPO, constant length)
-Pass `global_token_count` = T and `global_seq_count` = S summed over *all* micro-batches of the
-optimizer step and all ranks (sum `loss_normalizers(...)` locally, then all-reduce with SUM).
-Then the partial losses of the micro-batches, summed over micro-batches and ranks, equal the
-full mini-batch loss, and so do their gradients. If the data-parallel gradient reduction
-averages over ranks, multiply the partial loss by the world size. A sequence must not be split
-across micro-batches in `seq-mean-token-mean` (its own token count is needed). Without the global
-counts, the local counts of this call are used (fine for a single micro-batch on one rank).
-
-Layout: [B, L] rows are sequences; or pass `seq_index` (same shape as the losses, the local
-sequence id of each token, −1 for padding) for packed micro-batches.
+`policy_loss` and `value_loss` return per-token losses (0 outside the loss mask) plus detached
+statistics; `aggregate` reduces them to the scalar to back-propagate, dividing by the global
+counts of `loss_normalizers` (summed over micro-batches and ranks) so partial losses add up to the
+mini-batch loss. Rows are sequences, or `seq_index` (−1 for padding) marks packed ones.
+Not here: optimizers, models, process groups.
 """
 
 from __future__ import annotations

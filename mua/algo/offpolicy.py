@@ -1,26 +1,9 @@
 """Off-policy corrections for samples drawn by an older or different policy (docs/algorithms.md §11).
 
-A token sampled by the rollout engine has three log-probs:
-- `behav`: the behaviour policy's, recorded by the engine when it sampled the token (possibly
-  several weight versions ago, or from a server whose numerics differ from the trainer's);
-- `prox`: the proximal policy's, the trainer's policy at the start of the update (the old
-  log-probs of PPO);
-- `logp`: the policy being optimised.
-
-PPO's clipped ratio r = exp(logp − prox) keeps the update close to the proximal policy; the
-weight w computed here corrects for the tokens having been drawn from the behaviour policy:
-
-    none:       w = 1                                        (today's PPO)
-    tis:        w = min(exp(prox − behav), cap)              (truncated importance sampling)
-    decoupled:  w = exp(prox − behav) if it is ≤ cap, else 0 (decoupled PPO; tokens whose weight
-                                                              is above the cap leave the loss;
-                                                              also token-level masked IS)
-    icepop:     w = exp(prox − behav) if floor ≤ it ≤ cap, else 0   (IcePop: a two-sided band)
-    seq-mis:    w = ρ_b = exp(Σ_seq (prox − behav)) on every token of the sequence if ρ_b ≤ cap,
-                else 0                                       (sequence-level masked IS)
-
-`policy_loss(..., is_weights=w)` then multiplies each token's clipped term by w. The weight is
-a constant (no gradient flows through it). Nothing here runs a model or knows about steps.
+`behaviour_weights` turns the engine's (`behav`) and the proximal (`prox`) log-probs into the
+constant per-token weight `w` (`none`, `tis`, `decoupled`, `icepop`, `seq-mis`) that
+`policy_loss(..., is_weights=w)` multiplies each clipped term by; no gradient flows through it.
+Not here: running a model, knowing about steps or versions.
 """
 
 from __future__ import annotations

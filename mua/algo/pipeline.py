@@ -1,12 +1,9 @@
 """One call from per-turn rewards to token advantages for the GRPO family (§1-§3 composed).
 
 `grpo_token_advantages` chains `trajectory_scores` -> `group_advantages` -> `turn_credits` ->
-`token_advantages` with the option names of `algo.*` in a GRPO recipe, and dispatches the
-`turn-group` credit (per-turn group normalisation) and the `r2g-loo` credit (reward-to-go minus
-a leave-one-out baseline per turn), both of which replace Â_b. It filters nothing: apply
-`filters` to the returned scores and the termination reasons. Masked trajectories passed
-with `valid` False stay in their groups only to be left out of the baselines (and to tell a group
-that masking left with one member from a group of one); they get advantage 0 everywhere.
+`token_advantages` with the recipe's option names, and dispatches the `turn-group` and `r2g-loo`
+credits, which replace Â_b. Trajectories with `valid` False stay in their groups only to be left
+out of the baselines and get advantage 0. Not here: filtering (apply `filters` to the result).
 """
 
 from __future__ import annotations

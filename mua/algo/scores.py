@@ -1,17 +1,8 @@
 """Trajectory scores S_b (docs/algorithms.md §1): what the group baseline compares.
 
-Input is ragged: one sequence of per-turn rewards r_{b,1..T_b} per trajectory (0 for a turn that
-earned nothing). Output is a 1-D float tensor of length B. This module does not compute
-advantages (see `advantages`) nor per-turn credit (see `credit`).
-
-Kinds:
-- `sum`:     S_b = Σ_t r_{b,t}
-- `mean`:    S_b = (1/T_b) Σ_t r_{b,t}. UserRL's configs call this "Sum" (its code takes the mean and
-             rounds to 4 decimals); mua does not round.
-- `r2g`:     S_b = Σ_t γ^(t-1) r_{b,t}, the discounted return from turn 1 (rewards early success).
-- `outcome`: S_b = the episode's final reward, i.e. the reward of the last turn (the runner puts
-             the episode-level reward there).
-A trajectory with no turns scores 0 under every kind.
+Ragged per-turn rewards in (one sequence per trajectory), a 1-D float tensor of length B out;
+`sum`, `mean`, `r2g`, `outcome`, and 0 for a trajectory with no turns. Not here: advantages
+(`advantages`), per-turn credit (`credit`).
 """
 
 from __future__ import annotations

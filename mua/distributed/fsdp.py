@@ -1,13 +1,9 @@
 """FSDP2 wrapping of Hugging Face causal LMs and gathering of their full weights.
 
-`shard_model` applies `fully_shard` to every decoder block and then to the root, on the given
-DeviceMesh, with bf16 compute (fp32 reductions) on GPU, optional activation checkpointing and
-optional CPU offload. On one rank in float32 without offload it leaves the module plain
-(`needs_fsdp`): callers handle plain tensors and DTensors alike. `iter_full_params` yields full
-(unsharded) tensors with their HF names, one at a time, so callers can push weights in buckets
-or save a Hugging Face folder.
-Parameter names stay the HF names: `fully_shard` swaps module classes but adds no prefixes.
-Does not build models or optimizers.
+`shard_model` applies `fully_shard` to every decoder block, then the root (bf16 compute with fp32
+reductions on GPU, optional activation checkpointing and CPU offload), or leaves one float32 rank
+without offload plain (`needs_fsdp`). `iter_full_params` yields full tensors with their HF names
+one at a time (`fully_shard` adds no prefixes). Not here: building models or optimizers.
 """
 
 from __future__ import annotations

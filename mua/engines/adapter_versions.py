@@ -1,21 +1,11 @@
 """Versioned LoRA adapter names an engine holds, and which requests in flight name them.
 
-With `rollout.lora_sync: adapter` the engine keeps the base model and receives only the adapter
-after each update, under a new name (`adapter_name(n)`, n the push's sequence number, the same on
-every rank because pushes are collective). Requests name the live adapter; an older version is
-unloaded only once no request in flight names it.
-
-`AdapterVersions` is the bookkeeping only, shared by the hf engine and the SGLang client:
-- `begin()` gives the live name to a request starting now and counts it in flight; `end(name)`
-  when it finished, which returns the versions that just became free to unload;
-- `adopt(name, loaded=True)` makes `name` live; `loaded=False` for a client that names an
-  adapter another client loaded (an SGLang follower rank): it never unloads what it did not load.
-  It returns the older versions this client loaded that no request in flight names.
-  `weight_version` (the trainer's update count the adapter carries) is remembered per name:
-  `version_of(name)` tells a request's result which weights sampled it, since no covered SGLang
-  release takes a `weight_version` with an adapter load (the server's own version stays the
-  base's).
-Does not load or unload anything itself (the engines do, with what these calls return).
+With `rollout.lora_sync: adapter` each push is a new name (`adapter_name(n)`, the same on every
+rank); `AdapterVersions` gives requests the live name (`begin`/`end`), makes a name live (`adopt`;
+`loaded=False` for a follower that never unloads what it did not load), returns the older versions
+no request names, and remembers each name's `weight_version` (`version_of`), since no covered
+SGLang release takes one with an adapter. Shared by the hf engine and the SGLang client.
+Not here: loading or unloading (the engines do).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The two contracts of a rollout engine: what rollouts call, and what the trainer calls.
 
-`RolloutEngine`: turns token ids into sampled token ids with their log-probs. Callers issue many
-`generate` calls concurrently from asyncio; the engine batches whatever is pending (hf, sglang,
-and the API agent's policy speak it).
-
-`ColocatedEngine`: one rank's engine as the trainer uses it, with its co-location details: begin
-and end of a use (wake, a push of stale weights, the release), the push of full weights and of a
-LoRA adapter, each carrying the trainer's version. `mua.train.engine_sync.EngineSync` drives it
-without knowing which engine it is; each engine's folder has its own (`hf/colocated.py`,
-`sglang/colocated.py`) and a builder, found through `mua.engines.registry`.
-No tokenization happens here.
+`RolloutEngine` turns token ids into sampled ids with log-probs; callers issue many `generate`
+calls concurrently and the engine batches what is pending. `ColocatedEngine` is one rank's engine
+as the trainer uses it: begin and end of a use, full-weight and LoRA-adapter pushes carrying the
+trainer's version; `EngineSync` drives it without knowing which engine it is (docs/architecture.md,
+"The engine cycle"). Not here: tokenization, any engine's implementation.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Find rollout engines by name: `rollout.engine` -> the builder of its `ColocatedEngine`.
 
-Built-in engines are lazy import strings ("module:function"); more come from the `mua.engines`
-entry-point group, or from the `MUA_ENGINES` environment variable
-(`name=module:function[,name=module:function...]`, read in every process, so torchrun's workers
-see it too). A builder is called as `build(rollout, model_cfg, parallel, dist, policy,
-tokenizer)` on every rank and returns this rank's `mua.engines.engine_contract.ColocatedEngine`.
-Adding an engine is its folder plus one line in `BUILTIN_ENGINES`. The builder's module may also
-define three optional hooks, found by `engine_hook`: `check_launch(recipe)`, called before torchrun
-starts, refuses in one line what the engine cannot launch here (a package or a GPU missing);
-`standalone(recipe, path, tokenizer)` returns a `RolloutEngine` for `path` outside a trainer (what
-`mua eval` and `mua rollout` sample from); `memory_share(rollout)`, for an engine that reserves a
-fixed fraction of each GPU, a `mua.engines.engine_contract.EngineShare` (None: it reserves nothing),
-which the memory pre-flight asks through `engine_memory_share`. Core code never branches on an
-engine's name to build, check or size it; it asks this registry. An engine is imported only when
-asked for.
-Not here: `rollout.engine: openai` (the API agent evaluates only; it is no trainer engine).
+Builders are lazy "module:function" strings (`BUILTIN_ENGINES`), the `mua.engines` entry-point
+group, or `MUA_ENGINES` (`name=module:function,...`, read in every process). `build(rollout,
+model_cfg, parallel, dist, policy, tokenizer)` returns the rank's engine; optional hooks found by
+`engine_hook`: `check_launch(recipe)` (before torchrun), `standalone(recipe, path, tokenizer)` (for
+`mua eval`/`rollout`), `memory_share(rollout)` (the memory pre-flight). Core code never branches
+on an engine's name. Not here: `rollout.engine: openai` (evaluation only, no trainer engine).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Who is evaluated: `--model` resolved into a policy factory, a tokenizer and a close function.
 
-Accepted forms:
-- `tiny:<preset>` or a local Hugging Face folder: the `hf` engine (GPU when available), or with
-  `rollout.engine: vllm` a vLLM server of its own (`mua.engines.vllm`);
-- a training checkpoint: a run dir, its `checkpoints/` folder or one `global_step_N` (the latest
-  step unless one is named); it is merged first into `<run>/hf/global_step_N` (reused when merged);
-- `openai:<model>`: an agent behind any OpenAI-compatible endpoint (`rollout.openai.base_url`,
-  else $OPENAI_BASE_URL, else the OpenAI API with the key named by `rollout.openai.api_key_env`);
-- `expert`: each gym's scripted expert (a ceiling for the table).
-Message-level agents (openai, expert) are tokenized with `model.tokenizer` (default: the tiny
-tokenizer) only to count tokens. Does not run rollouts.
+Forms: `tiny:<preset>` or a local folder (the `hf` engine, or a vLLM server of its own with
+`rollout.engine: vllm`); a training checkpoint (run dir, `checkpoints/` or `global_step_N`),
+merged first into `<run>/hf/global_step_N`; `openai:<model>` behind an OpenAI-compatible endpoint;
+`expert`, each gym's scripted expert. Message-level agents are tokenized with `model.tokenizer`
+only to count tokens. Not here: running rollouts.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Simulator audit (`mua eval --audit-users`): how faithfully each simulated user kept to its task.
 
-For each gym × user cell, up to `eval.audit_samples` scored conversations are sampled (seeded
-by `data.seed`, so a re-run samples the same ones), successful or not, and every user turn after
-the agent's first message is checked against the task's hidden instructions with the
-deterministic rules of `mua.users.rules` (what it may reveal and when, giving up before its
-goal, contradicting its hidden answer, inventing facts). A user's fidelity is the share of its
-checked turns that broke no rule, pooled over its cells; the worst examples are the sampled
-conversations with the most flagged turns, each with the offending user turn and the agent turn
-before it. `user_audit.json` in the output folder holds both (`mua view` shows it).
-
-Not here: an LLM judge of the user's turns (a rule-free audit), or any change to the scores.
+Up to `eval.audit_samples` scored conversations per gym × user cell (seeded by `data.seed`) have
+every user turn after the agent's first message checked by `mua.users.rules`; a user's fidelity is
+the share of its checked turns that broke no rule, written with the worst examples to
+`user_audit.json` (docs/user_population.md, "Simulator audit").
+Not here: an LLM judge of the user's turns, any change to the scores.
 """
 
 from __future__ import annotations

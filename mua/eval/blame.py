@@ -1,19 +1,10 @@
-"""Failure blame: one label for each unsuccessful scored conversation of an evaluation.
+"""Failure blame: one label (`user`, `tool`, `budget`, `agent`) per unsuccessful scored conversation.
 
-Labels: `user` (the simulator broke its role: `mua.users.rules` found a leak, a give-up, a
-contradiction or an invented fact), `tool` (the environment failed: the trajectory ended
-`env_error` or `timeout`, or a tool raised), `budget` (it ran out of turns or tokens) and
-`agent` (nothing else explains it). The cheap deterministic rules decide first, in that order;
-with `eval.blame_judge` set, the conversations the rules leave to the agent go to an LLM judge
-with a fixed rubric (`RUBRIC`), whose verdicts are cached on disk (`mua.llm.llm_cache`, keyed
-by the request) so a re-run asks nothing twice. A judge that fails labels the conversation
-`unjudged` (counted, never the agent's). Successful conversations and masked ones (the user or a
-judge failed: `excluded`) get no label.
-
-`blame_summary` gives each label's count and rate (over the cell's scored conversations, so
-the rates and the success rate add up to 1) and the rules that fired; `without_user_failures`
-gives pass^k and success with the user-blamed failures left out (reported beside the raw
-numbers, never instead). Not here: running conversations, printing.
+Deterministic rules decide first, in that order; with `eval.blame_judge` the conversations left
+to the agent go to an LLM judge (`RUBRIC`, cached by request), and a failed judge gives
+`unjudged` (docs/user_population.md, "Failure blame"). `blame_summary` counts labels and rules;
+`without_user_failures` gives pass^k and success with user-blamed failures left out.
+Not here: running conversations, printing.
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
 """Fingerprints for resuming an evaluation: its settings, the model's files and each task's row.
 
-A resumed evaluation may reuse earlier results only if it would evaluate the same thing.
-`eval_fingerprint` gathers what determines results: sampling and budgets, the user, and under
-`gyms` each evaluated entry (by label) as it runs: every key of the entry (options, reward
-weights, program, seat, fixed agent, fidelity judge, ...), its effective turn and token budgets,
-its effective user and the content of its program's files (`program_content`). Left out, as
-they cannot change a conversation or its score: the label (it is the key), the entry's task file
-paths (tasks are covered row by row, below), and how requests reach an endpoint
-(`TRANSPORT_KEYS`: concurrency, timeouts, retries). An `env:` map is written with its names
-only (`mua.redact.mask_env_maps`), so a changed value alone is not seen. Content, not names, is
-fingerprinted for:
-
-- a model or tokenizer folder: the SHA-256 of every top-level file (weights, config, tokenizer,
-  chat template), streamed in full; `merge_info.json` and hidden files are bookkeeping and left
-  out. Files are hashed in parallel threads. `HashCache` remembers each file's digest under its
-  stat signature (device, inode, size, mtime and ctime in ns): any write or replacement changes
-  the ctime or the inode, which user space cannot set back, so a resumed evaluation of an
-  unchanged folder re-reads nothing while a retrained or copied-over model is hashed again.
-  As in git's "racily clean" rule, an entry is trusted only when the file's ctime was at least
-  `RACY_MARGIN_NS` older than the moment it was hashed, since file timestamps are coarse (a
-  rewrite within the same clock tick would keep the ctime);
-- `tiny:<preset>`: the name (the tiny models are built deterministically from it); other names
-  (an API model, `expert`) are their own fingerprint;
-- a task: the SHA-256 of its canonical row (`task_digest`), stored in every result row, so a
-  re-prepared task file invalidates exactly the rows of tasks that changed.
-
-Deliberately not here: deciding what to do on a mismatch, or masking credentials and
-environment values before the fingerprint is written (`mua.eval.store`).
+`eval_fingerprint` gathers what can change a conversation or its score (docs/eval.md); model and
+tokenizer folders by the SHA-256 of their top-level files, remembered by `HashCache` under each
+file's stat signature (trusted only `RACY_MARGIN_NS` after its ctime); a task by the digest of its
+canonical row (`task_digest`). `TRANSPORT_KEYS` are left out.
+Not here: acting on a mismatch, masking credentials before writing (`mua.eval.store`).
 """
 
 from __future__ import annotations

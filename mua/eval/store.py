@@ -1,21 +1,11 @@
-"""`results.jsonl` of an evaluation: appended row by row, read back on resume.
+"""`results.jsonl` of an evaluation: appended row by row, read back on resume (docs/eval.md).
 
-Every finished trajectory is appended (and flushed) at once, so an interrupted evaluation keeps
-everything it finished. On start, the existing file is read, a torn last line (a kill during a
-write) and duplicate keys are dropped (any other unreadable line is refused, not dropped), and
-the clean rows are written back atomically once the checks below pass; the keys
-(gym, task_id, sample_index) already present are not evaluated again, except rows that were
-never scored (`excluded`: the user or judge failed), which are dropped and evaluated again
-(`retried` counts them). `eval_config.json` holds the settings and content that determine
-results (`mua.eval.fingerprint`); resuming into a folder evaluated with other settings is
-refused in one line naming each changed setting, unless `fresh`, which starts over. Settings
-kept per gym (`PER_GYM_KEYS`, e.g. each entry's) are compared for the gyms both evaluations
-name: another gym may join the folder, and the file keeps the settings of every gym whose
-results it holds. Each row carries its task's digest (`task_sha`); `check_tasks` refuses rows
-whose task has changed since (a re-prepared task file). Rows are written with URL credentials
-redacted, eval_config.json with every credential and environment value masked
-(`redact_secrets`). Not here: what a row contains (`mua.eval.summary`), computing fingerprints
-(`mua.eval.fingerprint`) or running anything.
+Every finished trajectory is appended and flushed at once. On start a torn last line and
+duplicate keys are dropped (any other unreadable line is refused), rows never scored (`excluded`)
+are dropped to run again, and settings differing from `eval_config.json` are refused in one line
+unless `fresh`; `check_tasks` refuses rows whose task changed (`task_sha`). Credentials are
+redacted from rows and masked in `eval_config.json`.
+Not here: what a row contains (`mua.eval.summary`), computing fingerprints, running anything.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Result rows and per-gym summaries of an evaluation (pure Python, no I/O, no torch).
 
-A result row is one trajectory reduced to what evaluation reports (and what `results.jsonl`
-holds): gym, task_id, sample_index, reward, success, termination, turns, tokens, parse errors,
-tool errors by kind (unknown tool, bad arguments, no action...), reward components, and the
-conversation. `summarize` turns the rows of one gym into:
-
-    num_tasks, num_trajectories, reward_mean, reward_std, success_rate, pass@k, pass^k (k <= n),
-    turns_mean, tokens_mean, assistant_tokens_mean, parse_failures (total), parse_failure_rate
-    (share of trajectories with at least one), tool_errors (total), drift_rate, terminations {reason: count},
-    excluded (trajectories ended by a user/judge failure: not scored, counted here),
-    excluded_detail (why the first of them failed, or None),
-    trivial_baseline (the gym's trivial policy score, when it defines one),
-    components {name: mean over the scored trajectories that carry it} (a gym whose components
-    are pass/fail checks, like tau2's DB, ACTION or COMMUNICATE, gets each check's pass rate).
-
-Success means reward >= `success_threshold` (default 1.0: the task's full score) within
-`SUCCESS_EPS`. Rows are sorted by (task position, sample) before any sum, so a resumed evaluation
-summarises to exactly the same numbers as an uninterrupted one. Not here: running rollouts or writing files.
+A result row is one trajectory reduced to what evaluation reports and `results.jsonl` holds;
+`summarize` turns one gym's rows into its summary (reward, success, pass@k, pass^k, turns,
+tokens, parse and tool errors, drift, terminations, `excluded`, trivial baseline, reward
+components; docs/eval.md). Rows are sorted by (task position, sample) before any sum, so a
+resumed evaluation summarises to exactly the same numbers. Not here: rollouts, writing files.
 """
 
 from __future__ import annotations

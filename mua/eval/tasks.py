@@ -1,12 +1,9 @@
 """Held-out tasks per gym for `mua eval`: from `data.test_files`, else each gym's built-in test split.
 
-Task files may mix gyms (each row names its gym); `--gym all` then means every gym in the files.
-Without files, `all` means every registered gym with a built-in dataset and each gym builds its built-in dataset with
-`data.seed` (the same seed `mua prep` uses by default, so the split equals data/<gym>/test.parquet).
-Each gym gets the options of its own entry in `gyms` (found by label, then by name), and an
-entry's own `test_files` come first. Results are keyed by the entry's label. `eval.max_tasks`
-keeps the first N per gym.
-A task id that appears twice among the files is refused (results are keyed by it).
+Files may mix gyms (`--gym all` is every gym in them); without files each gym builds its split with
+`data.seed`, as `mua prep` does. Each gym gets its `gyms` entry's options and own `test_files`;
+results are keyed by the entry's label; `eval.max_tasks` keeps the first N per gym. A task id
+that appears twice is refused (results are keyed by it).
 """
 
 from __future__ import annotations

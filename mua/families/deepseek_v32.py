@@ -1,14 +1,10 @@
 """DeepSeek-V3.2 tool calls (DSML): a `<｜DSML｜function_calls>` block of
-`<｜DSML｜invoke name="NAME">` calls, each with `<｜DSML｜parameter name="KEY" string="true|false">`
-VALUE `</｜DSML｜parameter>` arguments.
+`<｜DSML｜invoke name="NAME">` calls with `<｜DSML｜parameter name="KEY" string="true|false">` arguments.
 
-The bars are U+FF5C, matched exactly; whitespace between the tags is free. `string="true"`
-marks a value written as is (a string, kept verbatim); `string="false"` a value written as JSON
-(numbers, booleans, arrays, objects). The format is the one DeepSeek's published encoding script
-for V3.2 writes; V3.2 ships that script instead of a chat template, so no template was rendered
-to check this reader. Reasoning (`...</think>`) is never read for calls; text outside the block
-is the turn's text.
-Not here: DeepSeek-V3.1's `<｜tool▁calls▁begin｜>` format (`deepseek`), rendering.
+The bars are U+FF5C, matched exactly; `string="true"` values are kept verbatim, `string="false"`
+ones read as JSON. The format is what DeepSeek's V3.2 encoding script writes (it ships no chat
+template, so none was rendered to check this). Reasoning is never read for calls.
+Not here: DeepSeek-V3.1's format (`deepseek`), rendering.
 """
 
 from __future__ import annotations

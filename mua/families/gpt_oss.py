@@ -1,12 +1,9 @@
 """gpt-oss tool calls and channels (harmony): messages `<|channel|>NAME<|message|>BODY<|end|>`.
 
-A turn is one or more harmony messages, joined by `<|start|>assistant`. A message addressed to
-`functions.NAME` (`to=functions.NAME` before or after the channel, with an optional ` json` or
-`<|constrain|>json`) is a call whose body, up to `<|call|>`, is a JSON object. The turn's text
-is its `final` (or recipient-less `commentary`) bodies; a turn with no final text keeps its
-`analysis` body as text, which is where gpt-oss's template puts the reasoning of a call turn.
-A recipient outside `functions.` (the built-in browser or python tools) is a parse error.
-Text with no harmony markup at all is plain text.
+A turn is harmony messages joined by `<|start|>assistant`; one addressed to `functions.NAME` is a
+call whose body up to `<|call|>` is a JSON object. The turn's text is its `final` (or
+recipient-less `commentary`) bodies, else its `analysis`. Another recipient (built-in browser or
+python) is a parse error; text with no harmony markup is plain text.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Prep machinery behind `mua prep`: build a gym's tasks and write split files.
 
-`build_and_write` asks the registry for a gym, calls its `build_tasks(source, seed, options)` and
-writes `<out>/<split>.parquet` in the canonical schema (see `mua.gym.taskfile`); every task is
-checked first (`TaskRowCheck`: usable, unique ids per split), so bad source data fails here,
-naming it. `check_options` validates a gym's prep options against its defaults. Nothing here knows any particular gym, and nothing
-prints: the CLI renders the returned counts. Writing holds the output folder's lock
-(`mua.output_folders.FolderLock`). Gyms are mixed by a recipe's `gyms:` list where
-they are used (`mua.gym.mix`), not here.
+`build_and_write` calls a gym's `build_tasks(source, seed, options)`, checks every task
+(`TaskRowCheck`) and writes `<out>/<split>.parquet` (`mua.gym.taskfile`) under the folder's lock;
+`check_options` validates prep options against the gym's defaults.
+Not here: any particular gym, printing, mixing gyms (`mua.gym.mix`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Read and write canonical task parquet files (schema in docs/gyms.md, "The canonical task row").
 
-Columns: task_id, gym, split, prompt (JSON string of chat messages), payload (JSON string),
-source, version. Writing is atomic (temp file, then rename). Reading checks the columns and
-every row, and says in one line which file, row and problem: text that is not UTF-8, a prompt
-that is not a non-empty list of chat messages, a payload that is not an object, an empty
-task_id or gym, a task_id that repeats an earlier row's (tasks are keyed by id, so a repeat
-would silently take the place of the first), a column of the wrong type (named, with the type
-it must have), a null in a required column. `TaskRowCheck` is that check, one task at a time,
-for files and for tasks built in memory (`mua prep`). An empty file reads as no tasks; whether
-that is an error is the reader's call (an empty train file is refused at launch).
+Writing is atomic (temp file, then rename). Reading checks the columns and every row and names the
+file, row and problem in one line (not UTF-8, a bad prompt or payload, an empty or repeated
+task_id, a wrong column type, a null); `TaskRowCheck` is that check one task at a time, also for
+tasks built in memory. An empty file reads as no tasks (whether that is an error is the reader's).
 """
 
 from __future__ import annotations

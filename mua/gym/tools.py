@@ -1,16 +1,10 @@
 """Tools as typed Python functions: JSON schemas derived from signatures and docstrings.
 
-`@tool` marks a function or env method; `tool_schema(fn)` returns its OpenAI-style schema;
-`ToolEnv` dispatches parsed tool calls to marked methods and turns every mistake (unknown tool,
-bad arguments, exceptions) into a tool message that says what was wrong, with an `error_kind`
-for metrics. It never raises on model output; only a `UserFailure` (the simulated user or judge
-could not answer) passes through, so the runner can end that trajectory masked.
-
-`run_sync(fn, ...)` runs a synchronous tool on a thread of its own while the event loop waits
-for it, so the runner's deadline on the env call (`rollout.call_timeout_s`) fires even when a
-tool sleeps or spins: the trajectory ends with `timeout`. Python cannot stop a thread: a call
-cut by its deadline finishes (or not) on its daemon thread and its result is dropped; a tool
-that holds the interpreter inside one C call (a giant integer power) must bound itself.
+`@tool` marks a function or env method; `tool_schema(fn)` gives its OpenAI-style schema; `ToolEnv`
+dispatches parsed calls and turns every mistake into a tool message with an `error_kind`, never
+raising on model output (only `UserFailure` passes). `run_sync` runs a synchronous tool on a
+daemon thread so `rollout.call_timeout_s` fires; a cut call's result is dropped, and a tool stuck
+inside one C call must bound itself.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """What a gym tells the user seat (`GymSpec.user_seat`): how its user is briefed and judged,
 and the checks of a `gyms:` entry with `seat: user`.
 
-`UserSeat` holds pure functions of the task and the agent's message (as text, tool calls written
-`[choice] content`): the user's system prompt with its hidden instructions, the scripted user's
-true reply and a careless one (the warm start's noise), the gym's deterministic consistency
-check of a reply, and how a reply becomes the JSON the gym's LLM user would send.
-`check_seat(where, entry, spec)` refuses, in one line naming the fix, an entry whose gym has no
-user that can take the seat, a fixed `{kind: expert}` agent on a gym without an expert, and keys
-that mean nothing in the seat (`user:`, `program:`, `reward_weights`). Nothing here runs an
-episode (`mua.users.seat_env`) or scores one (`mua.users.fidelity`).
+`UserSeat` holds pure functions of the task and the agent's message: the user's system prompt, the
+scripted user's true and careless replies, the gym's consistency check, and a reply as the JSON
+its LLM user would send. `check_seat(where, entry, spec)` refuses in one line an entry the seat
+cannot take. Not here: running an episode (`mua.users.seat_env`), scoring (`mua.users.fidelity`).
 """
 
 from __future__ import annotations

@@ -1,47 +1,11 @@
 """Attention over the trainer's packed rows (`mua_varlen`) where flash-attn is not used (CPU, GPU).
 
-A packed row (`mua.train.packed_batch`) holds several sequences back to back. Through
-transformers' `sdpa` path such a row costs a [T, T] block-diagonal mask per layer and attention
-over all T² query/key pairs, most of them masked, which on CPU makes a packed row slower than the
-same tokens as padded rows. `mua_varlen`, registered with transformers' AttentionInterface,
-instead attends each sequence (segment) of the row to itself only, from the boundaries the packer
-passes as `cu_seq_lens_q` (the keyword flash-attn's varlen kernel takes too). Because the
-implementation has no mask function registered, transformers builds no mask for it at all.
-
-With `mua_segment_prefix` (one entry per segment: the index of an earlier segment it continues,
-or -1), a segment attends to all of that prefix segment and then causally to itself: the n
-samples of a prompt feed the prompt once (`mua.train.packed_batch.shared_layout`).
-
-Segments of similar shape share one attention call: their tokens are gathered into a padded batch
-(padding at most `_PAD_SLACK` times the unpadded query x key area) with a [n, 1, Q, K] mask, and
-the outputs gathered back into row order: one call per shape group instead of one per segment
-(plus a concatenation of keys per prefix-sharing segment), which saves per-call overhead on
-rows of many short segments. The plan is built once per forward, for the row's boundaries, and
-reused by every layer. Cost: about Σ len², the same numbers as attending each segment alone
-(tested, gradients too).
-
-On CPU, when every batch's score matrix is small (at most `_MATMUL_SCORES_MAX` elements), the
-whole plan is attended with batched matmuls and a backward of its own (`matmul_attention`):
-each batch's queries, keys and values are gathered from the row with one `index_select` each,
-straight into the layout the matmuls read ([n * Hkv, H / Hkv * Qw, D]: each kv head's query
-heads stacked as rows, so no key or value is repeated per query head), and the outputs of all
-batches land in one buffer that one more `index_select` puts back in row order. The backward is
-four batched matmuls per batch, the softmax's backward taken from autograd on the recomputed
-scores (so it rounds exactly as autograd does), and one `index_add_` per input into a single
-zeroed gradient, instead of leaving the whole to autograd, which records about thirty
-operations per layer for the gathers, views and copies around the matmuls, each with its own
-zero-filled buffer. Padded query positions read a zero gradient (a sentinel row past the last
-token), so they add exact zeros; masked keys get zero probability, so they add nothing either.
-Outputs and gradients equal each segment attended alone through autograd, to float32 rounding
-(tested). Other plans, and every plan on GPUs or with dropout, go through
-`scaled_dot_product_attention`, one call per batch.
-
-A call without `cu_seq_lens_q` treats each batch row as one causal sequence (a single unpadded
-prompt, as the weight probe sends). Padded batches must not be sent through this implementation
-(no attention mask reaches it); the trainer never pads. Sliding-window layers are not supported:
-`enable_varlen` leaves such models on their own implementation.
-Not here: packing (`mua.train.packed_batch`), flash-attn itself (used as is when configured),
-double backward (not supported).
+Registered with transformers' AttentionInterface (no mask function, so no mask is built), it
+attends each segment of a row (`cu_seq_lens_q`) to itself only, or to a prefix segment and then
+itself (`mua_segment_prefix`); segments of similar shape share one call (docs/training.md,
+"Packed batches, attention and norms"). Without `cu_seq_lens_q` each batch row is one causal
+sequence; padded batches must not be sent here. Not here: packing, flash-attn, sliding-window
+layers (`enable_varlen` leaves such models alone), double backward.
 """
 
 from __future__ import annotations

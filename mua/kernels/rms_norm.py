@@ -1,22 +1,10 @@
 """RMSNorm with a hand-written backward for the trained Llama, Qwen2 and Qwen3 models on CPU.
 
-transformers' RMSNorm is six operations (float32 cast, square, mean, rsqrt, two products), and
-autograd records each of them: its backward runs about ten passes over the activations. The
-forward here is the same operations in the same order (the same numbers, bit for bit, tested),
-and the backward is written out in five passes from the normalised activations it saves:
-
-    dW = sum over tokens of dy * n          dn = dy * W
-    dx = rstd * (dn - n * mean(dn * n))     (n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps))
-
-It also keeps fewer activations (the normalised ones and one number per token, not the input,
-its square and its product). Gradients are computed in float32 and cast back to the input's and
-the weight's dtypes.
-
-`use_fast_rms_norm(model)` puts `RMSNorm` in place of the model's own norms (same parameter name,
-so checkpoints and exports do not change); other architectures are left as they are. The trainer
-installs it on CPU only (`mua.train.trained_model.use_trainer_norms`); on GPUs the norms are
-transformers' own, or Liger's kernel (`use_liger_rms_norm`) when liger-kernel is installed.
-Not here: double backward (not supported).
+The forward is transformers' operations in the same order (bit for bit, tested); the backward is
+written out in five passes from the saved normalised activations (dW = Σ dy·n; dx = rstd·(dn −
+n·mean(dn·n)), dn = dy·W), in float32, cast back. `use_fast_rms_norm(model)` swaps the model's
+norms in place (same parameter names); the trainer does so on CPU only, and `use_liger_rms_norm`
+puts Liger's kernel in on GPUs when installed. Not here: double backward, other architectures.
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
 """One OpenAI-compatible chat endpoint over aiohttp: retries, deadlines, a concurrency cap, counts.
 
 `ChatEndpoint.chat(messages, parse=..., **create_kwargs)` posts `/chat/completions` and returns
-(assistant message, parse(message)). The simulated users and judges (`mua.llm.llm_client`)
-and the API agent (`mua.rollout.openai_policy`) share it. Its policy:
-
-- at most `max_concurrency` requests in flight per event loop (a semaphore); the deadline of an
-  attempt (`timeout_s`, the whole request: connecting, sending, reading) starts once the request
-  leaves that queue;
-- retries with exponential backoff and jitter on timeouts, connection errors, unreadable or
-  unusable replies, HTTP 429 (never sooner than its Retry-After) and 5xx; other 4xx fail at
-  once with the server's message: 401/403/404 and a redirect as `RunFailure` (a wrong key, URL
-  or model breaks every request, so the run stops), the rest as `UserFailure`;
-- `parse` raising ValueError/TypeError/KeyError marks the reply malformed: retried, with a
-  re-ask (the bad reply and the error shown to the model) when `reask` is true;
-- with `typed_replies=False` (simulated users and judges, which read text) a reply is usable
-  only as text: `content` null or empty of a string, tool calls when no `tools` were offered, or
-  text far longer than `max_tokens` allows are retried like a malformed reply, never handed on;
-- every failure is counted (`counts`); the whole `chat` call (queue, attempts, backoff) is left
-  out of the rollout runner's time budgets (`mua.llm.wait_clock.outside_budgets`);
-- reply text is cleaned of unencodable characters (`mua.text.clean_text`);
-- a cancelled call closes its connection (aiohttp does on cancellation), so the server sees the
-  request end and no answer reaches a later request; its semaphore slot is released.
-
-When retries are spent it raises `UserFailure` (`mua.errors`, exported by `mua.gym`) naming the
-endpoint and the last error.
-The API key is read from the environment variable `api_key_env` at each request and sent as a
-header; it is never stored here, logged, or put in an error (a server message echoing it is
-redacted); an unset variable sends the placeholder `EMPTY`, as local servers expect. Credentials
-in the URL (`http://user:pw@host/v1`) are sent as HTTP Basic auth instead of the key. Errors name
-the endpoint by `public_url` (no credentials, no query).
-
-Not here: streaming, the user's prompts, caching (`mua.llm.llm_cache`), rate limits shared
-across processes.
+(assistant message, parse(message)) for the simulated users, judges and the API agent. Its retry,
+deadline and error policy is in docs/architecture.md ("Chat endpoints"); spent retries raise
+`UserFailure`, a wrong key, URL or model `RunFailure`. The API key is read from `api_key_env` at
+each request and never stored, logged or put in an error.
+Not here: streaming, the user's prompts, caching (`mua.llm.llm_cache`), cross-process rate limits.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """aiohttp client sessions for mua's HTTP clients: one per event loop, closed with their loop.
 
-The simulated users, judges and the API agent (`mua.llm.llm_client`) and the SGLang client
-(`mua.engines.sglang.sglang_engine`) are used from several event loops over a process's life (each
-`asyncio.run` of a training step or an evaluation is a new loop), and an aiohttp session belongs
-to the loop it was made on. `LoopSessions.get()` returns the running loop's session, making it
-on first use; the session is closed when its loop shuts down (`asyncio.run` finalizes the
-loop's async generators, one of which holds the session) or by `aclose()` on that loop.
-
-Sessions keep connections alive for `KEEPALIVE_S`, under the 5 s keep-alive of uvicorn (which
-SGLang and vLLM serve with), so a connection the server is about to drop is not reused. They cap
-connections only where asked (`max_connections`; the chat endpoint caps requests in flight with
-its own semaphore instead, so time waiting there is not part of a request's deadline). Proxies
-come from the environment (`HTTPS_PROXY`, `NO_PROXY`, ...), looked up once for the base URL
-(`proxy`, which callers pass with each request): a lookup per request costs more CPU than the
-rest of the request. Callers pass `allow_redirects=False` where a key travels in the headers. Also here: `read_capped`, which reads a body up to a limit.
-
+`LoopSessions.get()` returns the running loop's session, made on first use and closed when the
+loop shuts down (or by `aclose()`), since a process runs many loops and a session belongs to one.
+Connections are kept alive for `KEEPALIVE_S`, under uvicorn's 5 s; proxies are looked up once per
+base URL (`proxy`); `read_capped` reads a body up to a limit.
 Not here: retries, deadlines, status handling (each caller has its own policy).
 """
 

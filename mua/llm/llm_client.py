@@ -1,23 +1,10 @@
 """LLM-backed simulated users and judges: `LLMClient`, the gym's `JudgeClient` for `user.kind: llm`.
 
-`LLMClient(cfg)` implements `complete(messages) -> str` and `complete_json(messages, validate)`
-on a `mua.llm.chat_endpoint.ChatEndpoint` (retries with backoff and Retry-After, deadlines
-per attempt, a concurrency cap, counted failures, credentials redacted from errors), reading
-replies as text only: a reply that is not usable text (null content, tool calls nobody offered,
-text far over `max_tokens`) is retried and, when retries are spent, a `UserFailure` (the
-trajectory is masked, never scored). JSON replies have fences stripped, are parsed, validated
-and re-asked on failure (the re-ask shows the model its bad reply and the error). An optional
-on-disk cache keeps validated replies (`llm_cache.ReplyCache`). `complete_tools(messages, tools)`
-offers tools and returns the reply's text and calls (`mua.llm.tool_reply`): structured
-`tool_calls`, or with `user.tool_parser` set, calls a raw open model wrote in its text.
-
-`preflight_user` sends one request before a run starts, so a wrong key, URL or model, a
-redirect, or a user that never answers usable text stops the run with one line before anything
-runs. For the OpenAI API itself (no `base_url`) an unset key variable is a `UsageError` when
-the client is built; a local endpoint gets the placeholder key `EMPTY`.
-
-Not here: the user's persona prompts (each gym builds its own messages), streaming, and any
-global rate limiting across processes.
+`complete`, `complete_json` (fences stripped, parsed, validated, re-asked) and `complete_tools`
+(structured calls, or calls in text with `user.tool_parser`) over a `ChatEndpoint`, reading
+replies as text only; spent retries raise `UserFailure` (the trajectory is masked). An optional
+disk cache keeps validated replies. `preflight_user` sends one request before a run, so a wrong
+key, URL or model stops it with one line. Not here: persona prompts, streaming, rate limits.
 """
 
 from __future__ import annotations

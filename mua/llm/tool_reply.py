@@ -1,12 +1,8 @@
 """Tool calls in an LLM user's or judge's reply: `ToolReply` and `read_tool_reply`.
 
-A user or judge offered tools answers with structured `tool_calls`, or (a raw open model behind
-a plain completion server) with the calls written in its text in its family's format. The
-endpoint option `user.tool_parser` names that family (`model.tool_parser`'s names); unset, only
-structured calls are read and text stays text. The readers themselves live above this layer
-(`mua.families.tool_calls`, `mua.families`), which hands them in with `register_readers` when it
-is imported.
-
+Structured `tool_calls` are read always; calls written in text only with `user.tool_parser` set
+(a family name, as `model.tool_parser`). The readers live above this layer (`mua.families`), which
+hands them in with `register_readers` when imported.
 Not here: sending the request (`mua.llm.chat_endpoint`), what a gym does with the calls.
 """
 

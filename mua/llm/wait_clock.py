@@ -1,16 +1,10 @@
 """Time budgets of the rollout runner that leave out time spent waiting on LLM endpoints.
 
-A trajectory's wall-time budget and an env call's budget should measure the env and the policy,
-not the simulated user or judge: an endpoint bounds its own time (a timeout per attempt, a number
-of retries, backoff) and reports what went wrong, while the time a request waits for a slot under
-mua's own concurrency limit depends only on how many trajectories are in flight. So the runner
-runs each budgeted await under a `WaitClock`, and `ChatEndpoint.chat` wraps each request (queue,
-attempts, backoff) in `outside_budgets()`, which stops every clock of the calling task while it
-lasts. Clocks reach the endpoint through a context variable: asyncio copies the context into the
-tasks a trajectory starts, so a clock covers exactly the work done on its trajectory's behalf.
-
-`wait_within(awaitable, clock, budget_s)` is `asyncio.wait_for` against such a clock. Not here:
-the budgets' values (`RolloutConfig`) or what a timeout means for the trajectory (the runner).
+An endpoint bounds its own time, so the runner runs each budgeted await under a `WaitClock` and
+`ChatEndpoint.chat` wraps each request in `outside_budgets()`, which stops every clock of the
+calling task meanwhile. Clocks travel in a context variable, which asyncio copies into the tasks a
+trajectory starts. `wait_within(awaitable, clock, budget_s)` is `asyncio.wait_for` on such a clock.
+Not here: the budgets' values (`RolloutConfig`), what a timeout means (the runner).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Regenerate the committed tiny tokenizer: `python -m mua.models.build_tokenizer [--out DIR]`.
 
-Trains a byte-level BPE (vocabulary of exactly 2000 entries, special tokens included) on the
-corpus of `mua.models.tokenizer_corpus` with the `tokenizers` library, then writes
-tokenizer.json, tokenizer_config.json (with the chat template) and special_tokens_map.json.
-The same corpus and settings give byte-identical files, so the committed assets can always be
-rebuilt and compared.
-
-Pre-tokenization splits text like the Qwen2 family does (letters, single digits, punctuation
-runs, newline runs), then maps bytes to printable characters. This module does not load the
-result into transformers; `mua.models.load_tokenizer` does.
+Trains a byte-level BPE of exactly 2000 entries on `mua.models.tokenizer_corpus` (Qwen2-style
+pre-tokenization) and writes tokenizer.json, tokenizer_config.json (with the chat template) and
+special_tokens_map.json; the same corpus gives byte-identical files, so the committed assets can
+be rebuilt and compared. Not here: loading the result (`mua.models.load_tokenizer`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Render conversations to token ids through a tokenizer's chat template, and check stability.
 
-`render_ids` is the one way the project turns messages into ids: it renders the template to text
-and encodes that text without adding extra special tokens, returning a flat `list[int]` whatever
-the transformers version returns from `apply_chat_template`. `encode_text` and `decode_ids` are
-the tokenizer's `encode(text, add_special_tokens=False)` and `decode(ids)`, called on its Rust
-backend directly where that gives the same result by construction (a fast tokenizer whose class
-overrides none of transformers' encode/decode steps, no special-token splitting, truncation,
-padding or clean-up of spaces), and without the character offsets nobody here reads where the
-installed tokenizers can leave them out: the transformers wrappers around each call (argument
-checks, per-token type checks) and the offsets cost about as much as the tokenization itself.
-`render_delta_ids` gives the ids a new message appends to a rendered conversation.
-`check_prefix_stability` verifies that rendering a conversation turn by turn only ever appends
-tokens, which multi-turn rollouts rely on.
-
-This module does not parse model output (tool-call parsing lives with the rollout code) and
-does not edit templates.
+`render_ids` is the one way the project turns messages into ids (template to text, encoded with no
+extra special tokens, a flat `list[int]`). `encode_text` and `decode_ids` call the fast tokenizer's
+Rust backend directly where that gives the same result by construction, skipping wrappers and
+offsets that cost as much as the tokenization. `render_delta_ids` gives the ids a new message
+appends; `check_prefix_stability` checks that turn-by-turn rendering only appends, which multi-turn
+rollouts rely on. Not here: parsing model output, editing templates.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """LoRA adapters on a causal LM, built with `peft`: wrapping, names, merged weights, adapter files.
 
-- `add_adapters(model, cfg)` wraps a model in peft's `PeftModel` with the recipe's `model.lora`
-  (only the adapter parameters require gradients; with `embeddings`, the token embedding and
-  the output head are adapted too, see `mua.models.lora_embeddings`); `check_targets` refuses,
-  before anything runs, target modules that match nothing in the model (built on the meta
-  device, no weights).
-- `hf_name` maps a peft parameter name back to the base model's Hugging Face name
-  (`base_model.model.` and `.base_layer` dropped).
-- `merged_params(named)` turns the (gathered) parameters of a peft model, in `named_parameters`
-  order, into the base model's HF names with every adapter merged: W + (B @ A) * alpha / r
-  (the embedding: W + (B @ A).T * alpha / r).
-  It consumes the stream one tensor at a time, so it can sit on top of FSDP gathers.
-- `adapter_params(named)` keeps the adapter tensors only (what an adapter push or checkpoint holds);
-  `adapter_file_names(named, heads)` renames them as peft writes them in
-  `adapter_model.safetensors` (`...q_proj.lora_A.weight`, `...embed_tokens.lora_embedding_A`, no
-  adapter name; a tied head's factors added), the form an engine loads an adapter in;
-  `adapter_config_dict(model)` is the matching `adapter_config.json` content (JSON types only).
-- `ADAPTER_INFO`: the file beside an adapter checkpoint naming its base and LoRA settings.
-
-Does not shard, train or push (see `mua.train.trained_model`, `mua.train.engine_sync`).
+`add_adapters` wraps a model with the recipe's `model.lora` (`check_targets` refuses targets that
+match nothing, on the meta device); `hf_name` maps peft names back to the base's; `merged_params`
+streams the base's names with every adapter merged (W + B @ A · alpha / r); `adapter_params`,
+`adapter_file_names` and `adapter_config_dict` give an adapter as peft writes it; `ADAPTER_INFO`
+names the file beside an adapter checkpoint. Not here: sharding, training, pushing.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """LoRA on the token embedding and the output head (`model.lora.embeddings: true`), with peft.
 
-peft puts a `lora.Embedding` on the input embedding (`lora_embedding_A`: r x vocab, starts at 0;
-`lora_embedding_B`: hidden x r; weight delta (B @ A).T * alpha / r). On a model whose output head
-shares the embedding's weight (`tie_word_embeddings`), `LoraConfig(ensure_weight_tying=True)` also
-wraps the head in a `lora.Linear` whose factors are the embedding's, transposed (head A = B.T,
-head B = A.T), so the head sees the same adapted weight. peft builds those head factors as
-Parameters of their own that alias the embedding factors' storage (transposed views): each gets
-its own gradient and optimizer step (two AdamW updates of one tensor), and FSDP2's `fully_shard`
-refuses them (non-contiguous parameters). `tie_head_adapters` replaces the head's factors with
-`TiedFactor`s that read the embedding's Parameters (transposed) at every call: one Parameter per
-factor, one gradient (both paths summed), one optimizer step, and the tie survives sharding
-because the head and the embedding belong to the same (root) FSDP unit.
-On an untied model the head gets an adapter of its own (an ordinary peft `lora.Linear`).
-
-- `embedding_targets(model, target_modules)`: the target module names with the embedding (and,
-  untied, the head) added; `all-linear` resolved as peft does (every linear layer but the head).
-- `tie_head_adapters(peft_model)`: the replacement above; returns {head module: embedding module}.
-- `tied_heads(peft_model)`: that map again, read from a tied peft model.
-- `add_tied_head_adapter(peft_model, adapter)`: an engine's further adapter reaches the tied head.
-- `with_tied_head_tensors(named, heads)`: an adapter tensor stream (peft names) with the tied head
-  factors added after the embedding's, as peft's `save_pretrained` writes them.
-Does not build models or configs (see `mua.models.lora`).
+On a tied model peft gives the head factors of its own that alias the embedding's (two optimizer
+steps for one tensor, refused by FSDP2); `tie_head_adapters` replaces them with `TiedFactor`s that
+read the embedding's Parameters transposed at every call, so each factor is one Parameter with one
+gradient (docs/lora.md). An untied head gets its own peft adapter. Also: `embedding_targets`,
+`tied_heads`, `add_tied_head_adapter`, `with_tied_head_tensors` (peft's file order).
+Not here: building models or configs (`mua.models.lora`).
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 """Turn training checkpoints (DCP, any world size) into Hugging Face folders: the core of `mua merge`.
 
-Input: a run dir, its `checkpoints/` folder, or one `checkpoints/global_step_N/` (layout in
-`mua.train.checkpoint`: DCP tensors under the `model` key plus config.json, tokenizer and
-generation config beside them). Output, per step (default `<run>/hf/global_step_N/`):
-
-    model.safetensors (or shards + index)   weights in the chosen dtype
-    config.json, generation_config.json     from the checkpoint (config `dtype` = the chosen dtype)
-    tokenizer files, chat_template.jinja    from the checkpoint
-    merge_info.json                         source checkpoint, step, dtype, verification result
-
-`merge_info.json` is written last, so its presence means the folder is complete; a step whose
-folder has it (with the same dtype, merged from the same checkpoint files: their stat
-signatures are recorded, so a checkpoint rewritten by a new training run is merged again) is
-skipped unless `force`. An existing output folder is replaced only when mua wrote it (its
-`.mua-dir` marker, or a `merge_info.json` from an older mua; `mua.output_folders.claim_dir`); a second
-`mua merge` into the same folder meanwhile is refused (`mua.output_folders.FolderLock`, whose lock file
-`.<folder>.mua-run.lock` is beside the folder, which is replaced whole, and is deleted when the merge
-is done). Tied embeddings: the checkpoint
-stores `lm_head.weight` beside the embedding; for a tied config the two must be equal and the
-file keeps one copy, as Hugging Face expects. `verify` rebuilds the model from the checkpoint's
-tensors and compares its logits on a fixed probe batch with the merged folder's (loaded through
-`AutoModelForCausalLM.from_pretrained`); both sides use the weights rounded to the chosen dtype,
-so any mismatch is a conversion bug, not rounding; it also refuses (before writing) a
-checkpoint holding NaN or infinite values, and a checkpoint whose files fail their checksums is
-never read. `export_full_state` is the same writer for
-a trainer that already holds full tensors (final and periodic exports).
-Does not read optimizer state, and does not print (the CLI shows progress).
+Reads a run dir, its `checkpoints/` or one `global_step_N/`, writes `<run>/hf/global_step_N/`
+(weights in the chosen dtype, config, tokenizer, and `merge_info.json` last, so its presence
+means complete; a step already merged from the same files is skipped unless `force`). `verify`
+compares logits with the checkpoint's and refuses NaN or infinite weights (docs/training.md,
+"Merging checkpoints"). `export_full_state` is the same writer for full tensors a trainer holds.
+Not here: optimizer state, printing.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """`mua merge` of a LoRA checkpoint (adapters + their optimizer state, `lora_adapter.json` naming
 the base): a merged Hugging Face folder (default) or a PEFT adapter folder (`adapter=True`).
 
-The base is rebuilt from `lora_adapter.json` (path and seed; `base` overrides the path), wrapped
-with the same LoRA settings, and the checkpoint's adapters are loaded into it after a shape
-check: an adapter trained on a base of another shape is refused (one line) before anything is
-written. Merged: W + (B @ A) * alpha / r for every adapted layer (`mua.models.lora`), written
-with `mua merge`'s writer. Adapter: peft's own `save_pretrained` (adapter_model.safetensors +
-adapter_config.json, float32; an adapted embedding's base weight is not copied in, and a tied
-head's factors are added as peft's files hold them), which
-`peft.PeftModel.from_pretrained(base, folder)` loads.
-`verify` compares the exported model's logits on the probe batch with the trainer's forward
-(the base with the adapters active, float32). Both forms end with `merge_info.json`.
-Does not read optimizer state.
+The base is rebuilt from `lora_adapter.json` (`base` overrides its path) and the adapters loaded
+after a shape check (another base's adapters are refused in one line before anything is written).
+Merged: W + B @ A · alpha / r, written by `mua merge`'s writer; adapter: peft's `save_pretrained`
+(float32, loadable by `PeftModel.from_pretrained`). `verify` compares logits with the trainer's
+forward; both forms end with `merge_info.json`. Not here: optimizer state.
 """
 
 from __future__ import annotations

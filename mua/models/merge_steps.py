@@ -1,13 +1,10 @@
-"""The steps `mua merge` takes for every checkpoint, full (`mua.models.merge`) or LoRA
-(`mua.models.merge_lora`) alike.
+"""The steps `mua merge` takes for every checkpoint, full (`merge`) or LoRA (`merge_lora`) alike.
 
-`open_merge` claims the output folder (one mua did not write is refused) and says whether it
-holds the merge already; `read_checkpoint` refuses a damaged or unreadable checkpoint and (with
-verification) one holding NaN or infinite values, before anything is written; `merge_lock` keeps a
-second `mua merge` out of the folder while it is written (its lock file beside the folder, deleted
-when done); `record_verification` keeps the verification's logit difference in merge_info.json,
-or removes merge_info.json (an unfinished folder) and fails past the tolerance.
-Not here: building the merged weights or the adapter folder, the verification forward passes.
+`open_merge` claims the output folder and says whether it holds the merge already;
+`read_checkpoint` refuses a damaged checkpoint (and, verifying, NaN or infinite values) before
+anything is written; `merge_lock` keeps a second merge out; `record_verification` records the
+logit difference in merge_info.json, or removes it and fails past the tolerance.
+Not here: building the merged weights or adapter folder, the verification forwards.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Training text for the tiny tokenizer: project prose plus seeded synthetic conversations.
 
-The corpus is built only from text that lives in this module, so regenerating the tokenizer
-gives the same files no matter how the rest of the repository changes. It mixes plain English
-about the project, chat-formatted conversations with tool calls and tool results, JSON, numbers
-and a little Python, which is the kind of text the tiny models see in tests.
-
-It deliberately does not read any dataset or downloaded text, and it is not meant to make a
-good tokenizer for real models: it only has to be small, byte-level and stable.
+Built only from text in this module (English about the project, chat conversations with tool
+calls, JSON, numbers, a little Python), so regenerating the tokenizer gives the same files however
+the repository changes. Not here: datasets or downloaded text, a tokenizer good for real models.
 """
 
 from __future__ import annotations

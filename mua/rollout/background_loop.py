@@ -1,14 +1,10 @@
 """An asyncio event loop in a thread of its own that lives as long as its owner, not one step.
 
-Each `asyncio.run` is a new loop that cancels whatever it left running when it ends. Partial
-rollouts (`mua.train.partial_rollouts`) need the opposite: a conversation parked while its
-simulated user is answering keeps receiving that answer while the trainer trains and pushes
-weights, and takes it up in the next step. So they run their conversations on a
-`BackgroundLoop`: `await loop.run(coro)` from any other event loop runs `coro` there (cancelling
-the caller cancels it), and the tasks it leaves behind go on between calls. `close()` cancels
-what is still running, runs the owner's clean-up, finalizes the loop's async generators (which close the HTTP sessions
-made on it, `mua.llm.http_session`) and stops the thread.
-
+Partial rollouts run their conversations on a `BackgroundLoop`, so a parked conversation keeps
+receiving its user's answer between steps (an `asyncio.run` would cancel it). `await
+loop.run(coro)` from any other loop runs `coro` there (cancelling the caller cancels it); tasks it
+leaves go on between calls. `close()` cancels what runs, runs the owner's clean-up, finalizes the
+loop's async generators (closing its HTTP sessions) and stops the thread.
 Not here: what runs on it (`mua.rollout.collect`).
 """
 

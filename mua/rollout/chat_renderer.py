@@ -1,19 +1,11 @@
 """A tokenizer's chat template as a multi-turn rollout needs it: `ChatRenderer`.
 
-`ChatRenderer` wraps a tokenizer's chat template: the prompt, the ids a new user/tool/env message
-appends after an assistant turn (a suffix delta rendered against a fixed stand-in conversation,
-so templates that rewrite earlier turns, like Qwen3 dropping old reasoning, still give the right
-delta), and an assistant message's ids for message-level policies. A template with no
-end-of-turn token (GLM-4.5/4.6) ends a turn at the next role token (`role_stops`, named by the
-model family): that token is a stop and begins the follow-up text. `template_messages` turns a
-rollout's messages (with `env` messages) into what a template knows; a known model family's
-template also gets its messages in the shape it needs (`mua.families.for_template`). Whole conversations rendered
-to ids are remembered per tokenizer (`rendered_ids`): the n samples of a task share their prompt,
-and a one-turn rollout cut by the token budget is checked against that same prompt, so a GRPO
-step renders each distinct prompt once instead of 2n times.
-
-What this module does not do: keep a token stream (`mua.rollout.transcript`), compare a stream
-with its re-rendering (`mua.rollout.transcript_drift`), generate or parse tool calls.
+It renders the prompt, the ids a user/tool/env message appends after an assistant turn (a delta
+against a fixed stand-in conversation, so templates that rewrite earlier turns still give the
+right delta) and an assistant message's ids; a family without an end-of-turn token stops at its
+`role_stops`. `template_messages` shapes messages for the template (`mua.families.for_template`).
+Rendered conversations are cached per tokenizer (`rendered_ids`), so a step renders each prompt once.
+Not here: the token stream (`transcript`), drift checks (`transcript_drift`), tool calls.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """An agent policy that drives any OpenAI-compatible server at message level (`rollout.engine: openai`).
 
-For evaluation only: the server samples, so there are no token ids, log-probs or loss masks to
-train on. `OpenAIPolicy.act(messages, tools)` sends the conversation and the tool schemas and
-returns one assistant message dict:
-
-    {"role": "assistant", "content": str,
-     "tool_calls": [{"id": ..., "type": "function", "function": {"name": ..., "arguments": {...}}}],
-     "parse_errors": [str, ...]}          # the last two keys only when non-empty
-
-Native `tool_calls` are used when the server returns them; otherwise tool calls written as text
-(`<tool_call>{json}</tool_call>`, bracket actions, or the format of the family `model.tool_parser`
-names, e.g. `qwen3_coder`) are read with `mua.families.tool_calls`.
-`message_to_action` turns the dict into the gym's `AgentAction`.
-
-Transport (timeouts, retries with backoff, concurrency cap, key from an env var at call time)
-is `mua.llm.chat_endpoint.ChatEndpoint` (aiohttp), set up from `rollout.openai` (the same
-endpoint settings as an LLM user's); when its retries are spent the run stops with a
-`RunFailure` naming the endpoint, since an agent that cannot answer makes the evaluation
-meaningless. Mua's internal messages (tool-call arguments as dicts, tool results by name, `env`
-interventions) are converted to the wire format here and nowhere else.
+For evaluation only (no token ids, log-probs or loss masks). `OpenAIPolicy.act(messages, tools)`
+returns one assistant message dict (`content`, and `tool_calls`, `parse_errors` when non-empty):
+native tool calls, else calls written as text, read with `mua.families.tool_calls`;
+`message_to_action` makes it the gym's `AgentAction`. Transport is `ChatEndpoint`; spent retries
+stop the run (`RunFailure`). mua's messages are converted to the wire format here and nowhere else.
 """
 
 from __future__ import annotations

@@ -1,33 +1,11 @@
 """One conversation, start to finish: `run_one(task, group_id, sample, ...)`.
 
-Each conversation gets a fresh env from `gym_spec.make_env(ctx)` (a retry of one the environment
-failed, `rollout.retries`, gets a fresh one with its own `ctx.seed`); many run at once, independent
-of each other, in `mua.rollout.collect.collect` (the one fan-out over conversations, under one
-`rollout.max_concurrency`); `mua.rollout.collect.run_rollouts` runs a plain list of tasks.
-Budgets: tokens per turn and per trajectory, turns, wall time per trajectory, and a timeout on every env call; the two time budgets leave out
-time spent waiting on LLM endpoints (queued or in a request), which bound their own time per
-attempt and retry (`mua.llm.wait_clock`). Whatever happens inside one trajectory (an env bug,
-an env returning nonsense, a user simulator giving up after its retries, a timeout) ends that
-trajectory with a recorded `termination` and never the batch. Errors of the policy or engine
-themselves do propagate: a broken engine must stop the run, not produce empty trajectories; so
-does any `MuaError` from an env: a `UsageError` (missing data, a bad option) or a `RunFailure`
-(a user endpoint refusing the key or not knowing the model, HTTP 401/403/404), which would
-otherwise end every trajectory the same way. The other trajectories in flight are cancelled then.
-
-What a turn does to the transcript (cleaning env text, `cut_at`, `style: raw`, an env's
-`on_truncate`) and the finished `Trajectory` are `mua.rollout.episode`'s.
-
-Partial rollouts (`mua.rollout.collect`, `until=`): with a `gate`, a conversation checks it
-before each policy turn; once it is closed the conversation parks (`ParkedConversation`: its episode and its
-env, not closed) instead of asking the engine for more, and `run_one(..., resume=parked)` carries
-on from that turn later, under whatever weights the engine then holds. A conversation whose
-env is still answering (a simulated user's reply on its way) when the gate closes parks at once
-with that answer's task (`ParkedConversation.pending`), which goes on in the background while
-the caller keeps its event loop running; the resumed conversation takes the answer first. A
-turn is never split: parking happens before a policy turn or after it, never inside one.
-
-Unreadable model output does not end a trajectory (there is no `parse_failure` reason): it comes
-back as an observation and is counted, and the turn budget bounds how long that can go on.
+Each conversation gets a fresh env from `gym_spec.make_env(ctx)` and runs under budgets (tokens
+per turn and trajectory, turns, wall time, a timeout per env call; time waiting on LLM endpoints
+is left out, `mua.llm.wait_clock`). A failure inside one trajectory ends it with a recorded
+`termination`, never the batch; engine errors and any `MuaError` propagate. With a `gate` it parks
+before a policy turn (`ParkedConversation`) and `run_one(..., resume=parked)` carries on.
+Not here: a turn's effect on the transcript (`mua.rollout.episode`), fanning out (`collect`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Checking a rollout's token stream against the chat template's rendering of its messages.
 
-`check_drift` re-renders the finished conversation (`reference_ids`: in one piece, or message by
-message for templates that rewrite history) and compares it with the stream the policy was fed;
-a turn whose sampled ids decode to the template's text but tokenize differently is counted
-(`retokenized_turns`), not called drift. `drift_diff` words the first difference.
-`full_render_difference` compares the stream with the one-shot render instead, naming the model
-family's known reason. `per_turn_samples` is the remedy of `rollout.drift: per_turn`: one training sample per assistant
-turn, the template's own context followed by that turn's sampled tokens.
-
-What this module does not do: build the stream (`mua.rollout.transcript`), render templates
-(`mua.rollout.chat_renderer`), or decide what drift does to a trajectory (the runner does).
+`check_drift` re-renders the finished conversation (`reference_ids`) and compares it with the
+stream the policy was fed; a turn whose ids decode to the template's text but tokenize differently
+counts as `retokenized_turns`, not drift. `drift_diff` words the first difference,
+`full_render_difference` names the family's known reason, and `per_turn_samples` is
+`rollout.drift: per_turn`'s remedy (docs/model_families.md, "Token exactness and drift").
+Not here: building the stream, rendering templates, deciding what drift does (the runner).
 """
 
 from __future__ import annotations

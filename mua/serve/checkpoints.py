@@ -1,14 +1,10 @@
 """Serve the local checkpoints a recipe names as endpoints, for as long as a verb runs.
 
-An LLM user, a judge, the user seat's fixed agent or a user of `mua eval`'s matrix may say
-`checkpoint: runs/x/hf/final` instead of `base_url` (`mua.config.endpoint`). `serving(recipe)`
-starts one `mua serve` process per distinct folder (127.0.0.1, a free port, greedy-stable: one
-request generated at a time, so a reply does not depend on what else was asked), waits until it
-answers, names the addresses in `$MUA_SERVED_CHECKPOINTS` (inherited by torchrun's ranks), and
-stops the servers when the verb ends. Each server dies with the process that started it.
-
-`python -m mua.serve.checkpoints FOLDER URL_FILE` is one such server: it writes its base URL
-to URL_FILE once it listens. Not here: which requests go to a server (the endpoint clients).
+An endpoint may say `checkpoint: runs/x/hf/final` instead of `base_url`; `serving(recipe)` starts
+one greedy-stable `mua serve` per distinct folder on 127.0.0.1 (one request at a time, so a reply
+does not depend on what else was asked), names the addresses in `$MUA_SERVED_CHECKPOINTS` and stops
+them when the verb ends. `python -m mua.serve.checkpoints FOLDER URL_FILE` is one such server.
+Not here: which requests go to a server (the endpoint clients).
 """
 
 from __future__ import annotations

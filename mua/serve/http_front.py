@@ -1,21 +1,10 @@
 """`mua serve`'s HTTP listener: aiohttp's server, JSON in and out, on the engine's own event loop.
 
-`start_listener(handle, host, port)` (a coroutine, run on the loop that drives the engine) opens
-the socket and returns a `Listener` (its `port`; `await close()` ends it and its connections).
-Every request, whatever its method and path, goes to `await handle(method, target, body)`,
-where `body` is the request body parsed as JSON (`{}` when empty) or a `BadBody` carrying the
-parser's message (the handler answers 400); the returned (status, payload) is sent as JSON.
-aiohttp does the HTTP/1.1 work: keep-alive, chunked bodies, `Expect: 100-continue`, bad
-requests (400). Each route's body is capped (`body_limit`: what its work needs; weight pushes,
-which carry tensor handles for a whole model, get the most): a declared length over the cap is
-answered 413 before the body is read, a chunked body as soon as it passes the cap, and the
-connection is then closed (the rest is never read).
-
-Why on the engine's loop and not one thread per connection: a generation request then costs
-the process one wake-up of this loop and none of its own threads, so the thread that runs the
-model is interrupted as little as possible while hundreds of conversations come and go.
-
-Not here: TLS, HTTP/2, streaming answers, routing (the handler routes).
+`start_listener(handle, host, port)` returns a `Listener` (`port`, `await close()`); every request
+goes to `await handle(method, target, body)` with the body parsed as JSON (`{}` when empty) or a
+`BadBody` (answered 400), and the returned (status, payload) is sent as JSON. Each route's body is
+capped (`body_limit`): over it, 413 and the connection closed. It runs on the engine's loop so a
+request costs no thread of its own. Not here: TLS, HTTP/2, streaming, routing.
 """
 
 from __future__ import annotations

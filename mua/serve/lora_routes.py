@@ -1,20 +1,10 @@
 """`mua serve`'s LoRA endpoints (releases >= 0.5.8, as SGLang): adapters pushed as tensors.
 
-  POST /load_lora_adapter_from_tensors  {"lora_name", "config_dict", tensors {name: tensor} in
-                                         the release's field}: added with peft beside the
-                                         adapters already loaded (`HFEngine.add_adapter`)
-  POST /unload_lora_adapter             {"lora_name"}: refused (400) while a request running or
-                                         waiting names it, or when no adapter of that name is loaded
-  /generate's `lora_path`               names one loaded adapter: the request is sampled with it
-
-Every loaded adapter stays, by name, until it is unloaded, so a request naming an older version
-(sent before a newer one was loaded) is still sampled with the version it names. The engine runs
-one adapter at a time: `AdapterGate` lets in the requests naming the active one, and once none
-runs it switches (`HFEngine.use_adapter`) to the adapter the waiting requests name; a request for
-another adapter holds back later requests for the active one, so neither side starves the other.
-A request naming no adapter while adapters are loaded is refused (400), as is one naming an
-adapter that is not loaded: `mua serve` never silently generates with other weights than the
-request asked for. The chat endpoint, which never names one, runs on the base model.
+`/load_lora_adapter_from_tensors` adds an adapter with peft beside those loaded;
+`/unload_lora_adapter` refuses (400) while a request names it; `/generate`'s `lora_path` picks one.
+The engine runs one adapter at a time: `AdapterGate` switches once none of the active adapter's
+requests runs, without starving either side. A request naming no adapter, or one not loaded, is
+refused while adapters are loaded (docs/sglang.md, "`mua serve`"); chat runs on the base.
 Not here: adapters from disk (`/load_lora_adapter`), several adapters in one forward.
 """
 

@@ -1,45 +1,11 @@
 """`mua serve`: SGLang's native HTTP protocol and an OpenAI chat endpoint over any RolloutEngine.
 
-Endpoints (SGLang's names and shapes, see `mua.engines.sglang.protocol`):
-  GET  /health, /health_generate, /get_model_info, /get_server_info, /server_info, /v1/models
-  POST /generate                      token ids in, sampled ids + log-probs + finish reason out
-  POST /abort_request                 {"rid": ...} or {"abort_all": true}
-  POST /pause_generation, /continue_generation   hold new /generate requests until continue
-  POST /update_weights_from_tensor    SGLang's serialized tensors (MultiprocessingSerializer form)
-  POST /begin_weight_update, /end_weight_update   (releases >= 0.5.21)
-  POST /update_weights_from_disk      {"model_path": folder of *.safetensors}
-  POST /load_lora_adapter_from_tensors, /unload_lora_adapter   (>= 0.5.8; `mua.serve.lora_routes`)
-  POST /release_memory_occupation     {"tags": [...]} -> engine.sleep() when weights go
-  POST /resume_memory_occupation      {"tags": [...]} -> engine.wake() once weights are back
-  GET|POST /flush_cache
-  POST /v1/chat/completions           messages rendered with the chat template, so a local
-                                      model can act as the simulated user (`user.kind: llm`)
-
-It exists so the exact client code that drives SGLang on GPU runs in CI against mua's own
-transformers engine. It emulates one SGLang release (`sglang_release`, `mua serve
---sglang-release`; the newest covered by default, see `mua.engines.sglang.releases`): it reports that
-release's `version`, and refuses what that release refuses, with its status codes (400):
-`sampling_seed` before 0.5.3, a tensor push outside a weight-update session from 0.5.21, a push
-with a `load_format` or payload it cannot load. Where the real scheduler would die or hang instead
-of answering, `mua serve` refuses with 400 too: resuming a tag that is not released, releasing
-memory while requests run (0.5.x), a second in-flight request with the same rid.
-
-The engine lives on one asyncio loop in a background thread, and the HTTP listener
-(`mua.serve.http_front`) runs on that same loop: generation and chat requests are awaited there,
-so concurrent requests reach the engine together and it batches them; the other calls (weights,
-memory, cache) run in a small thread pool, since they wait on the engine.
-
-Tensor payloads are unpickled with an allowlist that only rebuilds tensors (as SGLang's own
-safe unpickler does), so a payload cannot run code; the tensors are shared through this host's
-memory, so the sender must run on the same host. Deliberately not served: streaming, text prompts
-on /generate, prompt log-probs, stopping a running generation on /abort_request (it is
-acknowledged and the request finishes), tool calls in chat replies. /generate carries no route
-key: the engine matches a prompt against the KV of earlier requests by content (the longest shared
-prefix), as SGLang's radix cache does.
-
-This module holds the server's life cycle, generation, pause/abort and routing; the weight and
-memory calls are `mua.serve.weight_routes`, chat `mua.serve.chat_route`, LoRA adapters
-`mua.serve.lora_routes`, error bodies `mua.serve.refusals`.
+Emulates one SGLang release (`--sglang-release`) so the client code that drives SGLang on GPU
+runs in CI against mua's transformers engine (docs/sglang.md, "`mua serve`"). The engine and the
+HTTP listener share one asyncio loop in a background thread; weight, memory and cache calls run
+in a small thread pool. This module holds the life cycle, generation, pause/abort and routing.
+Not here: weights and memory (`weight_routes`), chat (`chat_route`), LoRA (`lora_routes`),
+error bodies (`refusals`).
 """
 
 from __future__ import annotations

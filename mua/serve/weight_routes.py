@@ -1,16 +1,10 @@
 """`mua serve`'s weight and memory endpoints, as SGLang's scheduler answers them.
 
-  POST /begin_weight_update, /end_weight_update   a weight-update session (releases >= 0.5.21)
-  POST /update_weights_from_tensor    SGLang's serialized tensors; this server reads rank 0's entry
-  POST /update_weights_from_disk      {"model_path": folder of *.safetensors}
-  POST /release_memory_occupation     {"tags": [...]} -> engine.sleep() when weights go
-  POST /resume_memory_occupation      {"tags": [...]} -> engine.wake() once weights are back
-  GET|POST /flush_cache               drops the engine's stored prefixes
-
-A push moves the server's `weight_version` only when it succeeded and carries one (a release
-without versions ignores the field). `WeightRoutes` is a part of `MuaServer` (mua.serve.server):
-it uses the server's engine, release traits, call log and event loop. Not here: generation, chat,
-LoRA adapters (`mua.serve.lora_routes`), the HTTP listener.
+Weight-update sessions (>= 0.5.21), tensor pushes (rank 0's entry read), disk loads, memory
+release/resume by tag (engine sleep and wake) and cache flushes. A push moves `weight_version`
+only when it succeeded and carries one. `WeightRoutes` is a part of `MuaServer` and uses its
+engine, release traits, call log and loop.
+Not here: generation, chat, LoRA adapters (`lora_routes`), the HTTP listener.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """What a run prints: per-step metrics, progress within a step, and how loud libraries may be.
 
-`StepConsole` shows a fixed, short list of headline metrics (everything else goes to MLflow only):
-on a terminal a Rich live view (the last steps as a table, a bar over the run's steps with its
-ETA, and a bar over the current step's rollouts); otherwise one line per step with the ETA.
-The ETA is the mean time of the steps this process ran times the steps left, so a resumed run's
-estimate does not count the steps an earlier process did.
-
-`quiet_libraries()` keeps third-party noise off the console unless `mua -v` (MUA_VERBOSE=1):
-transformers' advisory warnings and progress bars (loading weights, writing shards), Hugging Face
-download bars, MLflow's INFO lines and Python's FutureWarnings. It works through environment
-variables, so the processes a verb starts (torchrun ranks, the demo's phases) inherit it.
-Nothing here computes metrics or logs to MLflow.
+`StepConsole` shows a short list of headline metrics: a Rich live view on a terminal, else one
+line per step, with an ETA from this process's own steps. `quiet_libraries()` keeps third-party
+warnings, bars and INFO lines off the console unless `mua -v` (MUA_VERBOSE=1), through environment
+variables that the processes a verb starts inherit.
+Not here: computing metrics, logging to MLflow.
 """
 
 from __future__ import annotations

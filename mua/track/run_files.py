@@ -1,15 +1,11 @@
-"""What a training run keeps in its run dir for people to read back: `metrics.jsonl` (one line
-per logged step), `transcripts/step_NNNNNN.jsonl` (the step's sampled trajectories) and
-`transcripts/val_NNNNNN.jsonl` (a few trajectories of the validation run after that step).
+"""What a training run keeps in its run dir for people to read back: `metrics.jsonl`,
+`transcripts/step_NNNNNN.jsonl` and `transcripts/val_NNNNNN.jsonl`.
 
-Rank 0 writes them next to MLflow (which holds the same metrics) so a run can be browsed from
-its folder alone (`mua view RUN`), whatever tracking store it logged to. A transcript line is a
-`Trajectory` as JSON plus `step`, `gym` and `token_runs` (the token stream cut into runs of one
-kind, trained tokens marked, decoded with the run's tokenizer), so reading needs no tokenizer.
-A resumed run first drops the rows of the steps after its checkpoint (`keep_metrics_through`):
-those steps are run and logged again, so the file holds each step once. A step logged twice
-anyway (a file of an older version) reads back as its last record.
-Nothing here decides what to sample or computes metrics.
+Rank 0 writes them beside MLflow so `mua view RUN` needs only the folder. A transcript line is a
+`Trajectory` as JSON plus `step`, `gym` and decoded `token_runs` (trained tokens marked), so
+reading needs no tokenizer. A resume drops rows after its checkpoint (`keep_metrics_through`); a
+step logged twice anyway reads back as its last record.
+Not here: deciding what to sample, computing metrics.
 """
 
 from __future__ import annotations

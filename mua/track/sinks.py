@@ -1,12 +1,9 @@
 """Where a run's metrics go besides MLflow: TensorBoard and Weights & Biases (`track.report_to`).
 
-Each sink receives exactly the metric names and values that MLflow receives (after
-`metric_name`), at the same step, so a curve reads the same in every viewer. TensorBoard event
-files go to `<run_dir>/tensorboard` (through torch's `SummaryWriter`, which needs the
-`tensorboard` package); a W&B run is started in `<run_dir>` with the flattened recipe as its config
-and resumed by the id kept in `<run_dir>/wandb_run_id` (W&B's own `WANDB_MODE`, `WANDB_PROJECT`,
-`WANDB_ENTITY` and `WANDB_API_KEY` apply). Both packages are optional extras, imported only when
-named. Does not compute metrics and does not log transcripts (they stay in MLflow and the run dir).
+Each sink gets exactly MLflow's metric names and values at the same step. TensorBoard writes to
+`<run_dir>/tensorboard`; a W&B run starts in `<run_dir>` with the flattened recipe as config and
+resumes by `<run_dir>/wandb_run_id` (W&B's own `WANDB_*` variables apply). Both packages are
+optional, imported only when named. Not here: computing metrics, transcripts.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """MLflow tracking of a training run (rank 0 only; other ranks get a tracker that does nothing).
 
-Store: `track.mlflow_uri`, else $MLFLOW_TRACKING_URI, else `sqlite:///<run_dir>/mlflow.db`.
-Logged: the flattened resolved recipe as parameters (names of environment variables only, never
-their values: an `env:` map's values are logged as `<set>`; URL credentials redacted), numeric metrics per step (NaN and infinities included),
-the resolved recipe file and sampled transcripts as artifacts (`transcripts/step_N.txt`, and
-`transcripts/val_N.txt` for the validation after step N). The same metrics and transcripts
-also go to the run dir (`mua.track.run_files`: `metrics.jsonl`, `transcripts/step_N.jsonl`,
-`transcripts/val_N.jsonl`) for `mua view`, and, with `track.report_to`, to TensorBoard and W&B
-(`mua.track.sinks`, same metric names). A resumed run continues the same MLflow run (its id is
-kept in `run_dir/mlflow_run_id`), and its `metrics.jsonl` keeps only the steps up to the
-checkpoint it resumed from (the steps after it are run and logged again). MLflow cannot drop
-values it holds, so a resumed run stores there only the steps after the last one the store has
-of each metric: one value per step (for the steps run twice, the first run's; an exact resume
-computes the same). A write that fails
-(a full disk, a store gone) stops the run with one `RunFailure` line naming what could not be
-written and where, without MLflow's own error log; closing a run that already failed never
-raises, so the first error is the one reported. mlflow is imported lazily. Does not compute
-metrics.
+Logs the flattened resolved recipe (environment values and URL credentials never), numeric
+metrics per step, the recipe and sampled transcripts; the same go to the run dir
+(`mua.track.run_files`) and, with `track.report_to`, TensorBoard and W&B (docs/training.md,
+"Tracking"). A resumed run continues its MLflow run with one value per step. A failed write stops
+the run with one `RunFailure` line; closing a failed run never raises. mlflow is imported lazily.
+Not here: computing metrics.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """`mua train` of a recipe with `alternate:`: an agent and a simulated user trained in turns.
 
-Each side is an ordinary training run of its own recipe in `<run_dir>/agent` and
-`<run_dir>/user`. A round trains one side `steps` steps, then the other (`first` starts), each
-against the other's latest export, which `mua.serve.checkpoints` serves for the phase:
-
-- the agent's recipe gets `user: {kind: llm, checkpoint: <user export>}` (its gym must let an
-  LLM user answer, e.g. guess's `gym.options.llm_user: true`);
-- the user's recipe (one entry with `seat: user`) gets `gym.agent: {kind: llm, checkpoint:
-  <agent export>}`, read with the agent recipe's tool parser.
-
-Before a side has trained, the other faces its recipe's `model.path` (the SFT start). A phase
-extends its side's run to `round × steps` steps and resumes it (`mua.train.launcher.launch`),
-so optimizer state, data order and the KL reference carry over; its export is kept as
-`<side>/hf/round_<r>`, which also marks the phase done. Running the same command again after an
-interruption skips the phases done and resumes the one in progress from its side's latest
-checkpoint; every phase is deterministic given its inputs (greedy opponents answering one
-request at a time), so the result equals an uninterrupted run's. `rounds.jsonl` holds one line
-per phase: side, round, steps, opponent and the phase's mean training reward (each side's own
-metrics are in its run dir and MLflow run `<name>-<side>`). On several nodes (`--nnodes`) every
-node runs the same phases; node 0 alone locks the run dir, keeps the exports and writes
-`rounds.jsonl`, and the other nodes wait for each export before their next phase (the run dir
-is on a file system the nodes share).
-
-Not here: training itself (the launcher and the ranks) or serving (mua.serve.checkpoints).
+Each side is an ordinary run of its own recipe in `<run_dir>/agent` and `<run_dir>/user`; a
+round trains one side `steps` steps against the other's latest export (served by
+`mua.serve.checkpoints`), then the other (docs/user_seat.md, "Agent and user in turns"). Phases
+done are kept as `<side>/hf/round_<r>` and skipped on a rerun; `rounds.jsonl` has a row per
+phase. On several nodes node 0 alone locks the run dir and writes exports and `rounds.jsonl`.
+Not here: training itself (the launcher and the ranks), serving.
 """
 
 from __future__ import annotations

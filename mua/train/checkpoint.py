@@ -1,40 +1,10 @@
-"""Checkpoints of a training run: layout, atomic writes, retention, finding the latest.
-
-Layout of `run_dir/checkpoints/global_step_N/` (what `mua merge` reads):
-
-    .metadata, __*_*.distcp   torch.distributed.checkpoint files of the state dict
-                              {"model": {HF parameter name: tensor}, "optim": optimizer state}
-                              (sharded as saved; DCP reshards on load for any world size);
-                              a LoRA run saves only its adapters (peft names) and their
-                              optimizer state: the frozen base is rebuilt from the model it names
-    lora_adapter.json         (LoRA only) the base model (path, seed) and the LoRA settings
-    trainer_state.pt          torch.save of {"step", "data" (sampler position), "scheduler",
-                              "world_size", "algo"}; with partial rollouts also "in_flight"
-                              (gym label, task id) of the groups in flight, which a resumed
-                              run starts again (mua.train.partial_rollouts)
-    rng/rank_R.pt             torch / python / cuda RNG states of rank R
-                              (both .pt files hold plain data and tensors only: a resume loads
-                              them with `weights_only=True` and refuses anything else)
-    config.json, tokenizer*   the model's HF config and tokenizer files, so a merge needs
-                              nothing else
-    critic/                   (PPO only) DCP files of the critic {"model", "optim"}
-    checksums.json            {relative path: {"size", "sha256"}} of every file above, written
-                              last; verified before a resume loads anything
+"""Checkpoints of a training run: layout, atomic writes, retention, checksums, finding the latest.
 
 A checkpoint is written under `checkpoints/.tmp-global_step_N` and renamed once every rank has
-finished, so a name `global_step_N` always means a complete checkpoint; leftovers of a killed
-write (and of a killed HF export under `run_dir/hf/`) are deleted when the run resumes.
-Only `keep_last` checkpoints are kept.
-A resume verifies the checkpoint's checksums first: a damaged one (overwritten or truncated
-file, missing `.metadata`) stops the run with one line naming it and the previous complete one
-(`mua train --resume-from global_step_M`). Checkpoints written before checksums existed load
-unverified; any load failure still names the checkpoint.
-
-Test-only: the environment variable `MUA_TEST_CHECKPOINT_DELAY_S` makes every rank wait that
-many seconds after writing the temporary folder and before the rename, so a test can SIGKILL a
-run while a write is in progress. Runs that do not set it never wait.
-
-Does not decide when to save (the trainer does) and does not export HF folders.
+finished, so `global_step_N` is always complete; `checksums.json`, written last, is verified
+before a resume loads anything. The layout is in docs/training.md. Test-only: the environment
+variable `MUA_TEST_CHECKPOINT_DELAY_S` makes every rank wait before the rename.
+Not here: deciding when to save (the trainer), HF exports.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The PPO critic: a value head (one Linear) on the last hidden state of the policy architecture.
 
-`ValueModel` is the policy's decoder (a fresh copy, same weights at start, no LM head) plus a
-zero-initialised Linear(hidden, 1), sharded with FSDP2 like the policy and trained by its own AdamW
-at `algo.critic_lr`. Its forward returns an object whose `.logits` is [1, T, 1] (the values), so
-the packed micro-batch helpers of `mua.train.packed_forward` run it unchanged. Values are aligned
-like log-probs: token i's value comes from the hidden state at i − 1 (the state before the token was
-sampled); position 0 of every sequence has none.
-
-`gae_advantages` returns each sample's values, GAE advantages (policy tokens only, whitened over
-the whole step across ranks) and returns; `Critic.train_mini_batch` takes one clipped value-loss
-optimizer step and returns its loss. Not here: a separate critic architecture (`algo.critic:
-separate` is refused), choosing between GRPO and GAE (`mua.train.advantage_strategy`).
+`ValueModel` is a fresh copy of the policy's decoder plus a zero-initialised Linear(hidden, 1),
+FSDP2-sharded and trained by its own AdamW at `algo.critic_lr`; its `.logits` are the values, so
+the packed helpers run it unchanged. Token i's value comes from the hidden state at i − 1.
+`gae_advantages` gives values, whitened GAE advantages and returns; `Critic.train_mini_batch` one
+clipped value-loss step. Not here: a separate critic architecture (refused), choosing GRPO or GAE.
 """
 
 from __future__ import annotations

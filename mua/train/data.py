@@ -1,16 +1,10 @@
 """Training data: task sampling for RL (one file or a weighted mix) and conversation data for SFT.
 
-`TaskSampler` deals tasks in seeded per-epoch shuffles; its whole position is one integer
-(`consumed`), saved in checkpoints, so resuming replays exactly the same tasks. Every rank builds
-the same global order; `rank_slice` picks a rank's share of a step. With `weights`, an epoch has
-as many draws as there are rows, each draw picking a file by weight and then that file's next
-task in its own shuffled order (cycling when oversampled).
-SFT samples come from JSONL (what `mua rollout` writes: `token_ids` + `loss_mask`, or `messages`
-to render) or parquet with the same columns; the loss covers assistant tokens only.
-`check_data_files` reads every data file once in the launcher, before torchrun starts, so bad
-data (not UTF-8, not JSON, an empty file, an empty prompt, a repeated task id, a row without a
-conversation) is one line naming the file and row, exit 2, instead of a traceback in a rank.
-Does not roll anything out and does not touch torch.distributed.
+`TaskSampler` deals tasks in seeded per-epoch shuffles, its position one integer (`consumed`) in
+checkpoints; every rank builds the same order and `rank_slice` takes its share. SFT samples come
+from JSONL or parquet (`token_ids` + `loss_mask`, or `messages`), loss on assistant tokens only.
+`check_data_files` reads every data file in the launcher, so bad data is one line naming file and
+row (exit 2). Not here: rollouts, torch.distributed.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """`mua train` before any rank exists: validate, claim and lock the run dir, write the resolved
 recipe, start torchrun.
 
-Validation happens here, in a process that has not imported torch, so a bad recipe fails in
-well under a second with one line (exit 2). The run dir must be mua's or empty, not in use by
-another `mua train`, and a resumed run must keep its recipe unless `--allow-recipe-change`
-(`mua.train.run_dir`); a resume's recipe is staged and replaces the run's only once the ranks
-loaded the checkpoint, so a failed start changes nothing. Then torchrun (`mua.train.torchrun`: without its own error dumps) starts
-the ranks, each running `mua.train.loop.train_rank` (`python -m mua.train.loop RUN_DIR`: the step
-loop that calls `rl_step` / `sft_step`), which reads only the resolved recipe.
-Ctrl-C stops the ranks and exits 130 with one line saying how to resume; SIGTERM (what a
-cluster scheduler sends to preempt a job) is forwarded to torchrun, whose ranks finish their step
-and write a checkpoint (`mua.train.loop`), and exits 143 with one line naming that checkpoint.
-torchrun runs in a session of its own, so each signal reaches it once, from here, and it dies
-with this process (`mua.train.torchrun`); the run dir's lock is released when it has ended.
-One node: `--standalone`. Many nodes: the same command on every node with `--nnodes M
---node-rank R --rdzv-endpoint HOST:PORT` (static rendezvous: HOST:PORT is node 0's address).
-Does not manage processes itself: torchrun does.
+Validation runs here without torch, so a bad recipe fails in well under a second (one line, exit
+2); the run dir's checks are `mua.train.run_dir`. torchrun (`mua.train.torchrun`) then starts
+`mua.train.loop` on every rank. Ctrl-C exits 130, a forwarded SIGTERM lets the ranks checkpoint
+and exits 143 naming the checkpoint. One node: `--standalone`; many: the same command on each with
+`--nnodes M --node-rank R --rdzv-endpoint HOST:PORT` (node 0's). Not here: managing processes.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """What every torchrun process runs: `python -m mua.train.loop RUN_DIR [--no-resume]
 [--resume-from CHECKPOINT]`, the step loop of `mua train`.
 
-`mua.train.launcher` (in the `mua train` process) starts torchrun, and torchrun starts `train_rank`
-once per rank: a process boundary, so the rank reads only `RUN_DIR/recipe.resolved.yaml` (or,
-for a resume not yet known to work, the staged `recipe.pending.yaml`: `mua.train.run_dir`). The
-body of `train_rank` is the whole life of a rank: join the process group, build the run's pieces
-(`mua.train.trainer.Trainer`), loop over the steps calling `rl_step` (`mua.train.rl`) or
-`sft_step` (`mua.train.sft`), then the last checkpoint and export, and leave the group.
-
-User-facing errors print one line and exit with their code: on rank 0, and on any other rank
-whose error is its own (an error all ranks raise alike after a collective is printed once).
-Ctrl-C exits 130 without a traceback. SIGTERM (a cluster's preemption, forwarded by torchrun)
-lets the running step finish; before the next one the ranks agree to stop (a reduction, so a
-signal that reached one rank stops all at the same step), write a checkpoint of the last finished
-step unless it has one, end the tracker's run as KILLED and exit 143 without a line (`mua train`
-prints it). On Linux a rank started by torchrun dies with its torchrun agent (parent-death
-signal, armed before anything heavy is imported): torchrun puts every rank in a session of its
-own, so a SIGKILL of `mua train` and torchrun would otherwise leave orphaned ranks training on
-and writing checkpoints into the run dir.
+`train_rank` is the whole life of a rank: it reads only the run dir's recipe, joins the process
+group, builds the `Trainer`, calls `rl_step` or `sft_step` per step, then the last checkpoint and
+export. User-facing errors print one line once; Ctrl-C exits 130, SIGTERM finishes the step,
+checkpoints and exits 143, and a rank dies with its torchrun (docs/architecture.md).
 Not here: building the pieces, checkpoints and exports (`Trainer`), the steps themselves.
 """
 

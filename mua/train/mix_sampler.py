@@ -1,17 +1,11 @@
 """The RL task sampler over a recipe's gyms: which gym and which task each GRPO group gets.
 
-`MixSampler` keeps one source per `gyms:` entry. Each draw picks a source by weight with a
-generator seeded by (data.seed, draw number), then that source's task: its next one in seeded
-per-epoch shuffles (`TaskSampler`), or, with the entry's `curriculum`, one drawn by difficulty
-(a task whose latest group-mean reward is at or below `hard_below` or at or above `easy_above`
-weighs `curriculum.weight`, any other task 1). After each step `observe` takes every scored
-trajectory's (label, task id, reward) from all ranks (masked ones, whose user, gym or engine
-failed, are left out by the step: `mua.train.rl.observe_step`): it updates the tasks' latest
-group means over them and, for entries with `standardize_rewards`, the running mean and
-variance of their rewards (`reward_scale` reads them). The whole state (draws, each source's position, group means, reward statistics) is a
-plain dict saved in checkpoints, so a resumed run draws what an uninterrupted one would.
-With one entry and no curriculum the draws are exactly `TaskSampler`'s (the single-gym order).
-Does not roll anything out and does not talk to other ranks.
+`MixSampler` keeps one source per `gyms:` entry and picks one by weight per draw (seeded by
+data.seed and draw number), then its next task in seeded per-epoch shuffles (`TaskSampler`) or,
+with `curriculum`, by difficulty (docs/multi_gym.md). `observe` takes every scored trajectory
+from all ranks to update group means and reward statistics. Its whole state is a plain dict saved
+in checkpoints; one entry without curriculum draws exactly as `TaskSampler`.
+Not here: rolling out, talking to other ranks.
 """
 
 from __future__ import annotations

@@ -1,47 +1,11 @@
 """The rollout phase of every RL step: oversampled groups, carried over, bounded staleness.
 
-Each rank keeps ceil(`rollout.oversample` × its share of `data.tasks_per_step`) groups in flight
-(docs/async_rl.md). With oversampling 1 (the synchronous step) that is its share: every group
-completes in its step, nothing is carried and no staleness arises. `PartialRollouts.rollout`
-then, on every rank:
-
-1. drops carried groups that would be older than `algo.max_staleness` when trained (their
-   conversations are closed, their samples counted in `async/dropped_stale_samples`);
-2. starts fresh groups to fill the rank up (the counts are agreed over ranks, the tasks drawn
-   once from the sampler and dealt round-robin to the ranks that need them (`deal`), each
-   group seeded by (step, its position in the draw));
-3. advances every group (`mua.rollout.collect.collect`) until the rank has its share
-   of complete groups: complete groups carried from earlier steps first (oldest first), then
-   the ones completing now, in completion order;
-4. hands those groups' trajectories to the step in the order they were drawn, renumbered as
-   the step's task positions (so `global_index` and mini-batches work), and keeps the rest
-   (unfinished, or complete beyond the share) for the next step.
-
-A group is trained once, in the step that takes it; nothing is trained twice and nothing is
-dropped without being counted. With `rollout.retries` a conversation the environment failed runs
-again inside its group (`mua.rollout.collect`); a group with one still failed after its retries
-and `on_exhausted: drop_group` is dropped in the step it fails (its parked conversations closed,
-`rollout/groups_dropped_failed`), and when the step has too few complete groups it keeps its
-place with no trajectories (size 0), so positions stay dealt by rank. A version is the number of weight pushes before a turn was
-sampled (`EngineSync.updates`); within one step the version does not change, so the staleness
-checked in (1) is the staleness at training.
-
-With oversampling the conversations run on a `BackgroundLoop` owned by this object, not on the
-step's own event loop: a conversation parked while its user's reply is on its way keeps receiving it while the
-step trains and pushes weights. Checkpoints and the end of a run:
-- `in_flight_tasks()` (collective) lists the tasks of the groups in flight, (gym label, task id)
-  in a fixed order, for the checkpoint; a resumed run gets them back through `requeue` and
-  starts them again as fresh groups before drawing new tasks (their samples from before the
-  checkpoint are lost with the process; `async/restarted_groups` counts them). A group whose
-  conversation waits for a retry is listed once, like any other, and restarts once, every sample
-  from its first attempt: retries counted before the checkpoint stay in those steps' metrics,
-  the restarted group's own are counted as they happen. So every task the
-  sampler drew is trained once (or dropped as stale, or still in flight at the end) whether or
-  not the run was resumed in between.
-- `close()` closes every parked conversation's env and returns how many groups were still in
-  flight (`async/unfinished_at_end`), then stops the loop.
-Not here: the conversations themselves (`mua.rollout.collect`), the loss correction
-(`mua.algo.offpolicy`), writing checkpoints (`mua.train.trainer`).
+`PartialRollouts.rollout` keeps ceil(`rollout.oversample` × its share) groups in flight per rank,
+drops carried groups past `algo.max_staleness`, fills up with tasks dealt over ranks (`deal`),
+advances them through `collect` until the rank has its share of complete groups, and hands those
+to the step in draw order (docs/async_rl.md, "What a step does"). Oversampling 1 is the
+synchronous step. `in_flight_tasks`/`requeue` carry groups over a checkpoint; `close` ends a run.
+Not here: the conversations (`mua.rollout.collect`), the loss correction, writing checkpoints.
 """
 
 from __future__ import annotations

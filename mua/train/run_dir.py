@@ -1,24 +1,11 @@
 """What `mua train` checks and holds in its run dir before any rank starts (no torch here).
 
-- Ownership: mua deletes and replaces files inside a run dir (old checkpoints, `hf/final`), so it
-  writes only into a folder it created (`mua.output_folders`'s marker) or an empty one, which it then
-  marks. A folder of older runs (no marker, but a `recipe.resolved.yaml`) is adopted. Anything
-  else is refused (exit 2) before a byte is written.
-- Lock: one `mua train` per run dir at a time. `RunLock` (`mua.output_folders.FolderLock`) is held for
-  as long as the launcher (and the torchrun it started, which inherits the descriptor) lives.
-- Recipe changes on resume: a run resumed from a checkpoint with a recipe that differs from the
-  one it was started with is refused with the differences listed (exit 2), unless the caller
-  allows it; a change of the checkpoint's tensor shapes (`SHAPE_KEYS`: LoRA rank, targets,
-  embeddings) is refused even then, naming the setting (`model.lora.rank 16 → 8`).
-  `total_steps` may change freely (extending a run is what resuming is for).
-- Nothing is replaced before a resume is known to work: `stage` writes the recipe of a run that
-  resumes to `recipe.pending.yaml` (what the ranks read, `recipe_file`) and its allowed changes
-  beside it; `promote`, called by rank 0 once every rank loaded the checkpoint, moves it over
-  `recipe.resolved.yaml` and appends the changes to `recipe_changes.yaml` with what took effect.
-  A start that fails leaves the run dir's recipe as it was, so the original command resumes.
-
-Not here: what the ranks do with a checkpoint (`mua.train.checkpoint`), locking across nodes
-(only node 0 locks: nodes > 0 share node 0's run dir).
+Ownership (`mua.output_folders` marker, or an adopted older run), one `mua train` per run dir
+(`RunLock`), and recipe changes on resume: refused with the differences listed unless allowed,
+and always for `SHAPE_KEYS` (tensor shapes). `stage` writes a resuming recipe to
+`recipe.pending.yaml`; `promote`, once every rank loaded the checkpoint, moves it over
+`recipe.resolved.yaml`, so a failed start leaves the run dir as it was (docs/training.md).
+Not here: loading checkpoints, locking across nodes (only node 0 locks).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """`python -m mua.train.torchrun ARGS`: torchrun (`torch.distributed.run`) without its error dumps.
 
-The ranks print their own one-line errors (`mua.train.loop`); torchrun would add a report of
-the failed ranks, its log lines about stopping the others, and on Ctrl-C the traceback of its
-own interrupted wait. This runs the same launcher with its logger quietened and turns each
-ending into an exit code for `mua train`: the first failed rank's code (1 runtime, 2 usage),
-130 for Ctrl-C (SIGINT), 143 for SIGTERM (the ranks got it from torchrun and checkpointed if
-they could within torchrun's shutdown timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 30 s by default),
-and 1 with one line for a rank killed by a signal (which printed nothing). Started by
-`mua train` (MUA_TORCHRUN_OF_LAUNCHER=1), it dies with that launcher: the launcher puts it in a
-session of its own, so that the launcher alone receives a terminal's or a scheduler's signals
-and forwards them once. Does not change how ranks are started, placed or restarted.
+The ranks print their own one-line errors, so this runs the same launcher with its logger quiet
+and turns each ending into an exit code: the first failed rank's (1 runtime, 2 usage), 130 for
+SIGINT, 143 for SIGTERM, 1 with one line for a rank killed by a signal. Started by `mua train`
+(MUA_TORCHRUN_OF_LAUNCHER=1) in a session of its own, it dies with that launcher.
+Not here: how ranks are started, placed or restarted.
 """
 
 from __future__ import annotations

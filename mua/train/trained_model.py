@@ -1,21 +1,12 @@
 """The trained model of a run: the policy built and sharded (FSDP2) with the trainer's attention
 and norms, its checkpoint side files, and its Hugging Face exports.
 
-Weights come from `mua.models.model_loading` (full fp32 master weights on every rank, built with
-the recipe's seed, so every rank starts identical), then `mua.distributed.fsdp.shard_model` shards them.
-Attention switches to `mua_varlen` (`mua.kernels.packed_attention`) for packed rows unless
-flash-attn is configured. The norms: on CPU `mua.kernels.rms_norm` (same forward, shorter
-backward); on GPUs transformers' own, or Liger's RMSNorm kernel when `liger-kernel` is installed.
-No hand-written kernel runs on a GPU. With `model.lora` the policy is a peft model whose
-adapters alone train (`mua.models.lora`); FSDP2 finds its decoder blocks through the wrapper.
-The RL reference model is another `load_policy(..., trainable=False)`, or, with LoRA, the
-policy itself with its adapters disabled (`AdaptersDisabled`: no second copy of the weights);
-the PPO critic lives in `mua.train.critic`. `engine_params` is what the rollout engine and the
-exports receive: full tensors under the base model's HF names, adapters merged in. Also writes
-the HF side files of a checkpoint and the Hugging Face exports of a run (periodic
-`hf/global_step_N` and `hf/final`, through `mua merge`'s writer); an export gathers tensor by
-tensor and only rank 0 keeps them.
-Does not run forward passes for losses (see `mua.train.packed_forward`).
+Every rank builds identical fp32 master weights (`mua.models.model_loading`) that
+`mua.distributed.fsdp.shard_model` shards; attention is `mua_varlen` unless flash-attn is
+configured, norms as docs/training.md says. With `model.lora` only adapters train, and the
+reference is the policy with them disabled (`AdaptersDisabled`). `engine_params` is what engines
+and exports receive: full tensors under HF names, adapters merged. Exports gather tensor by
+tensor to rank 0. Not here: forward passes for losses (`mua.train.packed_forward`), the critic.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The Trainer: a run's pieces on one rank, its checkpoints and exports, and what follows each step.
 
-Setup order: seeds -> tokenizer -> policy (FSDP2) -> optimizer and schedule -> data -> resume
-from the latest checkpoint -> tracker (rank 0). The step loop itself is `mua.train.loop.train_rank`
-(the torchrun target), which calls `run_step` (`rl_step` or `sft_step`) and then `after_step`:
-log metrics, apply the stop rules, save checkpoints every `checkpoint.save_freq` steps and export
-a Hugging Face folder `hf/global_step_N` after every `checkpoint.export_hf_every`-th of them;
-`finish` writes the last checkpoint and `hf/final`. What the RL step works with is built in
-`mua.train.rl_setup`, the rollout engine's weights and memory in `mua.train.engine_sync`.
-Does not launch processes (see `mua.train.launcher`) nor loop over steps.
+Setup: seeds, tokenizer, policy (FSDP2), optimizer and schedule, data, resume, tracker (rank 0).
+`run_step` calls `rl_step` or `sft_step`; `after_step` logs, applies the stop rules, checkpoints
+every `checkpoint.save_freq` steps and exports `hf/global_step_N` every `export_hf_every`-th;
+`finish` writes the last checkpoint and `hf/final`. Not here: launching, the step loop
+(`mua.train.loop`), the RL step's parts (`rl_setup`), the engine's weights (`engine_sync`).
 """
 
 from __future__ import annotations

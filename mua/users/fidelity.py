@@ -1,16 +1,10 @@
 """The user seat's reward: the share of the user's turns that broke no rule.
 
-A user turn is one (agent message, user reply) pair. Its findings are those of
-`mua.users.rules` on the conversation of these pairs (`leak`, `gave_up`, `contradicted`,
-`invented`) plus the gym's own consistency check (`UserSeat.check`, rule `inconsistent`: the
-reply is false of the hidden truth, or not of the form the gym's user answers in, where the
-truth decides it). With N user turns of which C have no finding:
-
-    fidelity = C / N        (1.0 when N = 0: the agent finished before asking anything)
-
-The reward is `fidelity` (component `fidelity`), paid once, when the episode ends. Deterministic;
-an entry's optional LLM judge is `mua.users.seat_judge`, blended in by `mua.users.seat_env`. Nothing here
-runs an episode.
+A user turn is one (agent message, user reply) pair; its findings are `mua.users.rules`' plus the
+gym's own check (`UserSeat.check`, rule `inconsistent`). fidelity = C / N over the N user turns,
+C of them without a finding (1.0 when N = 0), paid once when the episode ends (component
+`fidelity`; docs/user_seat.md). Deterministic.
+Not here: the LLM judge (`seat_judge`), blending (`seat_env`), running an episode.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The user matrix of `mua eval`: every gym against the recipe's own user and each `eval.users` one.
 
-A matrix user is the recipe's `user:` (row `train`, the user training ran against, marked in
-the table) or one `eval.users` entry: its keys replace the recipe's user keys for every gym (on
-top of a gym entry's own `user:`), its persona's `gym_options` are added to the options of the
-gyms it names, and its persona prompt and `prompt` are appended to the system message of every
-request the gym sends its LLM user (`PersonaClient`). Personas are YAML files (`name`,
-`description`, `prompt`, `gym_options`): the built-in ones are in `mua/users/personas/`, a path
-names a user's own copy. Each gym × user pair is one cell, labelled `<gym>@<user>`, evaluated
-through the same runner as a plain `mua eval`.
-
-`matrix_summary` gives, per gym, each user's pass^k, the spread across users (max − min) and the
-gap between the training user and the mean of the held-out ones. Not here: running cells
-(`mua.eval.session`), failure labels (`mua.eval.blame`), printing (`mua.eval.report`).
+A matrix user is the recipe's `user:` (row `train`) or an `eval.users` entry, whose keys replace
+the recipe's user keys and whose persona (YAML in `mua/users/personas/`, or a path) adds gym
+options and prompt text (`PersonaClient`); each `<gym>@<user>` cell runs through the plain
+evaluation runner (docs/user_population.md). `matrix_summary` gives per-gym pass^k per user, the
+spread and the training user's gap. Not here: running cells, failure labels, printing.
 """
 
 from __future__ import annotations

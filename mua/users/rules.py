@@ -1,24 +1,10 @@
 """Deterministic checks of a simulated user's turns against its task: where the user broke its role.
 
-`user_findings(row, payload)` reads one result row's conversation (the user's turns: `user`
-messages and the replies of the `interact_with_env` tool, through which the UserRL-style gyms'
-users answer) and returns every finding, in conversation order (at most one of each rule per
-user turn):
-
-- `leak`: the user said a piece of the task's hidden solution before the agent had said it or
-  asked about it (guess: the number; telepathy: the entity's name; turtle: a run of the hidden
-  story; persuade: one of the counter-points the agent must raise; intention: a missing
-  detail's answer the agent had not asked about, see `Secret.answer`);
-- `gave_up`: the user ended or abandoned the conversation (a goodbye, `###STOP###`) although the
-  agent had not said the task was done;
-- `contradicted`: the user's answer contradicts its hidden answer (telepathy: `No` to a question
-  naming the entity);
-- `invented`: the user gave an id its instruction does not hold and nobody had said
-  (tau's order ids and user ids).
-
-What counts as a secret is known per gym (`SECRETS`, by gym name; a plugin gym adds its own with
-`register_secrets`). A finding is evidence about the user, not a verdict: `mua.eval.blame`
-decides the failure's label, `mua.eval.audit` scores a user's fidelity. Pure functions, no I/O.
+`user_findings(row, payload)` reads one result row's user turns (`user` messages and
+`interact_with_env` replies) and returns every finding in order, at most one per rule per turn:
+`leak`, `gave_up`, `contradicted`, `invented` (docs/user_population.md, "Failure blame"). Secrets
+are known per gym (`SECRETS`; plugins call `register_secrets`). Pure functions, no I/O.
+Not here: the failure's label (`mua.eval.blame`), a user's fidelity score (`mua.eval.audit`).
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """`SeatEnv`: the gym's own episode, played by a fixed agent, with the policy as its user.
 
-`reset` makes the gym's env with `ctx.user_kind = "seat"` and a `SeatClient` as `ctx.llm`,
-and starts the inner episode as a task: the fixed agent acts, the inner env steps. Whenever the
-inner env asks its user for a reply, the request waits and the policy gets the agent's latest
-message (its visible text, without `<think>` blocks, tool calls written `[choice] content`) as
-a `user` message; the policy's next turn (its text) is the user's reply, handed back to the
-inner env. The policy's conversation is therefore an ordinary chat: its system message is the
-gym's user prompt (`UserSeat.user_prompt`), the agent's messages are observations, its own turns
-are the user's. A seat with `sees_request` (a user with a chat of its own: tau, tau2) gets that
-chat instead: its system message, and its latest message as each observation (the greeting
-before the agent speaks, the agent's message, the user's own tool result).
-
-The episode ends when the inner episode ends (its env done, or the agent's turn budget spent);
-the reward, `fidelity` (`mua.users.fidelity`), blended with an LLM judge's rubric score when the
-entry names one (`mua.users.seat_judge`), is paid then, or by `on_truncate` when the runner's budget
-ends it first. A fixed agent that cannot answer ends the trajectory as
-`user_failure` (masked from the loss: the party the policy talks to failed); a `MuaError` stops
-the run; any other inner failure ends it as `env_error`. Nothing here parses model output.
+`reset` makes the gym's env with `ctx.user_kind = "seat"` and a `SeatClient` as `ctx.llm` and
+runs the inner episode as a task; each user request the inner env makes becomes the policy's
+observation and its next turn the reply (docs/user_seat.md, "How an episode runs"). The reward,
+`fidelity` (blended with a judge's score when the entry names one), is paid when the inner episode
+ends. A fixed agent that cannot answer ends it as `user_failure`, another inner failure as
+`env_error`; a `MuaError` stops the run. Not here: parsing model output.
 """
 
 from __future__ import annotations

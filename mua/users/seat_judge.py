@@ -1,18 +1,10 @@
 """The user seat's judge rubric: an LLM judge rates one episode's user against four criteria.
 
-With `fidelity_judge:` on a `seat: user` entry, the judge gets the user's hidden instructions
-(the seat's system prompt) and the conversation (the agent's messages and the user's replies)
-and answers JSON with a verdict of 0 or 1 per criterion:
-
-- `instructions`: the user kept to its hidden instructions and the truth they hold;
-- `asked_only`: it revealed information only when the agent asked for it;
-- `persona`: it stayed in its role (a user, never the agent or the narrator);
-- `ending`: it ended when its goal was met or impossible, not earlier, and did not quit or drag on.
-
-The rubric score is their mean. A reply that is not that JSON is retried by the client, and a
-judge whose retries are spent raises `UserFailure` naming the judge: the trajectory ends
-`user_failure`, masked (never a silent 0). Nothing here runs an episode or blends the score
-with the checks (`mua.users.seat_env`).
+With `fidelity_judge:` on a `seat: user` entry, the judge reads the user's hidden instructions and
+the conversation and answers JSON with 0 or 1 for `instructions`, `asked_only`, `persona` and
+`ending` (docs/user_seat.md, "The judge rubric"); the score is their mean. A judge whose retries
+are spent raises `UserFailure`: the trajectory ends `user_failure`, masked.
+Not here: running an episode, blending the score with the checks (`mua.users.seat_env`).
 """
 
 from __future__ import annotations

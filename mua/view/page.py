@@ -1,15 +1,11 @@
 """The page `mua view` writes: one HTML file with its styles and script inline (no server, no
 network), over the records of `mua.view.sources`.
 
-Every transcript is rendered here, in Python, as an `<article class="traj">` whose data
-attributes (checkpoint, gym, task, sample, reward, termination) the script filters on: by
-checkpoint, reward range, termination reason and gym. Trained tokens (loss mask 1) are the
-`k-trained` spans of the token stream (training transcripts only: evaluations keep messages).
-"Compare" puts two checkpoints side by side, one row per (gym, task, sample) present in both.
-The view's state lives in the URL's fragment (`#ckpt=..&min=..&max=..&term=..&gym=..&a=..&b=..`)
-so a view can be linked and a headless browser can open it in a given state. The reward curves
-are inline SVG drawn here. The script only shows, hides and clones what is rendered here.
-Its summary script (`SUMMARY_TAG`) tells `mua view` a page it may write over.
+Every transcript is rendered here as an `<article class="traj">` whose data attributes the script
+filters on (checkpoint, reward, termination, gym); trained tokens are `k-trained` spans. "Compare"
+sets two checkpoints side by side; the view's state lives in the URL fragment, so a view can be
+linked. Reward curves are inline SVG; the script only shows, hides and clones what is rendered.
+`SUMMARY_TAG` marks a page `mua view` may write over.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """What `mua view` reads: training runs and evaluations found under the folders it is given.
 
-A training run is a folder with `recipe.resolved.yaml`; its sampled transcripts are
-`transcripts/step_N.jsonl`, those of its in-training validations `transcripts/val_N.jsonl`, and
-its curves `metrics.jsonl` (`mua.track.run_files`). An evaluation is a folder with
-`results.jsonl` (`mua eval`), whose rows carry the messages but no tokens. Each training step,
-each validation (`<run>:val@N`, after step N) and each evaluation becomes a *checkpoint* of the
-page; every transcript becomes a flat record with the fields the page filters and pairs on (gym,
-task, sample, reward, termination). Folders are searched two levels deep, so the demo's folder
-shows its RL run and both evaluations. A run with several gyms also gets a chart of each gym's
-training and held-out reward, and its transcripts carry their gym's label (the page's gym
-filter). A run with program gyms gets a chart of its gateway splits and unreadable tool calls,
-and each transcript the number of times its session split. An evaluation run with
-`--audit-users` also brings its simulator audit (`user_audit.json`). Nothing here writes or
-renders.
+A training run is a folder with `recipe.resolved.yaml` (transcripts `transcripts/step_N.jsonl`
+and `val_N.jsonl`, curves `metrics.jsonl`); an evaluation one with `results.jsonl`, plus
+`user_audit.json` when audited. Each step, validation (`<run>:val@N`) and evaluation becomes a
+checkpoint of the page and each transcript a flat record (gym, task, sample, reward, termination);
+folders are searched two levels deep. Several gyms and program gyms add their charts.
+Not here: writing or rendering.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The SGLang engine as the trainer drives it (`ColocatedEngine`), and its builder.
 
-A server speaking SGLang's protocol (a real SGLang server, or `mua serve` on CPU) is shared by
-several ranks. One rank, the leader, drives it: with `rollout.sglang.base_urls` the servers
-serve the whole job and global rank 0 leads; otherwise each node's local rank 0 launches one
-server and leads it, and the node's other ranks connect to the URL it shares. A use:
-    leader resumes weights memory if it released it -> push (every rank gathers the full
-    parameters, a collective; only the leader sends) -> leader resumes the other released tags
-    (KV cache, CUDA graphs) -> barrier -> (the trainer probes) -> rollouts from every rank ->
-    every rank drains its own requests still running on the server -> barrier -> leader
-    releases every memory tag the server's release knows.
-A fresh server has released nothing, so the first wake resumes nothing (SGLang's scheduler dies
-resuming a tag that is not released). SGLang frees released weights, so after a release the
-weights must be pushed again; with adapter pushes the base stays resident (its tag is kept) and
-the adapter is pushed again at each use, being small: the leader loads it, the other ranks name
-it in their requests. Pushes wait for the next use (`push_on_update` is False): a push before
-the release would be thrown away.
-Not here: the HTTP protocol and launching (`sglang_engine`, `sglang_launch`, `engine_pool`).
+One rank leads a server that several ranks share (global rank 0 with `rollout.sglang.base_urls`,
+else each node's local rank 0, which launches it): it resumes weight memory, pushes (every rank
+gathers), resumes the other tags; after the rollouts every rank drains its requests and the leader
+releases every tag (docs/sglang.md, "Servers: connected or launched"). A fresh server has released
+nothing; released weights must be pushed again; pushes wait for the next use (`push_on_update`
+False). Not here: the HTTP protocol and launching (`sglang_engine`, `sglang_launch`, `engine_pool`).
 """
 
 from __future__ import annotations

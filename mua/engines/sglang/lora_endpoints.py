@@ -1,20 +1,11 @@
 """SGLang's LoRA endpoints as mua uses them for `rollout.lora_sync: adapter`.
 
-The base stays resident in the server; after each update only the adapter travels:
-  POST /load_lora_adapter_from_tensors  {"lora_name", "config_dict" (adapter_config.json),
-                                         the tensors {name: tensor} in MultiprocessingSerializer
-                                         form, "pinned": false}
-  POST /unload_lora_adapter             {"lora_name"}
-  POST /generate                        ... "lora_path": <the live adapter's name>
-The endpoint first shipped in SGLang 0.5.8 with one payload in `serialized_tensors` (through
-0.5.16); from 0.5.17 it takes one payload per tensor-parallel rank in `serialized_named_tensors`
-(as /update_weights_from_tensor does). Releases before 0.5.8 cannot take an adapter push: `adapter`
-is refused before the run starts (`mua.engines.sglang.colocated.check_launch`). A launched server needs LoRA enabled
-with room for the adapter (`launch_args`: --enable-lora, --max-lora-rank, --lora-target-modules).
-
-Tensor names are peft's file names (`base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`),
-what SGLang's adapter loader reads from `adapter_model.safetensors`.
-Not here: the HTTP calls (`mua.engines.sglang.sglang_engine`), the server side (`mua.serve`).
+The base stays resident; after each update only the adapter travels, to
+`/load_lora_adapter_from_tensors` (config dict and tensors under peft's file names, in the
+release's payload field; docs/sglang_releases.md), and `/generate` names the live one in
+`lora_path`. Releases before 0.5.8 are refused before the run starts (`colocated.check_launch`); a
+launched server gets `--enable-lora` with room for the adapter (`launch_args`).
+Not here: the HTTP calls (`sglang_engine`), the server side (`mua.serve`).
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """The JSON shapes of SGLang's native HTTP protocol, as both mua's client and mua's server use them.
 
-One place defines how a `GenerationRequest` becomes a `/generate` body and how a `/generate`
-response becomes a `GenerationResult`, so the client that drives a real SGLang server is the same
-code CI runs against `mua serve`. The shapes follow SGLang's `GenerateReqInput` and its response:
-
-  request   {"input_ids": [...], "sampling_params": {...}, "return_logprob": true,
-             "logprob_start_len": -1, "rid": "..."}
-  response  {"text": "...", "output_ids": [...], "meta_info": {"id": ..., "finish_reason":
-             {"type": "stop"|"length"|"abort", ...}, "prompt_tokens": n, "completion_tokens": m,
-             "output_token_logprobs": [[logprob, token_id, text_or_null], ...]}}
-
-SGLang's `top_k = -1` disables top-k (mua uses 0). An explicit seed travels as `sampling_seed`
-only when the server honours it (a release >= 0.5.3 running with --enable-deterministic-inference,
-or `mua serve`): older releases refuse the field and newer ones ignore it without that flag, so
-elsewhere seeds are best-effort.
-Log-probs: SGLang returns log_softmax(logits / T) of the sampled token unless the server runs with
-SGLANG_RETURN_ORIGINAL_LOGPROB=1; mua's contract is the former, so the launcher never sets it.
-
-Not here: HTTP transport (see `mua.engines.sglang.sglang_engine` and `mua.serve.server`), streaming,
-text prompts, multimodal inputs, prompt (input) log-probs.
+One place turns a `GenerationRequest` into a `/generate` body (SGLang's `GenerateReqInput`) and a
+response into a `GenerationResult`, so the client that drives a real SGLang server is the code CI
+runs against `mua serve`. `sampling_seed` is sent only to a server that honours it; log-probs are
+log_softmax(logits / T) of the sampled token (docs/sglang.md, "The protocol").
+Not here: HTTP transport, streaming, text prompts, multimodal inputs, prompt log-probs.
 """
 
 from __future__ import annotations

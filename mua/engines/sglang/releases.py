@@ -1,36 +1,10 @@
-"""What differs between SGLang releases, in the parts of the protocol mua uses.
+"""What differs between SGLang releases, in the parts of the protocol mua uses (docs/sglang_releases.md).
 
-One table, read by both sides: the client (`mua.engines.sglang.sglang_engine`) adapts to the release a
-server reports in `/get_server_info` (`version`), and `mua serve --sglang-release X` accepts and
-refuses what release X accepts and refuses. The facts come from reading each release's code
-(tokenizer manager, scheduler, sampling params, HTTP server); the contract tests under
-tests/contract run the covered releases' own classes on what mua sends.
-
-  memory tags           0.4.x: weights, kv_cache; 0.5.x adds cuda_graph. A release without tags
-                        releases all of them; resuming a tag that is not released kills 0.5.x's
-                        scheduler (`offload_tags.remove`) and 0.4.x's (`stashed_model_static_state`).
-  idle release          0.5.x asserts the scheduler has no request when memory is released.
-  sampling_seed         a SamplingParams argument from 0.5.3 (a TypeError before), honoured only
-                        when the server runs with --enable-deterministic-inference.
-  duplicate rid         from 0.5.12 a second in-flight request with the same rid is refused (400);
-                        before, it overwrote the first one's state (that request never finished).
-  weight sessions       from 0.5.21 /update_weights_from_tensor is refused (400) outside
-                        /begin_weight_update ... /end_weight_update.
-  weight_version        from 0.5.1 every weight-update request takes a `weight_version` string;
-                        the server's version (`/get_model_info`, each /generate's meta_info)
-                        changes only when a successful push carries one, else stays "default".
-                        0.4.x has no weight_version at all.
-  pause / continue      /pause_generation, /continue_generation and /abort_request ({rid} or
-                        {abort_all}) in every covered release. 0.4.9 and 0.5.5 take no body: a
-                        pause aborts what runs and holds new requests until continue. 0.5.23
-                        takes PauseGenerationReqInput {mode: abort | retract | in_place}
-                        (abort by default) and ContinueGenerationReqInput.
-  LoRA from tensors     from 0.5.8 /load_lora_adapter_from_tensors (and /unload_lora_adapter, older)
-                        load an adapter pushed as tensors; through 0.5.16 one payload in
-                        `serialized_tensors`, from 0.5.17 one per TP rank in
-                        `serialized_named_tensors`. /generate names it in `lora_path`.
-
-Not here: the HTTP shapes (`mua.engines.sglang.protocol`), how the client or server act on these facts.
+One table, read by both sides: the client adapts to the `version` a server reports in
+`/get_server_info`, and `mua serve --sglang-release X` accepts and refuses what release X does
+(memory tags, idle release, `sampling_seed`, duplicate rids, weight sessions, `weight_version`,
+pause/continue, LoRA from tensors). The contract tests under tests/contract check it against
+each covered release's own code. Not here: the HTTP shapes (`protocol`), acting on these facts.
 """
 
 from __future__ import annotations

@@ -1,41 +1,11 @@
-"""The `sglang` RolloutEngine: a client of SGLang's native HTTP protocol.
+"""The `sglang` RolloutEngine: a client of SGLang's native HTTP protocol (docs/sglang.md).
 
-`SGLangEngine` speaks to one server: a real SGLang server on GPU (launched by
-`mua.engines.sglang.sglang_launch`, or started elsewhere) or `mua serve` (mua's transformers engine
-behind the same protocol, which is how CI runs this exact code). It generates from token ids with log-probs,
-pushes weights bucket by bucket (tensor path: `/update_weights_from_tensor`; disk path:
-safetensors shards in shared memory, then `/update_weights_from_disk`), releases and resumes
-memory by tag (`weights`, `kv_cache`, `cuda_graph`) for co-location with the trainer, and flushes the cache.
-Several servers, and building the engine a recipe names: `mua.engines.sglang.engine_pool`.
-
-One client path for every server: the same bodies, tensor encoding (SGLang's
-MultiprocessingSerializer form, see `weight_sync.encode_tensors`) and call sequence go to a real
-SGLang server and to `mua serve`. What differs between SGLang releases (memory tags, weight-update
-sessions, `sampling_seed`) is read once from the `version` the server reports in
-`/get_server_info` (`mua.engines.sglang.releases`); `mua serve` reports the release it emulates.
-Memory: the client remembers which tags it released, so it never resumes a tag that is not
-released (a fresh server holds everything), and `drain()` aborts and waits for this client's
-requests still running on the server, so memory is never released under a running request.
-Request ids carry a per-client tag and a counter: unique across the ranks sharing a server.
-Every push may carry a `weight_version` (sent with the request that completes it, where the
-release has the field); the server's version is read back into `weight_version` and a push it did
-not adopt fails. A CUDA tensor push goes only to a server of the trainer's own sglang release.
-A server mua launched answers only requests with its key (`api_key`, sent as
-`Authorization: Bearer` with every request). Launching a server is
-`mua.engines.sglang.sglang_launch`; the push calls are
-`mua.engines.sglang.weight_push`, the bodies sent and read `mua.engines.sglang.http_bodies`.
-With `rollout.lora_sync: adapter`, `load_adapter` sends a LoRA adapter alone under a versioned
-name (`mua.engines.sglang.lora_endpoints`), every `/generate` names the live one in `lora_path`,
-and an older version this client loaded is unloaded once none of its requests names it. The
-adapter's `weight_version` is kept by the client (no covered release takes one with an adapter
-load) and reported in the results it sampled.
-
-Every call goes over aiohttp on the caller's event loop (`mua.llm.http_session`, one session
-per loop, connections kept alive); bodies of weight pushes are encoded on a worker thread, so
-the loop never blocks. A `/generate` whose caller gives up (a trajectory timeout) runs on to its
-answer: the request counts as in flight until the server answered it, and `drain()` aborts it
-and waits for that. Not here: SGLang's in-process `Engine` API (the HTTP server is the one interface),
-NCCL weight broadcast, multi-node servers, router/load-balancer processes.
+`SGLangEngine` speaks to one server, a real SGLang server or `mua serve`, with the same bodies
+and calls: generation from token ids with log-probs, weight pushes, memory release/resume by tag,
+cache flushes, LoRA adapters by versioned name. Release differences are read from the server's
+`version`; `drain()` aborts and waits for this client's requests before memory is released.
+Every call goes over aiohttp on the caller's loop. Not here: launching (`sglang_launch`), push
+calls (`weight_push`), bodies (`http_bodies`), several servers (`engine_pool`), NCCL, routers.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Launching a real SGLang server for the trainer, and waiting until it is ready.
 
-`launch_sglang_server` builds the command that runs SGLang's `launch_server` (memory saver on, so
-memory can be released; --enable-deterministic-inference when seeds must be honoured) and hands it
-to `start_server_process` with a fresh random key. The key guards every route but /health,
-/ready and /metrics in every covered release (SGLang's `--api-key`); it reaches the server in its
-environment ($MUA_SGLANG_API_KEY), never on its command line, which every local user can read:
-the command is `python -c KEYED_LAUNCH ARGS`, which adds `--api-key` from the environment to ARGS
-inside the process and runs `sglang.launch_server` as `python -m` would. The client
-(`SGLangEngine(api_key=...)`) sends the key with every request. `start_server_process` runs any
-such command with `server_env()`: the trainer's
-environment less torchrun's variables (a server started from a torchrun worker that inherits
-TORCHELASTIC_USE_AGENT_STORE=True hangs in its own init_process_group), then polls `/health` until
-it answers 200 (SGLang answers 503 while it warms up; a server without `/health` is polled on
-`/get_model_info`). Not here: the protocol client (`mua.engines.sglang.sglang_engine`).
+`launch_sglang_server` builds SGLang's `launch_server` command (memory saver on; deterministic
+inference when seeds must be honoured) and starts it with a fresh random key that travels in the
+environment (`$MUA_SGLANG_API_KEY`, added inside the process by `KEYED_LAUNCH`), never on the
+command line. `start_server_process` runs it without torchrun's variables (`server_env()`) and
+polls `/health` (else `/get_model_info`) until 200 (docs/sglang.md).
+Not here: the protocol client (`mua.engines.sglang.sglang_engine`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Weight pushes of the SGLang client: full weights by tensor or disk, and LoRA adapters.
 
-Full weights go bucket by bucket to `/update_weights_from_tensor` (inside a weight-update
-session where the release has them), or as safetensors shards in shared memory loaded by
-`/update_weights_from_disk`. The `weight_version` goes with the request that completes a push,
-and the server's version is read back: a push the server did not adopt fails. A CUDA tensor push
-goes only to a server of the trainer's own sglang release. A LoRA adapter goes alone to
-`/load_lora_adapter_from_tensors` under a versioned name (`mua.engines.sglang.lora_endpoints`);
-its `weight_version` is kept by the client (no covered release takes one with an adapter).
-`WeightPushes` is a part of `SGLangEngine` (mua.engines.sglang.sglang_engine): it uses the
-engine's calls, release traits, adapter bookkeeping and stats. Not here: the HTTP session,
-generation, memory release and resume.
+Full weights go bucket by bucket to `/update_weights_from_tensor` (in a session where the release
+has them) or as shared-memory shards to `/update_weights_from_disk`; adapters go alone under a
+versioned name. `weight_version` rides with the completing request and is read back (docs/
+sglang_releases.md). `WeightPushes` is a part of `SGLangEngine` and uses its calls, release
+traits, adapter bookkeeping and stats. Not here: HTTP sessions, generation, memory calls.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""Moving trainer weights into SGLang servers: wire encodings and a disk path.
+"""Moving trainer weights into SGLang servers: wire encodings and a disk path (docs/sglang.md).
 
-- Buckets (`iter_buckets`, from `mua.engines.weight_buckets`): at most one bucket of full
-  tensors exists at once, never a full-model copy.
-- Tensor path: `encode_tensors` is SGLang's `MultiprocessingSerializer` form (base64 pickle of
-  [(name, tensor)]: CUDA tensors by CUDA-IPC handle, same host only; CPU tensors inline);
-  `tensor_push_body` serializes it once per tensor-parallel rank.
-  `decode_tensors` is the receiving side `mua serve` uses. Every server gets this one encoding.
-- Disk path: `write_shards` writes each bucket as one safetensors shard (plus an index) into a
-  folder, by default in shared memory, for `/update_weights_from_disk`; `read_shards` is the reverse.
-
-Not here: NCCL broadcast of weights (SGLang's update_weights_from_distributed), resharding for
-tensor parallelism (SGLang's loader does that from full tensors), HTTP (see sglang_engine), the
-probe of the pushed weights (`mua.engines.weight_probe`).
+Buckets (`iter_buckets`) keep at most one bucket of full tensors at once. Tensor path:
+`encode_tensors` is SGLang's `MultiprocessingSerializer` form (CUDA tensors by IPC handle, same
+host; CPU tensors inline), serialized per tensor-parallel rank by `tensor_push_body`;
+`decode_tensors` is `mua serve`'s side. Disk path: `write_shards`/`read_shards`, safetensors shards
+in shared memory for `/update_weights_from_disk`.
+Not here: NCCL broadcast, resharding for TP (SGLang's loader), HTTP, the weight probe.
 """
 
 from __future__ import annotations
