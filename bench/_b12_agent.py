@@ -3,8 +3,9 @@
 the built-in loop: the task's prompt, `[answer] N` read with the bracket reader, the gym's env
 answering. Each returns the episode's reward.
 
-`play` posts the chat requests as plain JSON over HTTP (aiohttp), `play_sdk` with the `openai`
-SDK; the SDK's client, whose construction loads the TLS certificates, is made once per event
+`play` posts the chat requests as plain JSON over HTTP (aiohttp), `play_responses` and
+`play_messages` the same conversation as plain JSON to the Responses API (`/v1/responses`) and
+the Messages API (`/v1/messages`, the key as `x-api-key`), `play_sdk` with the `openai` SDK; the SDK's client, whose construction loads the TLS certificates, is made once per event
 loop and gateway (as a harness serving many episodes in one process would) and used with each
 episode's own session key.
 """
@@ -45,19 +46,67 @@ async def _episode(task: dict, ask) -> float:
     return reward
 
 
-async def play(base_url: str, api_key: str, task: dict) -> float:
+def _messages_body(messages: list[dict]) -> dict:
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    rest = [m for m in messages if m["role"] != "system"]
+    return {"model": "policy", "max_tokens": 1024, "system": "\n".join(system), "messages": rest}
+
+
+def _output_text(reply: dict) -> str:
+    return "".join(
+        part["text"]
+        for item in reply["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    )
+
+
+API = {  # path, request body, the reply's text, the key's header
+    "chat": (
+        "/chat/completions",
+        lambda messages: {"model": "policy", "messages": messages},
+        lambda reply: reply["choices"][0]["message"]["content"] or "",
+        lambda key: {"Authorization": f"Bearer {key}"},
+    ),
+    "responses": (
+        "/responses",
+        lambda messages: {"model": "policy", "input": messages},
+        _output_text,
+        lambda key: {"Authorization": f"Bearer {key}"},
+    ),
+    "messages": (
+        "/messages",
+        _messages_body,
+        lambda reply: "".join(b.get("text", "") for b in reply["content"] if b["type"] == "text"),
+        lambda key: {"x-api-key": key},
+    ),
+}
+
+
+async def _over_http(api: str, base_url: str, api_key: str, task: dict) -> float:
     import aiohttp
 
-    headers = {"Authorization": f"Bearer {api_key}"}
-    async with aiohttp.ClientSession(headers=headers) as session:
+    path, body_of, text_of, headers = API[api]
+    async with aiohttp.ClientSession(headers=headers(api_key)) as session:
 
         async def ask(messages: list[dict]) -> str:
-            body = {"model": "policy", "messages": messages}
-            async with session.post(f"{base_url}/chat/completions", json=body) as r:
+            async with session.post(f"{base_url}{path}", json=body_of(messages)) as r:
                 r.raise_for_status()
-                return (await r.json())["choices"][0]["message"]["content"] or ""
+                return text_of(await r.json())
 
         return await _episode(task, ask)
+
+
+async def play(base_url: str, api_key: str, task: dict) -> float:
+    return await _over_http("chat", base_url, api_key, task)
+
+
+async def play_responses(base_url: str, api_key: str, task: dict) -> float:
+    return await _over_http("responses", base_url, api_key, task)
+
+
+async def play_messages(base_url: str, api_key: str, task: dict) -> float:
+    return await _over_http("messages", base_url, api_key, task)
 
 
 async def play_sdk(base_url: str, api_key: str, task: dict) -> float:

@@ -10,18 +10,22 @@ synchronous step), `EngineSync`, `SeededPolicy`, `collect`, `score` /
   game over HTTP through the gateway, posting plain JSON chat requests: same prompts, same
   bracket reader, same env, same seeds, so the sides sample the same conversations;
 - gateway_sdk: the same with the `openai` SDK as the client (`play_sdk`): what a typical harness
-  adds on top, its client's own CPU per request, in the same process as the engine here.
+  adds on top, its client's own CPU per request, in the same process as the engine here;
+- gateway_responses, gateway_messages: the same game as plain JSON over the Responses API
+  (`play_responses`) and Anthropic's Messages API (`play_messages`).
 Each side has its own model, optimizer and engine from the same seed; their steps alternate
-(builtin, gateway, gateway_sdk, builtin, ...) so load on the shared machine hits all alike; one
+(builtin, gateway, gateway_sdk, gateway_responses, gateway_messages, builtin, ...) so load on the shared machine hits all alike; one
 untimed warm-up step each. The guess reward gives groups variance; B12 measures throughput.
 
 Metrics: `samples_per_s_vs_builtin` (trained samples per second, gateway over builtin; bar
->= 0.8), `sdk_samples_per_s_vs_builtin` (gateway_sdk over builtin, reported), each side's
+>= 0.8), `sdk_samples_per_s_vs_builtin`, `responses_samples_per_s_vs_builtin` and
+`messages_samples_per_s_vs_builtin` (the other gateway sides over builtin, reported), each side's
 `samples_per_s`; exactness: `gateway_untrained_sampled_tokens` (tokens the engine sampled for
-the programs of both gateway sides minus tokens the steps trained, summed over the steps, with
+the programs of every gateway side minus tokens the steps trained, summed over the steps, with
 the trained ones checked to be the sampled ones id by id, every step; bar `<= 0`) and
 `same_streams_frac` (share of the gateway side's trajectories whose token stream is identical
-to the built-in side's).
+to the built-in side's; `responses_same_streams_frac`, `messages_same_streams_frac` the same for
+those sides).
 """
 
 from __future__ import annotations
@@ -103,7 +107,12 @@ def _side(name: str):
     spec = get_gym("guess")
     options = {"max_number": 8, "num_train": 64, "num_test": 0}
     tasks = spec.build_tasks(None, seed=0, options=options)["train"]
-    target = {"gateway": "bench._b12_agent:play", "gateway_sdk": "bench._b12_agent:play_sdk"}
+    target = {
+        "gateway": "bench._b12_agent:play",
+        "gateway_sdk": "bench._b12_agent:play_sdk",
+        "gateway_responses": "bench._b12_agent:play_responses",
+        "gateway_messages": "bench._b12_agent:play_messages",
+    }
     program = ProgramConfig(entry_point=target[name], timeout_s=120) if name in target else None
     entry = GymConfig(name="guess", program=program)
     return SimpleNamespace(
@@ -186,16 +195,20 @@ def run():
     torch.set_num_threads(1)
     dist = DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo")
     os.environ["B12_MAX_TURNS"] = str(MAX_TURNS)
-    sides = [_side("builtin"), _side("gateway"), _side("gateway_sdk")]
+    names = ["builtin", "gateway", "gateway_sdk", "gateway_responses", "gateway_messages"]
+    sides = [_side(name) for name in names]
     for step in range(STEPS + 1):
         for side in sides:
             _step(side, step, dist)
-    builtin, gateway, sdk = sides
-    same = total = 0
-    for a, b in zip(builtin.streams, gateway.streams, strict=True):
-        for key, stream in a.items():
-            total += 1
-            same += int(b.get(key) == stream)
+    builtin, gateway, sdk, responses, messages = sides
+
+    def same_streams(other) -> float:
+        same = total = 0
+        for a, b in zip(builtin.streams, other.streams, strict=True):
+            for key, stream in a.items():
+                total += 1
+                same += int(b.get(key) == stream)
+        return same / max(total, 1)
 
     def rate(side) -> float:
         return side.totals["samples"] / side.totals["wall_s"]
@@ -203,8 +216,12 @@ def run():
     metrics = {
         "samples_per_s_vs_builtin": rate(gateway) / rate(builtin),
         "sdk_samples_per_s_vs_builtin": rate(sdk) / rate(builtin),
-        "gateway_untrained_sampled_tokens": float(gateway.untrained + sdk.untrained),
-        "same_streams_frac": same / max(total, 1),
+        "responses_samples_per_s_vs_builtin": rate(responses) / rate(builtin),
+        "messages_samples_per_s_vs_builtin": rate(messages) / rate(builtin),
+        "gateway_untrained_sampled_tokens": float(sum(s.untrained for s in sides[1:])),
+        "same_streams_frac": same_streams(gateway),
+        "responses_same_streams_frac": same_streams(responses),
+        "messages_same_streams_frac": same_streams(messages),
     }
     for side in sides:
         metrics[f"{side.name}_samples_per_s"] = side.totals["samples"] / side.totals["wall_s"]
@@ -212,6 +229,7 @@ def run():
     notes = (
         f"{STEPS} steps a side after a warm-up, steps alternating; {TASKS_PER_STEP} tasks x {N} "
         f"samples a step, at most {MAX_TURNS} turns of {NEW_TOKENS} tokens; gateway sides: entry "
-        f"points over HTTP (plain JSON; openai SDK); 1-minute load at the end {load_1min():.2f}"
+        f"points over HTTP (plain JSON chat completions; openai SDK; plain JSON Responses API; "
+        f"plain JSON Messages API); 1-minute load at the end {load_1min():.2f}"
     )
     return metrics, notes

@@ -1,11 +1,15 @@
 """The OpenAI chat-completions wire format as the gateway speaks it: request checks and replies.
 
-`read_request(body)` accepts `model`, `messages`, `tools`, `tool_choice` (`auto` or `none`),
-`temperature`, `max_tokens` / `max_completion_tokens`, `stop`, `n` (1 only), `stream`,
-`stream_options`, `parallel_tool_calls` and `user`; anything else, or a value it cannot honour,
-is a `WireError` (HTTP 400) naming the field and what to send instead. `completion` and
-`stream_events` build the answer (one JSON body, or server-sent events ending `[DONE]`).
-Not here: sessions, sampling, HTTP.
+`read_request(body)` accepts `model`, `messages`, `tools`, `tool_choice` (`auto`, `none`,
+`required` or a named function), `response_format` (`text`, `json_object`, `json_schema`),
+`temperature`, `top_p` (1 only), `max_tokens` / `max_completion_tokens`, `stop`, `n` (1 only),
+`stream`, `stream_options`, `parallel_tool_calls`, `user` and `store`; anything else, or a value it
+cannot honour, is a `WireError` (HTTP 400) naming the field and what to send instead. The
+Responses and Messages APIs (`mua.gateway.responses_wire`, `mua.gateway.messages_wire`) are read
+into the same `ChatRequest`. `completion` and `stream_events` build the answer (one JSON body, or
+server-sent events ending `[DONE]`).
+Not here: sessions, sampling, HTTP, checking a reply against `response_format` / `tool_choice`
+(`mua.gateway.structured`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ ACCEPTED = (
     "messages",
     "tools",
     "tool_choice",
+    "response_format",
     "temperature",
+    "top_p",
     "max_tokens",
     "max_completion_tokens",
     "stop",
@@ -32,6 +38,7 @@ ACCEPTED = (
     "stream_options",
     "parallel_tool_calls",
     "user",
+    "store",
 )
 
 
@@ -44,7 +51,19 @@ class WireError(Exception):
         self.param = param
         self.code = code or ("invalid_request_error" if status == 400 else "error")
 
-    def body(self) -> dict:
+    def body(self, anthropic: bool = False) -> dict:
+        """The error body in OpenAI's shape, or Anthropic's (`{type: error, error: {type,
+        message}}`) for the Messages API."""
+        if anthropic:
+            kind = {
+                401: "authentication_error",
+                404: "not_found_error",
+                405: "invalid_request_error",
+            }
+            kind = kind.get(
+                self.status, "api_error" if self.status >= 500 else "invalid_request_error"
+            )
+            return {"type": "error", "error": {"type": kind, "message": str(self)}}
         return {
             "error": {
                 "message": str(self),
@@ -66,6 +85,8 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
+    response_format: dict | None = None  # json_object / json_schema: the reply is checked
+    required_tool: str = ""  # tool_choice: "" auto or none, "*" required, else the named tool
 
 
 def _number(body: dict, key: str, low: float, high: float | None = None) -> float | None:
@@ -131,29 +152,84 @@ def _messages(body: dict) -> list[dict]:
     return [normal_message(m) for m in messages]
 
 
-def read_request(body: Any) -> ChatRequest:
-    """The checked request (see the module docstring)."""
-    if not isinstance(body, dict):
-        raise WireError(400, "the body must be a JSON object")
-    unknown = sorted(k for k in body if k not in ACCEPTED)
-    if unknown:
+def tool_choice(choice: Any, offered: list[str], param: str = "tool_choice") -> tuple[str, str]:
+    """(`auto` / `none` / `required`, the required tool: "" none, "*" any, else its name) of an
+    OpenAI `tool_choice`: a string or `{type: function, function: {name}}` (or the Responses
+    API's `{type: function, name}`); a name the request does not offer is a 400."""
+    if choice in (None, "auto", "none"):
+        return choice or "auto", ""
+    if choice == "required":
+        if not offered:
+            raise WireError(400, f'{param} "required" needs tools; send tools or auto', param)
+        return "required", "*"
+    fn = choice.get("function") if isinstance(choice, dict) else None
+    name = (fn or {}).get("name") if isinstance(fn, dict) else None
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = name or choice.get("name")
+    if not isinstance(name, str) or not name:
         raise WireError(
             400,
-            f"{unknown[0]} is not supported by the mua gateway (it accepts "
-            f"{', '.join(ACCEPTED)}); remove it",
+            f"{param} {json.dumps(choice)[:80]}: send auto, none, required or "
+            '{"type": "function", "function": {"name": ...}}',
+            param,
+        )
+    if name not in offered:
+        raise WireError(400, f"{param} names {name!r}, which is not among the tools sent", param)
+    return "required", name
+
+
+def response_format(value: Any, param: str = "response_format") -> dict | None:
+    """The checked `response_format`: None for text, else `{type: json_object}` or `{type:
+    json_schema, schema}` (the schema an object)."""
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        spec = value.get("json_schema", value)  # chat nests it; the Responses API does not
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if isinstance(schema, dict):
+            return {"type": "json_schema", "name": str(spec.get("name") or ""), "schema": schema}
+    raise WireError(
+        400,
+        f"{param} must be {{type: text}}, {{type: json_object}} or {{type: json_schema, "
+        "json_schema: {name, schema}}}",
+        param,
+    )
+
+
+def checked_body(body: Any, accepted, route: str = "") -> dict:
+    """`body` when it is a JSON object holding only `accepted` fields; else a 400 naming the
+    first other field (`route`, e.g. "/v1/messages", names the API in the message)."""
+    if not isinstance(body, dict):
+        raise WireError(400, "the body must be a JSON object")
+    unknown = sorted(k for k in body if k not in accepted)
+    if unknown:
+        where = f"the mua gateway's {route}" if route else "the mua gateway"
+        raise WireError(
+            400,
+            f"{unknown[0]} is not supported by {where} (it accepts {', '.join(accepted)}); "
+            "remove it",
             unknown[0],
         )
+    return body
+
+
+def read_request(body: Any) -> ChatRequest:
+    """The checked request (see the module docstring)."""
+    body = checked_body(body, ACCEPTED)
     n = body.get("n", 1)
     if n not in (1, None):
         raise WireError(400, f"n={n!r}: the gateway samples one choice per request; send n=1", "n")
-    choice = body.get("tool_choice", "auto")
-    if choice not in ("auto", "none", None):
+    if body.get("top_p") not in (None, 1, 1.0):
         raise WireError(
-            400,
-            f"tool_choice {json.dumps(choice)} is not supported (the gateway cannot force a "
-            "call); send auto or none",
-            "tool_choice",
+            400, "top_p: the run samples (and trains) at top_p 1; leave it out or send 1", "top_p"
         )
+    tools = _tools(body)
+    choice, required = tool_choice(body.get("tool_choice"), [t["function"]["name"] for t in tools])
     stop = body.get("stop") or []
     stop = [stop] if isinstance(stop, str) else stop
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
@@ -162,8 +238,10 @@ def read_request(body: Any) -> ChatRequest:
     return ChatRequest(
         model=str(body.get("model") or ""),
         messages=_messages(body),
-        tools=_tools(body),
+        tools=tools,
         parse_tools=choice != "none",
+        response_format=response_format(body.get("response_format")),
+        required_tool=required,
         temperature=_number(body, "temperature", 0.0, 2.0),
         max_tokens=_max_tokens(body),
         stop=list(stop),
@@ -181,6 +259,7 @@ class Reply:
     finish_reason: str  # stop, length, tool_calls
     prompt_tokens: int
     completion_tokens: int
+    stop_string: str = ""  # the request's `stop` string that ended it, if one did
 
 
 def _usage(reply: Reply) -> dict:

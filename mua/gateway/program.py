@@ -6,8 +6,12 @@ event loop's gateway (one per loop, started on first use and closed with its las
 starts the program (a command, in its own process group, a leading `python` being mua's own
 interpreter; or an in-process entry point, its module found in the folder mua runs in first:
 `mua.plugin_targets`) with
-`OPENAI_BASE_URL`, `OPENAI_API_KEY` (the session key) and `MUA_TASK` (the task row as JSON), and
-waits for it within `program.timeout_s`. The program may play the gym's own env (its
+`OPENAI_BASE_URL`, `OPENAI_API_KEY` (the session key), `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`
+(the same key), `MUA_TASK` (the task row as JSON) and `MUA_MODEL`, and by default (the entry's
+`program.env` may override them) `OPENAI_AGENTS_DISABLE_TRACING=1` (the Agents SDK would send
+its traces to the vendor with the session key) and `OPENAI_DEFAULT_MODEL` (the model name the
+gateway lists, so an Agents SDK agent that names no model sends no gpt-5 reasoning settings),
+and waits for it within `program.timeout_s`. The program may play the gym's own env (its
 simulated user and tools) over HTTP under its session key (`mua.gateway.env_routes`). The
 reward is the last line of its stdout that is a JSON object with a number under `reward`,
 (`reward: gym`) the gym's `score_conversation` of the recorded messages, or (`reward: env`) the
@@ -16,10 +20,13 @@ or gave no finite number, ends it as `env_error`.
 
 A program that crashes, overruns its deadline or gives no reward ends its trajectory with a
 failure (`env_error` or `timeout`, which training masks and counts as `reward/masked`), the
-program's stderr tail in `detail` and in the transcript; never a silent 0. A request refused
-for the session's budgets (`max_turns`, `max_total_tokens`) ends it as that truncation. An engine
-failure while answering stops the run, as in the built-in loop. Turns are sampled with the run's
-policy (its temperature and seeds, keyed by the conversation's `SeedKey` and the turn).
+program's stderr tail in `detail` and in the transcript; never a silent 0. A crash (non-zero
+exit, an entry point that raised) is also counted under the entry's label
+(`gateway/program_crashed/<label>`), so a run stopped for env errors names the program.
+A request refused for the session's budgets (`max_turns`, `max_total_tokens`) ends it as that
+truncation. An engine failure while answering stops the run, as in the built-in loop. Turns are
+sampled with the run's policy (its temperature and seeds, keyed by the conversation's `SeedKey`
+and the turn).
 Not here: the HTTP side (`mua.gateway.server`), the prefix rule (`mua.gateway.session`).
 """
 
@@ -55,6 +62,8 @@ class Outcome:
     termination: str = "done"
     detail: str = ""
     stderr_tail: str = ""
+    crashed: bool = False  # a non-zero exit, or an entry point that raised
+    label: str = ""  # the gyms entry whose program it was
 
 
 def reward_from_stdout(stdout: str) -> float | None:
@@ -122,10 +131,10 @@ def _kill_group(proc) -> None:
         pass
 
 
-async def _run_command(program, env: dict[str, str]) -> Outcome:
+async def _run_command(program, env: dict[str, str], defaults: dict | None = None) -> Outcome:
     proc = await asyncio.create_subprocess_exec(
         *command_line(program.command),
-        env={**os.environ, **program.env, **env},
+        env={**os.environ, **(defaults or {}), **program.env, **env},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -157,7 +166,11 @@ async def _run_command(program, env: dict[str, str]) -> Outcome:
         )
     if proc.returncode != 0:
         return Outcome(
-            None, "env_error", f"program exited with status {proc.returncode}", _tail(stderr)
+            None,
+            "env_error",
+            f"program exited with status {proc.returncode}",
+            _tail(stderr),
+            crashed=True,
         )
     return Outcome(reward_from_stdout(stdout), stderr_tail=_tail(stderr))
 
@@ -173,7 +186,8 @@ async def _run_entry_point(program, base_url: str, api_key: str, task) -> Outcom
     except asyncio.TimeoutError:
         return Outcome(None, "timeout", f"entry point ran past its {program.timeout_s:g}s deadline")
     except Exception as e:
-        return Outcome(None, "env_error", f"entry point raised {type(e).__name__}", _tail(str(e)))
+        why = f"entry point raised {type(e).__name__}"
+        return Outcome(None, "env_error", why, _tail(str(e)), crashed=True)
     if isinstance(value, dict):
         value = value.get("reward")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -199,12 +213,18 @@ async def run_program(
     variables = {
         "OPENAI_BASE_URL": gateway.base_url(),
         "OPENAI_API_KEY": session.key,
+        "ANTHROPIC_BASE_URL": gateway.base_url().removesuffix("/v1"),
+        "ANTHROPIC_API_KEY": session.key,
         "MUA_TASK": task_json(task),
         "MUA_MODEL": gateway.model_name,
     }
     try:
         if program.command is not None:
-            outcome = await _run_command(program, variables)
+            defaults = {
+                "OPENAI_AGENTS_DISABLE_TRACING": "1",
+                "OPENAI_DEFAULT_MODEL": gateway.model_name,
+            }
+            outcome = await _run_command(program, variables, defaults)
         else:
             outcome = await _run_entry_point(
                 program, variables["OPENAI_BASE_URL"], session.key, task
@@ -219,6 +239,7 @@ async def run_program(
         if on_turn is not None:
             on_turn()
     outcome = _scored(outcome, session, program, run, task)
+    outcome.label = run.label
     return to_trajectory(task, group_id, sample_index, session, outcome)
 
 
@@ -312,6 +333,7 @@ def to_trajectory(task, group_id: str, sample_index: int, session: Session, outc
         messages.append({"role": "env", "content": f"[program] {note}"})
     lengths = lists.pop("segment_lengths")
     sampled = sum(lists["loss_mask"])
+    crashed = outcome.crashed and outcome.termination == "env_error"
     return Trajectory(
         task_id=task.task_id,
         group_id=group_id,
@@ -334,6 +356,7 @@ def to_trajectory(task, group_id: str, sample_index: int, session: Session, outc
             "assistant_tokens": float(sampled),
             "parse_errors": float(session.malformed),
             **session.metrics(),
+            **({f"gateway/program_crashed/{outcome.label}": 1.0} if crashed else {}),
         },
         segments=lengths if len(lengths) > 1 else [],
     )

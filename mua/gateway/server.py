@@ -1,10 +1,15 @@
 """`Gateway`: the aiohttp app agent programs call, one session per program run.
 
-Routes (every one needs a session key: the bearer API key, or the path prefix `/s/<key>`, which
-wins when both are given): `POST /v1/chat/completions`, `GET /v1/models`, `GET /v1/session` (the
-caller's own session's counters; no route shows another session), and for a session given an
-env (program gyms) `POST /v1/env/reset` and `POST /v1/env/step` (`mua.gateway.env_routes`). An unknown or missing key is
-401. It binds 127.0.0.1 unless told otherwise.
+Routes (every one needs a session key: the bearer API key, the `x-api-key` header, or the path
+prefix `/s/<key>`, which wins): `POST /v1/chat/completions`, `POST /v1/responses` (the Responses
+API, `mua.gateway.responses_wire`), `POST /v1/messages` (Anthropic's Messages API,
+`mua.gateway.messages_wire`), `GET /v1/models`, `GET /v1/session` (the caller's own session's
+counters; no route shows another session), and for a session given an env (program gyms) `POST
+/v1/env/reset` and `POST /v1/env/step` (`mua.gateway.env_routes`). The three chat APIs are read
+into one `ChatRequest` and answered by one `answer`, so they share the sessions, the prefix
+rule and the record. An unknown or missing key is 401; an unknown route or method a 404 / 405
+naming the routes served; every error is JSON (Anthropic's shape under /v1/messages). It binds
+127.0.0.1 unless told otherwise.
 
 A request is answered under its session's lock: the prompt is made by the session's prefix rule
 (`mua.gateway.session`), sampled (with the session's policy, which fixes the temperature and the
@@ -14,9 +19,10 @@ the model family's reader). Making the prompt (rendering, tokenizing: seconds fo
 megabytes) and reading the reply run in a worker thread, so one session's large request never
 holds up the others. Calls of offered tools come back as OpenAI `tool_calls`; markup that cannot
 be read, or a call of a tool the request did not offer, comes back as plain text and is counted
-(`malformed`). Streaming sends the finished answer as server-sent events (the engine samples a
-turn whole). A body that is not JSON, or nests deeper than `MAX_JSON_DEPTH`, is a 400.
-An engine failure is a 500 and is kept on the session (`failure`) so a training run stops.
+(`malformed`); a reply that misses `response_format` or `tool_choice` comes back as written and
+is counted (`mua.gateway.structured`). Streaming sends the finished answer as server-sent events
+(the engine samples a turn whole). A body that is not JSON, or nests deeper than
+`MAX_JSON_DEPTH`, is a 400. An engine failure is a 500 and is kept on the session (`failure`) so a training run stops.
 Not here: the prefix rule, the wire checks (`mua.gateway.openai_wire`), running programs.
 """
 
@@ -30,6 +36,7 @@ from aiohttp import web
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
 from mua.families.json_calls import deeper_than
 from mua.gateway.env_routes import env_reset, env_step
+from mua.gateway.messages_wire import message_events, message_object, read_messages
 from mua.gateway.openai_wire import (
     ChatRequest,
     Reply,
@@ -39,10 +46,27 @@ from mua.gateway.openai_wire import (
     stream_events,
 )
 from mua.gateway.reply_reader import ReadTurn, read_turn
+from mua.gateway.responses_wire import (
+    output_items,
+    read_responses,
+    remember,
+    response_events,
+    response_object,
+)
 from mua.gateway.session import BudgetSpent, Segment, Session, SessionLimits, normal_message
+from mua.gateway.structured import unmet
 
 MAX_BODY_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64  # containers in a request body; tool schemas need a handful
+ROUTES = (
+    "POST /v1/chat/completions",
+    "POST /v1/responses",
+    "POST /v1/messages",
+    "GET /v1/models",
+    "GET /v1/session",
+    "POST /v1/env/reset",
+    "POST /v1/env/step",
+)
 
 
 class Gateway:
@@ -84,6 +108,8 @@ class Gateway:
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors])
         for prefix in ("", "/s/{key}"):
             app.router.add_post(f"{prefix}/v1/chat/completions", self._chat)
+            app.router.add_post(f"{prefix}/v1/responses", self._responses)
+            app.router.add_post(f"{prefix}/v1/messages", self._messages)
             app.router.add_get(f"{prefix}/v1/models", self._models)
             app.router.add_get(f"{prefix}/v1/session", self._session_info)
             app.router.add_post(f"{prefix}/v1/env/reset", self._env_reset)
@@ -112,12 +138,13 @@ class Gateway:
         if not key:
             auth = request.headers.get("Authorization", "")
             key = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+            key = key or request.headers.get("x-api-key", "").strip()
         session = self.sessions.get(key) if key else None
         if session is None:
             raise WireError(
                 401,
-                "unknown or missing session key; send the OPENAI_API_KEY the program was "
-                "started with as the bearer key",
+                "unknown or missing session key; send the OPENAI_API_KEY (or ANTHROPIC_API_KEY) "
+                "the program was started with as the bearer key or x-api-key",
                 code="invalid_api_key",
             )
         return session
@@ -134,7 +161,12 @@ class Gateway:
     async def _session_info(self, request: web.Request) -> web.Response:
         session = self._session(request)
         return web.json_response(
-            {"turns": session.turns, "samples": len(session.segments), **session.metrics()}
+            {
+                "turns": session.turns,
+                "samples": len(session.segments),
+                "apis": dict(session.apis),
+                **session.metrics(),
+            }
         )
 
     async def _env_reset(self, request: web.Request) -> web.Response:
@@ -150,17 +182,39 @@ class Gateway:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         session = self._session(request)
+        session.apis["chat"] += 1
         req = read_request(await _json_body(request))
         reply = await self.answer(session, req)
         model = req.model or self.model_name
         if not req.stream:
             return web.json_response(completion(reply, model))
-        out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await out.prepare(request)
-        for event in stream_events(reply, model, req.include_usage):
-            await out.write(event.encode())
-        await out.write_eof()
-        return out
+        return await _stream(request, stream_events(reply, model, req.include_usage))
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        session = self._session(request)
+        session.apis["responses"] += 1
+        body = await _json_body(request)
+        req, conversation = read_responses(body, session.responses)
+        req.model = req.model or self.model_name
+        reply = await self.answer(session, req)
+        rid = f"resp_{secrets.token_hex(12)}"
+        response = response_object(reply, req, body, rid, output_items(reply))
+        if body.get("store", True) is not False:
+            said = {"role": "assistant", "content": reply.content, "tool_calls": reply.tool_calls}
+            remember(session.responses, rid, [*conversation, normal_message(said)])
+        if not req.stream:
+            return web.json_response(response)
+        return await _stream(request, response_events(response))
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        session = self._session(request)
+        session.apis["messages"] += 1
+        req = read_messages(await _json_body(request))
+        reply = await self.answer(session, req)
+        message = message_object(reply, req.model or self.model_name)
+        if not req.stream:
+            return web.json_response(message)
+        return await _stream(request, message_events(message))
 
     # one turn ---------------------------------------------------------------------------------
     async def answer(self, session: Session, req: ChatRequest) -> Reply:
@@ -196,7 +250,7 @@ class Gateway:
             turn = await asyncio.to_thread(
                 read_turn, renderer, result, req, self.tool_parser, template, tail
             )
-            return self._record(session, seg, turn, len(plan.ids))
+            return self._record(session, seg, turn, len(plan.ids), req)
 
     async def _sample(self, session: Session, seg: Segment, prompt: list[int], max_new: int, req):
         stop_ids = seg.builder.renderer.stop_token_ids()
@@ -218,15 +272,22 @@ class Gateway:
             GenerationRequest(prompt_ids=list(prompt), sampling=sampling, route_key=session.key)
         )
 
-    def _record(self, session: Session, seg: Segment, turn: ReadTurn, prompt_len: int) -> Reply:
+    def _record(
+        self, session: Session, seg: Segment, turn: ReadTurn, prompt_len: int, req: ChatRequest
+    ) -> Reply:
         session.sampled_tokens += len(turn.ids) + turn.dropped
         session.dropped_tokens += turn.dropped
         session.malformed += int(turn.malformed)
+        bad_format, bad_choice = unmet(req, turn.content, turn.calls)
+        session.structured_invalid += int(bad_format)
+        session.tool_choice_unmet += int(bad_choice)
         message = {"role": "assistant", "content": turn.content}
         if turn.calls:
             message["tool_calls"] = turn.calls
         session.record_turn(seg, turn.ids, turn.logprobs, turn.stopped, normal_message(message))
-        return Reply(turn.content, turn.calls, turn.finish, prompt_len, len(turn.ids))
+        return Reply(
+            turn.content, turn.calls, turn.finish, prompt_len, len(turn.ids), turn.stop_string
+        )
 
 
 async def _json_body(request: web.Request):
@@ -248,14 +309,36 @@ async def _json_body(request: web.Request):
     return body
 
 
+async def _stream(request: web.Request, events: list[str]) -> web.StreamResponse:
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    for event in events:
+        await out.write(event.encode())
+    await out.write_eof()
+    return out
+
+
+def _route_error(request: web.Request, e: web.HTTPException) -> WireError:
+    """An unknown route or method as a JSON error naming the routes served."""
+    served = f"the gateway serves {', '.join(ROUTES)} (each also under /s/<key>)"
+    if e.status == 405:
+        return WireError(405, f"{request.method} {request.path} is not served; {served}")
+    if e.status == 404:
+        return WireError(404, f"{request.method} {request.path} is not served; {served}")
+    return WireError(e.status, f"{request.method} {request.path}: {e.reason}")
+
+
 @web.middleware
 async def _errors(request: web.Request, handler):
+    anthropic = "/v1/messages" in request.path
     try:
         return await handler(request)
     except WireError as e:
-        return web.json_response(e.body(), status=e.status)
-    except web.HTTPException:
-        raise
+        err = e
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        err = _route_error(request, e)
     except Exception as e:  # an engine failure: the caller sees it, the session keeps it
         err = WireError(500, f"the gateway failed: {type(e).__name__}: {e}", code="server_error")
-        return web.json_response(err.body(), status=500)
+    return web.json_response(err.body(anthropic), status=err.status)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +136,10 @@ class Session:
         self.requests = 0
         self.sampled_tokens = 0
         self.dropped_tokens = 0  # sampled after a `stop` string: never shown, never trained
+        self.structured_invalid = 0  # replies that missed the request's response_format
+        self.tool_choice_unmet = 0  # replies without the call tool_choice asked for
+        self.responses: dict[str, list[dict]] = {}  # Responses API: id -> its conversation
+        self.apis: Counter = Counter()  # requests by API: chat, responses, messages
         self.budget_hit = ""  # `max_turns` / `length` once a request was refused for it
         self.failure: BaseException | None = None  # an engine failure while answering
         self.lock = asyncio.Lock()  # a session's requests are taken one at a time, in order
@@ -235,4 +240,7 @@ class Session:
             "gateway/malformed_calls": float(self.malformed),
             "gateway/sampled_tokens": float(self.sampled_tokens),
             "gateway/dropped_tokens": float(self.dropped_tokens),
+            "gateway/structured_invalid": float(self.structured_invalid),
+            "gateway/tool_choice_unmet": float(self.tool_choice_unmet),
+            **{f"gateway/api_requests/{api}": float(n) for api, n in sorted(self.apis.items())},
         }

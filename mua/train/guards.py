@@ -61,6 +61,24 @@ def empty_step_reasons(metrics: dict[str, float]) -> str | None:
     return "; ".join(parts) or "no trajectories"
 
 
+def env_error_cause(metrics: dict[str, float], env_errors: float) -> str:
+    """What made a step's env errors: the agent programs that crashed (program gyms count them
+    as `gateway/program_crashed/<label>`), else the gyms' tools or data."""
+    prefix = "gateway/program_crashed/"
+    crashed = {
+        k[len(prefix) :]: int(v) for k, v in sorted(metrics.items()) if k.startswith(prefix) and v
+    }
+    if not crashed:
+        return "the gym's tools or data fail"
+    named = ", ".join(f"{label!r} ({n} runs)" for label, n in crashed.items())
+    cause = (
+        f"the agent program of gyms {'entry' if len(crashed) == 1 else 'entries'} {named} "
+        "crashed (its stderr ends each transcript, `mua view`)"
+    )
+    rest = int(env_errors) - sum(crashed.values())
+    return cause + (f"; in the other {rest} the gym's tools or data fail" if rest > 0 else "")
+
+
 class StepWatch:
     """Counts consecutive empty RL steps; raises RunStopped when a stop condition is met."""
 
@@ -75,8 +93,9 @@ class StepWatch:
         if total and self.cfg.env_error_rate < 1 and env_errors / total > self.cfg.env_error_rate:
             raise RunStopped(
                 f"step {step}: {int(env_errors)} of {int(total)} trajectories ended in env_error "
-                f"(above stop.env_error_rate={self.cfg.env_error_rate:g}); the gym's tools or data "
-                "fail, see the transcripts; raise stop.env_error_rate to go on regardless"
+                f"(above stop.env_error_rate={self.cfg.env_error_rate:g}); "
+                f"{env_error_cause(metrics, env_errors)}, see the transcripts; raise "
+                "stop.env_error_rate to go on regardless"
             )
         reasons = empty_step_reasons(metrics)
         if reasons is None:

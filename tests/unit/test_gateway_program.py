@@ -160,7 +160,61 @@ def test_a_failing_program_is_a_masked_failure_with_its_stderr(
     assert traj.reward == 0.0 and traj.token_ids == []
     if "boom" in body:
         assert "boom: the agent broke" in traj.messages[-1]["content"]
+    # a crash is counted under the entry's label, so a stop for env errors names the program
+    crashed = {k: v for k, v in traj.metrics.items() if k.startswith("gateway/program_crashed/")}
+    assert crashed == ({"gateway/program_crashed/guess": 1.0} if "boom" in body else {})
     assert keep_mask([traj], GRPOConfig(), BatchReport()) == [False]
+
+
+def test_a_run_stopped_for_env_errors_names_the_crashing_program():
+    from mua.config.train import StopConfig
+    from mua.train.guards import RunStopped, StepWatch
+
+    metrics = {
+        "termination/done": 1.0,
+        "termination/env_error": 5.0,
+        "gateway/program_crashed/langgraph": 4.0,
+    }
+    with pytest.raises(RunStopped) as stopped:
+        StepWatch(StopConfig(env_error_rate=0.5), show=False).after_step(3, metrics)
+    said = str(stopped.value)
+    assert "the agent program of gyms entry 'langgraph' (4 runs) crashed" in said
+    assert "in the other 1 the gym's tools or data fail" in said
+    del metrics["gateway/program_crashed/langgraph"]
+    with pytest.raises(RunStopped, match="the gym's tools or data fail, see the transcripts"):
+        StepWatch(StopConfig(env_error_rate=0.5), show=False).after_step(3, metrics)
+
+
+ENV_CHECK = """
+import json, os, sys, urllib.request
+env = os.environ
+want = {
+    "ANTHROPIC_API_KEY": env["OPENAI_API_KEY"],
+    "ANTHROPIC_BASE_URL": env["OPENAI_BASE_URL"].removesuffix("/v1"),
+    "OPENAI_AGENTS_DISABLE_TRACING": "1",
+    "OPENAI_DEFAULT_MODEL": "mine",
+}
+wrong = {k: env.get(k) for k, v in want.items() if env.get(k) != v}
+if wrong:
+    sys.exit(f"wrong variables: {wrong}")
+body = {"model": env["MUA_MODEL"], "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}
+request = urllib.request.Request(
+    env["ANTHROPIC_BASE_URL"] + "/v1/messages", json.dumps(body).encode(),
+    {"x-api-key": env["ANTHROPIC_API_KEY"], "content-type": "application/json"},
+)
+reply = json.loads(urllib.request.urlopen(request).read())
+print(json.dumps({"reward": 1.0 if reply["content"][0]["text"] == "hello" else 0.5}))
+"""
+
+
+def test_a_program_gets_both_sdks_variables_and_agents_sdk_tracing_off(tmp_path, tokenizer):
+    program = {"command": _script(tmp_path, ENV_CHECK), "env": {"OPENAI_DEFAULT_MODEL": "mine"}}
+    _, engine, [traj] = play(tokenizer, program, ["hello"])
+    assert traj.termination == "done", traj.detail
+    assert traj.reward == 1.0 and traj.metrics["gateway/api_requests/messages"] == 1
+    assert [t for t, m in zip(traj.token_ids, traj.loss_mask, strict=True) if m] == engine.sampled[
+        0
+    ]
 
 
 def test_a_hanging_program_is_killed_at_its_deadline(tmp_path, tokenizer):
