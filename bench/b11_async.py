@@ -146,12 +146,12 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
     from mua.gym import GymContext, GymSpec
     from mua.gym.mix import GymRun
     from mua.models import load_model, load_tokenizer
+    from mua.rollout.policies import SeededPolicy
     from mua.train.engine_sync import EngineSync
     from mua.train.optim import build_optimizer, build_scheduler
     from mua.train.partial_rollouts import PartialRollouts
     from mua.train.policy_update import update
     from mua.train.rl_batch import group_relative_advantages, score, with_inputs
-    from mua.train.rl_setup import SeededPolicy
     from mua.train.trained_model import load_trained_lm
 
     torch.manual_seed(0)
@@ -184,7 +184,7 @@ def _run_mode(mode: str, url: str) -> dict[str, float]:
         pad_token_id=tok.pad_token_id or 0,
     )
     sync = EngineSync(HFColocated(engine, parallel.weight_push_bucket_mb), model)
-    policy = SeededPolicy(engine, cfg, "bracket", seed=0)
+    policy = SeededPolicy.for_rollout(engine, cfg, "bracket", seed=0)
     gym = _Gym(url)
     spec = GymSpec(name="b11", description="", make_env=gym.make_env, build_tasks=lambda *a: {})
     route = GymRun("b11", spec, GymContext(), cfg, N)

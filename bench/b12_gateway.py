@@ -80,11 +80,11 @@ def _side(name: str):
     from mua.gym import GymContext, get_gym
     from mua.gym.mix import GymRun
     from mua.models import load_model, load_tokenizer
+    from mua.rollout.policies import SeededPolicy
     from mua.run import driven
     from mua.train.engine_sync import EngineSync
     from mua.train.optim import build_optimizer, build_scheduler
     from mua.train.partial_rollouts import PartialRollouts
-    from mua.train.rl_setup import SeededPolicy
     from mua.train.trained_model import load_trained_lm
 
     torch.manual_seed(0)
@@ -127,7 +127,7 @@ def _side(name: str):
         engine=engine,
         counting=counting,
         sync=EngineSync(HFColocated(engine, parallel.weight_push_bucket_mb), model),
-        policy=SeededPolicy(counting, cfg, "bracket", seed=0),
+        policy=SeededPolicy.for_rollout(counting, cfg, "bracket", seed=0),
         run=driven(GymRun("guess", spec, GymContext(), cfg, N, entry=entry)),
         tasks=_Tasks("guess", tasks),
         carry=PartialRollouts(1.0, 0),

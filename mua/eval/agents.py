@@ -59,15 +59,15 @@ def _merged_folder(step_dir: Path) -> str:
 
 def _engine_agent(path: str, recipe, label: str) -> Agent:
     from mua.engines.registry import standalone_engine
-    from mua.eval.eval_runner import TrajectorySeededPolicy
     from mua.models import load_tokenizer
+    from mua.rollout.policies import SeededPolicy
 
     tokenizer = load_tokenizer(recipe.model.tokenizer or path)
     ro = recipe.rollout
     engine = standalone_engine(recipe, path, tokenizer)  # hf in process, a vLLM server, ...
 
     def make_policy(gym_spec, gym_ctx):
-        return TrajectorySeededPolicy(
+        return SeededPolicy(
             engine,
             seed=recipe.data.seed,
             temperature=recipe.eval.temperature,

@@ -2,36 +2,20 @@
 
 For one gym, n samples of every task through `collect`, each reduced to a result row as soon as it
 finishes (appended to a `ResultStore` when given; samples already there are skipped, which is how
-an evaluation resumes). `on_trajectory` sees each whole `Trajectory` first. `TrajectorySeededPolicy`
-seeds each request by (seed, task id, sample, turn), so sampled evaluations do not depend on order,
+an evaluation resumes). `on_trajectory` sees each whole `Trajectory` first. Its policy is a
+`mua.rollout.policies.SeededPolicy` keyed by task id, so sampled evaluations do not depend on order,
 concurrency or resume point. Not here: building the policy, env context or tokenizer; printing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 
 from mua.eval.fingerprint import task_digest
 from mua.eval.summary import ordered, result_row, summarize
-from mua.rollout.policies import EnginePolicy
 
 log = logging.getLogger("mua.eval")
-
-
-class TrajectorySeededPolicy(EnginePolicy):
-    """EnginePolicy seeded per (seed, task id, sample, turn, a retry's attempt): the conversation's
-    `mua.rollout.collect.SeedKey` (whose position is the task id in evaluation) and turn."""
-
-    def __init__(self, engine, *, seed: int = 0, **kwargs):
-        super().__init__(engine, **kwargs)
-        self.base_seed = seed
-
-    def request_seed(self, seed_key, turn: int) -> int:
-        key = seed_key
-        text = f"{self.base_seed}/{key.position}/{key.sample}/{turn}{key.retry_tag}".encode()
-        return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
 
 
 @dataclass

@@ -10,6 +10,7 @@ Neither class knows about envs, budgets or transcripts: the runner does.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -91,6 +92,36 @@ class EnginePolicy:
             keep_prefix=keep_prefix,
         )
         return await self.engine.generate(request)
+
+
+class SeededPolicy(EnginePolicy):
+    """An EnginePolicy whose every request is seeded by the conversation, never by arrival
+    order: (seed, the `mua.rollout.collect.SeedKey`'s training step when it has one, its position,
+    sample and retry attempt, the turn). Training keys positions by the task's global position,
+    so 1 and N ranks draw the same rollouts; evaluation by the task id, so the order of tasks
+    does not matter. `step` is the training step being rolled out (`start_step`)."""
+
+    def __init__(self, engine, *, seed: int = 0, **sampling):
+        super().__init__(engine, **sampling)
+        self.base_seed, self.step = seed, 0
+
+    @classmethod
+    def for_rollout(cls, engine, rollout_cfg, tool_parser, *, seed: int, temperature=None):
+        """Sampling settings from the recipe's `rollout` section (`temperature` overrides)."""
+        temp = rollout_cfg.temperature if temperature is None else temperature
+        return cls(
+            engine, seed=seed, temperature=temp, top_p=rollout_cfg.top_p,
+            top_k=rollout_cfg.top_k, tool_parser=tool_parser,
+        )  # fmt: skip
+
+    def start_step(self, step: int) -> None:
+        self.step = step
+
+    def request_seed(self, seed_key, turn: int) -> int:
+        key = seed_key
+        step = "" if key.step is None else f"{key.step}/"
+        text = f"{self.base_seed}/{step}{key.position}/{key.sample}/{turn}{key.retry_tag}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") & (2**62 - 1)
 
 
 MessageActor = Callable[..., Awaitable[dict]]

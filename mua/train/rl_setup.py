@@ -9,11 +9,10 @@ rollouts. Not here: the step itself (`mua.train.rl`).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mua.rollout.policies import EnginePolicy
+from mua.rollout.policies import SeededPolicy
 
 if TYPE_CHECKING:
     import torch
@@ -23,32 +22,6 @@ if TYPE_CHECKING:
     from mua.train.critic import Critic
     from mua.train.engine_sync import EngineSync
     from mua.train.partial_rollouts import PartialRollouts
-
-
-class SeededPolicy(EnginePolicy):
-    """An EnginePolicy whose every request is seeded by (seed, step, global task position,
-    sample, turn, and a retry's attempt): the conversation's `mua.rollout.collect.SeedKey` and
-    turn. Positions are global, so the seeds do not depend on how tasks were dealt to ranks."""
-
-    def __init__(self, engine, rollout_cfg, tool_parser, *, seed: int, temperature=None):
-        super().__init__(
-            engine,
-            temperature=rollout_cfg.temperature if temperature is None else temperature,
-            top_p=rollout_cfg.top_p,
-            top_k=rollout_cfg.top_k,
-            tool_parser=tool_parser,
-        )
-        self.base_seed = seed
-        self.step = 0
-
-    def start_step(self, step: int) -> None:
-        self.step = step
-
-    def request_seed(self, seed_key, turn: int) -> int:
-        key = seed_key
-        text = f"{self.base_seed}/{key.step}/{key.position}/{key.sample}/{turn}{key.retry_tag}"
-        text = text.encode()
-        return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") & (2**62 - 1)
 
 
 @dataclass
@@ -129,12 +102,7 @@ def build_rl_parts(
         gpu_bytes = torch.cuda.get_device_properties(dist.device).total_memory
         memory_preflight(r, policy_model, dist.world_size, gpu_bytes, show=dist.is_main)
     sync = build_engine_sync(r.rollout, r.model, r.parallel, dist, policy_model, tokenizer)
-    policy = SeededPolicy(
-        sync.engine,
-        r.rollout,
-        r.model.tool_parser,
-        seed=r.data.seed,
-    )
+    policy = SeededPolicy.for_rollout(sync.engine, r.rollout, r.model.tool_parser, seed=r.data.seed)
     test_by_gym = held_out_tasks(r)
     test_tasks = [t for ts in test_by_gym.values() for t in ts]
     ref = None

@@ -13,8 +13,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mua.distributed import all_gather_objects
+from mua.rollout.policies import SeededPolicy
 from mua.train.data import rank_slice
-from mua.train.rl_setup import SeededPolicy
 
 if TYPE_CHECKING:
     from mua.config.recipes import TrainRecipe
@@ -52,7 +52,7 @@ def validate(
     mine = deal_held_out(parts.test_by_gym, dist.rank, dist.world_size)
     groups = validation_groups(
         mine, parts.runs, r.eval.n, dist.rank, dist.world_size,
-        lambda index: SeededPolicy(
+        lambda index: SeededPolicy.for_rollout(
             parts.sync.engine, r.rollout, r.model.tool_parser,
             seed=validation_seed(r.data.seed, index), temperature=r.eval.temperature,
         ),

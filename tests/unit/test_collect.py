@@ -102,7 +102,7 @@ def tasks(prefix: str, count: int) -> list[Task]:
 def test_validation_of_several_gyms_keeps_one_concurrency_limit(tok):
     """Three gyms, 5 held-out tasks each, n=2, rollout.max_concurrency=3: at most 3
     conversations are in flight over all gyms (one limit per gym would allow 9)."""
-    from mua.train.rl_setup import SeededPolicy
+    from mua.rollout.policies import SeededPolicy
     from mua.train.rl_validation import validate
 
     counted = Counted()
@@ -127,7 +127,7 @@ def test_validation_of_several_gyms_keeps_one_concurrency_limit(tok):
     parts = SimpleNamespace(
         sync=SimpleNamespace(engine=engine, run=Sync().run),
         engine=engine,  # what the one-gym-era validation read
-        policy=SeededPolicy(engine, CFG, "bracket", seed=0),
+        policy=SeededPolicy.for_rollout(engine, CFG, "bracket", seed=0),
         runs=runs,
         test_by_gym=test_by_gym,
         test_tasks=[t for ts in test_by_gym.values() for t in ts],

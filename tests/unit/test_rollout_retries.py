@@ -173,16 +173,15 @@ def test_each_failed_attempt_runs_again_with_new_seeds(tok, how):
 
 
 def test_seeds_of_a_retry_are_new_and_first_attempts_keep_theirs():
-    from mua.eval.eval_runner import TrajectorySeededPolicy
-    from mua.train.rl_setup import SeededPolicy
+    from mua.rollout.policies import SeededPolicy
 
     assert [attempt_seed(0, a) for a in range(3)] == [0, SEED_1, SEED_2]
     assert attempt_seed(7, 0) == 7 and attempt_seed(7, 1) == 1299777081
-    train = SeededPolicy(None, RolloutConfig(), "auto", seed=11)
+    train = SeededPolicy.for_rollout(None, RolloutConfig(), "auto", seed=11)
     assert train.request_seed(SeedKey(3, 5, 1), 2) == 997504508518709488  # as before retries
     assert train.request_seed(SeedKey(3, 5, 1, attempt=1), 2) == 1346682025567880929
     assert train.request_seed(SeedKey(3, 5, 1, attempt=2), 2) == 3464926940496140924
-    evaluation = TrajectorySeededPolicy(None, seed=11)
+    evaluation = SeededPolicy(None, seed=11)
     assert evaluation.request_seed(SeedKey(None, "t9", 1), 2) == 4493579081532772327
     assert evaluation.request_seed(SeedKey(None, "t9", 1, attempt=1), 2) == 4197660609512295209
 
@@ -337,7 +336,7 @@ def test_retries_keep_every_group_full_against_a_failing_user(
     each conversation asking the LLM user (a real HTTP server on 127.0.0.1, no client retries)
     twice. With retries every group keeps its 4 scored members; without, 2 are masked."""
     from mua.llm.llm_client import LLMClient
-    from mua.train.rl_setup import SeededPolicy
+    from mua.rollout.policies import SeededPolicy
     from tests.unit.test_rollout_faults import ChatEnv, user_cfg
 
     cfg = RolloutConfig(
@@ -346,7 +345,7 @@ def test_retries_keep_every_group_full_against_a_failing_user(
     )  # fmt: skip
     spec = GymSpec(name="chat", description="", make_env=ChatEnv, build_tasks=lambda *a: {})
     chat = [Task(f"c{i}", "chat", "train", [{"role": "user", "content": "hi"}], {}) for i in (0, 1)]
-    policy = SeededPolicy(engine, cfg, "bracket", seed=0)
+    policy = SeededPolicy.for_rollout(engine, cfg, "bracket", seed=0)
     with FakeOpenAIServer(faults=every_fifth_fails) as server:
         ctx = GymContext(user_kind="llm", llm=LLMClient(user_cfg(server, max_retries=0)))
         out = PartialRollouts(1.0, 0).rollout(

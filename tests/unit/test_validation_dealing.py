@@ -3,7 +3,7 @@
 from mua.gym.api import Task
 from mua.gym.mix import GymRun
 from mua.rollout.collect import SeedKey
-from mua.train.rl_setup import SeededPolicy
+from mua.rollout.policies import SeededPolicy
 from mua.train.rl_validation import deal_held_out, validation_groups, validation_seed
 
 
@@ -23,7 +23,9 @@ def _seeds(test_by_gym, world_size):
             1,
             rank,
             world_size,
-            lambda index: SeededPolicy(None, _Rollout(), None, seed=validation_seed(0, index)),
+            lambda index: SeededPolicy.for_rollout(
+                None, _Rollout(), None, seed=validation_seed(0, index)
+            ),
         )
         for group in groups:
             key = (group.run.label, group.task.task_id)
@@ -47,7 +49,7 @@ def test_seeds_do_not_depend_on_the_number_of_ranks_and_differ_between_gyms():
 
 
 def test_seeds_come_from_the_key_not_a_string():
-    policy = SeededPolicy(None, _Rollout(), None, seed=3)
+    policy = SeededPolicy.for_rollout(None, _Rollout(), None, seed=3)
     seeds = {
         policy.request_seed(SeedKey(step, pos, sample), turn)
         for step in (1, 2)
