@@ -42,7 +42,7 @@ def side_python() -> str | None:
     return str(path) if path.is_file() else None
 
 
-def launch(python: str, tokenizer):
+def launch(python: str, tokenizer, model: str = b7.MODEL):
     from mua.config.rollout import VLLMConfig
     from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
 
@@ -50,7 +50,7 @@ def launch(python: str, tokenizer):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = VLLMConfig(python=python, port=port, extra_args=["--max-model-len", "1024"])
-    folder = served_folder(b7.MODEL, 0, tokenizer)
+    folder = served_folder(model, 0, tokenizer)
     log_dir = tempfile.mkdtemp(prefix="mua-b7v-")
     engine = engine_from_config(cfg, folder, bucket_mb=b7.PUSH_BUCKET_MB, log_dir=log_dir)
     engine.cleanup.append(folder)  # the preset written as a folder: removed at close

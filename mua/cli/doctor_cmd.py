@@ -2,7 +2,8 @@
 
 Checks: torch, CUDA devices, NCCL, SGLang (installed, inside the tested version range, importable
 on a GPU machine), flash-attn, and, with `--model`, that the model's chat template renders
-conversations prefix-stably (multi-turn rollouts append tokens turn by turn and rely on it).
+conversations prefix-stably (multi-turn rollouts append tokens turn by turn and rely on it) and
+its size (a mixture of experts: total and active parameters).
 Each check is ok, warn (works, slower or CPU-only) or fail (a run that needs it will not work),
 with the fix on the same line. Exit code 1 only when a check fails; a CPU-only machine gets
 warnings and exit 0. It changes nothing and downloads nothing.
@@ -205,6 +206,26 @@ def check_template(model: str) -> Check:
     )
 
 
+def check_model_size(model: str) -> Check:
+    """The model's size, built on the meta device (no weights read): for a mixture of experts
+    its total and active parameters and its largest expert tensor (`moe_sizes`)."""
+    from mua.errors import MuaError
+    from mua.models.model_loading import meta_model
+    from mua.train.memory_estimate import moe_sizes
+
+    try:
+        built = meta_model(model)
+    except MuaError as err:
+        return Check("model size", "fail", str(err))
+    except Exception as err:  # a config transformers cannot build
+        return Check("model size", "warn", f"not built from its config ({type(err).__name__})")
+    moe = moe_sizes(built)
+    if moe is not None:
+        return Check("model size", "ok", moe.describe())
+    total = sum(p.numel() for p in built.parameters())
+    return Check("model size", "ok", f"dense: {total / 1e6:,.1f}M parameters")
+
+
 def run_checks(model: str | None) -> list[Check]:
     import torch
 
@@ -212,7 +233,7 @@ def run_checks(model: str | None) -> list[Check]:
     has_cuda = torch.cuda.is_available()
     checks += [check_nccl(), check_sglang(has_cuda), check_flash_attn(has_cuda)]
     if model:
-        checks.append(check_template(model))
+        checks += [check_template(model), check_model_size(model)]
     return checks
 
 

@@ -112,6 +112,7 @@ class TrainRecipe(_ConversationRecipe):
                 raise ValueError(
                     "rollout.engine=openai cannot be trained (it serves evaluation only); use hf or sglang"
                 )
+            _routing_replay_has_records(self.algo, self.rollout)
             if self.rollout.oversample > 1.0 and self.algo.max_staleness < 1:
                 raise ValueError(
                     f"rollout.oversample={self.rollout.oversample:g} carries unfinished groups into "
@@ -163,6 +164,25 @@ class RolloutRecipe(_ConversationRecipe):
     output: str = Field("{run_dir}/trajectories.jsonl", description="JSONL file of trajectories.")
     split: str = Field(
         "train", description="Which split of the built-in data to use when no files are given."
+    )
+
+
+def _routing_replay_has_records(algo, rollout) -> None:
+    """`algo.routing_replay: r3` needs an engine that returns each token's routed experts: the hf
+    engine, or vLLM asked for them (docs/moe.md); replay would otherwise do nothing, silently."""
+    if algo.routing_replay != "r3" or rollout.engine == "hf":
+        return
+    if rollout.engine == "vllm" and rollout.vllm.routed_experts:
+        return
+    fix = (
+        "set rollout.vllm.routed_experts=true (vLLM on CUDA: its CPU build cannot return them)"
+        if rollout.engine == "vllm"
+        else "use rollout.engine=hf or vllm"
+    )
+    raise ValueError(
+        f"algo.routing_replay=r3 replays the experts the engine routed each token to, but "
+        f"rollout.engine={rollout.engine} does not return them; {fix}, or set "
+        "algo.routing_replay=off"
     )
 
 

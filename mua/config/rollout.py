@@ -112,6 +112,13 @@ class VLLMConfig(ServerEngineConfig):
     enforce_eager: bool = Field(
         True, description="Launch without torch.compile (starts in about half the time)."
     )
+    routed_experts: bool = Field(
+        False,
+        description="Mixture of experts: ask the server for every token's routed experts "
+        "(for moe/routing_disagreement and algo.routing_replay=r3) through vLLM's "
+        "token-in/token-out route; a launched server gets --enable-scale-out "
+        "--enable-return-routed-experts. vLLM 0.32 returns them only on CUDA (docs/moe.md).",
+    )
     kv_cache_gb: PositiveInt = Field(
         1, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
     )

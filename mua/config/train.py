@@ -148,6 +148,20 @@ class _RLCommon(Section):
         description="`icepop` only: tokens whose importance weight exp(proximal − behaviour) is "
         "below it are dropped too (the band runs from correction_floor to correction_cap).",
     )
+    router_aux_coef: NonNegativeFloat = Field(
+        0.0,
+        description="Mixture of experts: weight of the routers' load-balancing loss (Switch "
+        "Transformer's: experts x sum of each expert's share of the routed slots times its mean "
+        "router probability, averaged over MoE layers) added to the loss; logged as "
+        "moe/aux_loss when > 0. RL should keep 0 (docs/moe.md).",
+    )
+    routing_replay: Literal["off", "r3"] = Field(
+        "off",
+        description="Mixture-of-experts models: `r3` routes every token of the trainer's forward "
+        "passes (old log-probs, reference, update) to the experts the engine chose for it "
+        "(rollout routing replay, docs/moe.md); `off` lets the trainer's routers choose. "
+        "Either way `moe/routing_disagreement` is logged.",
+    )
 
     @model_validator(mode="after")
     def _correction_fits_loss(self):
@@ -195,6 +209,13 @@ class SFTConfig(Section):
     kind: Literal["sft"] = "sft"
     epochs: PositiveInt = Field(1, description="Passes over the conversation data.")
     batch_size: PositiveInt = Field(16, description="Conversations per optimizer step.")
+    router_aux_coef: NonNegativeFloat = Field(
+        0.0,
+        description="Mixture of experts: weight of the routers' load-balancing loss (Switch "
+        "Transformer's: experts x sum of each expert's share of the routed slots times its mean "
+        "router probability, averaged over MoE layers) added to the loss; logged as "
+        "moe/aux_loss when > 0. SFT of a pretrained MoE may keep its own (Qwen3-MoE: 0.001) (docs/moe.md).",
+    )
 
 
 AlgoConfig = Annotated[GRPOConfig | PPOConfig | SFTConfig, Field(discriminator="kind")]

@@ -239,6 +239,22 @@ def load_model(path: str, dtype: str = "float32", seed: int = 0, attn_implementa
         raise UsageError(f"cannot load a model from {path!r}: {_first_line(err)}") from err
 
 
+def meta_model(path: str):
+    """The causal LM of `path` built from its config on the meta device (no weights read, no
+    memory used): for counting and naming its parameters."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if path.startswith(TINY_PREFIX):
+        from mua.models.tiny import tiny_config
+
+        config = tiny_config(tiny_preset(path))
+    else:
+        config = AutoConfig.from_pretrained(_resolve_location(path, "model"))
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config)
+
+
 def accepts_logits_to_keep(model) -> bool:
     """True when the model's forward takes `logits_to_keep` (the LM head on chosen positions only)."""
     import inspect

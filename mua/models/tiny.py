@@ -1,6 +1,7 @@
 """Tiny offline models: named presets built from a config with a fixed seed.
 
-A preset names an architecture family (Qwen3, Qwen2, Llama) and its sizes; `build_tiny_model`
+A preset names an architecture family (Qwen3, Qwen2, Llama, and the Qwen3-MoE mixture of
+experts) and its sizes; `build_tiny_model`
 creates a randomly initialised model that is identical for the same preset and seed, using the
 tiny tokenizer's 2000-token vocabulary. Small Qwen models tie the input and output embeddings,
 as the real small Qwen2/Qwen3 checkpoints do; the Llama presets keep them separate, as Llama 2
@@ -24,7 +25,7 @@ EOS_TOKEN_ID = 2  # <|im_end|>
 
 @dataclass(frozen=True)
 class TinyPreset:
-    family: str  # "qwen3" | "qwen2" | "llama"
+    family: str  # "qwen3" | "qwen2" | "llama" | "qwen3_moe"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -33,6 +34,10 @@ class TinyPreset:
     tie_word_embeddings: bool
     approx_params: int  # what the name promises; tests check the count is close to it
     max_position_embeddings: int = 8192
+    # mixture of experts (family qwen3_moe): experts per layer and experts each token goes to;
+    # `intermediate_size` is then each expert's
+    num_experts: int = 0
+    experts_per_token: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -48,6 +53,12 @@ TINY_PRESETS: dict[str, TinyPreset] = {
     "llama-10m": TinyPreset("llama", 256, 10, 4, 2, 896, False, 10_000_000),
     "qwen3-30m": TinyPreset("qwen3", 512, 10, 8, 4, 1408, True, 30_000_000),
     "llama-30m": TinyPreset("llama", 512, 10, 8, 4, 1344, False, 30_000_000),
+    # 2.0M parameters, 0.9M active per token: 8 experts per layer, 2 per token
+    "qwen3moe-2m": TinyPreset("qwen3_moe", 128, 4, 4, 2, 128, True, 2_030_000, 8192, 8, 2),
+    # 0.31B parameters, 16 experts per layer, 2 per token (the memory check of docs/moe.md)
+    "qwen3moe-310m": TinyPreset(
+        "qwen3_moe", 512, 8, 8, 4, 1536, True, 310_000_000, 8192, 16, 2
+    ),
 }
 
 
@@ -63,13 +74,16 @@ def sized_config(
     tie: bool = True,
     **extra,
 ):
-    """A transformers config of `family` ("qwen3", "qwen2" or "llama") with these sizes, its
+    """A transformers config of `family` ("qwen3", "qwen2", "llama" or "qwen3_moe", whose
+    `intermediate` is each expert's) with these sizes, its
     embedding tied to the output head unless `tie` is false; `extra` (e.g. `head_dim`,
     `max_position_embeddings`, special token ids) on top. The presets and the benchmarks' models
     are all built from it."""
     import transformers
 
     config_class = getattr(transformers, _CONFIG_CLASSES[family])
+    if family == "qwen3_moe":
+        extra = {"moe_intermediate_size": intermediate, "decoder_sparse_step": 1, **extra}
     return config_class(
         vocab_size=vocab,
         hidden_size=hidden,
@@ -82,7 +96,12 @@ def sized_config(
     )
 
 
-_CONFIG_CLASSES = {"qwen3": "Qwen3Config", "qwen2": "Qwen2Config", "llama": "LlamaConfig"}
+_CONFIG_CLASSES = {
+    "qwen3": "Qwen3Config",
+    "qwen2": "Qwen2Config",
+    "llama": "LlamaConfig",
+    "qwen3_moe": "Qwen3MoeConfig",
+}
 
 
 def tiny_config(preset: TinyPreset):
@@ -91,6 +110,10 @@ def tiny_config(preset: TinyPreset):
     extra = {"head_dim": p.head_dim} if p.family != "qwen2" else {}
     sizes = (p.hidden_size, p.num_layers, p.num_heads, p.num_kv_heads, p.intermediate_size)
     special = {"bos_token_id": None, "eos_token_id": EOS_TOKEN_ID, "pad_token_id": PAD_TOKEN_ID}
+    if p.num_experts:
+        extra["num_experts"] = p.num_experts
+        extra["num_experts_per_tok"] = p.experts_per_token
+        extra["norm_topk_prob"] = True
     return sized_config(
         p.family,
         TINY_VOCAB_SIZE,

@@ -31,6 +31,7 @@ from mua.families.tool_calls import (
 )
 from mua.gym.api import AgentAction, StepResult, Task, UserFailure
 from mua.llm.wait_clock import WaitClock, wait_within
+from mua.models.moe_replay import encode
 from mua.rollout.transcript import (
     Trajectory,
     TranscriptBuilder,
@@ -124,8 +125,10 @@ async def policy_turn(
     builder = ep.builder
     budget = cfg.max_total_tokens - len(builder.token_ids)
     if policy.kind == "tokens":
+        context = _visible_context(builder.token_ids, getattr(cfg, "context_window", None))
+        whole = len(context) == len(builder.token_ids)  # routed experts align with the stream
         result = await policy.generate(
-            _visible_context(builder.token_ids, getattr(cfg, "context_window", None)),
+            context,
             min(cfg.max_new_tokens_per_turn, budget),
             stop_ids,
             route_key=f"{ep.group_id}/{ep.sample_index}",
@@ -134,6 +137,8 @@ async def policy_turn(
             turn=turn,
         )
         builder.add_sampled(result.token_ids, result.logprobs, turn)
+        if whole and result.meta.get("routed_experts") is not None:
+            builder.add_routes(result.meta["routed_experts"])
         text = builder.renderer.decode(result.token_ids)
         action = _parse_turn(ep, policy, builder.renderer.strip_stop(text))
         stopped = result.finish_reason == "stop"
@@ -336,6 +341,9 @@ def to_trajectory(ep: Episode, drift_mode: str) -> Trajectory:
         num_turns=len(b.turn_starts) if b else 0,
         prompt_len=b.prompt_len if b else 0,
         metrics=_metrics(ep),
+        routed_experts=(
+            encode(b.routes[: len(b.token_ids)]) if b is not None and b.routes is not None else {}
+        ),
     )
     _apply_drift_check(ep, traj, drift_mode)
     return traj

@@ -43,6 +43,8 @@ class Trajectory:
       trained as its own sequence, all with the trajectory's reward.
     - attempt: how many earlier attempts of this sample the environment failed and
       `rollout.retries` ran again (0: the first conversation).
+    - routed_experts: a mixture of experts' routing, for the leading tokens the engine fed
+      (`mua.models.moe_replay.encode`: top_k bytes per token per MoE layer); empty otherwise.
     """
 
     task_id: str
@@ -67,6 +69,7 @@ class Trajectory:
     gym: str = ""  # the `gyms:` entry (label) it ran in, when the run has a gyms list
     segments: list[int] = field(default_factory=list)  # sample lengths; empty: one sample
     attempt: int = 0  # retries before this conversation (`rollout.retries`); 0: the first
+    routed_experts: dict = field(default_factory=dict)  # MoE routing (`moe_replay.encode`)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, default=str)

@@ -19,6 +19,7 @@ does), or compute advantages (the trainer does).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mua.rollout.chat_renderer import STOP_TEXTS, ChatRenderer, template_messages
 from mua.rollout.trajectory import Trajectory
@@ -60,6 +61,8 @@ class TranscriptBuilder:
     turn_starts: list[int] = field(default_factory=list)
     prompt_len: int = 0
     retokenized_turns: int = 0
+    # mixture of experts: the engine's routed experts of the first tokens, [n, layers, k]
+    routes: Any = None
 
     def _extend(
         self, ids: list[int], source: str, mask: int, logprobs=None, turn: int = -1
@@ -128,6 +131,19 @@ class TranscriptBuilder:
         for name in ("token_ids", "sources", "loss_mask", "logprobs", "turn_index"):
             del getattr(self, name)[length:]
         self.turn_starts = [s for s in self.turn_starts if s < length]
+        if self.routes is not None:
+            self.routes = self.routes[:length]
+
+    def add_routes(self, routes) -> None:
+        """The engine's routed experts [n, layers, k] for the first n tokens of the stream (a
+        turn's prompt and its sampled tokens but the last): positions already recorded keep
+        their first record (the experts their own turn was sampled with), later ones are added."""
+        import numpy as np
+
+        if self.routes is None or not len(self.routes):
+            self.routes = routes
+        elif len(routes) > len(self.routes):
+            self.routes = np.concatenate([self.routes, routes[len(self.routes) :]])
 
     def add_raw(self, text: str) -> None:
         """Raw continuation text appended to the assistant's tokens (interventions, mask 0)."""

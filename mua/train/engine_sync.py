@@ -1,30 +1,11 @@
 """How the trainer co-operates with its rollout engine: building it, pushing weights, each use.
 
-The RL step runs its rollouts (and in-training validation) through `EngineSync.run(job)`: begin
-of use (the engine wakes; stale weights are pushed), the job, end of use (the engine gives its
-memory back), and ends with `push_weights()` after its update. What each step means for one
-engine lives in its folder, behind `mua.engines.engine_contract.ColocatedEngine` (`hf`: a
-private in-process engine per rank; `sglang`: a server shared by ranks, one of which leads it);
-the engine is built by the builder `mua.engines.registry` finds for `rollout.engine`.
-EngineSync keeps what every engine shares:
-- staleness: weights are pushed only when stale (the trainer's weights changed, a resume, or
-  the engine's release freed them), at once after an update for an engine that takes it
-  (`push_on_update`), else at its next use;
-- versions: every push carries `weight_version` (the number of updates so far, "0" for the
-  initial weights); engines report it in each result the weights sampled;
-- what travels: a full push gathers `mua.train.trained_model.engine_params` (a LoRA policy with
-  `rollout.lora_sync: merged` arrives merged under the base model's names); with
-  `rollout.lora_sync: adapter` only the adapter tensors (`adapter_tensors`, peft's file names)
-  travel, under a new versioned name (`mua.engines.adapter_versions`), and the engine's release
-  keeps its base;
-- the probe: after each begin of use, every rank has the engine greedily continue the engine's
-  `probe_ids` and compares its log-probs with the trainer's (one collective forward); the worst
-  rank's difference decides, so all ranks stop together (no probe where `probe_ids` is empty).
-
-Timing: `run` and `push_weights` take the step's `StepTimer` (`mua.train.step_timer`); every push
-is timed as its `weight_push` phase, wherever it happens. `take_metrics` returns
-`engine/probe_logp_diff` (the largest probe difference since the last call) when there was one.
-Not here: any engine's own calls (its folder under `mua.engines`).
+`EngineSync.run(job)` wraps every use (begin, stale push, probe, job, end) and `push_weights()`
+follows each update (docs/architecture.md, "The engine cycle"); it keeps what every engine
+shares: staleness, `weight_version`, what travels (full weights or a versioned LoRA adapter) and
+the probe, where the worst rank's difference stops all ranks together. Pushes are timed as the
+`weight_push` phase; `take_metrics` returns `engine/probe_logp_diff`.
+Not here: any engine's own calls (its folder under `mua.engines`, behind `ColocatedEngine`).
 """
 
 from __future__ import annotations
@@ -170,13 +151,15 @@ def memory_preflight(recipe, model, world_size: int, gpu_bytes: int, show: bool 
         check_fits,
         estimate_memory,
         format_table,
+        moe_sizes,
         run_shape_from_recipe,
     )
 
     num_params = sum(p.numel() for p in model.parameters())  # DTensor numel is the full size
-    shape = ModelShape.from_hf_config(model.config, num_params=num_params)
+    moe = moe_sizes(model)
+    shape = ModelShape.from_hf_config(model.config, num_params=num_params, moe=moe)
     est = estimate_memory(shape, run_shape_from_recipe(recipe, world_size), gpu_bytes)
-    table = format_table(est)
+    table = format_table(est) + (f"\n{moe.describe()}" if moe else "")
     if show:
         print(f"memory estimate (per GPU):\n{table}", flush=True)
     check_fits(est)

@@ -16,8 +16,11 @@ prints it; `check_fits` raises `RunFailure` naming the cheapest fix.
 
 These are estimates (within tens of percent): activation memory uses a per-token rule of thumb
 for transformer blocks with fused attention, fragmentation is covered by a fixed overhead, and
-CPU offload is taken to move parameters and optimizer state entirely off the GPU. Not modelled:
-pipeline/tensor parallelism of the trainer, sequence parallelism, LoRA.
+CPU offload is taken to move parameters and optimizer state entirely off the GPU. A mixture of
+experts (`moe_sizes`: total, expert and active parameters, from the model's own parameters) adds
+the weight push's largest gather, one layer's fused experts in fp32, to the train phase, and
+prints its total and active sizes. Not modelled: pipeline/tensor parallelism of the trainer,
+sequence parallelism, LoRA, expert parallelism.
 """
 
 from __future__ import annotations
@@ -44,9 +47,12 @@ class ModelShape:
     vocab_size: int
     num_kv_heads: int
     head_dim: int
+    moe: MoeSizes | None = None  # a mixture of experts
 
     @classmethod
-    def from_hf_config(cls, config, num_params: int | None = None) -> ModelShape:
+    def from_hf_config(
+        cls, config, num_params: int | None = None, moe: MoeSizes | None = None
+    ) -> ModelShape:
         """Read the shape from a transformers config; counts parameters when not given."""
         heads = config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -59,7 +65,48 @@ class ModelShape:
             vocab_size=config.vocab_size,
             num_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
             head_dim=head_dim,
+            moe=moe,
         )
+
+
+@dataclass(frozen=True)
+class MoeSizes:
+    """A mixture of experts' parameter counts: all of them, those of the experts, the ones one
+    token uses (all but the experts, plus top_k of each layer's), and the largest expert tensor
+    (one layer's fused experts: what the weight push gathers at once)."""
+
+    total: int
+    experts: int
+    active: int
+    largest_expert_tensor: int
+    num_experts: int
+    top_k: int
+
+    def describe(self) -> str:
+        return (
+            f"mixture of experts: {self.total / 1e6:,.1f}M parameters, {self.active / 1e6:,.1f}M "
+            f"active per token ({self.num_experts} experts per layer, {self.top_k} per token); "
+            f"experts {self.experts / self.total:.0%} of the weights, the largest fused expert "
+            f"tensor {self.largest_expert_tensor * 4 / 2**20:,.1f} MiB in fp32 (one push bucket "
+            "holds it whole)"
+        )
+
+
+def moe_sizes(model) -> MoeSizes | None:
+    """`MoeSizes` of a model (its parameters may live on the meta device), None when dense."""
+    config = model.config
+    num_experts = getattr(config, "num_experts", None) or getattr(config, "num_local_experts", 0)
+    top_k = getattr(config, "num_experts_per_tok", 0)
+    if not num_experts or not top_k:
+        return None
+    total = experts = largest = 0
+    for name, param in model.named_parameters():
+        total += param.numel()
+        if ".experts." in name:
+            experts += param.numel()
+            largest = max(largest, param.numel())
+    active = total - experts + experts * top_k // num_experts
+    return MoeSizes(total, experts, active, largest, int(num_experts), int(top_k))
 
 
 def _count_params(config, head_dim: int) -> int:
@@ -158,6 +205,7 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
     else:
         activations = per_layer_act * model.num_layers
     head = head_scoring_bytes(model, tokens, compute_bytes)
+    push_gather = 4 * model.moe.largest_expert_tensor if model.moe else 0
 
     engine_weights = n * DTYPE_BYTES[run.engine_dtype] // max(1, run.engine_tp_size)
     kv_per_token = (
@@ -192,10 +240,24 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
         ("reference model (sharded)", reference),
         (f"activations ({tokens} tokens/micro-batch)", activations),
         ("log-probs through the LM head in chunks", head),
+        ("weight push: one layer's fused experts gathered (fp32)", push_gather),
         ("released engine", ENGINE_ASLEEP_BYTES),
         ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES),
     ]
     return est
+
+
+IMPORT_BYTES = GIB // 4  # a rank's Python with torch, transformers and mua imported (measured)
+
+
+def cpu_rank_bytes(est: MemoryEstimate, run: RunShape) -> int:
+    """Peak bytes of one CPU rank: the train phase without what only a GPU holds (the CUDA
+    context, a released engine), plus the hf engine's own copy of the weights and its cache,
+    which stay resident on CPU (no sleep), plus the process's imports."""
+    gpu_only = ("released engine", "CUDA context and fragmentation")
+    train = sum(b for name, b in est.train_rows if name not in gpu_only)
+    engine = dict(est.rollout_rows).get(f"engine ({run.engine}): weights + KV cache", 0)
+    return train + engine + IMPORT_BYTES
 
 
 def head_scoring_bytes(model: ModelShape, tokens: int, compute_bytes: int) -> int:

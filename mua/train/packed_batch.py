@@ -46,6 +46,9 @@ class MicroBatch:
     # `shared_layout`, or last tokens left out); None: one segment per sequence.
     segments: list[int] | None = None
     segment_prefix: list[int] | None = None
+    # mixture of experts: each row token's recorded experts [R, layers, k] (-1: no record;
+    # `mua.models.moe_replay.row_routes`); None when no sequence has a record
+    routes: torch.Tensor | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -99,12 +102,14 @@ def pack(
     masks: list[list[int]] | None = None,
     share_prefixes: bool = False,
     min_shared: int = 16,
+    routes: list | None = None,
 ) -> MicroBatch:
     """One packed row of `sequences[i]` for i in `indices`.
 
     With `masks` (per-token 0/1, e.g. loss masks) the micro-batch scores the tokens whose mask
     is 1 (never a sequence's first token); with `share_prefixes` too, consecutive sequences that
-    begin with the same untrained tokens (at least `min_shared`) feed them once."""
+    begin with the same untrained tokens (at least `min_shared`) feed them once. `routes`:
+    per-sequence routed-experts records (mixture of experts), laid out as the row is."""
     lengths = [len(sequences[i]) for i in indices]
     flat = [t for i in indices for t in sequences[i]]
     layout = None
@@ -130,6 +135,10 @@ def pack(
         segments=segments,
         segment_prefix=segment_prefix,
     )
+    if routes is not None:
+        from mua.models.moe_replay import row_routes
+
+        mb.routes = row_routes(routes, list(indices), lengths, row_of, len(ids))
     if masks is not None:
         flags = concat_per_token(masks, indices) * first_token_mask(lengths)
         scored = flags.nonzero().squeeze(1)

@@ -20,6 +20,8 @@ fewer micro-batches runs zero-loss passes on a two-token dummy row. The caller's
 `loss_fn(mb, out)` returns an already normalised partial loss (global counts, times the world
 size because FSDP averages gradients over ranks) and a dict of float stats; `out` is the logits
 [R, V] of the row, or, when the caller passes masks, the scored tokens' (log-probs, entropies).
+A mixture of experts' routed-experts records (`mua.models.moe_replay.Replay`) travel with the
+micro-batches: each forward compares its routers with them and, with routing replay, follows them.
 Does not step the optimizer and knows no loss.
 """
 
@@ -30,9 +32,11 @@ from contextlib import contextmanager
 
 import torch
 
-from mua.distributed import all_reduce_max
+from mua.distributed import all_reduce_max, all_reduce_sum
+from mua.errors import UsageError
 from mua.kernels.packed_attention import shares_prefixes
 from mua.models.model_loading import accepts_logits_to_keep
+from mua.models.moe_replay import Replay, load_balancing_loss, replaying, routers
 from mua.train.head_scores import head_scores
 from mua.train.packed_batch import MicroBatch, first_token_mask, pack, plan_micro_batches
 
@@ -173,31 +177,69 @@ def accumulate(
     share_prefixes: bool = False,
     temperature: float = 1.0,
     entropy_grad: bool = False,
+    replay: Replay | None = None,
+    router_aux_coef: float = 0.0,
 ) -> list[dict[str, float]]:
     """Forward (and backward) every micro-batch of `sequences`; returns per-micro-batch stats.
     With `masks`, `loss_fn` gets the marked tokens' (log-probs, entropies) at `temperature`
     (the entropy with gradients only with `entropy_grad`), and with `share_prefixes` a prompt
     shared by consecutive sequences is fed once where the model's attention allows it
-    (`mua.train.packed_batch.pack`)."""
+    (`mua.train.packed_batch.pack`). With `replay` (a mixture of experts' routed-experts
+    records) the routers are compared with the records, and follow them when it enforces; with
+    `router_aux_coef` > 0 the routers' load-balancing loss times it joins each micro-batch's
+    loss, and its share is logged in the stats as `moe/aux_loss` (summed over micro-batches
+    and ranks it is the token-weighted mean)."""
     share = share_prefixes and shares_prefixes(model)
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)
     num_passes = int(all_reduce_max([len(groups)])[0])
+    routes = replay.routes if replay is not None else None
+    balance = RouterBalance(model, sequences) if router_aux_coef else None
     stats = []
     for k in range(num_passes):
-        if k < len(groups):
-            mb = pack(sequences, groups[k], device, masks, share)
+        if k >= len(groups):
+            loss = packed_logits(model, pack([[0, 0]], [0], device)).sum() * 0.0
+            if backward:
+                loss.backward()
+            continue
+        mb = pack(sequences, groups[k], device, masks, share, routes=routes)
+        # the backward inside too: activation checkpointing reruns the routers there
+        with replaying(model, mb.routes, replay, keep_logits=balance is not None) as capture:
             if masks is None:
                 out = packed_logits(model, mb)
             else:
                 out = scored_forward(model, mb, temperature, entropy_grad)
             loss, st = loss_fn(mb, out)
+            if balance is not None:
+                aux = balance.weighted(capture, mb)
+                loss = loss + router_aux_coef * aux
+                st["moe/aux_loss"] = float(aux.detach()) / balance.world
             stats.append(st)
-        else:
-            mb = pack([[0, 0]], [0], device)
-            loss = packed_logits(model, mb).sum() * 0.0
-        if backward:
-            loss.backward()
+            if backward:
+                loss.backward()
     return stats
+
+
+class RouterBalance:
+    """The routers' load-balancing loss of each micro-batch (`moe_replay.load_balancing_loss`),
+    weighted by its share of the row tokens over every rank (times the world size, as FSDP
+    averages gradients), so its sum over micro-batches and ranks is the token-weighted mean."""
+
+    def __init__(self, model, sequences):
+        found = routers(model)
+        if not found:
+            raise UsageError(
+                "algo.router_aux_coef weighs a mixture of experts' load-balancing loss, but the "
+                "model has no MoE router; set algo.router_aux_coef=0"
+            )
+        self.num_experts = int(found[0].num_experts)
+        local = sum(len(s) for s in sequences)
+        self.total = max(float(all_reduce_sum([local])[0]), 1.0)
+        ready = torch.distributed.is_available() and torch.distributed.is_initialized()
+        self.world = torch.distributed.get_world_size() if ready else 1
+
+    def weighted(self, capture, mb) -> torch.Tensor:
+        aux = load_balancing_loss(capture, self.num_experts)
+        return aux * (mb.input_ids.shape[1] / self.total) * self.world
 
 
 @torch.no_grad()
@@ -210,21 +252,24 @@ def forward_only(
     masks: list[list[int]] | None = None,
     share_prefixes: bool = False,
     temperature: float = 1.0,
+    replay: Replay | None = None,
 ) -> list:
     """Run `per_mb(mb, out)` (returning one value per sequence) and return values in input order.
-    `out`, `masks`, `share_prefixes` and `temperature` as in `accumulate`."""
+    `out`, `masks`, `share_prefixes`, `temperature` and `replay` as in `accumulate`."""
     share = share_prefixes and shares_prefixes(model)
     out: list = [None] * len(sequences)
     groups = plan_micro_batches([len(s) for s in sequences], token_budget)
     num_passes = int(all_reduce_max([len(groups)])[0])
+    routes = replay.routes if replay is not None else None
     for k in range(num_passes):
         if k < len(groups):
-            mb = pack(sequences, groups[k], device, masks, share)
-            scores = (
-                packed_logits(model, mb)
-                if masks is None
-                else scored_forward(model, mb, temperature)
-            )
+            mb = pack(sequences, groups[k], device, masks, share, routes=routes)
+            with replaying(model, mb.routes, replay):
+                scores = (
+                    packed_logits(model, mb)
+                    if masks is None
+                    else scored_forward(model, mb, temperature)
+                )
             values = per_mb(mb, scores)
             for i, v in zip(mb.indices, values):
                 out[i] = v

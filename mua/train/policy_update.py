@@ -20,6 +20,7 @@ import torch
 from mua.algo import aggregate, behaviour_weights, kl_penalty, policy_loss
 from mua.distributed import all_reduce_sum
 from mua.distributed.fsdp import clip_grad_norm
+from mua.models.moe_replay import Replay
 from mua.train.critic import epoch_losses
 from mua.train.guards import check_finite
 from mua.train.packed_batch import concat_per_token, first_token_mask
@@ -38,6 +39,9 @@ LOGGED_STATS = (
 class UpdateResult:
     metrics: dict[str, float]
     old_logprobs: list[list[float]] | None  # the update forward's, when it provided them
+    # mixture of experts, with the old log-probs from the update forward: (token, layer)
+    # decisions with an engine record, and those the trainer's routers made differently
+    routing: tuple[int, int] = (0, 0)
 
 
 def update(
@@ -61,6 +65,7 @@ def update(
     totals: Counter = Counter()
     grad_norms, lrs, critic_losses = [], [], []
     forward_old: list[list[float]] | None = None
+    routing = (0, 0)
     for _ in range(algo.epochs):
         for mini in split_mini_batches(samples, global_batch, algo.mini_batches):
             if critic is not None:
@@ -80,7 +85,7 @@ def update(
             # unsharded (the root, after a forward without backward) the module names the
             # unsharded parameters, and the sharded gradients would be left in place.
             optimizer.zero_grad(set_to_none=True)
-            stats, grad_norm, mini_old = policy_mini_batch(
+            stats, grad_norm, mini_old, replay = policy_mini_batch(
                 model,
                 mini,
                 algo=algo,
@@ -93,6 +98,8 @@ def update(
             )
             check_finite(stats.get("loss", 0.0), grad_norm)
             forward_old = mini_old if old_from_forward else None  # one mini-batch: all samples
+            if old_from_forward and replay is not None:
+                routing = (replay.compared, replay.differ)
             totals.update(stats)
             grad_norms.append(grad_norm)
             lrs.append(optimizer.param_groups[0]["lr"])
@@ -101,7 +108,7 @@ def update(
     metrics = update_metrics(totals, grad_norms, lrs)
     if critic is not None:
         metrics.update(epoch_losses(critic_losses, algo.mini_batches))
-    return UpdateResult(metrics=metrics, old_logprobs=forward_old)
+    return UpdateResult(metrics=metrics, old_logprobs=forward_old, routing=routing)
 
 
 def policy_mini_batch(
@@ -115,15 +122,15 @@ def policy_mini_batch(
     dist,
     with_ref: bool,
     old_from_forward: bool,
-) -> tuple[Counter, float, list[list[float]] | None]:
-    """Accumulate the policy loss of one mini-batch over micro-batches; returns (stat sums, grad
-    norm, the forward's detached log-probs per sample when `old_from_forward`, else None)."""
+) -> tuple[Counter, float, list[list[float]] | None, Replay | None]:
+    """Accumulate one mini-batch's policy loss over micro-batches: (stat sums, grad norm, the
+    forward's detached log-probs when `old_from_forward`, a mixture of experts' `Replay`)."""
     world, device = dist.world_size, dist.device
     masks = [s.loss_mask for s in mini]
     local_tokens = sum(sum(m[1:]) for m in masks)
     local_seqs = sum(1 for m in masks if sum(m[1:]) > 0)
     tokens, seqs = (float(x) for x in all_reduce_sum([local_tokens, local_seqs]))
-    kl_in_loss = with_ref and algo.kl.placement == "loss"
+    kl_in_loss, replay = with_ref and algo.kl.placement == "loss", sample_replay(mini, algo)
 
     def loss_fn(mb, scores):
         mask = concat_per_token(masks, mb.indices, device=device) * first_token_mask(
@@ -180,7 +187,8 @@ def policy_mini_batch(
         share_prefixes=parallel.share_prefixes,
         temperature=temperature,
         entropy_grad=bool(algo.loss.entropy_coef),
-    )
+        replay=replay, router_aux_coef=getattr(algo, "router_aux_coef", 0.0),
+    )  # fmt: skip
     grad_norm = clip_grad_norm(model, grad_clip)
     forward_old: list[list[float]] | None = [[] for _ in mini] if old_from_forward else None
     totals: Counter = Counter()
@@ -188,7 +196,16 @@ def policy_mini_batch(
         for i, lp in st.pop("old_logprobs", []):
             forward_old[i] = lp
         totals.update(st)
-    return totals, grad_norm, forward_old
+    return totals, grad_norm, forward_old, replay
+
+
+def sample_replay(samples: list[RLSample], algo) -> Replay | None:
+    """The samples' routed-experts records for a forward over them, enforced with
+    `algo.routing_replay: r3`; None when none has a record (a dense model)."""
+    routes = [s.routes for s in samples]
+    if all(r is None for r in routes):
+        return None
+    return Replay(routes, enforce=getattr(algo, "routing_replay", "off") == "r3")
 
 
 def policy_token_losses(algo, logp, old, adv, mask, seq_index, *, entropy, kl, behav):

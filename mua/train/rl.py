@@ -51,9 +51,9 @@ from mua.errors import RunFailure
 from mua.llm.llm_client import user_call_report
 from mua.train.advantage_strategy import LogProbs
 from mua.train.packed_forward import forward_only
-from mua.train.policy_update import update
+from mua.train.policy_update import sample_replay, update
 from mua.train.rl_batch import RLSample, score, with_inputs
-from mua.train.rl_metrics import log_transcripts, rollout_metrics
+from mua.train.rl_metrics import log_transcripts, rollout_metrics, routing_metrics
 from mua.train.rl_setup import PolicyState, RLParts
 from mua.train.rl_validation import validate
 from mua.train.step_timer import StepTimer
@@ -92,9 +92,10 @@ def rl_step(
         batch = score(trajectories, algo, rank=dist.rank, world_size=dist.world_size, n=n)
         check_trainable(trajectories, step, async_metrics.get("rollout/groups_dropped_failed", 0))
         old_from_update = reuses_update_forward(algo, parts.ref_model is not None)
-        logprobs = pre_update_logprobs(
+        logprobs, routing = pre_update_logprobs(
             state.model, parts.ref_model, batch.samples, with_old=not old_from_update,
             temperature=sampling_temperature(r.rollout), parallel=parallel, device=dist.device,
+            algo=algo,
         )  # fmt: skip
         advantages = parts.advantages.compute(batch, logprobs)
         samples = with_inputs(
@@ -127,6 +128,7 @@ def rl_step(
         **probe,
         **_user_call_metrics(parts),
         **idle,
+        **routing_metrics(*(result.routing if old_from_update else routing), algo),
     }
     log_transcripts(
         tracker if dist.is_main else None, step, trajectories, r.track.transcripts_per_step,
@@ -279,14 +281,25 @@ def reuses_update_forward(algo, with_ref: bool) -> bool:
 
 
 def pre_update_logprobs(
-    model, ref_model, samples: list[RLSample], *, with_old: bool, temperature, parallel, device
-) -> LogProbs:
+    model,
+    ref_model,
+    samples: list[RLSample],
+    *,
+    with_old: bool,
+    temperature,
+    parallel,
+    device,
+    algo=None,
+) -> tuple[LogProbs, tuple[int, int]]:
     """Old log-probs from the trainer's policy (when `with_old`) and reference log-probs (when
-    there is a reference model), each a list per sample."""
+    there is a reference model), each a list per sample; with a mixture of experts' records,
+    both forwards follow them under `algo.routing_replay: r3`, and the old forward's (token,
+    layer) decisions compared with them and those that differ are returned ((0, 0) without)."""
     seqs = [s.token_ids for s in samples]
     masks = [s.loss_mask for s in samples]
+    old_replay = sample_replay(samples, algo) if algo is not None else None
 
-    def logps(m) -> list[list[float]]:
+    def logps(m, replay) -> list[list[float]]:
         def per_mb(mb, scores):
             return list(torch.split(scores[0].cpu(), mb.lengths))
 
@@ -299,13 +312,16 @@ def pre_update_logprobs(
             masks=masks,
             share_prefixes=parallel.share_prefixes,
             temperature=temperature,
+            replay=replay,
         )
         return [lp.tolist() for lp in out]
 
-    return LogProbs(
-        old=logps(model) if with_old else None,
-        ref=logps(ref_model) if ref_model is not None else None,
+    out = LogProbs(
+        old=logps(model, old_replay) if with_old else None,
+        ref=logps(ref_model, sample_replay(samples, algo)) if ref_model is not None else None,
     )
+    counted = (old_replay.compared, old_replay.differ) if with_old and old_replay else (0, 0)
+    return out, counted
 
 
 def sampling_temperature(rollout_cfg) -> float:

@@ -18,6 +18,7 @@ returns new samples. Nothing here runs a model or talks to other ranks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -27,6 +28,7 @@ from mua.algo import (
     trajectory_scores,
     zero_variance_groups,
 )
+from mua.models.moe_replay import decode, fitted
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class RLSample:
     ref_logprobs: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)  # PPO: critic values at sampling time
     returns: list[float] = field(default_factory=list)  # PPO: GAE returns
+    # mixture of experts: the engine's routed experts per token [T, layers, k] (None: no record)
+    routes: Any = None
 
 
 @dataclass
@@ -135,6 +139,7 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int])
         if sum(mask) == 0:
             report.no_policy_tokens += 1
             continue
+        routes = fitted(decode(getattr(traj, "routed_experts", None)), len(traj.token_ids))
         for start, end in segment_spans(traj):
             if sum(mask[start:end]) == 0:
                 continue
@@ -150,6 +155,7 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int])
                     global_index=global_index(
                         traj.group_id, traj.sample_index, rank, world_size, n
                     ),
+                    routes=None if routes is None else routes[start:end],
                 )
             )
     return ScoredBatch(kept, masks, samples, rows, report, spans, excluded)

@@ -156,7 +156,9 @@ def rollout_metrics(
 
 
 def update_metrics(totals: Counter, grad_norms: list[float], lrs: list[float]) -> dict[str, float]:
-    keys = [k for k in totals if k == "loss" or k.startswith(("sum/", "critic/", "mb_tokens"))]
+    keys = [
+        k for k in totals if k == "loss" or k.startswith(("sum/", "critic/", "mb_tokens", "moe/"))
+    ]
     summed = (
         dict(zip(keys, all_reduce_sum([totals[k] for k in keys]).tolist(), strict=False))
         if keys
@@ -174,9 +176,28 @@ def update_metrics(totals: Counter, grad_norms: list[float], lrs: list[float]) -
                 out[f"actor/{k[4:]}"] = v / tokens
     out["optimizer_steps"] = float(len(grad_norms))
     for k, v in summed.items():
+        if k.startswith("moe/"):  # the routers' load-balancing loss: a mean per optimizer step
+            out[k] = v / steps
+    for k, v in summed.items():
         if k.startswith("critic/"):
             out[k] = v
     return out
+
+
+def routing_metrics(compared: int, differ: int, algo) -> dict[str, float]:
+    """`moe/routing_disagreement`: the share of (token, layer) decisions, over every rank, where
+    the trainer's router chose other experts than the engine recorded, in the step's first
+    forward at the sampling weights; `moe/routed_decisions` their count and `moe/routing_replay`
+    1 when the trainer followed them (`algo.routing_replay: r3`). Nothing when no token had a
+    record (collective)."""
+    total, differ_sum = (float(x) for x in all_reduce_sum([compared, differ]).tolist())
+    if total == 0:
+        return {}
+    return {
+        "moe/routing_disagreement": differ_sum / total,
+        "moe/routed_decisions": total,
+        "moe/routing_replay": float(algo.routing_replay == "r3"),
+    }
 
 
 def log_transcripts(tracker, step: int, trajectories, count: int, tokenizer) -> None:

@@ -2,7 +2,8 @@
 
 The batch is global (the same list on every rank); each rank trains on its strided share,
 and the token count is summed over ranks, so the step does not depend on the number of ranks
-or on the micro-batch token budget. Does not load data or save checkpoints.
+or on the micro-batch token budget. A mixture of experts may add its routers' load-balancing loss
+(`router_aux_coef`, logged as `moe/aux_loss`). Does not load data or save checkpoints.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def sft_step(
     token_budget: int,
     grad_clip: float | None,
     device,
+    router_aux_coef: float = 0.0,
 ) -> dict[str, float]:
     start = time.perf_counter()
     mine = rank_slice(batch, rank, world_size)
@@ -45,7 +47,9 @@ def sft_step(
         return nll_sum * world_size / max(global_tokens, 1.0), {"nll_sum": float(nll_sum.detach())}
 
     optimizer.zero_grad(set_to_none=True)
-    stats = accumulate(model, seqs, token_budget, device, loss_fn, masks=masks)
+    stats = accumulate(
+        model, seqs, token_budget, device, loss_fn, masks=masks, router_aux_coef=router_aux_coef
+    )
     grad_norm = clip_grad_norm(model, grad_clip)
     check_finite(sum(s["nll_sum"] for s in stats), grad_norm)
     lr = optimizer.param_groups[0]["lr"]
@@ -54,7 +58,13 @@ def sft_step(
     loss = float(all_reduce_sum([sum(s["nll_sum"] for s in stats)])[0]) / max(global_tokens, 1.0)
     seconds = time.perf_counter() - start
     total_tokens = float(all_reduce_sum([sum(len(s) for s in seqs)])[0])
+    extra = {}
+    if router_aux_coef:  # a mixture of experts' load-balancing loss (token-weighted mean)
+        extra["moe/aux_loss"] = float(
+            all_reduce_sum([sum(s.get("moe/aux_loss", 0.0) for s in stats)])[0]
+        )
     return {
+        **extra,
         "loss": loss,
         "grad_norm": grad_norm,
         "lr": lr,

@@ -118,6 +118,7 @@ class Trainer:
                 token_budget=r.parallel.micro_batch_tokens,
                 grad_clip=r.optim.grad_clip,
                 device=dist.device,
+                router_aux_coef=r.algo.router_aux_coef,
             )
         from mua.train.rl import rl_step
 

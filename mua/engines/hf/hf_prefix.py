@@ -16,7 +16,9 @@ entry matches, any other must also match the token after it to do better, one co
 Entries are evicted least recently used beyond `max_bytes`; the engine clears the store whenever
 its weights change, since a KV computed with old weights is not the new policy's. Deliberately
 not here: paging, a radix tree, eviction by anything but recency. Keys and values are stored per
-layer as [kv_heads, tokens, head_dim], and callers copy from them (never write into them).
+layer as [kv_heads, tokens, head_dim], and callers copy from them (never write into them). For a
+mixture of experts an entry also keeps the experts its tokens went to ([tokens, layers, k]),
+which `take_with_routes` hands back with the KV.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class PrefixStore:
         self.min_reuse_tokens = min_reuse_tokens
         self.hits = 0
         self.reused_tokens = 0
-        self._entries: OrderedDict[str, tuple[list[int], list[tuple], int]] = OrderedDict()
+        # key -> (token ids, [(keys, values)] per layer, bytes, routed experts or None)
+        self._entries: OrderedDict[str, tuple] = OrderedDict()
         self._keyless: set[str] = set()  # entries matched by content
         self._serial = count()
         self._bytes = 0
@@ -44,9 +47,9 @@ class PrefixStore:
         self._keyless.clear()
         self._bytes = 0
 
-    def put(self, route_key: str, token_ids: list[int], layers: list[tuple]) -> None:
+    def put(self, route_key: str, token_ids: list[int], layers: list[tuple], routes=None) -> None:
         """Keep `layers` [(keys, values)], each [kv_heads, len(token_ids), head_dim], under the
-        route key, or by content when the key is empty."""
+        route key, or by content when the key is empty; `routes`: the tokens' routed experts."""
         if self.max_bytes <= 0 or len(token_ids) < self.min_reuse_tokens:
             return
         size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
@@ -58,13 +61,20 @@ class PrefixStore:
         else:
             key = f"\0content/{next(self._serial)}"  # not a route key the runner makes
             self._keyless.add(key)
-        self._entries[key] = (list(token_ids), layers, size)
+        self._entries[key] = (list(token_ids), layers, size, routes)
         self._bytes += size
         while self._bytes > self.max_bytes:
             self._drop(next(iter(self._entries)))
 
     def take(self, route_key: str, prompt_ids: list[int]) -> tuple[int, list[tuple] | None]:
-        """(number of leading prompt tokens whose KV is reused, the stored layers) or (0, None).
+        """(number of leading prompt tokens whose KV is reused, the stored layers) or (0, None)
+        (`take_with_routes` without the routed experts)."""
+        start, layers, _ = self.take_with_routes(route_key, prompt_ids)
+        return start, layers
+
+    def take_with_routes(self, route_key: str, prompt_ids: list[int]):
+        """(number of leading prompt tokens whose KV is reused, the stored layers, their routed
+        experts or None) or (0, None, None).
 
         At least one prompt token is always left to prefill (its logits sample the next token).
         A route key's entry leaves the store (the request puts its own, longer one when it
@@ -74,12 +84,11 @@ class PrefixStore:
             return self._take_by_content(prompt_ids)
         entry = self._entries.get(route_key)
         if entry is None:
-            return 0, None
-        stored, layers, _ = entry
+            return 0, None, None
         self._drop(route_key)
-        return self._reuse(_common_prefix(stored, prompt_ids), layers)
+        return self._reuse(_common_prefix(entry[0], prompt_ids), entry)
 
-    def _take_by_content(self, prompt_ids: list[int]) -> tuple[int, list[tuple] | None]:
+    def _take_by_content(self, prompt_ids: list[int]):
         best, best_key = 0, None
         most = len(prompt_ids) - 1  # at least one prompt token is left to prefill
         for key in reversed(self._entries):  # the most recently used first: usually the match
@@ -96,16 +105,17 @@ class PrefixStore:
             if common > best:
                 best, best_key = common, key
         if best_key is None:
-            return 0, None
+            return 0, None, None
         self._entries.move_to_end(best_key)
-        return self._reuse(best, self._entries[best_key][1])
+        return self._reuse(best, self._entries[best_key])
 
-    def _reuse(self, common: int, layers) -> tuple[int, list[tuple] | None]:
+    def _reuse(self, common: int, entry):
         if common < self.min_reuse_tokens:
-            return 0, None
+            return 0, None, None
         self.hits += 1
         self.reused_tokens += common
-        return common, layers
+        routes = entry[3][:common] if entry[3] is not None else None
+        return common, entry[1], routes
 
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)

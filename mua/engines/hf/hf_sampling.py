@@ -28,10 +28,19 @@ class Row:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "length"
+    # mixture of experts: the experts each fed token went to, [n, layers, k] uint8 chunks in
+    # token order (the prompt, then every sampled token but the last)
+    routes: list = field(default_factory=list)
 
     def result(self) -> GenerationResult:
+        meta = {}
+        if self.routes:
+            meta["routed_experts"] = torch_cat_numpy(self.routes)
         return GenerationResult(
-            token_ids=self.token_ids, logprobs=self.logprobs, finish_reason=self.finish_reason
+            token_ids=self.token_ids,
+            logprobs=self.logprobs,
+            finish_reason=self.finish_reason,
+            meta=meta,
         )
 
     def record(self, token: int, logprob: float) -> bool:
@@ -42,6 +51,13 @@ class Row:
             self.finish_reason = "stop"
             return True
         return len(self.token_ids) >= self.request.sampling.max_new_tokens
+
+
+def torch_cat_numpy(chunks: list):
+    """Tensor chunks [n_i, ...] as one numpy array [sum n_i, ...]."""
+    import torch
+
+    return torch.cat(chunks).numpy()
 
 
 def record(rows: list[Row], tokens: list[int], lps: list[float]) -> tuple[list[Row], list[int]]:

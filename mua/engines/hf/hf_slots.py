@@ -1,7 +1,7 @@
 """Slot batching for the `hf` engine: every live row owns one slot of a preallocated KV cache.
 
 `SlotBatch` is the engine's batch for decoder models whose layers all attend through transformers'
-attention interface (Llama, Qwen2, Qwen3). Each layer's keys and values live in one
+attention interface (Llama, Qwen2, Qwen3, Qwen3-MoE). Each layer's keys and values live in one
 buffer [slots, kv_heads, columns, head_dim]; row i occupies slot i, and its tokens occupy columns
 0..length-1 in order, so a token's column is its position. One forward per step feeds, packed as
 a single [1, T] sequence, the last sampled token of every live row and the whole prompt (or the
@@ -17,18 +17,25 @@ Compared with a left-padded dynamic cache (`hf_batch.RunningBatch`, kept for mod
 serve): nothing is concatenated per step, a row that leaves moves at most one other row's KV
 (the last slot fills the hole), and a newcomer's stored prefix is copied once into its slot.
 
+For a mixture of experts each row also keeps the experts every fed token went to (prompt and
+sampled tokens but the last, stored prefixes included): its result's `meta["routed_experts"]`
+[tokens, layers, k] uint8 (`mua.models.moe_replay`).
+
 Sampling and log-probs are `hf_sampling`'s, as for `hf_batch`. Deliberately not here: threads and asyncio (the engine), paging, prefix
 sharing beyond `hf_prefix`'s, sliding-window layers (`supports` is False for them).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from mua.engines.hf.hf_sampling import Row, record, row_generator, sample
+from mua.models import moe_replay
 
 NAME = "mua_engine"
 _registered = False
@@ -58,11 +65,11 @@ def register() -> None:
 
 
 def supports(model) -> bool:
-    """True for Llama, Qwen2 and Qwen3 models with full attention in every layer."""
+    """True for Llama, Qwen2, Qwen3 and Qwen3-MoE models with full attention in every layer."""
     from mua.kernels.packed_attention import has_sliding_layers
 
     config = getattr(model, "config", None)
-    if getattr(config, "model_type", "") not in ("llama", "qwen2", "qwen3"):
+    if getattr(config, "model_type", "") not in ("llama", "qwen2", "qwen3", "qwen3_moe"):
         return False
     return not has_sliding_layers(config)
 
@@ -263,6 +270,11 @@ class SlotBatch:
         self.rows: list[Row] = []
         self.lengths: list[int] = []
         self.last_tokens: list[int] = []
+        found = moe_replay.routers(model)  # a mixture of experts: each fed token's experts kept
+        self.route_dtype = (
+            torch.uint8 if found and moe_replay.route_dtype(found[0].num_experts) == np.uint8
+            else torch.int16 if found else None
+        )  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -289,12 +301,16 @@ class SlotBatch:
             cols += range(start, start + len(suffix))
             slots += [live + j] * len(suffix)
             last.append(len(tokens) - 1)
-        logits = self._forward(tokens, slots, cols, live, fed, last)
+        logits, routes = self._forward(tokens, slots, cols, live, fed, last)
+        if routes is not None:
+            self._keep_routes(routes, live, fed)
         if copies:  # identical prompts: the fed rows' KV (one copy per layer), then their logits
             sources = [source for source, _ in copies]
             columns = max(self.lengths[source] for source in sources)
             self.kv.move(sources, [target for _, target in copies], columns)
             logits = torch.cat([logits, logits[sources]])
+            for source, target in copies:
+                self.rows[target].routes = list(self.rows[source].routes)
         rows = self.rows
         sampled, lps = sample(logits.float(), rows)
         for i in range(live):
@@ -315,9 +331,13 @@ class SlotBatch:
         hits = []
         for row in newcomers:
             row.generator = row_generator(row.request.sampling.seed, self.device)
-            start, layers = (
-                store.take(row.request.route_key, row.request.prompt_ids) if store else (0, None)
+            start, layers, routes = (
+                store.take_with_routes(row.request.route_key, row.request.prompt_ids)
+                if store
+                else (0, None, None)
             )
+            if start and self.route_dtype is not None:
+                row.routes = [routes if routes is not None else self._no_routes(start)]
             key = tuple(row.request.prompt_ids) if not start else None
             if key is not None and key in first:
                 repeats.append((first[key], row))
@@ -349,8 +369,27 @@ class SlotBatch:
         )
         return fed, copies
 
+    def _keep_routes(self, routes, live: int, fed) -> None:
+        """Append each row's fed tokens' experts (`routes` [tokens fed, layers, k], live rows'
+        one token each first, then each newcomer's prompt suffix)."""
+        for i in range(live):
+            self.rows[i].routes.append(routes[i : i + 1])
+        offset = live
+        for row, start in fed:
+            n = len(row.request.prompt_ids) - start
+            row.routes.append(routes[offset : offset + n])
+            offset += n
+
+    def _no_routes(self, tokens: int):
+        """A record of `tokens` tokens whose experts are unknown."""
+        fill = moe_replay.no_route(np.dtype(str(self.route_dtype).split(".")[-1]))
+        layers = len(self.kv.layers)
+        k = moe_replay.routers(self.model)[0].top_k
+        return torch.full((tokens, layers, k), fill, dtype=self.route_dtype)
+
     def _forward(self, tokens, slots, cols, live: int, fed, last):
-        """One packed forward; logits [live + len(fed), V] at each fed row's last token."""
+        """One packed forward; (logits [live + len(fed), V] at each fed row's last token, each
+        fed token's experts [tokens, layers, k] for a mixture of experts, else None)."""
         device = self.device
         groups = []
         if live:
@@ -377,17 +416,20 @@ class SlotBatch:
         input_ids = torch.tensor(tokens, device=device)
         position_ids = torch.tensor(cols, device=device)
         extra = {"logits_to_keep": keep} if self.keep_selected_logits else {}
-        out = self.model(
-            input_ids=input_ids[None],
-            position_ids=position_ids[None],
-            # a ready 4D mask is used as is: transformers builds none (the plan holds the masks)
-            attention_mask=self._no_mask,
-            use_cache=False,
-            mua_slots=plan,
-            **extra,
-        )
+        moe = self.route_dtype is not None
+        with moe_replay.routing(self.model) if moe else nullcontext() as capture:
+            out = self.model(
+                input_ids=input_ids[None],
+                position_ids=position_ids[None],
+                # a ready 4D mask is used as is: transformers builds none (the plan holds masks)
+                attention_mask=self._no_mask,
+                use_cache=False,
+                mua_slots=plan,
+                **extra,
+            )
         logits = out.logits[0]
-        return logits if self.keep_selected_logits else logits[keep]
+        routes = capture.stacked().to("cpu", self.route_dtype) if moe else None
+        return (logits if self.keep_selected_logits else logits[keep]), routes
 
     def keep(self, keep: list[int]) -> None:
         """Keep only the rows at positions `keep`; the last kept slots fill the holes."""
@@ -424,4 +466,5 @@ class SlotBatch:
                 (keys[i, :, : len(fed)].clone(), values[i, :, : len(fed)].clone())
                 for keys, values in self.kv.layers
             ]
-            self.prefix_store.put(row.request.route_key, fed, layers)
+            routes = torch.cat(row.routes)[: len(fed)] if row.routes else None
+            self.prefix_store.put(row.request.route_key, fed, layers, routes)

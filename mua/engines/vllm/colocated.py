@@ -12,7 +12,8 @@ server), then wakes the KV cache. The GPU paths have not run on a GPU yet.
 A full push is exact (`mua.engines.vllm.worker_extension`) and the trainer's probe checks it at
 every use; a push vLLM refuses stops the run with one line. With `rollout.lora_sync: adapter`
 the server is launched with LoRA enabled at the policy's rank, and each push loads the adapter
-under its versioned name.
+under its versioned name. A mixture of experts' fused expert tensors are pushed per expert, as
+vLLM's loader names them (`mua.models.moe_layout`).
 Not here: HTTP (`vllm_engine`), launching (`vllm_launch`).
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from mua.engines.engine_contract import ColocatedEngine, Push
 from mua.engines.weight_probe import DEFAULT_PROBE_TOLERANCE
+from mua.models.moe_layout import per_expert
 
 SLEEP_NOTE = "vllm: sleep/wake do nothing on CPU; each rank's server keeps its memory between uses"
 
@@ -37,8 +39,10 @@ class VLLMColocated(ColocatedEngine):
         engine,
         probe_ids: list[int] | None = None,
         probe_tolerance: float = DEFAULT_PROBE_TOLERANCE,
+        model_type: str = "",
     ):
         self.engine = engine
+        self.model_type = model_type  # a mixture of experts' fused experts go per expert
         self.probe_ids = list(probe_ids or [])
         self.probe_tolerance = probe_tolerance
         self.push_on_update = not getattr(engine, "sleep_mode", False)
@@ -59,7 +63,7 @@ class VLLMColocated(ColocatedEngine):
         return False  # the server keeps what was pushed
 
     async def push_full(self, named_tensors: Iterable[tuple[str, Any]], version: str) -> None:
-        await self.engine.push_full(named_tensors, version)
+        await self.engine.push_full(per_expert(named_tensors, self.model_type), version)
 
     async def push_adapter(self, name, named_tensors, config: dict, version: str) -> None:
         await self.engine.load_adapter(name, named_tensors, config, version)
@@ -108,6 +112,7 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocate
         engine,
         probe_ids=default_probe_ids(vocab_size),
         probe_tolerance=rollout.vllm.probe_tolerance,
+        model_type=str(getattr(hf_config, "model_type", "")),
     )
 
 

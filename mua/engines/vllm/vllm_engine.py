@@ -29,12 +29,20 @@ travels as CUDA IPC handles through vLLM's weight-transfer routes (`gpu_transfer
 marks the engine broken (its layers may be half-loaded): every later generate or push raises
 `RunFailure` at once. A file push that fails is judged by the worker extension (broken only when
 the model was touched).
+Routed experts (`routed_experts=True`, `rollout.vllm.routed_experts`; a mixture of experts):
+generation goes to vLLM's token-in/token-out route `POST /inference/v1/generate` instead (the
+server runs with `--enable-scale-out --enable-return-routed-experts`), whose answer carries each
+fed token's experts ([tokens, layers, k], `.npy` in base64), kept in `meta["routed_experts"]`.
+vLLM 0.32 returns them only with its V2 model runner, which needs Triton: its CPU build refuses
+(docs/moe.md).
 Not here: launching (`vllm_launch`), the trainer's side (`colocated`), NCCL weight transfer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
 import os
 import shutil
@@ -43,6 +51,7 @@ import tempfile
 from typing import Any
 
 import aiohttp
+import numpy as np
 
 from mua.engines.adapter_versions import AdapterVersions
 from mua.engines.engine_contract import GenerationRequest, GenerationResult
@@ -50,6 +59,7 @@ from mua.engines.sglang.http_bodies import read_body, server_message
 from mua.engines.sglang.sglang_engine import stop_process
 from mua.errors import RunFailure
 from mua.llm.http_session import LoopSessions
+from mua.models.moe_replay import compact
 
 FINISH = {"length": "length", "abort": "abort"}  # anything else ended on a stop token
 
@@ -75,6 +85,47 @@ def completion_body(request: GenerationRequest, model: str, seeds: bool = False)
     if seeds and s.seed is not None:
         body["seed"] = int(s.seed)
     return body
+
+
+def generate_body(request: GenerationRequest, model: str, seeds: bool = False) -> dict[str, Any]:
+    """The body of vLLM's token-in/token-out route (`POST /inference/v1/generate`) for
+    `request`: the same sampling as `completion_body`, token ids in and out."""
+    s = request.sampling
+    params: dict[str, Any] = {
+        "max_tokens": int(s.max_new_tokens),
+        "temperature": float(s.temperature),
+        "top_p": float(s.top_p),
+        "top_k": int(s.top_k) if s.top_k > 0 else -1,
+        "stop_token_ids": [int(t) for t in s.stop_token_ids],
+        "logprobs": 0,
+        "skip_special_tokens": False,
+    }
+    if seeds and s.seed is not None:
+        params["seed"] = int(s.seed)
+    return {"model": model, "token_ids": [int(t) for t in request.prompt_ids],
+            "sampling_params": params}  # fmt: skip
+
+
+def parse_generate(body: Any) -> GenerationResult:
+    """A token-in/token-out answer -> GenerationResult, with the routed experts of every fed
+    token (prompt and sampled tokens but the last; a mixture of experts on a server with
+    `--enable-return-routed-experts`) in `meta["routed_experts"]` as a compact record
+    (`mua.models.moe_replay.compact`). ValueError when it lacks ids or log-probs."""
+    try:
+        choice = body["choices"][0]
+        ids = [int(t) for t in choice["token_ids"]]
+        values = [float(c["logprob"]) for c in choice["logprobs"]["content"]]
+        routes = choice.get("routed_experts")
+        record = compact(np.load(io.BytesIO(base64.b64decode(routes)))) if routes else None
+    except (KeyError, IndexError, TypeError, ValueError, OSError) as err:
+        raise ValueError(f"not a generation with token ids and log-probs ({err!r})") from None
+    if len(ids) != len(values):
+        raise ValueError(f"{len(ids)} token ids but {len(values)} log-probs")
+    finish = FINISH.get(choice.get("finish_reason"), "stop")
+    result = GenerationResult(ids, values, finish)
+    if record is not None:
+        result.meta["routed_experts"] = record
+    return result
 
 
 def parse_completion(body: Any) -> GenerationResult:
@@ -139,6 +190,7 @@ class VLLMEngine:
         sleep_mode: bool = False,
         transfer: str = "files",
         api_key: str | None = None,
+        routed_experts: bool = False,
     ):
         if transfer not in ("files", "ipc"):
             raise ValueError(f"transfer must be 'files' or 'ipc', not {transfer!r}")
@@ -148,6 +200,8 @@ class VLLMEngine:
         self._transfer_ready = False
         self._asleep: set[str] = set()  # what `sleep` released and no `wake` took back yet
         self.seeds = seeds  # vLLM 0.31/0.32 on CPU dies on a seeded request whose prefill is split
+        # ask for each token's routed experts (the token-in/token-out route)
+        self.routed_experts = routed_experts
         self.base_url = base_url.rstrip("/")
         # a launched server's key, sent with every request (vllm_launch); None: no key
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -214,9 +268,11 @@ class VLLMEngine:
         base = await self.served_model()
         lora = self.adapters.begin()
         version = self.adapters.version_of(lora) if lora else self.weight_version
-        call = asyncio.ensure_future(
-            self.call("POST", "/v1/completions", completion_body(request, lora or base, self.seeds))
-        )
+        if self.routed_experts:
+            path, body = "/inference/v1/generate", generate_body(request, lora or base, self.seeds)
+        else:
+            path, body = "/v1/completions", completion_body(request, lora or base, self.seeds)
+        call = asyncio.ensure_future(self.call("POST", path, body))
         self._inflight.add(call)
         try:
             body = await call  # a cancelled caller cancels the call: vLLM aborts the request
@@ -224,7 +280,7 @@ class VLLMEngine:
             self._inflight.discard(call)
             await self._unload(self.adapters.end(lora))
         try:
-            result = parse_completion(body)
+            result = parse_generate(body) if self.routed_experts else parse_completion(body)
         except ValueError as err:
             raise RunFailure(f"vLLM server {self.base_url}: {err}") from None
         return result.counted(self.stats, lora, version)

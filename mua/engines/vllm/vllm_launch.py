@@ -66,9 +66,11 @@ def launch_command(
     extra_args: Sequence[str] = (),
     gpu_memory_utilization: float | None = None,
     ipc_transfer: bool = False,
+    routed_experts: bool = False,
 ) -> list[str]:
     """The command line of a vLLM server mua can drive (see the module docstring); with
-    `gpu_memory_utilization` (CUDA) also sleep mode, with `ipc_transfer` the ipc backend."""
+    `gpu_memory_utilization` (CUDA) also sleep mode, with `ipc_transfer` the ipc backend, with
+    `routed_experts` the token-in/token-out route returning each token's experts."""
     cmd = [
         python,
         "-m",
@@ -97,6 +99,8 @@ def launch_command(
         cmd.append("--enable-sleep-mode")
     if ipc_transfer:
         cmd += ["--weight-transfer-config", IPC_TRANSFER_CONFIG]
+    if routed_experts:
+        cmd += ["--enable-scale-out", "--enable-return-routed-experts"]
     if lora_rank is not None:
         cmd += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(int(lora_rank)))]
         cmd += ["--max-loras", "2"]  # the live adapter and the one before it, still in use
@@ -241,6 +245,7 @@ def engine_from_config(
         weights_dir=cfg.weights_dir,
         bucket_mb=bucket_mb,
         seeds=cfg.seeds,
+        routed_experts=cfg.routed_experts,
     )
     if cfg.base_urls:
         if index >= len(cfg.base_urls):
@@ -264,6 +269,7 @@ def engine_from_config(
         extra_args=cfg.extra_args,
         gpu_memory_utilization=cfg.gpu_memory_utilization if gpu else None,
         ipc_transfer=ipc,
+        routed_experts=cfg.routed_experts,
     )
     log = os.path.join(log_dir or tempfile.gettempdir(), f"vllm-{port}.log")
     return start_vllm(

@@ -12,7 +12,9 @@ loads, but a language-model head tied to the input embedding (`tie_word_embeddin
 Qwen models) is never loaded itself (its weight is the embedding's), so its packed copy keeps the
 old weights: the embedding moves, the head does not, and log-probs drift. Here every layer that
 kept a plain 2-D weight next to a packed copy (`cpu_linear`) is packed again from its current
-weight after the reload, which makes a push equal to a fresh load of the same weights.
+weight after the reload, which makes a push equal to a fresh load of the same weights. A mixture
+of experts' layers run by vLLM's CPU MoE kernel are packed again too: vLLM packs their experts
+on the first load only, and a reload leaves the kernel reading the plain weights.
 
 A push that fails part-way leaves layers half-loaded (vLLM's reload puts layers on the meta
 device while loading). Then the model is marked broken: its forward raises at once, naming the
@@ -45,7 +47,7 @@ class MuaWorkerExtension:
         model = runner.get_model()
         try:
             loaded = _reload(runner, model, tensors)
-            repacked = _repack_kept_weights(model)
+            repacked = _repack_kept_weights(model) + _prepack_moe_experts(model)
         except Exception as err:
             self._mark_broken(model, f"{type(err).__name__}: {err}")
             raise
@@ -99,6 +101,21 @@ def _reload(runner, model, tensors) -> set:
             f"mua: the push did not set {len(missing)} parameter(s): {sorted(missing)[:5]}"
         )
     return set(loaded or ())
+
+
+def _prepack_moe_experts(model) -> int:
+    """Pack again the experts of every mixture-of-experts layer run by vLLM's CPU MoE kernel: its
+    first load packs them into the kernel's grouped-gemm layout, a reload (a weight update) skips
+    that step and leaves the plain weights where the kernel reads packed ones."""
+    count = 0
+    for module in model.modules():
+        kernel = getattr(getattr(module, "quant_method", None), "moe_kernel", None)
+        experts = getattr(kernel, "fused_experts", None)
+        if experts is None or not type(experts).__module__.endswith(".cpu_moe"):
+            continue
+        experts.process_weights_after_loading(module)
+        count += 1
+    return count
 
 
 def _repack_kept_weights(model) -> int:
