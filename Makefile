@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test test-all demo bench bench-peers gpu-check lint fmt clean sglang-releases vllm-releases
+.PHONY: setup test test-all demo bench bench-peers gpu-check lint fmt clean sglang-releases vllm-releases agents-side openenv-side
 
 setup: $(STAMP)
 
@@ -25,10 +25,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 # runs them in one process.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
-test: setup sglang-releases vllm-releases
+test: setup sglang-releases vllm-releases agents-side openenv-side
 	$(BIN)/python -m pytest -q -m "not slow" $(XDIST) --durations=25
 
-test-all: setup sglang-releases vllm-releases
+test-all: setup sglang-releases vllm-releases agents-side openenv-side
 	$(BIN)/python -m pytest -q $(XDIST) --durations=40
 
 # The SGLang releases the contract tests (tests/contract) check mua against, each installed with
@@ -84,6 +84,34 @@ $(VLLM_SIDE)/%/.installed: Makefile $(CONSTRAINTS)
 
 vllm-releases: $(foreach v,$(VLLM_RELEASES),$(VLLM_SIDE)/$(v)/.installed)
 
+# The agent frameworks the gateway tests train (examples/gateway_agents/frameworks/), pinned, in
+# their own venv: their pins (openai, pydantic, httpx) need not agree with mua's. The programs run
+# with its Python; mua never imports them.
+AGENTS_SIDE := tests/.agents
+AGENTS_PINS := openai-agents==0.25.0 langgraph==1.2.24 langchain-openai==1.8.1 langchain-core==1.8.3 \
+	"pydantic-ai-slim[openai]==2.78.0" anthropic==2.17.0 openai==3.63.0 pydantic==2.14.4
+
+$(AGENTS_SIDE)/.installed: Makefile
+	@rm -rf $(AGENTS_SIDE)
+	$(PY) -m venv $(AGENTS_SIDE)/venv
+	$(AGENTS_SIDE)/venv/bin/python -m pip install -q $(PIP_ARGS) $(AGENTS_PINS)
+	@touch $@
+
+agents-side: $(AGENTS_SIDE)/.installed
+
+# OpenEnv's client for the openenv gym (gyms/openenv/bridge.py) and the test suite's OpenEnv
+# server, in their own venv: openenv 0.10.0 pins mcp<2, mua's mcp gym mcp 2.0.0. A recipe names
+# its Python in the gym option `python`; mua never imports openenv.
+OPENENV_SIDE := tests/.openenv
+
+$(OPENENV_SIDE)/.installed: Makefile
+	@rm -rf $(OPENENV_SIDE)
+	$(PY) -m venv $(OPENENV_SIDE)/venv
+	$(OPENENV_SIDE)/venv/bin/python -m pip install -q $(PIP_ARGS) openenv==0.10.0
+	@touch $@
+
+openenv-side: $(OPENENV_SIDE)/.installed
+
 demo: setup
 	$(BIN)/python -m mua.demo
 
@@ -117,4 +145,4 @@ fmt: setup
 	$(BIN)/ruff check --fix mua gyms data_prep tests bench
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info .pytest_cache .ruff_cache bench/results $(SGLANG_SIDE) $(VLLM_SIDE)
+	rm -rf $(VENV) runs build *.egg-info .pytest_cache .ruff_cache bench/results $(SGLANG_SIDE) $(VLLM_SIDE) $(AGENTS_SIDE) $(OPENENV_SIDE)

@@ -38,7 +38,6 @@ import json
 import math
 import os
 import signal
-import sys
 import weakref
 from dataclasses import dataclass
 
@@ -46,6 +45,7 @@ from mua.errors import MuaError, UsageError
 from mua.gateway.env_routes import EnvState
 from mua.gateway.server import Gateway
 from mua.gateway.session import Session, SessionLimits
+from mua.gym.program_io import command_line, reward_from_stdout, task_json
 from mua.plugin_targets import load_entry_point
 from mua.rollout.transcript import Trajectory
 from mua.text import clean_text
@@ -64,26 +64,6 @@ class Outcome:
     stderr_tail: str = ""
     crashed: bool = False  # a non-zero exit, or an entry point that raised
     label: str = ""  # the gyms entry whose program it was
-
-
-def reward_from_stdout(stdout: str) -> float | None:
-    """The reward of the last stdout line that is a JSON object with a number under `reward`."""
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        reward = value.get("reward") if isinstance(value, dict) else None
-        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
-            return float(reward)
-    return None
-
-
-def task_json(task) -> str:
-    return json.dumps(
-        {"task_id": task.task_id, "gym": task.gym, "prompt": task.prompt, "payload": task.payload},
-        ensure_ascii=False,
-    )
 
 
 def _tail(text: str) -> str:
@@ -110,11 +90,6 @@ async def _release(gateway: Gateway) -> None:
     if held[1] == 0:
         del _GATEWAYS[asyncio.get_running_loop()]
         await gateway.close()
-
-
-def command_line(command: list[str]) -> list[str]:
-    """The command to start; a leading `python` is the interpreter mua itself runs in."""
-    return [sys.executable, *command[1:]] if command[0] == "python" else list(command)
 
 
 async def _drain(stream, buf: bytearray, keep: int = 1 << 20) -> None:

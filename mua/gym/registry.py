@@ -24,6 +24,8 @@ BUILTIN_GYMS: dict[str, str] = {
     "tau": "gyms.tau:GYM",
     "tau2": "gyms.tau2:GYM",
     "math": "gyms.math:GYM",
+    "mcp": "gyms.mcp:GYM",
+    "openenv": "gyms.openenv:GYM",
 }
 
 

@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mua.algo import sample_staleness
+from mua.background_loop import BackgroundLoop
 from mua.distributed import all_gather_objects, all_reduce_sum
-from mua.rollout.background_loop import BackgroundLoop
 from mua.rollout.collect import Group, SeedKey, collect, discard_groups
 
 log = logging.getLogger("mua.train")

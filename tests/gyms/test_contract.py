@@ -42,6 +42,8 @@ OWN_CONTRACT_TESTS = {
     "tau": "tests/gyms/test_tau_env.py",
     "tau2": "tests/gyms/test_tau2_env.py",
     "travel": "tests/gyms/test_travel.py",
+    "mcp": "tests/gyms/test_mcp_env.py",
+    "openenv": "tests/gyms/test_openenv_env.py",
 }
 
 

@@ -15,13 +15,13 @@ from collections import Counter
 import pytest
 import torch
 
+from mua.background_loop import BackgroundLoop
 from mua.config.rollout import RolloutConfig
 from mua.distributed import DistInfo
 from mua.engines.engine_contract import GenerationResult
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.mix import GymRun
 from mua.models import load_tokenizer
-from mua.rollout.background_loop import BackgroundLoop
 from mua.rollout.collect import Group, SeedKey, collect
 from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
 
