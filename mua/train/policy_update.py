@@ -164,18 +164,7 @@ def policy_mini_batch(
             global_seq_count=seqs,
             seq_index=seq_index,
         )
-        n_tok = float(st["tokens"])
-        out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
-        out.update({f"sum/{key}": float(st[key]) * n_tok for key in LOGGED_STATS if key in st})
-        if old_from_forward:
-            out["old_logprobs"] = list(
-                zip(
-                    mb.indices,
-                    (lp.tolist() for lp in torch.split(old.cpu(), mb.lengths)),
-                    strict=True,
-                )
-            )
-        return loss * world, out
+        return loss * world, _micro_batch_stats(loss, st, mb, old if old_from_forward else None)
 
     stats = accumulate(
         model,
@@ -197,6 +186,18 @@ def policy_mini_batch(
             forward_old[i] = lp
         totals.update(st)
     return totals, grad_norm, forward_old, replay
+
+
+def _micro_batch_stats(loss, st: dict, mb, forward_old) -> dict:
+    """What one micro-batch reports: its loss, token count and token-weighted stat sums, and
+    (`forward_old`: the forward's own log-probs) each sample's detached old log-probs."""
+    n_tok = float(st["tokens"])
+    out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
+    out.update({f"sum/{key}": float(st[key]) * n_tok for key in LOGGED_STATS if key in st})
+    if forward_old is not None:
+        split = (lp.tolist() for lp in torch.split(forward_old.cpu(), mb.lengths))
+        out["old_logprobs"] = list(zip(mb.indices, split, strict=True))
+    return out
 
 
 def sample_replay(samples: list[RLSample], algo) -> Replay | None:

@@ -135,16 +135,9 @@ def rl_step(
         state.tokenizer,
     )  # fmt: skip
     if r.eval.test_freq and step % r.eval.test_freq == 0 and parts.test_tasks:
-        with timer.phase("validation"):
-            val = validate(
-                recipe=r, dist=dist, parts=parts, state=state, tracker=tracker, timer=timer
-            )
-            metrics.update(val)
-        val_probe = parts.sync.take_metrics()  # validation's own wake probes the engine
-        if "engine/probe_logp_diff" in val_probe:
-            metrics["engine/probe_logp_diff"] = max(
-                metrics.get("engine/probe_logp_diff", 0.0), val_probe["engine/probe_logp_diff"]
-            )
+        _validate_into(
+            metrics, recipe=r, dist=dist, parts=parts, state=state, tracker=tracker, timer=timer
+        )
     metrics.update(timer.metrics())
     trained = sum(metrics[f"time/{k}_s"] for k in ("rollout", "weight_push", "prepare", "update"))
     metrics["tokens_per_s"] = metrics["tokens/total"] / max(trained, 1e-9)
@@ -152,6 +145,22 @@ def rl_step(
 
 
 # ---- phases --------------------------------------------------------------------------------
+
+
+def _validate_into(metrics: dict, *, recipe, dist, parts, state, tracker, timer) -> None:
+    """The held-out evaluation of this step into `metrics`, with the largest engine probe
+    difference of the step's and validation's own wakes."""
+    with timer.phase("validation"):
+        metrics.update(
+            validate(
+                recipe=recipe, dist=dist, parts=parts, state=state, tracker=tracker, timer=timer
+            )
+        )
+    val_probe = parts.sync.take_metrics()  # validation's own wake probes the engine
+    if "engine/probe_logp_diff" in val_probe:
+        metrics["engine/probe_logp_diff"] = max(
+            metrics.get("engine/probe_logp_diff", 0.0), val_probe["engine/probe_logp_diff"]
+        )
 
 
 def rollout(
