@@ -20,6 +20,7 @@ from gyms.mcp.hub import McpFault, close_hub, hub
 from mua.errors import UsageError
 from mua.gym import AgentAction, GymContext, Task, ToolCall, get_gym
 from tests.conftest import free_port
+from tests.integration.byo_helpers import play_actions
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER = "python tests/gyms/mcp_guess_server.py"
@@ -55,13 +56,7 @@ def call(name: str, **args) -> AgentAction:
 def episode(opts: dict, actions: list[AgentAction], task: Task = TASK, **ctx):
     async def play():
         env = McpEnv(GymContext(options=opts, **ctx))
-        reset = await env.reset(task)
-        steps = []
-        for action in actions:
-            steps.append(await env.step(action))
-            if steps[-1].done:
-                break
-        return reset, steps, env
+        return (*await play_actions(env, task, actions), env)
 
     return asyncio.run(play())
 

@@ -18,6 +18,7 @@ from gyms.openenv.env import OpenEnvEnv
 from mua.errors import UsageError
 from mua.gym import AgentAction, GymContext, Task, ToolCall, get_gym
 from tests.conftest import free_port
+from tests.integration.byo_helpers import play_actions
 
 REPO = Path(__file__).resolve().parents[2]
 SIDE_PYTHON = REPO / "tests" / ".openenv" / "venv" / "bin" / "python"
@@ -72,13 +73,7 @@ def episode(opts: dict, actions: list[AgentAction], task: Task = TASK):
     async def play():
         env = OpenEnvEnv(GymContext(options=opts))
         try:
-            reset = await env.reset(task)
-            steps = []
-            for action in actions:
-                steps.append(await env.step(action))
-                if steps[-1].done:
-                    break
-            return reset, steps
+            return await play_actions(env, task, actions)
         finally:
             await env.close()
 

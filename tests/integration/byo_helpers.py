@@ -19,6 +19,17 @@ from tests.integration.train_helpers import REPO, metric_history, run_train
 SYSTEM = "Guess my number from 1 to 4. Reply [answer] N. I say higher or lower."
 
 
+async def play_actions(env, task, actions) -> tuple:
+    """(reset, the steps) of `env` playing `task` with `actions`, up to the step that ends it."""
+    reset = await env.reset(task)
+    steps = []
+    for action in actions:
+        steps.append(await env.step(action))
+        if steps[-1].done:
+            break
+    return reset, steps
+
+
 def alive(pid: int) -> bool:
     """Running (a zombie left to a parent that does not reap it counts as gone)."""
     try:

@@ -67,30 +67,19 @@ FINISH = {"length": "length", "abort": "abort"}  # anything else ended on a stop
 def completion_body(request: GenerationRequest, model: str, seeds: bool = False) -> dict[str, Any]:
     """The `/v1/completions` body of `request` for the served `model` (or adapter name); the
     request's seed travels only with `seeds` (see `VLLMEngine`)."""
-    s = request.sampling
     body: dict[str, Any] = {
         "model": model,
         "prompt": [int(t) for t in request.prompt_ids],
-        "max_tokens": int(s.max_new_tokens),
-        "temperature": float(s.temperature),
-        "top_p": float(s.top_p),
-        "top_k": int(s.top_k) if s.top_k > 0 else -1,
-        "stop_token_ids": [int(t) for t in s.stop_token_ids],
-        "logprobs": 0,
+        **_sampling(request.sampling, seeds),
         "return_token_ids": True,
         "return_tokens_as_token_ids": True,
-        "skip_special_tokens": False,
         "include_stop_str_in_output": True,
     }
-    if seeds and s.seed is not None:
-        body["seed"] = int(s.seed)
     return body
 
 
-def generate_body(request: GenerationRequest, model: str, seeds: bool = False) -> dict[str, Any]:
-    """The body of vLLM's token-in/token-out route (`POST /inference/v1/generate`) for
-    `request`: the same sampling as `completion_body`, token ids in and out."""
-    s = request.sampling
+def _sampling(s, seeds: bool) -> dict[str, Any]:
+    """vLLM's sampling parameters for mua's `SamplingParams` (its seed only with `seeds`)."""
     params: dict[str, Any] = {
         "max_tokens": int(s.max_new_tokens),
         "temperature": float(s.temperature),
@@ -102,8 +91,14 @@ def generate_body(request: GenerationRequest, model: str, seeds: bool = False) -
     }
     if seeds and s.seed is not None:
         params["seed"] = int(s.seed)
+    return params
+
+
+def generate_body(request: GenerationRequest, model: str, seeds: bool = False) -> dict[str, Any]:
+    """The body of vLLM's token-in/token-out route (`POST /inference/v1/generate`) for
+    `request`: the same sampling as `completion_body`, token ids in and out."""
     return {"model": model, "token_ids": [int(t) for t in request.prompt_ids],
-            "sampling_params": params}  # fmt: skip
+            "sampling_params": _sampling(request.sampling, seeds)}  # fmt: skip
 
 
 def parse_generate(body: Any) -> GenerationResult:
