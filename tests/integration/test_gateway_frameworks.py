@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from mua.models import load_tokenizer
 from tests.integration.frameworks_helpers import (
@@ -27,7 +26,7 @@ from tests.integration.frameworks_helpers import (
     play,
 )
 from tests.integration.grpo_helpers import write_guess_tasks
-from tests.integration.train_helpers import metric_history, run_train
+from tests.integration.train_helpers import metric_history, train_recipe
 
 pytestmark = [pytest.mark.integration, needs_agents_side()]
 
@@ -175,13 +174,7 @@ def test_every_framework_trains_through_mua_train(tmp_path):
         "total_steps": 2,
         "run_dir": str(tmp_path / "run"),
     }
-    path = tmp_path / "frameworks.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    res = run_train(path, timeout_s=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-
-    run = tmp_path / "run"
-    assert len(metric_history(run, "loss")) == 2
+    run = train_recipe(tmp_path, recipe, "frameworks")
     for api in ("responses", "chat", "messages"):  # every API was called
         assert sum(metric_history(run, f"gateway/api_requests/{api}")) > 0, api
     sampled = metric_history(run, "gateway/sampled_tokens")

@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.integration.grpo_helpers import write_guess_tasks
-from tests.integration.train_helpers import REPO, metric_history, run_train
+from tests.integration.train_helpers import REPO, metric_history, train_recipe
 
 pytestmark = pytest.mark.integration
 
@@ -51,13 +50,7 @@ def test_an_openai_sdk_agent_trains_through_the_gateway(tmp_path):
         "total_steps": 2,
         "run_dir": str(tmp_path / "run"),
     }
-    path = tmp_path / "gateway.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    res = run_train(path, timeout_s=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-
-    run = tmp_path / "run"
-    assert len(metric_history(run, "loss")) == 2
+    run = train_recipe(tmp_path, recipe, "gateway")
     requests = metric_history(run, "gateway/requests")
     assert requests and all(r >= 4 for r in requests)  # every program asked the model
     assert max(metric_history(run, "gateway/splits")) > 0  # the trimming agent split

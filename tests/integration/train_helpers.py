@@ -63,6 +63,20 @@ def run_train(recipe: Path, *args: str, env_extra: dict | None = None, timeout_s
     )
 
 
+def train_recipe(tmp_path: Path, recipe: dict, name: str, timeout_s: float = 600) -> Path:
+    """`mua train` of `recipe` (written as <name>.yaml) to its end; its run dir, with one loss
+    logged per step checked."""
+    import yaml
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    res = run_train(path, timeout_s=timeout_s)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = Path(recipe["run_dir"])
+    assert len(metric_history(run, "loss")) == recipe["total_steps"]
+    return run
+
+
 def run_mua_in(folder: Path, *args: str, timeout_s: float = 2700) -> None:
     """`mua ARGS` as a user runs it from `folder` laid out as a fresh checkout (recipes' relative
     paths land there): the installed `mua`, no PYTHONPATH; fails the test with the output's tail
