@@ -56,9 +56,7 @@ TINY_PRESETS: dict[str, TinyPreset] = {
     # 2.0M parameters, 0.9M active per token: 8 experts per layer, 2 per token
     "qwen3moe-2m": TinyPreset("qwen3_moe", 128, 4, 4, 2, 128, True, 2_030_000, 8192, 8, 2),
     # 0.31B parameters, 16 experts per layer, 2 per token (the memory check of docs/moe.md)
-    "qwen3moe-310m": TinyPreset(
-        "qwen3_moe", 512, 8, 8, 4, 1536, True, 310_000_000, 8192, 16, 2
-    ),
+    "qwen3moe-310m": TinyPreset("qwen3_moe", 512, 8, 8, 4, 1536, True, 310_000_000, 8192, 16, 2),
 }
 
 
