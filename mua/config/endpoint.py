@@ -1,17 +1,11 @@
 """The settings of one OpenAI-compatible chat endpoint: one model, used wherever mua talks to one.
 
-The simulated user and its judges (`user:` with `kind: llm`) and the API agent of
-`rollout.engine: openai` (`rollout.openai:`) take the same keys: where the server is, which
-environment variable holds its key, and how requests are bounded (timeout per attempt, retries
-with backoff, requests in flight). Which model to ask is not an endpoint setting: the user names
-it in `user.model`, the agent in `model.path: openai:<name>` (`mua eval --model openai:<name>`).
-
-A frozen local model can be the endpoint: `checkpoint: runs/x/hf/final` instead of `base_url`.
-The verb running the recipe serves it on 127.0.0.1 for the run (`mua.serve.checkpoints`) and
-names the address in `$MUA_SERVED_CHECKPOINTS`, which `resolved_base_url` reads.
-
-Secrets are never stored here: `api_key_env` names an environment variable. Nothing here sends a
-request (see `mua.llm.llm_client`).
+The simulated user and its judges (`user:` with `kind: llm`) and `rollout.openai:` take the same
+keys: where the server is, which environment variable holds its key (`api_key_env`; no secret is
+stored), and request bounds (timeout, retries with backoff, requests in flight). The model is named
+elsewhere (`user.model`, `model.path: openai:<name>`). `checkpoint:` instead of `base_url` serves a
+frozen local model for the run (`mua.serve.checkpoints`, address in `$MUA_SERVED_CHECKPOINTS`,
+read by `resolved_base_url`). Nothing here sends a request (`mua.llm.llm_client`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The `gyms:` list: which gyms a recipe runs, and what differs between them.
 
-Every verb that runs conversations (train, rollout, eval) takes `gyms:`, a list of entries; the
-single `gym: {...}` form is the same as a one-entry list. An entry names its gym and may carry
-its own task files, its share of each training batch (`weight`) and overrides of the settings
-that differ between gyms in practice: the simulated user, the turn and token budgets, the
-sampling temperature, the group size, the scoring (`score`, `credit`, `gamma`), an opt-in reward
-standardisation and a difficulty curriculum. An unset override means "the recipe's top-level
-value". Two entries of one gym are told apart by `label` (it defaults to the gym's name and
-names the entry's metrics: `train/<label>/...`). `seat: user` puts the policy in the gym's user
-seat, facing the fixed `agent:` (docs/user_seat.md).
-
-Checks that need the gym registry or the task files (an unknown gym, rows of a gym not listed, an
-override the gym cannot use) are in `mua.gym.mix`; this module checks the shape only.
+Every verb that runs conversations takes `gyms:` (a single `gym: {...}` is a one-entry list). An
+entry names its gym and may carry its own task files, its batch share (`weight`) and overrides of
+per-gym settings (user, budgets, temperature, group size, scoring, reward standardisation,
+curriculum); an unset override means the top-level value. `label` (default: the gym's name) tells
+entries apart and names their metrics; `seat: user` puts the policy in the user seat
+(docs/user_seat.md). Only the shape is checked here; checks needing the registry or task files
+are in `mua.gym.mix` (docs/multi_gym.md).
 """
 
 from __future__ import annotations

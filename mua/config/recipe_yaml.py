@@ -1,16 +1,11 @@
 """YAML for recipes, which are shared and may be hostile: PyYAML's safe loader with limits.
 
-`RecipeLoader` is a `yaml.SafeLoader` that refuses, as a `yaml.YAMLError` with the position:
-- a key given twice in one mapping (PyYAML keeps the last silently); keys merged in with `<<`
-  may still be overridden, as YAML intends;
-- nesting deeper than `MAX_DEPTH` (deep documents would end in a RecursionError);
-- aliases that expand the document past `MAX_VALUES` values or `MAX_DEPTH` levels, or refer to
-  themselves (a few hundred bytes of anchors can stand for billions of values, which every
-  later walk over the recipe would visit). The size is counted on the node graph, each anchored
-  node once, so counting never expands anything.
-`read_recipe_text` refuses files over `MAX_BYTES` before parsing (PyYAML's pure-Python scanner
-takes seconds per megabyte) and bytes that are not UTF-8. `non_finite_path` finds infinite or
-NaN numbers, which no recipe field means. Does not validate fields (`mua.config.recipe_loading`).
+`RecipeLoader` is a `yaml.SafeLoader` that refuses, as a `yaml.YAMLError` with the position, a key
+given twice in one mapping (`<<` merges may still be overridden), nesting past `MAX_DEPTH`, and
+aliases expanding past `MAX_VALUES` or referring to themselves (counted on the node graph, never
+expanded). `read_recipe_text` refuses files over `MAX_BYTES` and non-UTF-8 bytes before parsing;
+`non_finite_path` finds infinite or NaN numbers. Why: docs/training.md.
+Does not validate fields (`mua.config.recipe_loading`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Write and read `run_dir/recipe.resolved.yaml`: the recipe every process of a run reads.
 
-The file records the validated recipe plus package versions and the git revision. Secrets never
-appear in it: recipes only name environment variables, loading rejects inline secrets,
-credentials inside URLs (`http://user:key@host`, `?api_key=...`) are written redacted, and the
-values of every `env:` map (a program gym's `program.env`) as `<set>` (`mua.redact`). The ranks
-still need them: `write_resolved` puts the mapping {redacted URL: real URL} in the environment
-variable `MUA_URL_SECRETS` and each env map's values by its place in the recipe in
-`MUA_ENV_VALUES`, both in the writing process, whose torchrun children inherit them, and
-`read_resolved` restores them. A rank started without them (e.g. another node's launcher did
-not see the credentials) gets the redacted URL, which its endpoint refuses loudly, and is
-refused at once when an env map's values are missing (a program would run without them).
+The file records the validated recipe plus package versions and the git revision, with URL
+credentials redacted and `env:` map values as `<set>` (`mua.redact`). `write_resolved` puts the
+real values in `MUA_URL_SECRETS` and `MUA_ENV_VALUES` for its torchrun children; `read_resolved`
+restores them, and refuses at once when an `env:` map's values are missing (docs/training.md).
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """A program gym's environment over HTTP: the gym's simulated user and tools, offered to the
 program through the gateway, under its session key.
 
-`POST /v1/env/reset` starts the session's episode (a fresh env from the gym, `reset` on the
-session's task) and returns `{messages, tools}`: the opening conversation and the tool schemas.
-`POST /v1/env/step` with `{message}` (the assistant message the program got from the chat
-endpoint, as it got it) returns `{messages, reward, done}`: the env's answer (user replies,
-tool results), the turn's reward and whether the episode ended. Tool calls in the message are
-taken as they are, once checked (one without a name, or whose arguments are not a JSON object,
-is a 400 naming it, and the env never sees the step); a message without them is read with the
-run's tool parser, then as a bracket action (`[answer] 3`). The env's `env` messages
-(interventions) come as user messages. The rewards add up on the session (`EnvState.rewards`),
-which a program gym's `reward: env` uses.
-An env that fails is a 500 and is kept on the session (`EnvState.failure`): the trajectory ends
-as `env_error`. Not here: chat, sessions, running programs.
+`POST /v1/env/reset` returns `{messages, tools}`; `POST /v1/env/step` with `{message}` returns
+`{messages, reward, done}` (docs/gateway.md). Tool calls are checked (a bad one is a 400 and the
+env never sees the step); text is read with the run's tool parser, then as a bracket action.
+Rewards add up on the session (`EnvState.rewards`, for `reward: env`); an env that fails is a 500
+kept as `EnvState.failure` (the trajectory ends as `env_error`).
+Not here: chat, sessions, running programs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Anthropic's Messages API (`POST /v1/messages`) as the gateway speaks it: a request read into
 the chat endpoint's `ChatRequest`, a `Reply` written back as a message or its stream events.
 
-`read_messages(body)` accepts `model`, `max_tokens` (required), `messages` (user and assistant;
-content a string or `text`, `tool_use` and `tool_result` blocks; `thinking` blocks are dropped),
-`system` (a string or text blocks), `tools` (`{name, description, input_schema}`),
-`tool_choice` (`auto`, `any`, `tool` with its name, `none`), `output_config.format` (a JSON
-schema), `temperature`, `top_p` (1 only), `stop_sequences`, `stream`, `metadata`, `thinking`
-(`disabled` only) and `service_tier`; anything else is a 400 naming it, with Anthropic's error
-shape. A `tool_result` is a tool message (its text; `is_error` is not marked), a `tool_use` a
-call of the assistant message it is in.
+`read_messages(body)` accepts the fields docs/gateway.md lists; anything else is a 400 naming it,
+in Anthropic's error shape. A `tool_result` is a tool message (its text; `is_error` is not
+marked), a `tool_use` a call of the assistant message it is in.
 Not here: sessions, sampling, HTTP (`mua.gateway.server`).
 """
 

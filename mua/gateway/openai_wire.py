@@ -1,15 +1,9 @@
 """The OpenAI chat-completions wire format as the gateway speaks it: request checks and replies.
 
-`read_request(body)` accepts `model`, `messages`, `tools`, `tool_choice` (`auto`, `none`,
-`required` or a named function), `response_format` (`text`, `json_object`, `json_schema`),
-`temperature`, `top_p` (1 only), `max_tokens` / `max_completion_tokens`, `stop`, `n` (1 only),
-`stream`, `stream_options`, `parallel_tool_calls`, `user` and `store`; anything else, or a value it
-cannot honour, is a `WireError` (HTTP 400) naming the field and what to send instead. The
-Responses and Messages APIs (`mua.gateway.responses_wire`, `mua.gateway.messages_wire`) are read
-into the same `ChatRequest`. `completion` and `stream_events` build the answer (one JSON body, or
-server-sent events ending `[DONE]`).
-Not here: sessions, sampling, HTTP, checking a reply against `response_format` / `tool_choice`
-(`mua.gateway.structured`).
+`read_request(body)` accepts the fields docs/gateway.md lists; anything else, or a value it cannot
+honour, is a `WireError` (HTTP 400) naming the field and what to send instead. `completion` and
+`stream_events` build the answer (one JSON body, or server-sent events ending `[DONE]`).
+Not here: sessions, sampling, HTTP, checking replies (`mua.gateway.structured`).
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """Program gyms: one run of an agent program per task sample, through the gateway, as a `Trajectory`.
 
 `run_program` is what `mua.rollout.collect` runs for a `gyms:` entry with a `program:` section
-(`mua.config.gyms.ProgramConfig`) instead of the built-in turn loop. It opens a session on the
-event loop's gateway (one per loop, started on first use and closed with its last session),
-starts the program (a command, in its own process group, a leading `python` being mua's own
-interpreter; or an in-process entry point, its module found in the folder mua runs in first:
-`mua.plugin_targets`) with
-`OPENAI_BASE_URL`, `OPENAI_API_KEY` (the session key), `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`
-(the same key), `MUA_TASK` (the task row as JSON) and `MUA_MODEL`, and by default (the entry's
-`program.env` may override them) `OPENAI_AGENTS_DISABLE_TRACING=1` (the Agents SDK would send
-its traces to the vendor with the session key) and `OPENAI_DEFAULT_MODEL` (the model name the
-gateway lists, so an Agents SDK agent that names no model sends no gpt-5 reasoning settings),
-and waits for it within `program.timeout_s`. The program may play the gym's own env (its
-simulated user and tools) over HTTP under its session key (`mua.gateway.env_routes`). The
-reward is the last line of its stdout that is a JSON object with a number under `reward`,
-(`reward: gym`) the gym's `score_conversation` of the recorded messages, or (`reward: env`) the
-sum of the rewards of the env steps it took; an env that failed, or a gym scorer that raised
-or gave no finite number, ends it as `env_error`.
-
-A program that crashes, overruns its deadline or gives no reward ends its trajectory with a
-failure (`env_error` or `timeout`, which training masks and counts as `reward/masked`), the
-program's stderr tail in `detail` and in the transcript; never a silent 0. A crash (non-zero
-exit, an entry point that raised) is also counted under the entry's label
-(`gateway/program_crashed/<label>`), so a run stopped for env errors names the program.
-A request refused for the session's budgets (`max_turns`, `max_total_tokens`) ends it as that
-truncation. An engine failure while answering stops the run, as in the built-in loop. Turns are
-sampled with the run's policy (its temperature and seeds, keyed by the conversation's `SeedKey`
-and the turn).
+(`mua.config.gyms.ProgramConfig`): it opens a session on the event loop's gateway, starts the
+program (a command in its own process group, or an in-process entry point: `mua.plugin_targets`)
+with the gateway's URLs, the session key and `MUA_TASK`, waits within `program.timeout_s`, and
+reads the reward (`stdout`, `gym` or `env`). A crash, overrun or missing reward ends the trajectory
+as `env_error` or `timeout` (masked), never a silent 0. Variables and rules: docs/gateway.md.
 Not here: the HTTP side (`mua.gateway.server`), the prefix rule (`mua.gateway.session`).
 """
 

@@ -1,18 +1,10 @@
 """The OpenAI Responses API (`POST /v1/responses`) as the gateway speaks it: a request read into
 the chat endpoint's `ChatRequest`, a `Reply` written back as a response object or its events.
 
-`read_responses(body, stored)` accepts `model`, `input` (a string, or items: messages with text
-parts, `function_call`, `function_call_output`; `reasoning` items are dropped), `instructions`
-(a system message first; not carried over by `previous_response_id`, as the API says),
-`tools` (function tools), `tool_choice`, `text.format` (`text`, `json_object`, `json_schema`),
-`temperature`, `top_p` (1 only), `max_output_tokens`, `parallel_tool_calls`, `stream`,
-`previous_response_id` (a response this session stored: its conversation comes first),
-`store`, `include` (empty, or `reasoning.encrypted_content`), `truncation` (`disabled`),
-`metadata`, `user`, `prompt_cache_key` and `safety_identifier`; anything else is a 400 naming
-it. A turn cut by the token budget is `completed` with `incomplete_details.reason:
-max_output_tokens` (an `incomplete` response makes the Agents SDK raise, ending the episode
-as a crash rather than a short turn).
-Not here: sessions, sampling, HTTP (`mua.gateway.server`).
+`read_responses(body, stored)` accepts the fields docs/gateway.md lists (`previous_response_id`
+takes a response this session stored); anything else is a 400 naming it. A turn cut by the token
+budget is `completed` with `incomplete_details.reason: max_output_tokens`, since an `incomplete`
+response makes the Agents SDK raise. Not here: sessions, sampling, HTTP (`mua.gateway.server`).
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """`Gateway`: the aiohttp app agent programs call, one session per program run.
 
-Routes (every one needs a session key: the bearer API key, the `x-api-key` header, or the path
-prefix `/s/<key>`, which wins): `POST /v1/chat/completions`, `POST /v1/responses` (the Responses
-API, `mua.gateway.responses_wire`), `POST /v1/messages` (Anthropic's Messages API,
-`mua.gateway.messages_wire`), `GET /v1/models`, `GET /v1/session` (the caller's own session's
-counters; no route shows another session), and for a session given an env (program gyms) `POST
-/v1/env/reset` and `POST /v1/env/step` (`mua.gateway.env_routes`). The three chat APIs are read
-into one `ChatRequest` and answered by one `answer`, so they share the sessions, the prefix
-rule and the record. An unknown or missing key is 401; an unknown route or method a 404 / 405
-naming the routes served; every error is JSON (Anthropic's shape under /v1/messages). It binds
-127.0.0.1 unless told otherwise.
-
-A request is answered under its session's lock: the prompt is made by the session's prefix rule
-(`mua.gateway.session`), sampled (with the session's policy, which fixes the temperature and the
-seeds in training, or the gateway's engine at the request's temperature), and read
-(`mua.gateway.reply_reader`: the stop token and any `stop` string cut off, tool calls read with
-the model family's reader). Making the prompt (rendering, tokenizing: seconds for a message of
-megabytes) and reading the reply run in a worker thread, so one session's large request never
-holds up the others. Calls of offered tools come back as OpenAI `tool_calls`; markup that cannot
-be read, or a call of a tool the request did not offer, comes back as plain text and is counted
-(`malformed`); a reply that misses `response_format` or `tool_choice` comes back as written and
-is counted (`mua.gateway.structured`). Streaming sends the finished answer as server-sent events
-(the engine samples a turn whole). A body that is not JSON, or nests deeper than
-`MAX_JSON_DEPTH`, is a 400. An engine failure is a 500 and is kept on the session (`failure`) so a training run stops.
+Routes (docs/gateway.md) need a session key (bearer, `x-api-key` or the `/s/<key>` prefix, which
+wins); the three chat APIs are read into one `ChatRequest` and answered by one `answer` under the
+session's lock: prompt by the prefix rule, sampled, read by `mua.gateway.reply_reader`. Making the
+prompt and reading the reply run in a worker thread. Every error is JSON; an engine failure is a
+500 kept on the session (`failure`) so a training run stops. Binds 127.0.0.1 unless told otherwise.
 Not here: the prefix rule, the wire checks (`mua.gateway.openai_wire`), running programs.
 """
 

@@ -1,21 +1,11 @@
 """One gateway session: what its requests were sampled from, recorded token by token.
 
-A session is one agent program's run (one task sample). Each chat request is turned into prompt
-ids by the prefix rule (`Session.plan`):
-
-- the request repeats the session's recorded messages (its last sample's prompt and the replies
-  the gateway returned, compared in a normal form) and adds new ones: the new messages are
-  rendered as a delta after the recorded tokens (as the built-in turn loop does), so the model
-  is fed exactly the recorded ids plus the delta;
-- otherwise the whole conversation is rendered; when those ids start with the recorded ids the
-  rest is appended (masked out);
-- otherwise (the program trimmed, edited or re-rendered its history, or changed its tools) the
-  session splits: a new sample starts from that render. `splits` counts them.
-
-Prompt ids are always loss mask 0; only sampled ids get mask 1, with the engine's log-probs.
-Turn indices run over the whole session, so every sample of a session shares its reward.
-Not here: HTTP (`mua.gateway.server`), sampling, the `Trajectory` a session becomes
-(`mua.gateway.program`).
+A session is one agent program's run (one task sample). `Session.plan` turns each request into
+prompt ids by the prefix rule (docs/gateway.md): a request repeating the record renders only its
+new messages as a delta; a re-render starting with the recorded ids appends the rest; anything
+else splits (a new sample; `splits` counts them). Prompt ids are loss mask 0, sampled ids mask 1
+with the engine's log-probs; turn indices run over the whole session.
+Not here: HTTP (`mua.gateway.server`), sampling, the `Trajectory` (`mua.gateway.program`).
 """
 
 from __future__ import annotations

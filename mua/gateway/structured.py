@@ -1,15 +1,9 @@
 """Structured output and forced tool calls, checked: `unmet(req, content, calls)` says whether a
-reply honours the request's `response_format` (a JSON object; with a schema, one that follows
-it) and its `tool_choice` (`required`: some tool call; a named function: a call of it).
+reply honours the request's `response_format` and its `tool_choice`.
 
-No engine constrains the sampling in training: a constrained sampler renormalises over the
-tokens the grammar allows, so the engine's log-probs would no longer be the policy's (the
-trainer scores the unconstrained policy). So on every engine (hf, vllm, sglang) the reply is
-returned as the model wrote it and a reply that misses is counted (`gateway/structured_invalid`,
-`gateway/tool_choice_unmet`), never refused. `follows(value, schema)` checks the JSON Schema
-keywords structured-output schemas use (`type`, `properties`, `required`,
-`additionalProperties`, `items`, `enum`, `const`, `anyOf` / `oneOf` / `allOf`, local `$ref`);
-other keywords (formats, lengths, patterns) are not checked.
+No engine constrains sampling (its log-probs would no longer be the policy's: docs/gateway.md),
+so a reply that misses is returned as written and counted, never refused. `follows(value, schema)`
+checks the keywords structured-output schemas use; formats, lengths and patterns are not checked.
 Not here: reading requests (`mua.gateway.openai_wire`), sampling.
 """
 

@@ -1,25 +1,12 @@
 """Mixture-of-experts routing: record which experts each token went to, and replay it.
 
-A routed-experts record is a uint8 array [tokens, layers, top_k] (uint16 past 255 experts): for
-each token fed to the model, the experts every MoE layer sent it to, in the router's order. A
-token with no record holds `no_route(dtype)` (the dtype's largest value) in every slot. Kept with
-a trajectory it is `encode`d as {"layers", "top_k", "dtype", "data"} (base64 bytes): top_k bytes
-per token per layer.
-
-`routing(model, replay=None, enforce=False)` is the one place routers are touched: for one
-forward it swaps each router's forward (Qwen3-MoE / Qwen2-MoE style routers: softmax then top-k;
-gpt-oss: top-k then softmax) for one that also records the experts it used (`Capture.used`),
-and, with `replay` [N, layers, top_k] (one row per token of the forward, `no_route` where the
-token has no record), counts the (token, layer) decisions where the router's own top-k set
-differs from the record (`Capture.compared`, `Capture.differ`). With `enforce` the recorded
-experts are used, their gate weights computed by the router's own logits as the router would
-(so gradients reach the router); tokens without a record keep the router's choice.
-
-`Replay` carries a batch's per-sequence records and the `enforce` switch through the trainer's
-forward passes (`mua.train.packed_forward`) and sums what their captures counted.
-
-Not here: where records come from (the engines), how they travel with trajectories
-(`mua.rollout`), how they are laid out for a packed row (`row_routes`).
+A record is a uint8 array [tokens, layers, top_k] (uint16 past 255 experts), the router's order;
+a token without one holds `no_route(dtype)`. With a trajectory it is `encode`d as {"layers",
+"top_k", "dtype", "data"} (base64). `routing(model, replay=None, enforce=False)` is the one place
+routers are touched: for one forward each router also records its experts (`Capture.used`),
+counts disagreements with `replay` (`Capture.compared`, `Capture.differ`) and, with `enforce`,
+uses the recorded experts with the router's own gate weights (docs/moe.md). `Replay` carries a
+batch's records through the trainer's forwards. Not here: where records come from, `row_routes`.
 """
 
 from __future__ import annotations

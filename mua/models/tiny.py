@@ -1,17 +1,11 @@
 """Tiny offline models: named presets built from a config with a fixed seed.
 
-A preset names an architecture family (Qwen3, Qwen2, Llama, and the Qwen3-MoE mixture of
-experts) and its sizes; `build_tiny_model`
-creates a randomly initialised model that is identical for the same preset and seed, using the
-tiny tokenizer's 2000-token vocabulary. Small Qwen models tie the input and output embeddings,
-as the real small Qwen2/Qwen3 checkpoints do; the Llama presets keep them separate, as Llama 2
-and TinyLlama do, so both layouts are covered by tests.
-
-`sized_config` is the one place a config of given sizes is built: the presets' and the
-benchmarks' models come from it.
-
-These models are for tests, demos and debugging; they are not trained and produce noise.
-Loading real checkpoints is in `mua.models.model_loading`.
+A preset names an architecture family (Qwen3, Qwen2, Llama, Qwen3-MoE) and its sizes;
+`build_tiny_model` makes a randomly initialised model, identical for the same preset and seed,
+over the tiny tokenizer's 2000-token vocabulary. Qwen presets tie input and output embeddings,
+Llama presets do not, so tests cover both. `sized_config` is the one place a config of given sizes
+is built (presets and benchmarks). For tests, demos and debugging: untrained, they produce noise.
+Not here: loading real checkpoints (`mua.models.model_loading`).
 """
 
 from __future__ import annotations

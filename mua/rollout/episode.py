@@ -1,18 +1,10 @@
 """One trajectory's state (`Episode`) and what each part of a turn does to it.
 
-The runner (`mua.rollout.runner`) drives the turns; here are the pieces it calls: the env calls
-under their time budget (`env_call`: a timeout, a `UserFailure` or an env bug end the trajectory
-with `Stop`; a `MuaError` stops the run), the policy's turn appended to the transcript
-(`policy_turn`), the env's answer taken in (`record_step`, `append_replies`, `cut_turn`), the
-score of an episode cut short (`score_truncated`) and the finished `Trajectory`
-(`to_trajectory`, with the drift check of the re-rendered conversation).
-
-Every message an env hands over (reset prompt, user replies, tool outputs) and a trajectory's
-detail go through `mua.text`, so unencodable text (lone surrogates) never reaches the tokenizer
-or a results file. Envs may shape the transcript: `StepResult.cut_at` drops what the policy wrote
-after the env's reading of a turn, env messages marked `style: raw` continue the model's turn
-(its stop token dropped), and an env's optional `on_truncate(reason)` scores an episode the
-runner cut short.
+The pieces the runner (`mua.rollout.runner`) calls: `env_call` (a timeout, `UserFailure` or env bug
+ends the trajectory with `Stop`; a `MuaError` stops the run), `policy_turn`, `record_step`,
+`append_replies`, `cut_turn` (honours `StepResult.cut_at`; `style: raw` messages continue the
+model's turn), `score_truncated` (the env's optional `on_truncate`) and `to_trajectory` (with the
+drift check). Env text and details go through `mua.text` (no lone surrogates reach the tokenizer).
 Not here: the turn loop, parking and concurrency (`mua.rollout.runner`).
 """
 

@@ -1,19 +1,11 @@
 """Token-in/token-out transcripts of multi-turn rollouts: `TranscriptBuilder`.
 
 `TranscriptBuilder` grows one trajectory's token stream: sampled ids are appended verbatim (never
-decoded and re-encoded) with their log-probs and loss mask 1, everything else (prompt, replies,
-template scaffolding, raw env text) with mask 0, each token labelled with its source.
-
-The transcript's parts live beside it and are importable from here as well: the chat template
-(`ChatRenderer`, `template_messages` in `mua.rollout.chat_renderer`), the re-render check
-(`check_drift`, `per_turn_samples`, `reference_ids`, `drift_diff` in
-`mua.rollout.transcript_drift`) and the finished record (`Trajectory` in `mua.rollout.trajectory`).
-
-For a template with no end-of-turn token (GLM), the role token the model samples to end its turn
-is kept and the next message's text goes on after it, so the stream stays the template's render.
-
-What this module does not do: generate, parse tool calls, call envs or decide budgets (the runner
-does), or compute advantages (the trainer does).
+re-encoded) with their log-probs and loss mask 1, everything else with mask 0, each token labelled
+with its source. For a template with no end-of-turn token (GLM) the sampled role token is kept.
+Also importable from here: `ChatRenderer`, `template_messages` (`mua.rollout.chat_renderer`), the
+drift check (`mua.rollout.transcript_drift`) and `Trajectory` (`mua.rollout.trajectory`).
+Not here: generation, tool-call parsing, env calls, budgets (the runner), advantages (the trainer).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Stops for training runs that would otherwise go on producing nothing or garbage.
 
-- `check_finite`: a non-finite loss or gradient norm stops the run before the optimizer step (so
-  the weights, and every checkpoint, stay finite). Collective: every rank gets the same verdict.
-- `StepWatch`: after each RL step, says on the console when the step could not move the policy
-  (every sample excluded, or every kept sample with a zero advantage) and why; stops the run after
-  `stop.empty_steps` such steps in a row, and at once when the share of trajectories ending in
-  `env_error` is above `stop.env_error_rate`.
-
-Errors raised here are `RunStopped`: a RunFailure (exit 1) that every rank raises alike, so it is
-printed once (by rank 0). Not here: computing the step's metrics (`mua.train.rl`).
+`check_finite` stops on a non-finite loss or gradient norm before the optimizer step (collective:
+every rank gets the same verdict). `StepWatch` says when a step could not move the policy, and
+stops after `stop.empty_steps` such steps in a row, or at once when the `env_error` share exceeds
+`stop.env_error_rate`. Errors raised are `RunStopped` (exit 1, printed once by rank 0).
+Not here: computing the step's metrics (`mua.train.rl`).
 """
 
 from __future__ import annotations

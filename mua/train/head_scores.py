@@ -1,27 +1,11 @@
 """Log-probs and entropies of the scored tokens, through the LM head in chunks of tokens.
 
-The loss needs, for each of the K scored tokens, log_softmax(logits / T) of that token and the
-entropy of its distribution. Computed from whole logits that is several fp32 [K, V] tensors alive
-at once (the logits, the log-softmax, its exponential and their gradients): for a 16k-token
-conversation and a 151,936-token vocabulary about 10 GB each. Here the LM head runs on
-`chunk_tokens` hidden states at a time; a chunk's [chunk, V] logits live only while that chunk is
-reduced to two numbers per token and are recomputed in the backward (`_HeadScores`, a custom
-autograd Function), so memory grows with K x hidden, never with K x V.
-
-`head_scores(hidden, weight, bias, targets, ...)` is that computation on the head's weight;
-`mua.train.packed_forward.scored_forward` puts it in the place of a model's output layer for one
-forward.
-
-Gradients come from autograd, chunk by chunk: the backward rebuilds a chunk's computation with
-the operations of the whole-logits path, in its order (linear, float32, division by T, log_softmax,
-gather; entropy -(exp(log p) * log p).sum), on detached views of the chunk's hidden rows and of
-the head, and differentiates it with the incoming gradients of the outputs that have one (a loss
-of the log-probs alone gets no entropy term). No gradient formula is written here. With one chunk
-the gradients are bit for bit those of the whole-logits path; with several, each hidden row's
-comes from its own chunk and the head's gradients add up over chunks in float32.
-
-Not here: the model's forward (`mua.train.packed_forward`), the losses (`mua.algo`), fused GPU
-kernels.
+`head_scores(hidden, weight, bias, targets, ...)` runs the head on `chunk_tokens` hidden states at
+a time; a chunk's [chunk, V] logits live only while it is reduced to two numbers per token and are
+recomputed in the backward (`_HeadScores`), so memory grows with K x hidden, never K x V.
+`mua.train.packed_forward.scored_forward` puts it in place of a model's output layer. Gradients
+come from autograd on the whole-logits operations (docs/training.md). Not here: the model's forward
+(`mua.train.packed_forward`), the losses (`mua.algo`), fused GPU kernels.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """Pre-flight GPU memory estimate for a co-located run: trainer (FSDP2) and rollout engine per GPU.
 
-The run alternates two phases on the same GPUs:
-  rollout: the engine holds its share of the GPU (weights + KV cache) while the trainer keeps
-           its sharded parameters and optimizer state resident. An engine that reserves a
-           fraction of the GPU (SGLang's `mem_fraction`, vLLM's `gpu_memory_utilization`) says so
-           through `memory_share(rollout)` in its builder module (`mua.engines.registry.
-           engine_memory_share`); any other engine holds a copy of the weights and one
-           trajectory's cache;
-  train:   the engine has released its memory (sleep) and the trainer peaks with gradients,
-           the layer being all-gathered, activations of one micro-batch and the chunked LM-head
-           working set of its scored tokens (bounded: no [tokens, vocab] logits).
-Both must fit. The KV budget is what is left of the engine's share after its weights; it must
-hold at least one full trajectory. `estimate_memory` is a pure function of sizes; `format_table`
-prints it; `check_fits` raises `RunFailure` naming the cheapest fix.
-
-These are estimates (within tens of percent): activation memory uses a per-token rule of thumb
-for transformer blocks with fused attention, fragmentation is covered by a fixed overhead, and
-CPU offload is taken to move parameters and optimizer state entirely off the GPU. A mixture of
-experts (`moe_sizes`: total, expert and active parameters, from the model's own parameters) adds
-the weight push's largest gather, one layer's fused experts in fp32, to the train phase, and
-prints its total and active sizes. Not modelled: pipeline/tensor parallelism of the trainer,
-sequence parallelism, LoRA, expert parallelism.
+The rollout phase (engine share via `memory_share(rollout)`, sharded trainer state resident, a KV
+budget for at least one full trajectory) and the train phase (engine asleep, trainer peak) must
+both fit. `estimate_memory` is a pure function of sizes; `format_table` prints it; `check_fits`
+raises `RunFailure` naming the cheapest fix; `moe_sizes` counts a mixture of experts' total, expert
+and active parameters. Estimates within tens of percent (the model: docs/training.md).
+Not modelled: pipeline/tensor/sequence/expert parallelism, LoRA.
 """
 
 from __future__ import annotations

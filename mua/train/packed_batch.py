@@ -1,26 +1,12 @@
 """Packed micro-batches: token sequences grouped by a token budget and laid out as one row each.
 
-A micro-batch is one row: sequences concatenated, `position_ids` restarting at 0 for each
-sequence, no padding and no attention mask; the forward also gets the row's segment boundaries as
-`cu_seq_lens_q/k` and `max_length_q/k` (`MicroBatch.attention_kwargs`). Callers that need only
-some tokens' log-probs (the trained ones) pass masks: the micro-batch then records which tokens
-are scored and which row positions predict them, and each sequence's last token, never an input
-to anything scored, is left out of the row.
-
-With `share_prefixes`, a prompt shared by consecutive sequences (GRPO's n samples of a task) is
-fed once (`shared_layout`): consecutive sequences whose leading tokens are identical and
-untrained (loss mask 0), at least `min_shared` of them, form a cluster laid out as its prefix
-followed by each member's remaining tokens; every other sequence is laid out whole. A prefix
-segment is causal on its own, a member's segment attends to its cluster's prefix and then
-causally to itself, with positions continuing after the prefix, so each token sees exactly the
-tokens it would see alone (`mua.kernels.packed_attention` only). `row_of[j]` gives the row position
-of the j-th token of the concatenated (unshared) sequences (-1 for a last token left out).
-
-Also the per-token helpers the losses use (`concat_per_token`, `first_token_mask`): token i's
-log-prob comes from the logits at i-1 of the same sequence, so the first token of each sequence
-has none (its value is 0 and it must be masked).
-Not here: the forward and log-probs (`mua.train.packed_forward`), the attention over a row
-(`mua.kernels.packed_attention`), losses and ranks.
+A micro-batch is one row: sequences concatenated, no padding and no attention mask, with the
+row's boundaries for the forward (`MicroBatch.attention_kwargs`). With masks it records which
+tokens are scored and which row positions predict them; with `share_prefixes` a prompt shared by
+consecutive sequences is fed once (`shared_layout`; layout: docs/training.md), and `row_of[j]` maps
+the j-th token of the unshared sequences to its row position (-1 if left out). Also the losses'
+per-token helpers (`concat_per_token`, `first_token_mask`: a sequence's first token has no
+log-prob and must be masked). Not here: the forward (`mua.train.packed_forward`), the attention.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
-"""The trainer's forward over packed micro-batches: logits, scored log-probs, and gradient
-accumulation in lock-step across ranks.
+"""The trainer's forward over packed micro-batches: logits, scored log-probs, gradient accumulation.
 
-`packed_logits(model, mb)` runs one packed row (`mua.train.packed_batch`) through the model.
-Which attention runs on it: `mua_varlen` (`mua.kernels.packed_attention`: each sequence attends to
-itself only, no [T, T] mask) on CPU and on GPUs without flash-attn, or flash-attn's varlen kernel
-with the same boundaries when `attn_implementation=flash_attention_2` (packed log-probs equal
-per-sequence ones: tests/unit/test_batching.py). For a micro-batch packed with masks,
-`scored_forward` returns the scored tokens' (log-probs [T], entropies [T]) with the LM head run
-in chunks (`mua.train.head_scores`): the model's own forward with its output layer swapped, for
-that call only, for the chunked computation on the same weight (under FSDP2 the root's forward
-hooks have gathered it, and its gradient goes where the head's would). Models that post-process
-their head's output (logit soft-capping or scaling) and models without an output layer get whole
-logits (`packed_logits`, then `scored_logprobs`). Log-probs are log_softmax(logits / T) of each
-actual next token, as the engine samples with.
-
-`accumulate` and `forward_only` run every micro-batch of a list of sequences. Every rank must
-run the same number of forward/backward passes (each one runs FSDP collectives), so a rank with
-fewer micro-batches runs zero-loss passes on a two-token dummy row. The caller's
-`loss_fn(mb, out)` returns an already normalised partial loss (global counts, times the world
-size because FSDP averages gradients over ranks) and a dict of float stats; `out` is the logits
-[R, V] of the row, or, when the caller passes masks, the scored tokens' (log-probs, entropies).
-A mixture of experts' routed-experts records (`mua.models.moe_replay.Replay`) travel with the
-micro-batches: each forward compares its routers with them and, with routing replay, follows them.
-Does not step the optimizer and knows no loss.
+`packed_logits(model, mb)` runs one packed row (`mua.train.packed_batch`) with per-sequence
+attention (`mua_varlen`, or flash-attn's varlen kernel); `scored_forward` returns the scored
+tokens' (log-probs [T], entropies [T]) through the chunked LM head (`mua.train.head_scores`).
+`accumulate` and `forward_only` run every micro-batch; a rank with fewer runs zero-loss passes on
+a dummy row, since every rank must run the same number of passes. `loss_fn(mb, out)` returns an
+already normalised loss and stats. Routed-experts records travel with the micro-batches.
+Design: docs/training.md. Does not step the optimizer and knows no loss.
 """
 
 from __future__ import annotations

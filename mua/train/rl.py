@@ -1,40 +1,12 @@
 """The RL step of `mua train` (GRPO, and PPO), run identically on every rank.
 
-`rl_step(step, recipe=, dist=, state=, parts=, sampler=, tracker=)` takes what it uses: the
-policy it trains and its optimizer (`PolicyState`), the run's parts (`RLParts`: engine, gyms,
-reference, critic, advantage strategy), the task sampler and the tracker. It reads top to bottom
-as the loop it implements, each phase a function here, timed by one `StepTimer`:
-
-    rollout    engine wakes, this rank's share of the step's tasks is rolled out, engine sleeps
-    score      exclusions and samples (`mua.train.rl_batch.score`)
-    logprobs   old (when the policy moves within the step) and reference log-probs
-    advantages the run's strategy: group-relative (GRPO) or critic + GAE (PPO)
-    update     epochs x mini-batches of optimizer steps (policy, and the critic for PPO:
-               `mua.train.policy_update`)
-    push       the new weights to the rollout engine (`EngineSync.push_weights`: the hf engine
-               now; an sglang server in its next wake, since its sleep releases weight memory)
-    then metrics, transcripts and validation when due. Each push, wherever it happens, is timed
-    as `time/weight_push_s`; `time/rollout_s` is the rollout without it.
-
-Design choices:
-- With `rollout.oversample` > 1 the rollout phase is `partial_rollout` (groups carried across
-  steps, `mua.train.partial_rollouts`); otherwise the synchronous code path runs unchanged. With
-  `algo.correction` the clipped loss is weighted by the engine's log-probs (`mua.algo.offpolicy`).
-- The engine and its co-operation with the trainer live in `mua.train.engine_sync`: `hf` (a private
-  copy of the policy per rank) or `sglang` (a server shared by ranks).
-- A step's tasks are dealt to ranks strided, so each task's n samples (its GRPO group) stay on one
-  rank. Sampling is seeded per (data.seed, step, global task position, sample, turn), never per
-  rank, so 1 and N ranks draw the same rollouts (`mua.train.rl_setup.SeededPolicy`).
-- Old log-probs are recomputed by the trainer model before the update when the policy moves within
-  a step (epochs or mini-batches > 1); with one epoch of one mini-batch they are the update
-  forward's own, detached, and `update` returns them. The engine's log-probs are only compared
-  with them (`logp_diff_engine_vs_trainer`).
-- Loss normalisers (policy tokens, sequences) are summed over all micro-batches and ranks of a
-  mini-batch, so the update does not depend on the micro-batch budget or the number of ranks.
-- Samples are frozen; every phase returns what it computed.
-Not here: the loop and checkpoint writing (`mua.train.loop`, `mua.train.trainer`), building the
-parts (`mua.train.rl_setup`), metrics (`mua.train.rl_metrics`), validation
-(`mua.train.rl_validation`).
+`rl_step(step, recipe=, dist=, state=, parts=, sampler=, tracker=)` reads top to bottom as the
+loop it implements, each phase a function timed by one `StepTimer`: rollout (`partial_rollout`
+when `rollout.oversample` > 1), score, log-probs (old only when the policy moves within the step),
+advantages, update, push (`EngineSync.push_weights`), then metrics, transcripts and validation.
+Samples are frozen; every phase returns what it computed. Phases, files and the ranks'
+invariants: docs/architecture.md. Not here: the loop and checkpoints (`mua.train.loop`), building
+the parts (`mua.train.rl_setup`), metrics (`mua.train.rl_metrics`), validation.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Turn one step's Trajectories into training samples, and GRPO's group-relative advantages.
 
-What happens to a rank's trajectories (every GRPO group lives on one rank, so all of this is local):
-1. Exclusion (`score`): `filters.termination_mask` (env/user/engine failures always, truncation
-   with `algo.mask_truncated`) and, with `algo.dynamic_sampling`, groups whose trajectories left
-   after that exclusion have equal scores, or are fewer than 2 (a masked score never makes a group
-   look informative). Drifted trajectories already have an all-zero loss mask (the runner zeroes it).
-2. Samples (`score`): one `RLSample` per kept trajectory with at least one policy token (one
-   per segment with policy tokens for a trajectory with `segments`), in the order the rollouts
-   came back, each with its position in the step's global batch
-   (`global_index`, which decides its mini-batch independently of the number of ranks).
-3. Group-relative advantages (`group_relative_advantages`): baselines over the kept trajectories
-   only; a group that exclusion left with one kept member gives it advantage 0 (no baseline).
-Samples are frozen: log-probs, advantages and PPO's values are attached by `with_inputs`, which
-returns new samples. Nothing here runs a model or talks to other ranks.
+All local to a rank (every GRPO group lives on one). `score` excludes trajectories
+(`filters.termination_mask`; with `algo.dynamic_sampling`, groups left with equal scores or fewer
+than 2) and makes one `RLSample` per kept trajectory (or segment) with policy tokens, each with its
+`global_index`, which decides its mini-batch whatever the number of ranks.
+`group_relative_advantages` baselines over kept trajectories only (a lone kept member gets 0).
+Samples are frozen: `with_inputs` returns new ones carrying log-probs, advantages and PPO's values.
+Nothing here runs a model or talks to other ranks.
 """
 
 from __future__ import annotations

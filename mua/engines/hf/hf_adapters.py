@@ -1,17 +1,11 @@
 """LoRA adapters applied with peft to the hf engine's own model, held by name.
 
-The first adapter wraps the engine's model in place (`peft.get_peft_model`: its linear layers gain
-LoRA branches, the base weights stay as loaded); later ones are added beside it under their own
-names. Exactly one adapter, or none (the base), is active at a time; `activate` switches.
-
-Two ways to use them:
-- `load_live` (`HFEngine.load_adapter`, `rollout.lora_sync: adapter` with the hf engine): add the
-  adapter, make it active and delete the versions `AdapterVersions` retires, as one step;
-- `add` / `activate` / `delete` (`mua serve`, `mua.serve.lora_routes`): every loaded adapter stays
-  until it is deleted, and the server activates the one each batch of requests names.
-`add` never changes which adapter is active. The caller holds the engine (no row in flight) and
-drops the KV it kept, which was computed with other weights. Not here: adapters from disk,
-several adapters in one forward.
+The first adapter wraps the engine's model in place (the base weights stay as loaded); later ones
+are added beside it. One adapter, or none, is active at a time. `load_live`
+(`HFEngine.load_adapter`) adds, activates and deletes retired versions in one step; `add` /
+`activate` / `delete` serve `mua serve` (`add` never changes the active one). The caller holds the
+engine (no row in flight) and drops its kept KV. Not here: adapters from disk, several adapters in
+one forward.
 """
 
 from __future__ import annotations

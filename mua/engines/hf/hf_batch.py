@@ -1,26 +1,11 @@
 """The `hf` engine's padded batch: rows decoded together over one left-padded KV cache.
 
-`RunningBatch` decodes rows together over one left-padded dynamic KV cache; the engine uses it
-for models `hf_slots.SlotBatch` does not serve (sliding-window layers, other architectures).
-
-`RunningBatch.step(newcomers)` runs one decode forward for the live rows and one prefill forward
-for the newcomers (left-padded among themselves, logits of the last position only; newcomers with
-identical prompts, such as the n samples of one task, share one row of it), samples one
-token per row, and appends the newcomers' KV rows to the live cache, left-padding whichever side
-is narrower: new requests join between two decode steps. Rows that stop (a stop id or their token
-budget) leave the batch at once, and leading cache columns no live row uses are trimmed away.
-
-Sampling and log-probs are `hf_sampling`'s. Padding only adds masked key columns, so a row's log-probs do not depend on its batch mates beyond float
-rounding.
-
-With a `PrefixStore`, a finishing row leaves the KV of the tokens it was fed (`hf_prefix`),
-and a newcomer whose prompt extends such a prefix feeds only the rest: its stored KV becomes its
-row of the cache before the prefill, and the masked holes between that prefix and the left-padded
-new tokens are packed away after it.
-
-Deliberately not here: threads, asyncio, weights (the engine's job). Merging and prefix reuse need
-a plain dynamic KV cache (full attention in every layer); for other cache kinds `can_merge` is
-False, nothing is stored, and the engine admits new rows only into an empty batch.
+`RunningBatch` serves models `hf_slots.SlotBatch` does not (sliding-window layers, other
+architectures). `step(newcomers)` runs one decode forward for the live rows and one left-padded
+prefill for the newcomers (identical prompts share a row), samples a token per row (`hf_sampling`)
+and appends the newcomers' KV; stopped rows leave at once. With a `PrefixStore` finishing rows
+leave their KV (`hf_prefix`). Merging and prefix reuse need a plain dynamic cache: otherwise
+`can_merge` is False. Not here: threads, asyncio, weights (the engine's job).
 """
 
 from __future__ import annotations

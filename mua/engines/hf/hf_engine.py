@@ -1,38 +1,12 @@
 """The `hf` RolloutEngine: transformers generation with continuous batching, on CPU or CUDA.
 
-Callers `await generate(request)` from many coroutines. A serving thread (started when work
-arrives, gone when none is left; the event loop stays free) keeps one running batch: between two
-decode steps it admits whatever requests are pending, up to `max_batch_size` live rows, and rows
-that finish leave at once, so a request never waits for a whole batch to end. Requests become
-admissible a burst at a time (those queued in one turn of the caller's event loop), so how a
-burst is grouped does not depend on when the serving thread happens to look (a grouping can
-change logits in the last bit). For Llama, Qwen2
-and Qwen3 models the batch is `hf_slots.SlotBatch` (each row owns a slot of a preallocated KV
-cache; live rows and newcomers' prompts go through one packed forward per step); other models
-get `hf_batch.RunningBatch` (a left-padded dynamic cache; newcomers are prefilled apart and
-appended). Each sampled token comes with log_softmax(logits / T) of that token, T the request's
-temperature (T = 1 when greedy), computed before top-k/top-p filtering, which is what the
-trainer recomputes.
-
-Turns of one trajectory share a `route_key`: the KV of a finished turn is kept (`hf_prefix`,
-at most `prefix_cache_mb`, 0 disables; none for a request with `keep_prefix=False`) and the next
-turn prefills only its new suffix; requests without a route key reuse the stored KV sharing their
-prompt's longest prefix.
-`update_weights` and `sleep` wait for the running rows to finish (no new rows are admitted
-meanwhile) and drop the kept KV, so every turn is sampled from one set of weights.
-`load_adapter` (`rollout.lora_sync: adapter`) applies a pushed LoRA adapter in place with peft
-(`hf_adapters`): the first one wraps the engine's model (the base stays as loaded), each later one
-is added under its versioned name and made live, and the older version is deleted (it waits for
-running rows, like a weight push). Every request runs on the active adapter; `mua serve` keeps
-several (`add_adapter`) and switches between batches (`use_adapter`).
-A push may carry a `weight_version` (the trainer's update count, `mua.train.engine_sync`); each
-result reports the version of the weights that sampled it in `meta["weight_version"]`, as the
-SGLang client does: the live adapter's when it carried one, else the last full push's (none
-before a push that carried one). Threads hand results over in `hf_handoff`; full weights are
-copied by `hf_weight_load`.
-
-Deliberately not here: tensor parallelism, tokenization, a radix tree of prefixes.
-SGLang covers speed on GPU.
+Callers `await generate(request)` from many coroutines; a serving thread (started when work
+arrives) keeps one running batch, admitting pending requests a burst at a time between decode
+steps (up to `max_batch_size` rows): `hf_slots.SlotBatch` for Llama, Qwen2 and Qwen3, else
+`hf_batch.RunningBatch`. Log-probs are log_softmax(logits / T) before top-k/top-p. Turns sharing
+a `route_key` reuse kept KV (`hf_prefix`); `update_weights`, `load_adapter` (`hf_adapters`) and
+`sleep` wait for running rows and drop it. Results carry `meta["weight_version"]`. Design:
+docs/training.md. Not here: tensor parallelism, tokenization, a radix tree of prefixes.
 """
 
 from __future__ import annotations

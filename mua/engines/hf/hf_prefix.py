@@ -1,24 +1,11 @@
 """Prefix reuse for the `hf` engine: the KV of finished requests, by route key or by content.
 
-All turns of one trajectory share a `route_key`, and turn k+1's prompt starts with turn k's prompt
-and sampled tokens. When a request finishes, `PrefixStore.put` keeps the KV of every token the
-model was fed (the prompt and all sampled tokens but the last); the next request with the same
-key takes the longest common prefix of those tokens and its prompt (`take`), so only the new
-suffix (the environment's reply) is prefilled. A request marked `keep_prefix=False` (a
-conversation's last allowed turn) puts nothing.
-
-Requests without a route key (those reaching `mua serve` over SGLang's protocol, which carries
-none) are matched by content instead: their entries stay in the store when taken, and a keyless
-request reuses the entry sharing the longest prefix with its prompt, as SGLang's radix cache
-would, found by a scan of the keyless entries (no tree), the most recently used first: once an
-entry matches, any other must also match the token after it to do better, one comparison each.
-
-Entries are evicted least recently used beyond `max_bytes`; the engine clears the store whenever
-its weights change, since a KV computed with old weights is not the new policy's. Deliberately
-not here: paging, a radix tree, eviction by anything but recency. Keys and values are stored per
-layer as [kv_heads, tokens, head_dim], and callers copy from them (never write into them). For a
-mixture of experts an entry also keeps the experts its tokens went to ([tokens, layers, k]),
-which `take_with_routes` hands back with the KV.
+`PrefixStore.put` keeps the KV of every token a finished request fed (nothing for
+`keep_prefix=False`); `take` gives the next request with the same `route_key` the longest common
+prefix, and keyless requests match entries by content (scan, most recently used first).
+`take_with_routes` also hands back a mixture of experts' routed experts. Entries are evicted least
+recently used beyond `max_bytes`; KV is stored per layer as [kv_heads, tokens, head_dim] and
+callers copy from it, never write into it. Not here: paging, a radix tree.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Slot batching for the `hf` engine: every live row owns one slot of a preallocated KV cache.
 
-`SlotBatch` is the engine's batch for decoder models whose layers all attend through transformers'
-attention interface (Llama, Qwen2, Qwen3, Qwen3-MoE). Each layer's keys and values live in one
-buffer [slots, kv_heads, columns, head_dim]; row i occupies slot i, and its tokens occupy columns
-0..length-1 in order, so a token's column is its position. One forward per step feeds, packed as
-a single [1, T] sequence, the last sampled token of every live row and the whole prompt (or the
-part no stored prefix covers) of every newcomer: the linear layers see no padding, and admitting
-a request costs no forward of its own. The attention (`slot_attention`, registered as
-`mua_engine`) writes each token's key and value into its row's slot in place and attends per group
-of rows (the live rows, one query each; the newcomers, causally over their prompts) over the
-slots' columns with an additive mask built once per step: on CPU as two batched matmuls over
-views of the buffers while the scores are small (decoding), otherwise (large prompts, GPUs)
-through PyTorch's scaled_dot_product_attention.
-
-Compared with a left-padded dynamic cache (`hf_batch.RunningBatch`, kept for models this cannot
-serve): nothing is concatenated per step, a row that leaves moves at most one other row's KV
-(the last slot fills the hole), and a newcomer's stored prefix is copied once into its slot.
-
-For a mixture of experts each row also keeps the experts every fed token went to (prompt and
-sampled tokens but the last, stored prefixes included): its result's `meta["routed_experts"]`
-[tokens, layers, k] uint8 (`mua.models.moe_replay`).
-
-Sampling and log-probs are `hf_sampling`'s, as for `hf_batch`. Deliberately not here: threads and asyncio (the engine), paging, prefix
-sharing beyond `hf_prefix`'s, sliding-window layers (`supports` is False for them).
+`SlotBatch` serves decoder models whose layers all attend through transformers' attention interface
+(Llama, Qwen2, Qwen3, Qwen3-MoE). Each layer's KV lives in one buffer [slots, kv_heads, columns,
+head_dim]: row i owns slot i and a token's column is its position. One packed [1, T] forward per
+step feeds every live row's last token and every newcomer's uncached prompt; `slot_attention`
+(registered as `mua_engine`) writes KV in place and attends with one additive mask per step. For a
+mixture of experts rows keep `meta["routed_experts"]` [tokens, layers, k] uint8.
+Not here: threads and asyncio (the engine), paging, sliding-window layers (`supports` is False).
 """
 
 from __future__ import annotations

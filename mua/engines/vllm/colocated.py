@@ -1,20 +1,11 @@
 """The vLLM engine as the trainer drives it (`ColocatedEngine`), and its builder.
 
-Every rank has a vLLM server of its own (launched by the rank from `rollout.vllm.python` on
-`rollout.vllm.port + rank`, or the rank's entry of `rollout.vllm.base_urls`), so ranks never
-share a server and each pushes to its own. The server keeps the weights it was pushed between
-uses (on CPU vLLM's sleep and wake free nothing, so a use neither sleeps nor wakes it: one note
-at start-up says so), which makes the push right after each update (`push_on_update`) final.
-On CUDA the server is launched on the rank's GPU with sleep mode: `end_use` sleeps it (level 1:
-weights to CPU memory, KV cache dropped; the pushed weights survive), and `begin_use` wakes the
-weights, awaits the push of stale weights (pushed at the next use, never into a sleeping
-server), then wakes the KV cache. The GPU paths have not run on a GPU yet.
-A full push is exact (`mua.engines.vllm.worker_extension`) and the trainer's probe checks it at
-every use; a push vLLM refuses stops the run with one line. With `rollout.lora_sync: adapter`
-the server is launched with LoRA enabled at the policy's rank, and each push loads the adapter
-under its versioned name. A mixture of experts' fused expert tensors are pushed per expert, as
-vLLM's loader names them (`mua.models.moe_layout`).
-Not here: HTTP (`vllm_engine`), launching (`vllm_launch`).
+Every rank has a vLLM server of its own (launched on `rollout.vllm.port + rank`, or its entry of
+`rollout.vllm.base_urls`) and pushes to it right after each update (`push_on_update`). On CPU a use
+neither sleeps nor wakes it; on CUDA `end_use` sleeps it (level 1) and `begin_use` wakes the
+weights, awaits the push of stale weights, then wakes the KV cache (untested on a GPU). A mixture
+of experts' fused expert tensors are pushed per expert (`mua.models.moe_layout`). Details:
+docs/vllm.md. Not here: HTTP (`vllm_engine`), launching (`vllm_launch`).
 """
 
 from __future__ import annotations

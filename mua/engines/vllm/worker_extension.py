@@ -1,26 +1,11 @@
 """Runs inside vLLM's worker process (`--worker-extension-cls`): exact full-weight pushes.
 
-vLLM imports this module in its own Python, so it imports only what vLLM's environment has
-(torch, safetensors, vllm) and nothing else of mua's. The trainer writes its full weights as
-safetensors files into a folder and calls `mua_load_weights(folder)` through vLLM's
-`/collective_rpc` (a server started with VLLM_SERVER_DEV_MODE=1).
-
-Why vLLM's own `reload_weights` is not enough on CPU: after loading, vLLM's CPU backend packs each
-linear layer's weight into a oneDNN (or sgl-kernel) handle that holds its own copy, and drops the
-plain weight. vLLM's layer-wise reload re-runs that packing for every layer whose weights it
-loads, but a language-model head tied to the input embedding (`tie_word_embeddings`: the small
-Qwen models) is never loaded itself (its weight is the embedding's), so its packed copy keeps the
-old weights: the embedding moves, the head does not, and log-probs drift. Here every layer that
-kept a plain 2-D weight next to a packed copy (`cpu_linear`) is packed again from its current
-weight after the reload, which makes a push equal to a fresh load of the same weights. A mixture
-of experts' layers run by vLLM's CPU MoE kernel are packed again too: vLLM packs their experts
-on the first load only, and a reload leaves the kernel reading the plain weights.
-
-A push that fails part-way leaves layers half-loaded (vLLM's reload puts layers on the meta
-device while loading). Then the model is marked broken: its forward raises at once, naming the
-failed push, so no request is ever answered by a half-loaded model, and the caller's RPC fails.
-Every file is read before the model is touched, and every parameter must be loaded, else the push
-fails.
+vLLM imports this module in its own Python, so it imports only torch, safetensors and vllm. The
+trainer writes safetensors files into a folder and calls `mua_load_weights(folder)` through
+`/collective_rpc`: vLLM's layer-wise reload, then every CPU-packed linear layer (`cpu_linear`) and
+CPU MoE kernel is packed again from its current weight (why: docs/vllm.md). Every file is read
+before the model is touched and every parameter must be loaded; a push that fails part-way marks
+the model broken (its forward raises, naming the push).
 Not here: LoRA adapters (vLLM's own `/v1/load_lora_adapter`), the GPU weight-transfer path.
 """
 
