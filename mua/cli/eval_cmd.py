@@ -335,15 +335,12 @@ def register(app: typer.Typer) -> None:
             f"(n={recipe.eval.n}, T={recipe.eval.temperature:g})",
             soft_wrap=True,
         )
-        from mua.serve.checkpoints import serving
-
-        with serving(recipe):  # users (or agents) named by a local checkpoint
-            summaries, meta = run_evaluation(
-                recipe,
-                model=recipe.model.path,
-                gyms=gyms,
-                out_dir=out_dir,
-                fresh=fresh,
-                track=mlflow,
-            )
+        summaries, meta = run_evaluation(
+            recipe,
+            model=recipe.model.path,
+            gyms=gyms,
+            out_dir=out_dir,
+            fresh=fresh,
+            track=mlflow,
+        )
         show_results(summaries, meta, out_dir)

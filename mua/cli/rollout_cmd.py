@@ -92,12 +92,12 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
 
     from mua.cli.common import load
     from mua.errors import UsageError
-    from mua.gym.mix import check_gyms, preflight_endpoints, with_entry_budgets
+    from mua.gym.mix import check_gyms, with_entry_budgets
     from mua.models import load_tokenizer
     from mua.output_folders import FolderLock
     from mua.rollout.mixed import entry_rollout_tasks
     from mua.run import entry_runs
-    from mua.serve.checkpoints import serving
+    from mua.run.preflight import preflight
 
     recipe = load(args, "rollout")
     check_gyms(recipe, "rollout")
@@ -109,9 +109,9 @@ def run(args: list[str], show: int, html_path: str | None, full: bool = False) -
     tokenizer = load_tokenizer(recipe.model.tokenizer or recipe.model.path)
     run_dir = Path(recipe.run_dir)
     # one `mua rollout` per run dir at a time: two would mix their recipe and trajectories
-    with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"), serving(recipe):
-        preflight_endpoints(recipe)
-        _run_mixed_in(recipe, runs, tasks_by_gym, tokenizer, run_dir, show, html_path, full)
+    with FolderLock(run_dir, what="rollout run_dir", verb="mua rollout"):
+        with preflight(recipe, "rollout"):
+            _run_mixed_in(recipe, runs, tasks_by_gym, tokenizer, run_dir, show, html_path, full)
 
 
 def _run_mixed_in(recipe, runs, tasks_by_gym, tokenizer, run_dir, show, html_path, full) -> None:

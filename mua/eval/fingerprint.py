@@ -22,13 +22,11 @@ MAX_HASH_THREADS = 8
 RACY_MARGIN_NS = 2_000_000_000  # above the coarsest file timestamp granularity in use (2 s)
 # how an endpoint is reached, not what it is asked: left out of an endpoint section's settings
 TRANSPORT_KEYS = ("max_concurrency", "timeout_s", "max_retries", "backoff_s")
-# an entry's keys that cannot change its results: its name in tables, where its tasks were read
-ENTRY_NAMES_ONLY = ("label", "train_files", "test_files")
 
 
-def eval_fingerprint(recipe, model: str, loaded: str, cache, entries: dict) -> dict:
-    """Everything that determines results: settings, each entry's (`entries`: {label: gym
-    entry}) and the content of the model and tokenizer."""
+def eval_fingerprint(recipe, model: str, loaded: str, cache, specs: dict) -> dict:
+    """Everything that determines results: settings, each entry's run spec (`specs`: {label:
+    `RunSpec`}) and the content of the model and tokenizer."""
     from mua.redact import redact_urls
 
     r = recipe.rollout
@@ -54,7 +52,7 @@ def eval_fingerprint(recipe, model: str, loaded: str, cache, entries: dict) -> d
         "reward_weights": {
             g.name: dict(g.reward_weights) for g in recipe.gym_sections() if g.reward_weights
         },
-        "gyms": {label: entry_settings(recipe, entry, cache) for label, entry in entries.items()},
+        "gyms": {label: spec_settings(spec, cache) for label, spec in specs.items()},
         # only with a user matrix: a plain evaluation's folder stays compatible
         **(
             {
@@ -69,37 +67,29 @@ def eval_fingerprint(recipe, model: str, loaded: str, cache, entries: dict) -> d
     }
 
 
-def entry_settings(recipe, entry, cache: HashCache | None = None) -> dict:
-    """One `gyms:` entry as its conversations run and are scored: its keys (`ENTRY_NAMES_ONLY`
-    left out), its effective budgets (the entry's, else the recipe's, else the gym's defaults),
-    its effective user (the recipe's with the entry's keys) and its program's files."""
-    from mua.gym import get_gym
-    from mua.gym.budgets import BUDGET_FIELDS
-    from mua.gym.mix import entry_rollout, entry_user
-
-    settings = entry.model_dump(mode="json", exclude=set(ENTRY_NAMES_ONLY))
-    budgets = entry_rollout(recipe.rollout, entry, get_gym(entry.name))
-    settings.update({key: getattr(budgets, key) for key in BUDGET_FIELDS})
-    settings["user"] = entry_user(recipe.user, entry).model_dump(mode="json")
-    files = program_content(entry.program, cache) if entry.program is not None else {}
+def spec_settings(spec, cache: HashCache | None = None) -> dict:
+    """One entry's run spec (`mua.run.spec.RunSpec`) as its fingerprint: its settings, endpoints'
+    transport keys left out, with the content of its program's files."""
+    settings = spec.to_dict()["settings"]
+    files = program_content(spec.program, cache) if spec.program is not None else {}
     if files:
         settings["program_content"] = files
     return without_transport(settings)
 
 
-def program_content(program, cache: HashCache | None = None) -> dict[str, str]:
+def program_content(program: dict, cache: HashCache | None = None) -> dict[str, str]:
     """{path: sha256} of the files a program gym runs: each argument of its command that names
     a file (the script), or the file of its entry point's module."""
     import importlib.util
 
-    if program.entry_point is not None:
+    if program.get("entry_point") is not None:
         try:
-            spec = importlib.util.find_spec(program.entry_point.partition(":")[0])
+            spec = importlib.util.find_spec(program["entry_point"].partition(":")[0])
         except (ImportError, ValueError):
             spec = None
         files = [spec.origin] if spec is not None and spec.origin else []
     else:
-        files = list(program.command)
+        files = list(program.get("command") or [])
     cache = cache or HashCache(None)
     return {name: cache.digest(Path(name)) for name in files if Path(name).is_file()}
 

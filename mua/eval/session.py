@@ -96,40 +96,47 @@ def run_evaluation(
     from mua.gym.mix import check_gyms
     from mua.llm.llm_client import preflight_user
     from mua.output_folders import FolderLock, claim_dir
+    from mua.run.preflight import served_folders
+    from mua.run.spec import run_spec
+    from mua.serve.checkpoints import serving
     from mua.users.matrix import eval_cells
 
     check_gyms(recipe, "eval")
     tasks_by_gym = load_eval_tasks(recipe, gyms)
-    # a wrong key or model (the recipe's user's or a judge's) stops here, before anything is
-    # written; an `eval.users` entry's only leaves that user's cells out
-    cells, not_run = preflight_cells(recipe, eval_cells(recipe, list(tasks_by_gym)))
-    if recipe.eval.blame_judge is not None:
-        preflight_user(recipe.eval.blame_judge, "blame judge", "eval.blame_judge.base_url")
-    out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
-    # one `mua eval` per folder at a time: two would mix their rows under one summary
-    with FolderLock(out_dir, what="eval output folder", verb="mua eval"):
-        return _evaluate_into(
-            recipe, model, tasks_by_gym, cells, out_dir, fresh, track, on_row, not_run
-        )
+    cells = eval_cells(recipe, list(tasks_by_gym))
+    specs = {cell.label: run_spec(recipe, cell.entry, cell.label) for cell in cells}
+    # users, agents and judges named by a local checkpoint, served while the evaluation runs
+    with serving(served_folders(specs.values(), recipe.eval.blame_judge)):
+        # a wrong key or model (the recipe's user's or a judge's) stops here, before anything
+        # is written; an `eval.users` entry's only leaves that user's cells out
+        cells, not_run = preflight_cells(cells, specs)
+        if recipe.eval.blame_judge is not None:
+            preflight_user(recipe.eval.blame_judge, "blame judge", "eval.blame_judge.base_url")
+        out_dir = claim_dir(out_dir, what="eval output folder", legacy_proof=LEGACY_PROOF)
+        # one `mua eval` per folder at a time: two would mix their rows under one summary
+        with FolderLock(out_dir, what="eval output folder", verb="mua eval"):
+            return _evaluate_into(
+                recipe, model, tasks_by_gym, cells, specs, out_dir, fresh, track, on_row, not_run
+            )
 
 
-def preflight_cells(recipe, cells) -> tuple[list, dict[str, str]]:
-    """One request to every endpoint the cells call (`mua.gym.mix.preflight_endpoints`). The
-    recipe's own user's cells (all of a plain evaluation's) stop the run when one fails; an
-    `eval.users` entry whose endpoint fails is left out: returns (the cells to run, {label of
-    each user left out: why, one line})."""
+def preflight_cells(cells, specs: dict) -> tuple[list, dict[str, str]]:
+    """One request to every endpoint the cells' specs call (`mua.run.preflight`). The recipe's
+    own user's cells (all of a plain evaluation's) stop the run when one fails; an `eval.users`
+    entry whose endpoint fails is left out: returns (the cells to run, {label of each user left
+    out: why, one line})."""
     from mua.errors import RunFailure
-    from mua.gym.mix import preflight_endpoints
+    from mua.run.preflight import ask_endpoints
 
     def held_out(cell) -> bool:
         return cell.user is not None and not cell.user.trained
 
-    preflight_endpoints(recipe, [cell.entry for cell in cells if not held_out(cell)])
+    ask_endpoints([specs[cell.label] for cell in cells if not held_out(cell)])
     not_run: dict[str, str] = {}
     for label in dict.fromkeys(cell.user.label for cell in cells if held_out(cell)):
-        entries = [cell.entry for cell in cells if held_out(cell) and cell.user.label == label]
+        group = [specs[c.label] for c in cells if held_out(c) and c.user.label == label]
         try:
-            preflight_endpoints(recipe, entries)
+            ask_endpoints(group)
         except RunFailure as err:
             not_run[label] = str(err)
     kept = [cell for cell in cells if not (held_out(cell) and cell.user.label in not_run)]
@@ -137,7 +144,7 @@ def preflight_cells(recipe, cells) -> tuple[list, dict[str, str]]:
 
 
 def _evaluate_into(
-    recipe, model, tasks_by_gym: dict, cells, out_dir: Path, fresh, track, on_row, not_run
+    recipe, model, tasks_by_gym: dict, cells, specs, out_dir: Path, fresh, track, on_row, not_run
 ):
     """`run_evaluation`'s work once the folder is claimed and locked (`not_run`: the matrix
     users left out, kept in the meta as `users_not_run`)."""
@@ -147,8 +154,8 @@ def _evaluate_into(
 
     source = model_source(model, recipe)
     cache = HashCache(out_dir / HASH_CACHE_FILE)
-    entries = {cell.label: cell.entry for cell in cells}
-    fingerprint = eval_fingerprint(recipe, model, source[0], cache, entries)
+    kept = {cell.label: specs[cell.label] for cell in cells}
+    fingerprint = eval_fingerprint(recipe, model, source[0], cache, kept)
     cache.save()
     digests = {
         (cell.label, str(t.task_id)): task_digest(t)

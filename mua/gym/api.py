@@ -193,7 +193,7 @@ class GymSpec:
     through `mua prep --source`); `mua eval --gym all` without task files leaves it out.
     endpoints(options) -> [(what, LLMUserConfig)]: LLM endpoints the gym itself calls with these
     options besides the simulated user (e.g. a judge); each is checked with one request before a
-    run starts, like the user (`mua.gym.mix.preflight_endpoints`).
+    run starts, like the user (`mua.run.preflight`).
     eval_notes(out_dir) -> [line]: lines `mua eval` prints under its summary table for this gym
     (e.g. whether the numbers are comparable with a published benchmark's).
     score_conversation(messages, task, ctx) -> float: the reward of a conversation an agent

@@ -69,45 +69,6 @@ def over_address(base: dict, given: dict) -> dict:
     return {**{k: v for k, v in base.items() if k not in drop}, **given}
 
 
-def _url_setting(what: str) -> str:
-    """The recipe key of a gym endpoint's URL, from its description `judge (gym.options.judge)`."""
-    inside = what.partition("(")[2].rstrip(")").strip()
-    return f"{inside}.base_url" if inside else "base_url"
-
-
-def preflight_endpoints(recipe, entries=None) -> None:
-    """One request to every LLM endpoint the run will call, before it starts: each entry's
-    simulated user (the top-level one with the entry's keys; in the user seat, its fixed LLM
-    agent instead) and the endpoints its gym calls itself (`GymSpec.endpoints`, e.g. tau2's
-    judge). A wrong key, URL or model, or an endpoint that cannot answer, stops the run with one
-    line naming which endpoint (`RunFailure`). A seat entry's fidelity judge is checked too."""
-    from mua.gym import get_gym
-    from mua.llm.llm_client import preflight_user
-
-    seen: set[str] = set()
-    for entry in entries if entries is not None else recipe.gyms:
-        checks = []
-        if entry.seat != "user":  # in the user seat the policy is the user
-            checks = [("LLM user", "user.base_url", entry_user(recipe.user, entry))]
-        elif entry.agent is not None and entry.agent.kind == "llm":
-            checks = [(f"{entry.key} fixed agent", "agent.base_url", entry.agent.endpoint())]
-        if entry.fidelity_judge is not None:
-            judge = entry.fidelity_judge.endpoint()
-            checks.append((f"{entry.key} fidelity judge", "fidelity_judge.base_url", judge))
-        spec = get_gym(entry.name)
-        if spec.endpoints is not None:
-            checks += [
-                (f"{entry.key} {what}", _url_setting(what), cfg)
-                for what, cfg in spec.endpoints(dict(entry.options))
-            ]
-        for label, setting, cfg in checks:
-            key = cfg.model_dump_json()
-            if key in seen:
-                continue
-            seen.add(key)
-            preflight_user(cfg, label, setting)
-
-
 def entry_rollout(rollout_cfg, entry, spec):
     """The rollout section one entry's conversations run with: the entry's budgets and
     temperature where it sets them, then the gym's default budgets where neither does."""

@@ -1,9 +1,9 @@
 """The run layer: a recipe's `gyms:` entries made ready to run, the same way for every verb.
 
-`entry_runs(recipe)` (train, `mua rollout`) and `entry_run(recipe, entry)` (`mua eval`'s cells)
-give each entry's `mua.gym.mix.GymRun` with the user seat applied (`mua.users.seat_spec.seated`)
-and its driver: an agent program through the training gateway for a `program:` entry, else the
-turn loop. `mua.rollout.collect` runs conversations by the run it is handed and imports neither.
+`run_spec` (spec.py) resolves an entry into a frozen, serialisable `RunSpec`; `preflight`
+(preflight.py) is every verb's one pre-flight over the specs; `entry_runs(recipe)` (train, `mua
+rollout`) and `entry_run(recipe, entry)` (`mua eval`'s cells) give each entry's `GymRun` with the
+user seat applied and its driver: an agent program through the gateway, else the turn loop.
 Not here: the entry checks and budgets (`mua.gym.mix`), the turn loop (`mua.rollout.runner`).
 """
 

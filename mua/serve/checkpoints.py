@@ -1,10 +1,10 @@
 """Serve the local checkpoints a recipe names as endpoints, for as long as a verb runs.
 
-An endpoint may say `checkpoint: runs/x/hf/final` instead of `base_url`; `serving(recipe)` starts
+An endpoint may say `checkpoint: runs/x/hf/final` instead of `base_url`; `serving(folders)` starts
 one greedy-stable `mua serve` per distinct folder on 127.0.0.1 (one request at a time, so a reply
 does not depend on what else was asked), names the addresses in `$MUA_SERVED_CHECKPOINTS` and stops
 them when the verb ends. `python -m mua.serve.checkpoints FOLDER URL_FILE` is one such server.
-Not here: which requests go to a server (the endpoint clients).
+Not here: which folders a run names (`mua.run.preflight`), which requests go to a server.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from mua.errors import RunFailure, UsageError
 START_TIMEOUT_S = 300.0
 
 
-def checkpoints_in(recipe) -> list[str]:
-    """The distinct `checkpoint:` folders of the recipe's endpoint sections, in order: every
-    section whose `checkpoint` is a folder path, whatever its other keys (an LLM user, a judge,
-    a fixed agent); the recipe's `checkpoint:` settings are a section, not a path."""
+def checkpoints_in(tree) -> list[str]:
+    """The distinct `checkpoint:` folders in `tree` (dicts and lists, or a pydantic model), in
+    order: every section whose `checkpoint` is a folder path, whatever its other keys (an LLM
+    user, a judge, a fixed agent); the recipe's `checkpoint:` settings are a section, not a path."""
     found: list[str] = []
 
     def walk(node) -> None:
@@ -41,7 +41,7 @@ def checkpoints_in(recipe) -> list[str]:
             for child in node:
                 walk(child)
 
-    walk(recipe.model_dump())
+    walk(tree.model_dump() if hasattr(tree, "model_dump") else tree)
     return found
 
 
@@ -77,9 +77,8 @@ def _wait_url(proc: subprocess.Popen, url_file: Path, path: str, log_path: Path)
 
 
 @contextlib.contextmanager
-def serving(recipe):
-    """Serve the recipe's checkpoints (see the module docstring) while the block runs."""
-    paths = checkpoints_in(recipe)
+def serving(paths: list[str]):
+    """Serve the checkpoint folders `paths` (see the module docstring) while the block runs."""
     if not paths:
         yield {}
         return

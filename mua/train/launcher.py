@@ -98,16 +98,18 @@ def torchrun_command(
 
 
 def launch(recipe, **options) -> None:
-    """Check the recipe, serve the checkpoints its endpoints name (`mua.serve.checkpoints`)
-    and run the ranks under torchrun until they end. `options`: `_start_ranks`'s."""
+    """Check the recipe, run the pre-flight of its gym entries (`mua.run.preflight`: serve the
+    checkpoints they name, ask their endpoints) and run the ranks under torchrun until they end.
+    `options`: `_start_ranks`'s."""
     check_inputs(recipe)
-    if recipe.algo.kind != "sft":  # each entry's budgets, recorded in the resolved recipe
-        from mua.gym.mix import with_entry_budgets
+    if recipe.algo.kind == "sft":  # no conversations run: nothing to serve or ask
+        _start_ranks(recipe, **options)
+        return
+    from mua.gym.mix import with_entry_budgets
+    from mua.run.preflight import preflight
 
-        recipe.gyms = with_entry_budgets(recipe)
-    from mua.serve.checkpoints import serving
-
-    with serving(recipe):
+    recipe.gyms = with_entry_budgets(recipe)  # each entry's budgets, in the resolved recipe
+    with preflight(recipe, "train"):  # a wrong key or model stops here, before any rank starts
         _start_ranks(recipe, **options)
 
 
@@ -127,10 +129,6 @@ def _start_ranks(
 
     if nproc_per_node < 1 or nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
-    if recipe.algo.kind != "sft":
-        from mua.gym.mix import preflight_endpoints
-
-        preflight_endpoints(recipe)  # a wrong key or model stops here, before any rank starts
     run_dir = Path(recipe.run_dir)
     cmd = torchrun_command(
         run_dir,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.gyms.test_openenv_env import SIDE_PYTHON, start_server
+from tests.gyms import test_openenv_env
+from tests.gyms.test_openenv_env import SIDE_PYTHON
 from tests.integration.byo_helpers import gone_within, kill_9_while, train_and_eval, write_recipe
 
 pytestmark = [
@@ -20,12 +21,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server():
-    proc, url = start_server()
-    yield url
-    proc.kill()
-    proc.wait()
+server = test_openenv_env.server  # the same module-scoped OpenEnv server fixture
 
 
 def options(url: str) -> dict:

@@ -186,9 +186,10 @@ def _settings_store(out, *overrides, fresh=False):
     """The result store `mua eval` opens for a guess evaluation of `expert` with `overrides`."""
     from mua.eval.fingerprint import eval_fingerprint
     from mua.eval.store import ResultStore
+    from mua.run.spec import run_spec
 
     recipe = _recipe(*overrides)
-    entries = {entry.key: entry for entry in recipe.gym_sections()}
+    entries = {entry.key: run_spec(recipe, entry) for entry in recipe.gym_sections()}
     return ResultStore(
         out, eval_fingerprint(recipe, "expert", "expert", None, entries), fresh=fresh
     )

@@ -108,7 +108,8 @@ def test_resume_retries_masked_trajectories(tmp_path, mua_cli):
 def test_a_judge_failure_names_the_judge(monkeypatch):
     from mua.config import load_recipe
     from mua.errors import RunFailure
-    from mua.gym.mix import preflight_endpoints
+    from mua.run.preflight import ask_endpoints
+    from mua.run.spec import run_spec
 
     with FakeOpenAIServer(faults=lambda _i, _b: Fault("http500")) as server:
         recipe = load_recipe(
@@ -121,7 +122,7 @@ def test_a_judge_failure_names_the_judge(monkeypatch):
             verb="eval",
         )
         with pytest.raises(RunFailure) as err:
-            preflight_endpoints(recipe)
+            ask_endpoints(run_spec(recipe, e) for e in recipe.gyms)
     text = str(err.value)
     assert "judge" in text and "LLM user" not in text, text
     assert "gym.options.judge" in text

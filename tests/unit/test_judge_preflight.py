@@ -4,7 +4,8 @@ import pytest
 
 from mua.config import parse_recipe_dict
 from mua.errors import RunFailure
-from mua.gym.mix import preflight_endpoints
+from mua.run.preflight import ask_endpoints
+from mua.run.spec import run_spec
 from tests.fakes.fake_openai import FakeOpenAIServer, Fault
 
 
@@ -27,12 +28,13 @@ def test_a_judge_refusing_its_key_stops_the_run_naming_the_judge(tmp_path, monke
     ) as srv:
         recipe = _recipe(tmp_path, srv.base_url)
         with pytest.raises(RunFailure, match=r"^tau2 judge \(gym\.options\.judge\) at .*401"):
-            preflight_endpoints(recipe)
+            ask_endpoints(run_spec(recipe, e) for e in recipe.gyms)
         assert srv.total_requests >= 1  # the judge itself was asked, not only the (scripted) user
 
 
 def test_a_judge_that_answers_passes(tmp_path, monkeypatch):
     monkeypatch.setenv("MUA_TEST_JUDGE_KEY", "right")
     with FakeOpenAIServer() as srv:
-        preflight_endpoints(_recipe(tmp_path, srv.base_url))
+        recipe = _recipe(tmp_path, srv.base_url)
+        ask_endpoints(run_spec(recipe, e) for e in recipe.gyms)
         assert srv.total_requests == 1

@@ -104,14 +104,15 @@ def test_a_judge_that_cannot_answer_masks_the_trajectory(tok, monkeypatch):
 def test_the_judge_is_asked_once_before_a_run(monkeypatch):
     from mua.config.recipes import EvalRecipe
     from mua.errors import RunFailure
-    from mua.gym.mix import preflight_endpoints
+    from mua.run.preflight import ask_endpoints
+    from mua.run.spec import run_spec
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     refuse = Fault("status", status=401, message="bad key")
     with FakeOpenAIServer(faults=lambda i, body: refuse) as srv:
         recipe = EvalRecipe(gyms=[_entry(srv.base_url).model_dump()])
         with pytest.raises(RunFailure, match="guess fidelity judge"):
-            preflight_endpoints(recipe)
+            ask_endpoints(run_spec(recipe, e) for e in recipe.gyms)
 
 
 def test_mua_eval_reports_the_blend_and_its_components(tmp_path, mua_cli):

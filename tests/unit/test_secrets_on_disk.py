@@ -182,6 +182,7 @@ def test_mlflow_params_and_eval_config_hold_env_names_not_values(tmp_path, env_v
     from mlflow.tracking import MlflowClient
 
     from mua.eval.fingerprint import eval_fingerprint
+    from mua.run.spec import run_spec
     from mua.eval.store import CONFIG_FILE, ResultStore
     from mua.track import Tracker
 
@@ -193,7 +194,7 @@ def test_mlflow_params_and_eval_config_hold_env_names_not_values(tmp_path, env_v
     _no_env_values(json.dumps(params))
     assert "{'env': {'GUESS_OPTION_X': '<set>'}}" in params["gyms"]
     recipe = _program_recipe(tmp_path, verb="eval")
-    entries = {entry.key: entry for entry in recipe.gym_sections()}
+    entries = {entry.key: run_spec(recipe, entry) for entry in recipe.gym_sections()}
     ResultStore(tmp_path / "eval", eval_fingerprint(recipe, "m", "m", None, entries)).close()
     config = json.loads((tmp_path / "eval" / CONFIG_FILE).read_text())
     _no_env_values(json.dumps(config))

@@ -75,7 +75,7 @@ def test_serving_runs_a_server_per_folder_and_stops_it(tmp_path, hf_folder):
 
     recipe = _recipe(tmp_path, hf_folder)
     assert checkpoints_in(recipe) == [str(hf_folder)]
-    with serving(recipe) as served:
+    with serving(checkpoints_in(recipe)) as served:
         url = served[os.path.abspath(hf_folder)]
         assert json.loads(os.environ[SERVED_CHECKPOINTS_ENV]) == served
         assert LLMUserConfig(checkpoint=str(hf_folder)).resolved_base_url() == url
@@ -126,10 +126,10 @@ def test_every_section_with_a_checkpoint_is_served_whatever_its_other_keys(tmp_p
 
 
 def test_a_missing_folder_is_refused_before_anything_starts(tmp_path):
-    from mua.serve.checkpoints import serving
+    from mua.serve.checkpoints import checkpoints_in, serving
 
     recipe = _recipe(tmp_path, tmp_path / "nothing")
-    with pytest.raises(UsageError, match="no model folder there"), serving(recipe):
+    with pytest.raises(UsageError, match="no model folder there"), serving(checkpoints_in(recipe)):
         pass
 
 
@@ -163,7 +163,7 @@ def test_a_checkpoint_is_served_with_its_own_familys_chat_template(tmp_path, tem
     """A user checkpoint of another family (its tokenizer's chat template and special tokens)
     is rendered by the server with that template: the prompt's token count is the template's."""
     from mua.models import load_model, load_tokenizer
-    from mua.serve.checkpoints import serving
+    from mua.serve.checkpoints import checkpoints_in, serving
     from tests.unit.family_templates import family_tokenizer
 
     tok = family_tokenizer(template)
@@ -178,7 +178,7 @@ def test_a_checkpoint_is_served_with_its_own_familys_chat_template(tmp_path, tem
     ]
     rendered = _prompt_tokens(tok, messages)
     assert rendered != _prompt_tokens(load_tokenizer("tiny:qwen3-1m"), messages)
-    with serving(_recipe(tmp_path, folder)) as served:
+    with serving(checkpoints_in(_recipe(tmp_path, folder))) as served:
         body = json.dumps(
             {"model": str(folder), "messages": messages, "max_tokens": 4, "temperature": 0}
         ).encode()

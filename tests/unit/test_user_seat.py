@@ -338,7 +338,8 @@ def test_seated_runs_get_the_seat_spec_and_others_stay():
 def test_preflight_checks_the_fixed_agent_endpoint(monkeypatch):
     from mua.config.recipes import TrainRecipe
     from mua.errors import RunFailure
-    from mua.gym.mix import preflight_endpoints
+    from mua.run.preflight import ask_endpoints
+    from mua.run.spec import run_spec
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     refuse = Fault("status", status=401, message="bad key")
@@ -351,7 +352,7 @@ def test_preflight_checks_the_fixed_agent_endpoint(monkeypatch):
             }
         )
         with pytest.raises(RunFailure, match="fixed agent"):
-            preflight_endpoints(recipe)
+            ask_endpoints(run_spec(recipe, e) for e in recipe.gyms)
         assert srv.total_requests >= 1
 
 
