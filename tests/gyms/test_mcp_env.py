@@ -121,6 +121,13 @@ def test_streamable_http_server_and_a_dead_one(tmp_path):
                 time.sleep(0.5)
         assert [s.messages[0]["content"] for s in steps] == ["lower", "Correct!"]
         assert steps[-1].reward == 1.0
+        # a result over 1 MiB comes whole over HTTP (mcp 2.0.0 caps request bodies at 4 MiB,
+        # not one streamed event); `max_result_chars` is what bounds it
+        big = options(servers=[{**opts["servers"][0], "max_result_chars": 3_000_000}])
+        _, steps, _ = episode(big, [call("flood", size=2_000_000)])
+        assert steps[0].messages[0]["content"] == "x" * 2_000_000
+        with pytest.raises(McpFault, match="returned 2000000 characters, over max_result_chars="):
+            episode(opts, [call("flood", size=2_000_000)])
     finally:
         proc.kill()
         proc.wait()
