@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test test-all demo bench bench-peers gpu-check lint fmt clean sglang-releases vllm-releases agents-side openenv-side
+.PHONY: setup test test-all demo bench bench-peers gpu-check lint fmt clean sglang-releases vllm-releases agents-side openenv-side verifiers-side
 
 setup: $(STAMP)
 
@@ -25,10 +25,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 # runs them in one process.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
-test: setup sglang-releases vllm-releases agents-side openenv-side
+test: setup sglang-releases vllm-releases agents-side openenv-side verifiers-side
 	$(BIN)/python -m pytest -q -m "not slow" $(XDIST) --durations=25
 
-test-all: setup sglang-releases vllm-releases agents-side openenv-side
+test-all: setup sglang-releases vllm-releases agents-side openenv-side verifiers-side
 	$(BIN)/python -m pytest -q $(XDIST) --durations=40
 
 # The SGLang releases the contract tests (tests/contract) check mua against, each installed with
@@ -111,6 +111,24 @@ $(OPENENV_SIDE)/.installed: Makefile
 	@touch $@
 
 openenv-side: $(OPENENV_SIDE)/.installed
+
+# verifiers 0.4.0 for the verifiers gym (gyms/verifiers/bridge.py), with uv and the test suite's
+# environment package (tests/gyms/verifiers_guess_env, installed from a copy so its folder stays
+# clean), in their own venv: verifiers pins openai 2.x and its own runtime packages. `--prepare`
+# fetches and locks the chat harness's script environment under $(VERIFIERS_SIDE), so episodes
+# run offline. A recipe names its Python in the gym option `python`; mua never imports verifiers.
+VERIFIERS_SIDE := tests/.verifiers
+VERIFIERS_ENV_PKG := tests/gyms/verifiers_guess_env
+
+$(VERIFIERS_SIDE)/.installed: Makefile $(VERIFIERS_ENV_PKG)/pyproject.toml $(wildcard $(VERIFIERS_ENV_PKG)/vf_guess/*.py)
+	@rm -rf $(VERIFIERS_SIDE)
+	$(PY) -m venv $(VERIFIERS_SIDE)/venv
+	@mkdir -p $(VERIFIERS_SIDE)/src && cp -r $(VERIFIERS_ENV_PKG)/pyproject.toml $(VERIFIERS_ENV_PKG)/vf_guess $(VERIFIERS_SIDE)/src/
+	$(VERIFIERS_SIDE)/venv/bin/python -m pip install -q $(PIP_ARGS) verifiers==0.4.0 uv==0.13.10 ./$(VERIFIERS_SIDE)/src
+	$(VERIFIERS_SIDE)/venv/bin/python gyms/verifiers/bridge.py --prepare
+	@touch $@
+
+verifiers-side: $(VERIFIERS_SIDE)/.installed
 
 demo: setup
 	$(BIN)/python -m mua.demo

@@ -28,3 +28,16 @@ def one_of(key: str, value, allowed):
     if value not in allowed:
         raise UsageError(f"gym.options.{key}: {value!r} is not one of {', '.join(allowed)}")
     return value
+
+
+def section_options(cls, options: dict, where: str):
+    """`options` validated as the pydantic section `cls`; the first error is one `UsageError`
+    naming `gym.options.<key>` and the docs section `where` (e.g. "docs/gyms.md (OpenEnv)")."""
+    from pydantic import ValidationError
+
+    try:
+        return cls.model_validate(options)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"gym.options.{key}: {err['msg']}; see {where}") from None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat, PositiveInt, ValidationError
+from pydantic import Field, PositiveFloat, PositiveInt
 
+from gyms.common.options import section_options
 from mua.config.base import Section
-from mua.errors import UsageError
 
 
 class OpenEnvOptions(Section):
@@ -38,9 +38,4 @@ class OpenEnvOptions(Section):
 
 
 def read_options(options: dict) -> OpenEnvOptions:
-    try:
-        return OpenEnvOptions.model_validate(options)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"gym.options.{where}: {err['msg']}; see docs/gyms.md (OpenEnv)") from None
+    return section_options(OpenEnvOptions, options, "docs/gyms.md (OpenEnv)")

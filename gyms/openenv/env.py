@@ -12,11 +12,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from pathlib import Path
 
+from gyms.common.side_bridge import check_python
 from gyms.openenv.client import OpenEnvFault, bridges
 from gyms.openenv.config import read_options
-from mua.errors import UsageError
 from mua.gym import AgentAction, GymContext, ResetResult, StepResult, Task
 
 _SESSIONS = itertools.count()
@@ -26,18 +25,14 @@ class OpenEnvEnv:
     def __init__(self, ctx: GymContext):
         self.ctx = ctx
         self.opts = read_options(ctx.options)
-        if not (Path(self.opts.python).is_file() and os.access(self.opts.python, os.X_OK)):
-            raise UsageError(
-                f"gym.options.python: {self.opts.python} is not a Python; give a venv's "
-                "bin/python with openenv installed (make openenv-side)"
-            )
+        check_python(self.opts.python, "openenv (make openenv-side)")
         self.session = f"{os.getpid()}-{next(_SESSIONS)}"
         self.opened = False
 
     async def _ask(self, **request) -> dict:
         o = self.opts
         return await bridges().request(
-            o.python, o.url, o.timeout_s, o.start_timeout_s, session=self.session, **request
+            (o.python, o.url), o.timeout_s, o.start_timeout_s, session=self.session, **request
         )
 
     def _shown(self, answer: dict) -> str:

@@ -26,6 +26,7 @@ BUILTIN_GYMS: dict[str, str] = {
     "math": "gyms.math:GYM",
     "mcp": "gyms.mcp:GYM",
     "openenv": "gyms.openenv:GYM",
+    "verifiers": "gyms.verifiers:GYM",
 }
 
 

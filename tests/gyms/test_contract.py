@@ -44,6 +44,7 @@ OWN_CONTRACT_TESTS = {
     "travel": "tests/gyms/test_travel.py",
     "mcp": "tests/gyms/test_mcp_env.py",
     "openenv": "tests/gyms/test_openenv_env.py",
+    "verifiers": "tests/gyms/test_verifiers_env.py",
 }
 
 

@@ -1,4 +1,4 @@
-"""Helpers of the bring-your-own-environment training tests (mcp, openenv): guess tasks written as
+"""Helpers of the bring-your-own-environment training tests (mcp, openenv, verifiers): guess tasks written as
 JSONL and prepped with `mua prep --gym NAME --source`, a two-step GRPO recipe around one gym
 entry, `mua train` then `mua eval` of it, and kill -9 of `mua train` with a process it started."""
 
@@ -58,6 +58,12 @@ def prep_tasks(folder: Path, gym: str) -> tuple[Path, Path]:
 
 def write_recipe(folder: Path, gym: str, options: dict, steps: int = 2) -> Path:
     train, test = prep_tasks(folder, gym)
+    return recipe_for(folder, gym, options, (train, test), steps)
+
+
+def recipe_for(folder: Path, gym: str, options: dict, files: tuple, steps: int = 2) -> Path:
+    """A `steps`-step GRPO recipe of one `gyms:` entry with the (train, test) task files."""
+    train, test = files
     entry = {"name": gym, "train_files": [str(train)], "test_files": [str(test)]}
     recipe = {
         "model": {"path": "tiny:qwen2-1m", "tool_parser": "bracket"},
@@ -78,14 +84,19 @@ def write_recipe(folder: Path, gym: str, options: dict, steps: int = 2) -> Path:
 
 def train_and_eval(folder: Path, gym: str, options: dict) -> dict:
     """Two GRPO steps then `mua eval` of the export; returns the eval summary of the gym."""
-    recipe = write_recipe(folder, gym, options)
+    return train_then_eval(folder, write_recipe(folder, gym, options), SYSTEM)
+
+
+def train_then_eval(folder: Path, recipe: Path, first_message: str) -> dict:
+    """`mua train RECIPE` (two steps, whose transcripts open with `first_message`), then
+    `mua eval` of its export on the test files (4 tasks x 2); returns the eval summary."""
     res = run_train(recipe, timeout_s=600)
     assert res.returncode == 0, res.stderr[-3000:]
     run = folder / "run"
     assert len(metric_history(run, "loss")) == 2
     rows = [json.loads(line) for line in (run / "transcripts" / "step_000001.jsonl").open()]
     assert rows and all(r["termination"] in ("done", "max_turns") for r in rows), rows
-    assert rows[0]["messages"][0]["content"] == SYSTEM
+    assert rows[0]["messages"][0]["content"] == first_message
     train = yaml.safe_load(recipe.read_text())
     evaluation = {
         "verb": "eval",
