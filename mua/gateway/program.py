@@ -26,7 +26,7 @@ from mua.gateway.server import Gateway
 from mua.gateway.session import Session, SessionLimits
 from mua.gym.program_io import command_line, reward_from_stdout, task_json
 from mua.plugin_targets import load_entry_point
-from mua.rollout.transcript import Trajectory
+from mua.rollout.trajectory import Trajectory, build_trajectory
 from mua.text import clean_text
 
 TAIL_CHARS = 2000
@@ -150,10 +150,10 @@ async def _run_entry_point(program, base_url: str, api_key: str, task) -> Outcom
 
 
 async def run_program(
-    task, group_id: str, sample_index: int, *, policy, run, tokenizer, seed_key=None, on_turn=None
+    task, group_id: str, sample_index: int, *, policy, run, tokenizer, seed_key=None, version=0
 ) -> Trajectory:
     """One program run on `task` as a Trajectory (see the module docstring); `run` is the
-    entry's `mua.gym.mix.GymRun`."""
+    entry's `mua.gym.mix.GymRun`, `version` the policy's (recorded with each sampled token)."""
     if not hasattr(policy, "generate"):
         raise UsageError(
             f"gyms ({run.label}): a program gym needs a model policy to sample from; "
@@ -163,7 +163,9 @@ async def run_program(
     gateway = await _gateway(tokenizer, policy.tool_parser)
     limits = SessionLimits(cfg.max_turns, cfg.max_new_tokens_per_turn, cfg.max_total_tokens)
     env = EnvState(lambda: run.spec.make_env(run.ctx), task, policy.tool_parser)
-    session = gateway.open_session(limits=limits, policy=policy, seed_key=seed_key, env=env)
+    session = gateway.open_session(
+        limits=limits, policy=policy, seed_key=seed_key, env=env, version=version
+    )
     variables = {
         "OPENAI_BASE_URL": gateway.base_url(),
         "OPENAI_API_KEY": session.key,
@@ -189,9 +191,6 @@ async def run_program(
         await _close_env(env)
     if session.failure is not None:  # a broken engine stops the run
         raise session.failure
-    for _ in range(session.turns):
-        if on_turn is not None:
-            on_turn()
     outcome = _scored(outcome, session, program, run, task)
     outcome.label = run.label
     return to_trajectory(task, group_id, sample_index, session, outcome)
@@ -273,7 +272,6 @@ def all_messages(session: Session, split_note: bool = False) -> list[dict]:
 
 
 def to_trajectory(task, group_id: str, sample_index: int, session: Session, outcome: Outcome):
-    lists = session.lists()
     failed = outcome.termination in ("env_error", "timeout")
     reward = 0.0 if failed or outcome.reward is None else outcome.reward
     turn_rewards = [0.0] * session.turns
@@ -285,32 +283,20 @@ def to_trajectory(task, group_id: str, sample_index: int, session: Session, outc
             f"\nstderr (last lines):\n{outcome.stderr_tail}" if outcome.stderr_tail else ""
         )
         messages.append({"role": "env", "content": f"[program] {note}"})
-    lengths = lists.pop("segment_lengths")
-    sampled = sum(lists["loss_mask"])
+    lengths = session.segment_lengths()
     crashed = outcome.crashed and outcome.termination == "env_error"
-    return Trajectory(
-        task_id=task.task_id,
-        group_id=group_id,
-        sample_index=sample_index,
-        **lists,
-        turn_rewards=turn_rewards,
-        reward=reward,
-        reward_components={"program": reward},
-        termination=outcome.termination,
-        detail=clean_text(
-            outcome.detail
-            + (f"; stderr: {outcome.stderr_tail[-400:]}" if failed and outcome.stderr_tail else "")
-        ),
-        messages=messages,
-        tools=list(session.segments[-1].tools) if session.segments else [],
-        num_turns=session.turns,
-        prompt_len=session.segments[0].builder.prompt_len if session.segments else 0,
+    stderr = f"; stderr: {outcome.stderr_tail[-400:]}" if failed and outcome.stderr_tail else ""
+    return build_trajectory(
+        task, group_id, sample_index, session.record(), turn_rewards, reward=reward,
+        parse_errors=session.malformed,
         metrics={
-            "tokens": float(len(lists["token_ids"])),
-            "assistant_tokens": float(sampled),
-            "parse_errors": float(session.malformed),
             **session.metrics(),
             **({f"gateway/program_crashed/{outcome.label}": 1.0} if crashed else {}),
         },
+        reward_components={"program": reward}, termination=outcome.termination,
+        detail=clean_text(outcome.detail + stderr), messages=messages,
+        tools=list(session.segments[-1].tools) if session.segments else [],
+        num_turns=session.turns,
+        prompt_len=session.segments[0].builder.prompt_len if session.segments else 0,
         segments=lengths if len(lengths) > 1 else [],
-    )
+    )  # fmt: skip

@@ -232,7 +232,8 @@ class Gateway:
             turn = await asyncio.to_thread(
                 read_turn, renderer, result, req, self.tool_parser, template, tail
             )
-            return self._record(session, seg, turn, len(plan.ids), req)
+            routes = (getattr(result, "meta", None) or {}).get("routed_experts")
+            return self._record(session, seg, turn, len(plan.ids), req, routes)
 
     async def _sample(self, session: Session, seg: Segment, prompt: list[int], max_new: int, req):
         stop_ids = seg.builder.renderer.stop_token_ids()
@@ -255,8 +256,9 @@ class Gateway:
         )
 
     def _record(
-        self, session: Session, seg: Segment, turn: ReadTurn, prompt_len: int, req: ChatRequest
-    ) -> Reply:
+        self, session: Session, seg: Segment, turn: ReadTurn, prompt_len: int, req: ChatRequest,
+        routes=None,
+    ) -> Reply:  # fmt: skip
         session.sampled_tokens += len(turn.ids) + turn.dropped
         session.dropped_tokens += turn.dropped
         session.malformed += int(turn.malformed)
@@ -266,7 +268,8 @@ class Gateway:
         message = {"role": "assistant", "content": turn.content}
         if turn.calls:
             message["tool_calls"] = turn.calls
-        session.record_turn(seg, turn.ids, turn.logprobs, turn.stopped, normal_message(message))
+        message = normal_message(message)
+        session.record_turn(seg, turn.ids, turn.logprobs, turn.stopped, message, routes)
         return Reply(
             turn.content, turn.calls, turn.finish, prompt_len, len(turn.ids), turn.stop_string
         )

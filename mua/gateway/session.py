@@ -3,8 +3,9 @@
 A session is one agent program's run (one task sample). `Session.plan` turns each request into
 prompt ids by the prefix rule (docs/gateway.md): a request repeating the record renders only its
 new messages as a delta; a re-render starting with the recorded ids appends the rest; anything
-else splits (a new sample; `splits` counts them). Prompt ids are loss mask 0, sampled ids mask 1
-with the engine's log-probs; turn indices run over the whole session.
+else splits (a new sample; `splits` counts them). Each sample is a `TokenRecord`: prompt ids mask
+0, sampled ids mask 1 with the engine's log-probs, the policy version and, for a mixture of
+experts, the engine's routed experts; turn indices run over the whole session.
 Not here: HTTP (`mua.gateway.server`), sampling, the `Trajectory` (`mua.gateway.program`).
 """
 
@@ -16,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from mua.rollout.transcript import ChatRenderer, TranscriptBuilder
+from mua.rollout.transcript import ChatRenderer, TokenRecord, TranscriptBuilder
 from mua.text import clean_text
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -203,25 +204,26 @@ class Session:
         return seg
 
     def record_turn(
-        self, seg: Segment, ids: list[int], logprobs: list[float], stopped: bool, message: dict
-    ) -> None:
-        """A sampled turn (mask 1) and the assistant message returned for it."""
-        seg.builder.add_sampled(list(ids), list(logprobs), self.turns)
+        self, seg: Segment, ids: list[int], logprobs: list[float], stopped: bool, message: dict,
+        routes=None,
+    ) -> None:  # fmt: skip
+        """A sampled turn (mask 1, by the context's policy `version`), the assistant message
+        returned for it and the engine's routed experts of the tokens it fed (None: none)."""
+        seg.builder.add_sampled(
+            list(ids), list(logprobs), self.turns, self.context.get("version", 0)
+        )
+        if routes is not None:
+            seg.builder.add_routes(routes)
         seg.messages.append(message)
         seg.open_turn, seg.stopped = True, stopped
         self.turns += 1
 
-    def lists(self) -> dict[str, list]:
-        """The session's samples concatenated (per-token lists) and each sample's length."""
-        out: dict[str, list] = {
-            k: [] for k in ("token_ids", "sources", "loss_mask", "logprobs", "turn_index")
-        }
-        out["segment_lengths"] = []
-        for seg in self.segments:
-            for k in ("token_ids", "sources", "loss_mask", "logprobs", "turn_index"):
-                out[k].extend(getattr(seg.builder, k))
-            out["segment_lengths"].append(len(seg.builder.token_ids))
-        return out
+    def record(self) -> TokenRecord:
+        """The session's samples, one after another (`segment_lengths` says where they split)."""
+        return TokenRecord.concat([seg.builder.record for seg in self.segments])
+
+    def segment_lengths(self) -> list[int]:
+        return [len(seg.builder.record) for seg in self.segments]
 
     def metrics(self) -> dict[str, float]:
         return {

@@ -59,7 +59,6 @@ class Group:
     samples: tuple[int, ...] | None = None  # the samples to run (None: all of run.n)
     finished: dict[int, Trajectory] = field(default_factory=dict)  # sample index -> trajectory
     parked: dict[int, ParkedConversation] = field(default_factory=dict)
-    turn_versions: dict[int, list[int]] = field(default_factory=dict)  # sample -> per turn
     steps_in_flight: int = 0  # collect calls it has been through
     attempts: dict[int, int] = field(default_factory=dict)  # sample -> its conversation's attempt
     retries: int = 0  # conversations sent back for another attempt, over the group's life
@@ -88,8 +87,11 @@ class Group:
         return [self.finished[k] for k in sorted(self.finished)]
 
     def oldest_version(self) -> int | None:
-        """The oldest policy version that sampled a turn of this group (None: nothing sampled)."""
-        versions = [v for turns in self.turn_versions.values() for v in turns]
+        """The oldest policy version that sampled a token of this group, finished or parked
+        (None: nothing sampled)."""
+        records = [t.record for t in self.finished.values()]
+        records += [p.episode.builder.record for p in self.parked.values() if p.episode.builder]
+        versions = [v for r in records for v, t in zip(r.versions, r.turn_index) if t >= 0]
         return min(versions) if versions else None
 
 
@@ -139,7 +141,6 @@ def _retry(group: Group, k: int, traj: Trajectory, drop_failed: bool) -> bool:
         return False
     group.attempts[k] = attempt + 1
     group.retries += 1
-    group.turn_versions.pop(k, None)  # the new attempt's turns are its own
     return True
 
 
@@ -148,21 +149,17 @@ async def _converse(group: Group, k: int, resume, *, policy, tokenizer, version:
     `ParkedConversation` when the gate closed."""
     run = group.run
     key = replace(group.seed, sample=k, attempt=group.attempts.get(k, 0))
-
-    def on_turn() -> None:
-        group.turn_versions.setdefault(k, []).append(version)
-
     if run.driver is not None:  # a program gym: the gateway (`mua.run.driven`)
         return await run.driver(
             group.task, group.group_id, k, policy=run.policy or policy, run=run,
-            tokenizer=tokenizer, seed_key=key, on_turn=on_turn,
+            tokenizer=tokenizer, seed_key=key, version=version,
         )  # fmt: skip
     if getattr(run.entry, "program", None) is not None:
         raise RuntimeError(f"gyms ({run.label}): a program entry's run needs mua.run.driven")
     return await run_one(
         group.task, group.group_id, k, policy=run.policy or policy, gym_spec=run.spec,
         gym_ctx=run.ctx, tokenizer=tokenizer, rollout_cfg=run.rollout_cfg, seed_key=key,
-        on_turn=on_turn, gate=gate, resume=resume,
+        version=version, gate=gate, resume=resume,
     )  # fmt: skip
 
 

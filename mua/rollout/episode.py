@@ -23,9 +23,9 @@ from mua.families.tool_calls import (
 )
 from mua.gym.api import AgentAction, StepResult, Task, UserFailure
 from mua.llm.wait_clock import WaitClock, wait_within
-from mua.models.moe_replay import encode
+from mua.rollout.trajectory import Trajectory, build_trajectory
 from mua.rollout.transcript import (
-    Trajectory,
+    TokenRecord,
     TranscriptBuilder,
     check_drift,
     per_turn_samples,
@@ -66,6 +66,7 @@ class Episode:
     ends_with_prompt: bool = True
     last_turn_cut: bool = False  # the stream ends inside an assistant turn (no stop token)
     next_turn: int = 0  # the assistant turn the loop is at (a parked conversation resumes there)
+    version: int = 0  # the policy version its turns are sampled by now (set by `run_one`)
 
 
 async def env_call(awaitable, timeout_s: float, what: str):
@@ -128,7 +129,7 @@ async def policy_turn(
             seed_key=ep.seed_key,
             turn=turn,
         )
-        builder.add_sampled(result.token_ids, result.logprobs, turn)
+        builder.add_sampled(result.token_ids, result.logprobs, turn, ep.version)
         if whole and result.meta.get("routed_experts") is not None:
             builder.add_routes(result.meta["routed_experts"])
         text = builder.renderer.decode(result.token_ids)
@@ -140,7 +141,7 @@ async def policy_turn(
     else:
         extra = {"request": ep.request} if ep.request else {}
         message = await policy.act(ep.messages, ep.task, ep.tools, **extra)
-        builder.add_assistant_message(message, turn)
+        builder.add_assistant_message(message, turn, ep.version)
         action = policy.to_action(message)
         stopped = True
     ep.messages.append(message)
@@ -183,8 +184,9 @@ def cut_turn(ep: Episode, policy, action: AgentAction, chars: int, stopped: bool
     message = {k: v for k, v in ep.messages[index].items() if k != "tool_calls"}
     message["content"] = text[: max(chars, 1)]
     ep.messages[index] = message
+    version = builder.record.versions[start]
     builder.truncate(start)
-    builder.add_assistant_message(message, turn)
+    builder.add_assistant_message(message, turn, version)
     return stopped
 
 
@@ -265,19 +267,6 @@ def env_side(fn, *args):
         ) from None
 
 
-def _metrics(ep: Episode) -> dict[str, float]:
-    b = ep.builder
-    out = {
-        "tokens": float(len(b.token_ids)) if b else 0.0,
-        "assistant_tokens": float(sum(b.loss_mask)) if b else 0.0,
-        "parse_errors": float(ep.parse_errors),
-        "drift": 0.0,
-    }
-    for kind, count in ep.errors.items():
-        out[f"tool_errors/{kind}"] = float(count)
-    return out
-
-
 def _apply_drift_check(ep: Episode, traj: Trajectory, drift_mode: str) -> None:
     b = ep.builder
     if b is None or not b.turn_starts:
@@ -286,12 +275,8 @@ def _apply_drift_check(ep: Episode, traj: Trajectory, drift_mode: str) -> None:
     if ep.last_turn_cut and not ep.ends_with_prompt:
         # A turn cut by the budget has no template form; compare everything before it.
         cut = b.turn_starts[-1]
-        probe = TranscriptBuilder(
-            b.renderer,
-            token_ids=b.token_ids[:cut],
-            turn_index=b.turn_index[:cut],
-            turn_starts=b.turn_starts[:-1],
-        )
+        kept = TokenRecord(token_ids=b.token_ids[:cut], turn_index=b.turn_index[:cut])
+        probe = TranscriptBuilder(b.renderer, kept, turn_starts=b.turn_starts[:-1])
         diff = check_drift(probe, messages[:-1], ends_with_prompt=True)
         b.retokenized_turns = probe.retokenized_turns
     else:
@@ -305,37 +290,21 @@ def _apply_drift_check(ep: Episode, traj: Trajectory, drift_mode: str) -> None:
         ep.task.task_id,
         diff,
     )
-    traj.loss_mask = [0] * len(traj.loss_mask)
     if drift_mode == "per_turn":
         traj.per_turn_samples = per_turn_samples(b, messages)
     else:
         traj.metrics["drift_dropped"] = 1.0
+    traj.record.loss_mask = [0] * len(traj.record)
 
 
 def to_trajectory(ep: Episode, drift_mode: str) -> Trajectory:
     b = ep.builder
-    traj = Trajectory(
-        task_id=ep.task.task_id,
-        group_id=ep.group_id,
-        sample_index=ep.sample_index,
-        token_ids=list(b.token_ids) if b else [],
-        sources=list(b.sources) if b else [],
-        loss_mask=list(b.loss_mask) if b else [],
-        logprobs=list(b.logprobs) if b else [],
-        turn_index=list(b.turn_index) if b else [],
-        turn_rewards=list(ep.turn_rewards),
-        reward=float(sum(ep.turn_rewards)),
-        reward_components=dict(ep.components),
-        termination=ep.termination,
-        detail=ep.detail,
-        messages=ep.messages,
-        tools=ep.tools,
-        num_turns=len(b.turn_starts) if b else 0,
-        prompt_len=b.prompt_len if b else 0,
-        metrics=_metrics(ep),
-        routed_experts=(
-            encode(b.routes[: len(b.token_ids)]) if b is not None and b.routes is not None else {}
-        ),
-    )
+    metrics = {"drift": 0.0, **{f"tool_errors/{k}": float(n) for k, n in ep.errors.items()}}
+    traj = build_trajectory(
+        ep.task, ep.group_id, ep.sample_index, b.record if b else TokenRecord(), ep.turn_rewards,
+        parse_errors=ep.parse_errors, metrics=metrics, reward_components=dict(ep.components),
+        termination=ep.termination, detail=ep.detail, messages=ep.messages, tools=ep.tools,
+        num_turns=len(b.turn_starts) if b else 0, prompt_len=b.prompt_len if b else 0,
+    )  # fmt: skip
     _apply_drift_check(ep, traj, drift_mode)
     return traj

@@ -57,11 +57,10 @@ class ParkedConversation:
     pending: asyncio.Future | None = None
 
 
-async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None, on_turn=None) -> None:
+async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None) -> None:
     """The turn loop of one trajectory (from `ep.next_turn` when it was parked); sets
     `ep.termination` or raises `Stop`, or `_Parked` when `gate` is closed before a policy turn
-    or while the env's answer to a policy turn is on its way. `on_turn()` is told of each
-    policy turn sampled."""
+    or while the env's answer to a policy turn is on its way."""
     if ep.builder is None:
         reset = await env_call(env.reset(ep.task), cfg.call_timeout_s, "env.reset")
         ep.messages = env_messages(reset, "env.reset")
@@ -79,8 +78,6 @@ async def _drive(ep: Episode, env, policy, tokenizer, cfg, gate=None, on_turn=No
         if gate is not None and gate.closed:
             raise _Parked
         action, stopped = await policy_turn(ep, policy, turn, cfg, stop_ids)
-        if on_turn is not None:
-            on_turn()
         answer = _env_answer(ep, env, policy, action, stopped, turn, cfg)
         ended = await (answer if gate is None else _answer_or_park(answer, gate))
         if ended:
@@ -162,14 +159,15 @@ async def run_one(
     tokenizer,
     rollout_cfg,
     seed_key=None,
-    on_turn=None,
+    version: int = 0,
     gate=None,
     resume: ParkedConversation | None = None,
 ) -> Trajectory | ParkedConversation:
     """One trajectory, start to finish, whatever the env does. With a `gate` it may come back
     parked (a `ParkedConversation`); `resume` carries on a parked one (its time budget starts
     again: time parked between steps is not the conversation's). `seed_key` (a
-    `mua.rollout.collect.SeedKey`) is what the policy seeds this conversation's turns by. A parked conversation's
+    `mua.rollout.collect.SeedKey`) is what the policy seeds this conversation's turns by; `version`
+    (the policy's) is recorded with each token sampled from here on. A parked conversation's
     pending env answer is awaited first, outside that budget: the env call bounds its own time,
     leaving out time spent waiting on LLM endpoints, as every env call does."""
     pending = None
@@ -178,6 +176,7 @@ async def run_one(
     else:
         ep = Episode(task=task, group_id=group_id, sample_index=sample_index, seed_key=seed_key)
         env = None
+    ep.version = version
     parked = False
     try:
         if env is None:
@@ -189,7 +188,7 @@ async def run_one(
             ep.next_turn += 1
         if not ended:
             await wait_within(
-                _drive(ep, env, policy, tokenizer, rollout_cfg, gate, on_turn),
+                _drive(ep, env, policy, tokenizer, rollout_cfg, gate),
                 WaitClock(),
                 rollout_cfg.trajectory_timeout_s,
             )

@@ -11,9 +11,9 @@ Not here: generation, tool-call parsing, env calls, budgets (the runner), advant
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from mua.rollout.chat_renderer import STOP_TEXTS, ChatRenderer, template_messages
+from mua.rollout.token_record import TokenRecord
 from mua.rollout.trajectory import Trajectory
 from mua.rollout.transcript_drift import (
     check_drift,
@@ -27,6 +27,7 @@ __all__ = [
     "SOURCES",
     "STOP_TEXTS",
     "ChatRenderer",
+    "TokenRecord",
     "Trajectory",
     "TranscriptBuilder",
     "check_drift",
@@ -42,52 +43,43 @@ SOURCES = ("prompt", "assistant", "user", "tool", "env")
 
 @dataclass
 class TranscriptBuilder:
-    """Grows one trajectory's token stream. Parallel lists, one entry per token."""
+    """Grows one trajectory's token stream into its `TokenRecord` (read through the properties)."""
 
     renderer: ChatRenderer
-    token_ids: list[int] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)
-    loss_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    turn_index: list[int] = field(default_factory=list)
+    record: TokenRecord = field(default_factory=TokenRecord)
     turn_starts: list[int] = field(default_factory=list)
     prompt_len: int = 0
     retokenized_turns: int = 0
-    # mixture of experts: the engine's routed experts of the first tokens, [n, layers, k]
-    routes: Any = None
 
-    def _extend(
-        self, ids: list[int], source: str, mask: int, logprobs=None, turn: int = -1
-    ) -> None:
-        self.token_ids.extend(ids)
-        self.sources.extend([source] * len(ids))
-        self.loss_mask.extend([mask] * len(ids))
-        self.logprobs.extend(list(logprobs) if logprobs is not None else [0.0] * len(ids))
-        self.turn_index.extend([turn] * len(ids))
+    token_ids = property(lambda self: self.record.token_ids)
+    sources = property(lambda self: self.record.sources)
+    loss_mask = property(lambda self: self.record.loss_mask)
+    logprobs = property(lambda self: self.record.logprobs)
+    turn_index = property(lambda self: self.record.turn_index)
+    routes = property(lambda self: self.record.routes)  # MoE: the engine's routed experts
 
     def add_prompt(self, messages: list[dict]) -> None:
-        self._extend(self.renderer.prompt_ids(messages), "prompt", 0)
+        self.record.append(self.renderer.prompt_ids(messages), "prompt", 0)
         self.prompt_len = len(self.token_ids)
 
     def add_prompt_ids(self, ids: list[int], source: str = "prompt") -> None:
         """Ids rendered elsewhere (a template's render of a longer conversation), not sampled (mask 0)."""
-        self._extend(list(ids), source, 0)
+        self.record.append(list(ids), source, 0)
 
-    def add_sampled(self, ids: list[int], logprobs: list[float], turn: int) -> None:
-        """Sampled ids, verbatim, trained on (mask 1)."""
+    def add_sampled(self, ids: list[int], logprobs: list[float], turn: int, version=0) -> None:
+        """Sampled ids, verbatim, trained on (mask 1), by policy `version`."""
         self.turn_starts.append(len(self.token_ids))
-        self._extend(list(ids), "assistant", 1, logprobs, turn)
+        self.record.append(list(ids), "assistant", 1, logprobs, turn, version)
 
-    def add_assistant_message(self, message: dict, turn: int) -> None:
+    def add_assistant_message(self, message: dict, turn: int, version: int = 0) -> None:
         """A message-level policy's turn rendered through the template (mask 1, log-probs 0)."""
         self.turn_starts.append(len(self.token_ids))
-        self._extend(
-            self.renderer.encode(self.renderer.assistant_text(message)), "assistant", 1, None, turn
-        )
+        text = self.renderer.assistant_text(message)
+        self.record.append(self.renderer.encode(text), "assistant", 1, None, turn, version)
 
     def close_truncated_turn(self) -> None:
         """End a turn cut by the token budget with the template's stop (mask 0: not sampled)."""
-        self._extend(self.renderer.encode_scaffold(self.renderer.stop_text), "prompt", 0)
+        self.record.append(self.renderer.encode_scaffold(self.renderer.stop_text), "prompt", 0)
 
     def add_followup(self, messages: list[dict], add_generation_prompt: bool = True) -> None:
         renderer = self.renderer
@@ -97,7 +89,7 @@ class TranscriptBuilder:
         for source, text in chunks:
             # a "prompt" piece after the messages is the template's generation prompt
             encode = renderer.encode_scaffold if source == "prompt" else renderer.encode
-            self._extend(encode(text), source, 0)
+            self.record.append(encode(text), source, 0)
 
     def _after_sampled_role(self, chunks: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """For a template with no end-of-turn token: the role token the model sampled to end its
@@ -114,32 +106,21 @@ class TranscriptBuilder:
         role = next((r for r in renderer.role_stops if text.startswith(r)), None)
         if role is not None and renderer.encode_scaffold(role) == [last]:
             return [(source, text[len(role) :]), *chunks[1:]]
-        for name in ("token_ids", "sources", "loss_mask", "logprobs", "turn_index"):
-            getattr(self, name).pop()
+        self.record.truncate(len(self.record) - 1)
         return chunks
 
     def truncate(self, length: int) -> None:
         """Forget every token from position `length` on (an env cut the turn short there)."""
-        for name in ("token_ids", "sources", "loss_mask", "logprobs", "turn_index"):
-            del getattr(self, name)[length:]
+        self.record.truncate(length)
         self.turn_starts = [s for s in self.turn_starts if s < length]
-        if self.routes is not None:
-            self.routes = self.routes[:length]
 
     def add_routes(self, routes) -> None:
-        """The engine's routed experts [n, layers, k] for the first n tokens of the stream (a
-        turn's prompt and its sampled tokens but the last): positions already recorded keep
-        their first record (the experts their own turn was sampled with), later ones are added."""
-        import numpy as np
-
-        if self.routes is None or not len(self.routes):
-            self.routes = routes
-        elif len(routes) > len(self.routes):
-            self.routes = np.concatenate([self.routes, routes[len(self.routes) :]])
+        """The engine's routed experts of the stream's first tokens (`TokenRecord.add_routes`)."""
+        self.record.add_routes(routes)
 
     def add_raw(self, text: str) -> None:
         """Raw continuation text appended to the assistant's tokens (interventions, mask 0)."""
-        self._extend(self.renderer.encode(text), "env", 0)
+        self.record.append(self.renderer.encode(text), "env", 0)
 
     def ended_with_stop(self) -> bool:
         return bool(self.token_ids) and self.token_ids[-1] in set(self.renderer.stop_token_ids())

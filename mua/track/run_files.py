@@ -68,9 +68,7 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 
 def transcript_record(traj, step: int, gym: str, tokenizer=None) -> dict:
-    from dataclasses import asdict
-
-    record = {"step": int(step), **asdict(traj)}
+    record = {"step": int(step), **traj.to_dict()}
     record["gym"] = getattr(traj, "gym", "") or gym  # the entry it ran in, in a several-gym run
     if tokenizer is not None:
         from mua.rollout.render import token_runs

@@ -4,7 +4,9 @@
 drops carried groups past `algo.max_staleness`, fills up with tasks dealt over ranks (`deal`),
 advances them through `collect` until the rank has its share of complete groups, and hands those
 to the step in draw order (docs/async_rl.md, "What a step does"). Oversampling 1 is the
-synchronous step. `in_flight_tasks`/`requeue` carry groups over a checkpoint; `close` ends a run.
+synchronous step. `in_flight_tasks`/`requeue` carry groups over a checkpoint (their finished
+samples' trajectories, token records and routes included; parked conversations start again);
+`close` ends a run.
 Not here: the conversations (`mua.rollout.collect`), the loss correction, writing checkpoints.
 """
 
@@ -13,12 +15,13 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mua.algo import sample_staleness
 from mua.background_loop import BackgroundLoop
 from mua.distributed import all_gather_objects, all_reduce_sum
 from mua.rollout.collect import Group, SeedKey, collect, discard_groups
+from mua.rollout.trajectory import Trajectory
 
 log = logging.getLogger("mua.train")
 
@@ -42,7 +45,8 @@ class PartialRollouts:
     max_staleness: int
     carried: list[Group] = field(default_factory=list)
     next_key: int = 0
-    requeued: list[tuple[str, object]] = field(default_factory=list)  # (label, task), every rank
+    # (label, task, finished samples' trajectories by index), the same on every rank
+    requeued: list[tuple[str, object, dict]] = field(default_factory=list)
     loop: BackgroundLoop | None = None
 
     def background(self) -> BackgroundLoop:
@@ -57,16 +61,27 @@ class PartialRollouts:
         fresh = sampler.next_labelled(k - len(again)) if k > len(again) else []
         return again + fresh, len(again)
 
-    def requeue(self, labelled_tasks: list[tuple[str, object]]) -> None:
-        """Tasks of groups that were in flight at a checkpoint: started first by the next steps."""
-        self.requeued = list(labelled_tasks) + self.requeued
+    def requeue(self, entries: list[tuple]) -> None:
+        """Groups that were in flight at a checkpoint, (label, task) or (label, task, {sample
+        index: finished Trajectory}): started first by the next steps, their finished samples
+        kept."""
+        again = [(e[0], e[1], dict(e[2]) if len(e) > 2 else {}) for e in entries]
+        self.requeued = again + self.requeued
 
-    def in_flight_tasks(self) -> list[tuple[str, str]]:
-        """(label, task id) of every group in flight, over all ranks (collective): the requeued
-        tasks not started yet, then each rank's carried groups in rank order."""
-        mine = [(g.run.label, str(g.task.task_id)) for g in self.carried]
-        waiting = [(label, str(task.task_id)) for label, task in self.requeued]
-        return waiting + [pair for part in all_gather_objects(mine) for pair in part]
+    def in_flight_tasks(self, version: int = 0) -> list[tuple[str, str, dict]]:
+        """(label, task id, finished) of every group in flight, over all ranks (collective): the
+        requeued groups not started yet, then each rank's carried groups in rank order.
+        `finished` maps each finished sample's index (as text) to its `Trajectory.to_dict()`,
+        policy versions counted from `version` (the policy a checkpoint holds, which a resumed
+        run numbers 0)."""
+        mine = [
+            (g.run.label, str(g.task.task_id), kept_finished(g.finished, version))
+            for g in self.carried
+        ]
+        waiting = [
+            (lb, str(t.task_id), kept_finished(done, version)) for lb, t, done in self.requeued
+        ]
+        return waiting + [entry for part in all_gather_objects(mine) for entry in part]
 
     def close(self) -> int:
         """Close every parked conversation's env, stop the loop; returns how many groups were
@@ -92,10 +107,13 @@ class PartialRollouts:
         return keep, stale
 
     def start_groups(self, positioned, runs, step: int, version: int) -> list[Group]:
-        """Groups for (global draw position, (label, task)) pairs, seeded by (step, position)."""
+        """Groups for (global draw position, (label, task[, finished])) pairs, seeded by (step,
+        position); a requeued group keeps its finished samples."""
         out = []
-        for pos, (label, task) in positioned:
-            out.append(Group(self.next_key, task, runs[label], SeedKey(step, pos), version))
+        for pos, (label, task, *kept) in positioned:
+            group = Group(self.next_key, task, runs[label], SeedKey(step, pos), version)
+            group.finished.update(kept[0] if kept else {})
+            out.append(group)
             self.next_key += 1
         return out
 
@@ -114,7 +132,7 @@ class PartialRollouts:
         fresh = self.start_groups([(p, drawn[p]) for p in mine], runs, step, version)
         restarted = sum(1 for p in mine if p < requeued)
         groups = keep + fresh
-        ready = sorted((g for g in keep if g.complete), key=lambda g: g.first_version)
+        ready = sorted((g for g in groups if g.complete), key=lambda g: g.first_version)
         policy.start_step(step)
 
         async def job():
@@ -187,12 +205,8 @@ def step_trajectories(trained: list[Group], version: int) -> tuple[list, list[in
     for pos, group in enumerate(trained):
         if group.failed:
             continue
-        for k, traj in enumerate(group.trajectories()):
-            staleness.append(
-                sample_staleness(
-                    version, _token_versions(traj, group.turn_versions.get(k, [])), traj.loss_mask
-                )
-            )
+        for traj in group.trajectories():
+            staleness.append(sample_staleness(version, traj.record.versions, traj.loss_mask))
             traj.group_id = f"{pos}:{group.task.task_id}"
             trajectories.append(traj)
     return trajectories, staleness
@@ -209,11 +223,6 @@ def deal(needs: list[int]) -> list[int]:
                 owners.append(rank)
                 left[rank] -= 1
     return owners
-
-
-def _token_versions(traj, turn_versions: list[int]) -> list[int]:
-    """Per token, the version that sampled it (its assistant turn's); -1 off the policy's turns."""
-    return [turn_versions[t] if 0 <= t < len(turn_versions) else -1 for t in traj.turn_index]
 
 
 def _by_global_position(sizes_per_rank: list[list[int]]) -> list[int]:
@@ -256,9 +265,16 @@ def retry_metrics(local: dict[str, float]) -> dict[str, float]:
 # ---- a run's checkpoints and end (called by `mua.train.trainer`) ---------------------------
 
 
-def in_flight_checkpoint(parts) -> list[tuple[str, str]]:
+def kept_finished(finished: dict, version: int) -> dict[str, dict]:
+    """A group's finished trajectories as a checkpoint keeps them (see `in_flight_tasks`)."""
+    return {
+        str(k): replace(t, record=t.record.shifted(-version)).to_dict() for k, t in finished.items()
+    }
+
+
+def in_flight_checkpoint(parts) -> list[tuple[str, str, dict]]:
     """What a checkpoint records of the groups in flight (collective; [] without oversampling)."""
-    return parts.carry.in_flight_tasks()
+    return parts.carry.in_flight_tasks(parts.sync.updates)
 
 
 def restore_in_flight(parts, recipe, saved: list, sampler) -> None:
@@ -272,7 +288,16 @@ def restore_in_flight(parts, recipe, saved: list, sampler) -> None:
             len(saved),
         )
         return
-    parts.carry.requeue([(label, sampler.find_task(label, task_id)) for label, task_id in saved])
+    parts.carry.requeue([restored(entry, sampler) for entry in saved])
+
+
+def restored(entry, sampler) -> tuple[str, object, dict]:
+    """A checkpoint's in-flight entry, (label, task id) or (label, task id, finished), as
+    `requeue` takes it."""
+    label, task_id = entry[0], entry[1]
+    finished = entry[2] if len(entry) > 2 else {}
+    trajs = {int(k): Trajectory.from_json(d) for k, d in finished.items()}
+    return label, sampler.find_task(label, task_id), trajs
 
 
 def close_in_flight(parts) -> int:

@@ -12,7 +12,6 @@ Nothing here runs a model or talks to other ranks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import torch
 
@@ -22,24 +21,28 @@ from mua.algo import (
     trajectory_scores,
     zero_variance_groups,
 )
-from mua.models.moe_replay import decode, fitted
+from mua.rollout.token_record import TokenRecord
 
 
 @dataclass(frozen=True)
 class RLSample:
-    token_ids: list[int]
-    loss_mask: list[int]
-    turn_index: list[int]
+    """One trained sequence: its span of a trajectory's `TokenRecord` (with the cleaned loss
+    mask; `routes` padded to its length), read through the properties, and what the update adds."""
+
+    record: TokenRecord
     turn_rewards: list[float]
-    engine_logprobs: list[float]
     global_index: int  # position in the step's global batch: task position × n + sample index
     advantages: list[float] = field(default_factory=list)
     old_logprobs: list[float] = field(default_factory=list)
     ref_logprobs: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)  # PPO: critic values at sampling time
     returns: list[float] = field(default_factory=list)  # PPO: GAE returns
-    # mixture of experts: the engine's routed experts per token [T, layers, k] (None: no record)
-    routes: Any = None
+
+    token_ids = property(lambda self: self.record.token_ids)
+    loss_mask = property(lambda self: self.record.loss_mask)
+    turn_index = property(lambda self: self.record.turn_index)
+    engine_logprobs = property(lambda self: self.record.logprobs)
+    routes = property(lambda self: self.record.routes)  # MoE: [T, layers, k] or None
 
 
 @dataclass
@@ -133,7 +136,6 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int])
         if sum(mask) == 0:
             report.no_policy_tokens += 1
             continue
-        routes = fitted(decode(getattr(traj, "routed_experts", None)), len(traj.token_ids))
         for start, end in segment_spans(traj):
             if sum(mask[start:end]) == 0:
                 continue
@@ -141,15 +143,9 @@ def score(trajectories, algo, *, rank: int, world_size: int, n: int | list[int])
             spans.append((start, end))
             samples.append(
                 RLSample(
-                    token_ids=list(traj.token_ids[start:end]),
-                    loss_mask=mask[start:end],
-                    turn_index=list(traj.turn_index[start:end]),
-                    turn_rewards=list(traj.turn_rewards),
-                    engine_logprobs=list(traj.logprobs[start:end]),
-                    global_index=global_index(
-                        traj.group_id, traj.sample_index, rank, world_size, n
-                    ),
-                    routes=None if routes is None else routes[start:end],
+                    traj.record.slice(start, end, loss_mask=mask[start:end]),
+                    list(traj.turn_rewards),
+                    global_index(traj.group_id, traj.sample_index, rank, world_size, n),
                 )
             )
     return ScoredBatch(kept, masks, samples, rows, report, spans, excluded)

@@ -167,7 +167,8 @@ def test_until_parks_the_rest_and_a_second_call_finishes_them(tok):
     assert sorted(second) == ["1:s0", "2:s1"]
     assert all(g.complete for g in groups)
     assert all(t.gym == "slow" for g in groups[1:] for t in g.trajectories())
-    versions = groups[1].turn_versions[0]
+    record = groups[1].finished[0].record
+    versions = [v for v, m in zip(record.versions, record.loss_mask, strict=True) if m]
     assert versions[0] == 0 and versions[-1] == 1  # turns sampled before and after parking
 
 

@@ -16,6 +16,7 @@ from mua.config.rollout import RetryConfig
 from mua.config.train import GRPOConfig, ParallelConfig
 from mua.distributed import DistInfo
 from mua.errors import RunFailure
+from mua.rollout.token_record import TokenRecord
 from mua.rollout.trajectory import Trajectory
 from mua.train import rl
 from mua.train.partial_rollouts import StepRollouts
@@ -26,10 +27,12 @@ def _trajectory(group: int, k: int, termination: str, policy_tokens: int) -> Tra
         task_id=f"t{group}",
         group_id=f"{group}:t{group}",
         sample_index=k,
-        token_ids=[1, 2, 3, 4],
-        loss_mask=[0, 0] + [1] * policy_tokens + [0] * (2 - policy_tokens),
-        logprobs=[0.0] * 4,
-        turn_index=[-1, -1, 0, 0],
+        record=TokenRecord(
+            token_ids=[1, 2, 3, 4],
+            loss_mask=[0, 0] + [1] * policy_tokens + [0] * (2 - policy_tokens),
+            logprobs=[0.0] * 4,
+            turn_index=[-1, -1, 0, 0],
+        ),
         turn_rewards=[float(k)],
         reward=float(k),
         termination=termination,

@@ -419,15 +419,17 @@ def test_mlflow_ui_command_with_the_ui_is_the_command_alone(tmp_path, monkeypatc
 
 
 def _trajectory(system: str = "Be brief."):
-    from mua.rollout.transcript import Trajectory
+    from mua.rollout.transcript import TokenRecord, Trajectory
 
     return Trajectory(
         task_id="t0",
         group_id="g",
         sample_index=0,
-        token_ids=[10, 11, 12, 13, 14, 15, 16],
-        sources=["prompt", "prompt", "assistant", "assistant", "user", "assistant", "assistant"],
-        loss_mask=[0, 0, 1, 1, 0, 1, 1],
+        record=TokenRecord(
+            token_ids=[10, 11, 12, 13, 14, 15, 16],
+            sources=["prompt"] * 2 + ["assistant"] * 2 + ["user"] + ["assistant"] * 2,
+            loss_mask=[0, 0, 1, 1, 0, 1, 1],
+        ),
         turn_rewards=[0.0, 1.0],
         reward=1.0,
         messages=[

@@ -51,8 +51,8 @@ async def _with_gateway(tokenizer, replies, body, *, tool_parser="hermes", limit
 
 
 def _sampled_positions(session):
-    lists = session.lists()
-    return [i for i, m in enumerate(lists["loss_mask"]) if m]
+    rec = session.record()
+    return [i for i, m in enumerate(rec.loss_mask) if m]
 
 
 def test_a_continued_conversation_is_one_sample_fed_exactly_its_record(tokenizer):
@@ -69,18 +69,18 @@ def test_a_continued_conversation_is_one_sample_fed_exactly_its_record(tokenizer
     assert second.choices[0].message.content == "again"
     assert first.choices[0].finish_reason == "stop"
     assert len(session.segments) == 1 and session.splits == 0
-    lists = session.lists()
+    rec = session.record()
     # the second prompt is the first prompt, the first turn's sampled ids, then the delta
     assert engine.prompts[1][: len(engine.prompts[0])] == engine.prompts[0]
     start = len(engine.prompts[0])
     assert engine.prompts[1][start : start + len(engine.sampled[0])] == engine.sampled[0]
-    assert lists["token_ids"] == engine.prompts[1] + engine.sampled[1]
+    assert rec.token_ids == engine.prompts[1] + engine.sampled[1]
     # only sampled ids are trained, with the engine's log-probs
     sampled = [t for s in engine.sampled for t in s]
-    assert [lists["token_ids"][i] for i in _sampled_positions(session)] == sampled
-    assert all(lists["logprobs"][i] == -0.25 for i in _sampled_positions(session))
-    assert sum(lists["loss_mask"]) == len(sampled) == session.sampled_tokens
-    assert set(lists["turn_index"][i] for i in _sampled_positions(session)) == {0, 1}
+    assert [rec.token_ids[i] for i in _sampled_positions(session)] == sampled
+    assert all(rec.logprobs[i] == -0.25 for i in _sampled_positions(session))
+    assert sum(rec.loss_mask) == len(sampled) == session.sampled_tokens
+    assert set(rec.turn_index[i] for i in _sampled_positions(session)) == {0, 1}
 
 
 def test_a_trimmed_history_splits_into_a_new_sample(tokenizer):
@@ -95,11 +95,11 @@ def test_a_trimmed_history_splits_into_a_new_sample(tokenizer):
 
     engine, session, _ = run(_with_gateway(tokenizer, ["a", "b", "c"], body))
     assert session.splits == 1 and len(session.segments) == 2
-    lists = session.lists()
-    first_len, second_len = lists["segment_lengths"]
-    assert lists["token_ids"][first_len:] == engine.prompts[2] + engine.sampled[2]
+    rec = session.record()
+    first_len, second_len = session.segment_lengths()
+    assert rec.token_ids[first_len:] == engine.prompts[2] + engine.sampled[2]
     # the new sample's prompt is masked out; its sampled ids are trained
-    second_mask = lists["loss_mask"][first_len:]
+    second_mask = rec.loss_mask[first_len:]
     assert sum(second_mask) == len(engine.sampled[2])
     assert second_mask[: len(engine.prompts[2])] == [0] * len(engine.prompts[2])
     assert session.metrics()["gateway/splits"] == 1.0
@@ -200,7 +200,7 @@ def test_a_stop_string_cuts_the_answer_and_the_record(tokenizer):
 
     engine, session, reply = run(_with_gateway(tokenizer, ["one two three four five"], body))
     assert reply.choices[0].message.content == "one two "
-    kept = [session.lists()["token_ids"][i] for i in _sampled_positions(session)]
+    kept = [session.record().token_ids[i] for i in _sampled_positions(session)]
     assert kept == engine.sampled[0][: len(kept)] and len(kept) < len(engine.sampled[0])
     assert "three" in tokenizer.decode(kept) and "four" not in tokenizer.decode(kept)
     assert session.dropped_tokens == len(engine.sampled[0]) - len(kept)
@@ -269,8 +269,8 @@ def test_sessions_are_isolated_and_unknown_keys_refused(tokenizer):
     _, session, (other, models, info_a, info_b) = run(_with_gateway(tokenizer, ["a", "b"], body))
     assert [m.id for m in models.data] == ["mua-policy"]
     assert info_a["turns"] == 1 and info_b["turns"] == 1
-    text_a = tokenizer.decode(session.lists()["token_ids"])
-    text_b = tokenizer.decode(other.lists()["token_ids"])
+    text_a = tokenizer.decode(session.record().token_ids)
+    text_b = tokenizer.decode(other.record().token_ids)
     assert "I am A" in text_a and "I am B" not in text_a
     assert "I am B" in text_b and "I am A" not in text_b
 

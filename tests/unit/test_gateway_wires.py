@@ -65,8 +65,8 @@ def serve(tokenizer, replies, body):
 
 
 def _trained(session) -> list[int]:
-    lists = session.lists()
-    return [t for t, m in zip(lists["token_ids"], lists["loss_mask"], strict=True) if m]
+    rec = session.record()
+    return [t for t, m in zip(rec.token_ids, rec.loss_mask, strict=True) if m]
 
 
 async def _post(gateway, path: str, body, headers: dict[str, str], method: str = "POST"):

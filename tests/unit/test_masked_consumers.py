@@ -12,6 +12,8 @@ import torch
 
 from mua.algo import group_advantages, zero_variance_groups
 from mua.config.train import GRPOConfig
+from mua.rollout.token_record import TokenRecord
+from mua.rollout.trajectory import Trajectory
 from mua.train.rl_batch import BatchReport, group_relative_advantages, keep_mask, score
 
 torch.set_num_threads(1)
@@ -19,18 +21,19 @@ torch.set_num_threads(1)
 
 def _traj(group: str, reward: float, termination: str = "done", sample: int = 0):
     """A one-turn trajectory of task `group` ("position:task id") with two policy tokens."""
-    return SimpleNamespace(
+    return Trajectory(
+        task_id=group.split(":", 1)[1],
         group_id=group,
         sample_index=sample,
-        gym="",
-        task_id=group.split(":", 1)[1],
+        record=TokenRecord(
+            token_ids=[1, 2, 3],
+            loss_mask=[0, 1, 1],
+            turn_index=[-1, 0, 0],
+            logprobs=[0.0, -0.5, -0.5],
+        ),
         reward=reward,
         turn_rewards=[reward],
         termination=termination,
-        token_ids=[1, 2, 3],
-        loss_mask=[0, 1, 1],
-        turn_index=[-1, 0, 0],
-        logprobs=[0.0, -0.5, -0.5],
     )
 
 

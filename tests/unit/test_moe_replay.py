@@ -159,6 +159,7 @@ def test_trajectory_keeps_the_first_record_of_each_position():
     from mua.rollout.transcript import TranscriptBuilder
 
     builder = TranscriptBuilder(renderer=None)
+    builder.record.append(list(range(9)), "prompt", 0)
     first = np.zeros((5, 2, 2), dtype=np.uint8)
     builder.add_routes(first)
     later = np.ones((8, 2, 2), dtype=np.uint8)  # re-prefilled after a weight push
@@ -167,9 +168,9 @@ def test_trajectory_keeps_the_first_record_of_each_position():
     assert builder.routes[5:].tolist() == later[5:].tolist()
     builder.truncate(6)
     assert len(builder.routes) == 6
-    traj = Trajectory("t", "0:t", 0, routed_experts=encode(builder.routes))
+    traj = Trajectory("t", "0:t", 0, record=builder.record)
     back = Trajectory.from_json(traj.to_json())
-    assert np.array_equal(decode(back.routed_experts), builder.routes)
+    assert np.array_equal(back.record.routes, builder.routes)
 
 
 def test_routing_metrics_share_of_differing_decisions():

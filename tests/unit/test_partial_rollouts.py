@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,7 +25,15 @@ from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.mix import GymRun
 from mua.models import load_tokenizer
 from mua.rollout.collect import Group, SeedKey, collect
-from mua.train.partial_rollouts import PartialRollouts, staleness_metrics
+from mua.rollout.token_record import TokenRecord
+from mua.rollout.trajectory import Trajectory
+from mua.train.checkpoint import load_plain
+from mua.train.partial_rollouts import (
+    PartialRollouts,
+    restore_in_flight,
+    restored,
+    staleness_metrics,
+)
 
 torch.set_num_threads(1)
 
@@ -142,13 +152,14 @@ def test_parked_conversations_resume_under_new_weights(tok):
         loop.close()
     assert SlowUserEnv.open_envs == 0 and SlowUserEnv.resets == 6  # each env reset once
     for g in slow:
-        for k, traj in enumerate(g.trajectories()):
+        for traj in g.trajectories():
             assert traj.termination == "done" and traj.num_turns == 4
-            versions = g.turn_versions[k]
+            record = traj.record
+            versions = [v for v, m in zip(record.versions, record.loss_mask, strict=True) if m]
             assert versions[0] == 0 and versions[-1] == 1  # resumed under the new weights
-            for lp, t, m in zip(traj.logprobs, traj.turn_index, traj.loss_mask, strict=True):
-                if m:  # each token's behaviour log-prob is the one its turn's version gave
-                    assert lp == -(versions[t] + 1.0)
+            for lp, v, m in zip(record.logprobs, record.versions, record.loss_mask, strict=True):
+                if m:  # each token's behaviour log-prob is the one its version gave
+                    assert lp == -(v + 1.0)
             replies = [m["content"] for m in traj.messages if m["content"].startswith("reply")]
             assert replies == ["reply 1", "reply 2", "reply 3", "reply 4"]
 
@@ -311,12 +322,13 @@ def test_a_resumed_run_restarts_the_groups_in_flight_at_its_checkpoint(tok):
 
     first, sampler, trained, per_step = run_steps(tok, 3, made, 2.0, 3)
     saved = first.in_flight_tasks()  # what the checkpoint records
-    assert saved and [label for label, _ in saved] == ["slow"] * len(saved)
+    assert saved and [label for label, *_ in saved] == ["slow"] * len(saved)
     assert first.close() == len(saved)  # the stopped run closes its parked envs
     assert SlowUserEnv.open_envs == 0
 
     second = PartialRollouts(2.0, 3)
-    second.requeue([(label, by_id[task_id]) for label, task_id in saved])
+    sampler_of_ids = SimpleNamespace(find_task=lambda label, task_id: by_id[task_id])
+    second.requeue([restored(entry, sampler_of_ids) for entry in saved])
     _, _, trained_after, after = run_steps(tok, 3, made, 2.0, 3, carry=second, sampler=sampler)
     assert sum(out.counts["restarted_groups"] for out in after) == len(saved)
     trained += trained_after
@@ -325,7 +337,7 @@ def test_a_resumed_run_restarts_the_groups_in_flight_at_its_checkpoint(tok):
     dropped = sum(out.counts["dropped_stale_samples"] for out in per_step + after)
     in_flight = sum(g.run.n for g in second.carried)
     assert len(trained) + dropped + in_flight == sampler.draws * 2  # nothing lost
-    assert {task_id for _, task_id in saved} <= set(counts)  # the restarted ones were trained
+    assert {task_id for _, task_id, _ in saved} <= set(counts)  # the restarted ones were trained
     second.close()
 
 
@@ -360,3 +372,32 @@ def test_the_sampler_finds_a_checkpointed_task_by_gym_and_id():
         sampler.find_task("slow", "t9")
     with pytest.raises(UsageError, match="other"):
         sampler.find_task("other", "t0")
+
+
+def test_a_checkpoint_keeps_finished_samples_with_their_records_and_routes(tmp_path):
+    """A group in flight at a checkpoint: its finished sample's trajectory goes into the
+    checkpoint's plain data and comes back on resume with the same tokens, log-probs and
+    routed experts, its versions counted from the policy the checkpoint holds."""
+    record = TokenRecord()
+    record.append([11, 12, 13], "prompt", 0)
+    record.append([14, 15], "assistant", 1, [-0.5, -0.25], turn=0, version=5)
+    record.add_routes(np.arange(16, dtype=np.uint8).reshape(4, 2, 2))  # the last token unfed
+    traj = Trajectory("t1", "0:t1", 1, record=record, turn_rewards=[1.0], reward=1.0, gym="slow")
+    group = Group(0, task(1, 1, 0.0), ROUTE, SeedKey(2, 0))
+    group.finished[1] = traj
+    first = PartialRollouts(2.0, 3, carried=[group])
+    torch.save({"in_flight": first.in_flight_tasks(version=7)}, tmp_path / "state.pt")
+    saved = load_plain(tmp_path / "state.pt")["in_flight"]  # plain data only
+    parts = SimpleNamespace(carry=PartialRollouts(2.0, 3))
+    recipe = SimpleNamespace(rollout=SimpleNamespace(oversample=2.0))
+    restore_in_flight(parts, recipe, saved, SimpleNamespace(find_task=lambda *_: group.task))
+    drawn, requeued = parts.carry.draw(None, 1)
+    [again] = parts.carry.start_groups(list(enumerate(drawn)), {"slow": ROUTE}, 3, 0)
+    assert requeued == 1 and sorted(again.finished) == [1] and not again.complete
+    back = again.finished[1]
+    assert back.record.routes.dtype == np.uint8
+    assert np.array_equal(back.record.routes, record.routes)
+    assert back.token_ids == record.token_ids and back.logprobs == record.logprobs
+    assert back.record.versions == [-1, -1, -1, -2, -2]  # sampled 2 updates before the checkpoint
+    assert back.record == record.shifted(-7) and again.oldest_version() == -2
+    assert (back.reward, back.gym, back.sample_index) == (1.0, "slow", 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ from mua.gym.mix import GymRun
 from mua.models import load_tokenizer
 from mua.rollout.collect import RETRIED_REASONS, Group, SeedKey, collect
 from mua.rollout.runner import attempt_seed
-from mua.train.partial_rollouts import PartialRollouts, retry_metrics
+from mua.train.partial_rollouts import PartialRollouts, restored, retry_metrics
 from tests.fakes.fake_openai import FakeOpenAIServer
 
 torch.set_num_threads(1)
@@ -280,9 +281,10 @@ def test_a_retry_pending_at_a_step_boundary_runs_once(tok, boundary):
 
 
 def test_a_retry_pending_at_a_checkpoint_survives_the_resume_once(tok):
-    """The run stops at the boundary with t1's retry parked: the checkpoint lists t1 once; the
-    resumed run restarts it once (every sample from its first attempt, so its first attempt fails
-    and is retried again, counted in the resumed step), trains it once and nothing else."""
+    """The run stops at the boundary with t1's retry parked: the checkpoint lists t1 once, with
+    its finished sample 1; the resumed run restarts it once (sample 0 from its first attempt, so
+    it fails and is retried again, counted in the resumed step; sample 1 kept), trains it once
+    and nothing else."""
     tasks = [
         task("t0", slow={"0/0": 0.1, "1/0": 0.1}),
         task("t1", fail={"0": [0]}, how="user", slow={"0/1": 0.3}),
@@ -290,10 +292,14 @@ def test_a_retry_pending_at_a_checkpoint_survives_the_resume_once(tok):
     first, (out,) = step_rollouts(tok, tasks, run_of(max=2), oversample=2.0, tasks_per_step=1)
     assert out.retries["retries"] == 1.0
     saved = first.in_flight_tasks()  # what the checkpoint records
-    assert saved == [("flaky", "t1")]
+    assert [(label, task_id, set(done)) for label, task_id, done in saved] == [
+        ("flaky", "t1", {"1"})
+    ]
     assert first.close() == 1
     resumed = PartialRollouts(2.0, 3)
-    resumed.requeue([(label, tasks[1]) for label, _ in saved])
+    resumed.requeue(
+        [restored(entry, SimpleNamespace(find_task=lambda *_: tasks[1])) for entry in saved]
+    )
     slow = task("t2", slow={"0/0": 2.0, "1/0": 2.0})
     _, (after,) = step_rollouts(
         tok, [slow], run_of(max=2), carry=resumed, oversample=2.0, tasks_per_step=1
@@ -303,7 +309,7 @@ def test_a_retry_pending_at_a_checkpoint_survives_the_resume_once(tok):
     assert [(t.task_id, t.sample_index, t.attempt) for t in after.trajectories] == [
         ("t1", 0, 1), ("t1", 1, 0),
     ]  # fmt: skip
-    assert Counter(name for name, _, _ in MADE) == {"t0": 2, "t1": 6, "t2": 2}
+    assert Counter(name for name, _, _ in MADE) == {"t0": 2, "t1": 5, "t2": 2}
     assert [g.task.task_id for g in resumed.carried] == ["t2"]  # drawn after the requeued t1
     resumed.close()
 

@@ -11,6 +11,7 @@ from mua.families.tool_calls import action_as_message, parse_action
 from mua.models import load_tokenizer, render_ids
 from mua.rollout.transcript import (
     ChatRenderer,
+    TokenRecord,
     Trajectory,
     TranscriptBuilder,
     check_drift,
@@ -280,11 +281,13 @@ def test_trajectory_json_round_trip():
         task_id="t",
         group_id="0:t",
         sample_index=1,
-        token_ids=[1, 2],
-        sources=["prompt", "assistant"],
-        loss_mask=[0, 1],
-        logprobs=[0.0, -0.3],
-        turn_index=[-1, 0],
+        record=TokenRecord(
+            token_ids=[1, 2],
+            sources=["prompt", "assistant"],
+            loss_mask=[0, 1],
+            logprobs=[0.0, -0.3],
+            turn_index=[-1, 0],
+        ),
         turn_rewards=[1.0],
         reward=1.0,
         reward_components={"correct": 1.0},

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mua.rollout.transcript import Trajectory
+from mua.rollout.transcript import TokenRecord, Trajectory
 from mua.track.run_files import append_metrics, read_metrics, write_transcripts
 
 
@@ -21,9 +21,11 @@ def _traj(task: str, sample: int, reward: float, termination: str) -> Trajectory
         task_id=task,
         group_id=task,
         sample_index=sample,
-        token_ids=[10, 11, 12, 13, 14],
-        sources=["prompt", "prompt", "assistant", "user", "assistant"],
-        loss_mask=[0, 0, 1, 0, 1],
+        record=TokenRecord(
+            token_ids=[10, 11, 12, 13, 14],
+            sources=["prompt", "prompt", "assistant", "user", "assistant"],
+            loss_mask=[0, 0, 1, 0, 1],
+        ),
         turn_rewards=[reward],
         reward=reward,
         termination=termination,
