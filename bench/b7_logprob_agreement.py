@@ -272,9 +272,9 @@ def server_weight_requests(url: str) -> int:
 
 def protocol_sync(url: str, weight_path: str, policy, hf_config, vocab_size: int):
     """EngineSync for a `rollout.sglang` section pointing at `url`, built as the trainer builds it."""
-    from mua.config.rollout import SGLangConfig
     from mua.engines.sglang.colocated import SGLangColocated
     from mua.engines.sglang.engine_pool import engine_from_config
+    from mua.engines.sglang.settings import SGLangConfig
     from mua.engines.weight_probe import default_probe_ids
     from mua.train.engine_sync import EngineSync
 

@@ -43,7 +43,7 @@ def side_python() -> str | None:
 
 
 def launch(python: str, tokenizer, model: str = b7.MODEL):
-    from mua.config.rollout import VLLMConfig
+    from mua.engines.vllm.settings import VLLMConfig
     from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
 
     with socket.socket() as s:  # a free port on 127.0.0.1

@@ -81,39 +81,21 @@ def _version_tuple(text: str) -> tuple:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
-def check_sglang(has_cuda: bool) -> Check:
-    from mua.engines.sglang.releases import COVERED_RELEASES, is_covered
-    from mua.engines.sglang.sglang_engine import sglang_version
+def check_engines(has_cuda: bool) -> list[Check]:
+    """One check per registered engine whose spec has a `doctor` hook (SGLang: installed, in
+    the covered releases); an engine whose spec cannot be loaded fails here."""
+    from mua.engines.registry import engine_spec, list_engines
 
-    version = sglang_version()
-    covered = ", ".join(COVERED_RELEASES)
-    if version is None:
-        how = "pip install 'mua[gpu]'" if has_cuda else "it needs a CUDA machine"
-        return Check(
-            "sglang",
-            "warn",
-            f"not installed; rollout.engine=sglang unavailable ({how}); "
-            "the hf engine and `mua serve` work without it",
-        )
-    if has_cuda:
+    checks = []
+    for name in list_engines():
         try:
-            import sglang  # noqa: F401  (the import itself is the check)
-        except Exception as err:  # a broken install shows up as any exception
-            return Check(
-                "sglang",
-                "fail",
-                f"{version} is installed but does not import "
-                f"({type(err).__name__}: {err}); reinstall with "
-                "pip install 'mua[gpu]'",
-            )
-    if not is_covered(version):
-        return Check(
-            "sglang",
-            "warn",
-            f"{version} is not covered by mua's contract tests (covered: {covered}); the "
-            "protocol may differ: pip install 'mua[gpu]'",
-        )
-    return Check("sglang", "ok", f"{version} (covered by the contract tests: {covered})")
+            hook = engine_spec(name).doctor
+        except Exception as err:  # a broken plugin: named, the other checks still run
+            checks.append(Check(name, "fail", f"cannot be loaded ({type(err).__name__}: {err})"))
+            continue
+        if hook is not None:
+            checks.append(Check(name, *hook(has_cuda)))
+    return checks
 
 
 def check_flash_attn(has_cuda: bool) -> Check:
@@ -231,7 +213,7 @@ def run_checks(model: str | None) -> list[Check]:
 
     checks = check_torch_cuda()
     has_cuda = torch.cuda.is_available()
-    checks += [check_nccl(), check_sglang(has_cuda), check_flash_attn(has_cuda)]
+    checks += [check_nccl(), *check_engines(has_cuda), check_flash_attn(has_cuda)]
     if model:
         checks += [check_template(model), check_model_size(model)]
     return checks

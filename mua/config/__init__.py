@@ -1,18 +1,28 @@
 """Recipes: pydantic models per verb, YAML loading, key=value overrides, error rendering.
 
 Public API: `load_recipe(path, overrides, verb)`, `RECIPE_MODELS`, `write_resolved`,
-`read_resolved`. Importing this package imports pydantic and yaml only (no torch).
+`read_resolved`. Importing this package imports pydantic and yaml only (no torch). The public
+names are loaded on first use, so an engine's settings module (`mua.engines.<name>.settings`)
+can import `mua.config.base` without loading the recipe models, which read those settings.
 """
 
-from mua.config.recipe_loading import load_recipe, parse_recipe_dict
-from mua.config.recipes import RECIPE_MODELS, recipe_model_for
-from mua.config.resolved import read_resolved, write_resolved
+from __future__ import annotations
 
-__all__ = [
-    "RECIPE_MODELS",
-    "load_recipe",
-    "parse_recipe_dict",
-    "read_resolved",
-    "recipe_model_for",
-    "write_resolved",
-]
+import importlib
+
+_PUBLIC = {
+    "RECIPE_MODELS": "mua.config.recipes",
+    "load_recipe": "mua.config.recipe_loading",
+    "parse_recipe_dict": "mua.config.recipe_loading",
+    "read_resolved": "mua.config.resolved",
+    "recipe_model_for": "mua.config.recipes",
+    "write_resolved": "mua.config.resolved",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'mua.config' has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

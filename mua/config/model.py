@@ -45,12 +45,27 @@ class LoraConfig(Section):
         "a head tied to the embedding (tie_word_embeddings) sees the same adapted weight, an "
         "untied head gets an adapter of its own.",
     )
+    experts: bool = Field(
+        False,
+        description="Mixture of experts: also adapt every expert's weights (a rank-r adapter "
+        "per expert on the fused gate/up and down tensors, merged per expert); false keeps the "
+        "experts and routers frozen. Costs rank × experts × (2·hidden + 3·expert width) "
+        "parameters per MoE layer (tiny:qwen3moe-2m at rank 8: 164K in all; Qwen3-30B-A3B at rank "
+        "16: 13.1M per layer, 629M in all) plus their fp32 Adam state; needs dropout 0.",
+    )
 
     @field_validator("rank", mode="before")
     @classmethod
     def _rank_positive(cls, v):
         if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
             raise ValueError("must be > 0; typical ranks are 1 to 64, e.g. rank: 16")
+        return v
+
+    @field_validator("experts")
+    @classmethod
+    def _experts_without_dropout(cls, v, info):
+        if v and info.data.get("dropout", 0.0):
+            raise ValueError("adapters on the experts take no dropout; set model.lora.dropout=0")
         return v
 
     @field_validator("target_modules")

@@ -139,19 +139,9 @@ class TrainRecipe(_ConversationRecipe):
                 "rollout.lora_sync=adapter pushes LoRA adapters, but model.lora is not set; "
                 "add model.lora (e.g. {rank: 16}) or remove rollout.lora_sync"
             )
-        lora = self.model.lora
-        if (
-            lora is not None
-            and lora.embeddings
-            and self.rollout.lora_sync == "adapter"
-            and self.rollout.engine == "sglang"
-        ):
-            raise ValueError(
-                "model.lora.embeddings=true cannot push its adapter to SGLang (releases before "
-                "the tied-head LoRA support refuse embed_tokens/lm_head adapters, and mua's push "
-                "is not checked against the later ones); set rollout.lora_sync=merged or "
-                "model.lora.embeddings=false"
-            )
+        spec = self.rollout.engine_spec()
+        if spec is not None and spec.check_train is not None:
+            spec.check_train(self)
         return self
 
 
@@ -168,17 +158,15 @@ class RolloutRecipe(_ConversationRecipe):
 
 
 def _routing_replay_has_records(algo, rollout) -> None:
-    """`algo.routing_replay: r3` needs an engine that returns each token's routed experts: the hf
-    engine, or vLLM asked for them (docs/moe.md); replay would otherwise do nothing, silently."""
-    if algo.routing_replay != "r3" or rollout.engine == "hf":
+    """`algo.routing_replay: r3` needs an engine that returns each token's routed experts (its
+    spec's `routed_experts`, docs/moe.md); replay would otherwise do nothing, silently."""
+    if algo.routing_replay != "r3":
         return
-    if rollout.engine == "vllm" and rollout.vllm.routed_experts:
+    spec = rollout.engine_spec()
+    hook = spec.routed_experts if spec is not None else None
+    fix = hook(rollout) if hook is not None else "use an engine that returns them (docs/moe.md)"
+    if hook is not None and fix is None:
         return
-    fix = (
-        "set rollout.vllm.routed_experts=true (vLLM on CUDA: its CPU build cannot return them)"
-        if rollout.engine == "vllm"
-        else "use rollout.engine=hf or vllm"
-    )
     raise ValueError(
         f"algo.routing_replay=r3 replays the experts the engine routed each token to, but "
         f"rollout.engine={rollout.engine} does not return them; {fix}, or set "

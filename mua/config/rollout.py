@@ -2,12 +2,14 @@
 
 The LLM user's endpoint settings, and those of the API agent (`rollout.openai`), are one model
 (`mua.config.endpoint.EndpointConfig`). Secrets are never stored here: `api_key_env` names an
-environment variable.
+environment variable. Each engine's own section (`rollout.sglang`, `rollout.vllm`, a plugin's
+`rollout.<name>`) is the settings model of its `EngineSpec`, added to `RolloutConfig` from
+`mua.engines.registry` when this module is imported (the one documented import from config up
+into engines); the chosen engine's own rules run through its spec.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 from pydantic import (
@@ -15,140 +17,13 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
-from mua.errors import UsageError
-
-
-class ServerEngineConfig(Section):
-    """What every engine that runs as HTTP servers next to the trainer shares (SGLang, vLLM):
-    where pushed weights are written, the post-push probe, and the launch and request timeouts."""
-
-    weights_dir: str | None = Field(
-        None, description="Folder for weights pushed through files; default /dev/shm (RAM-backed)."
-    )
-    probe_tolerance: PositiveFloat = Field(
-        0.05,
-        description="Most mean |log-prob| difference between engine and trainer on the probe "
-        "prompt after a push before the run stops.",
-    )
-    launch_timeout_s: PositiveFloat = Field(
-        900.0, description="Wait for a launched server to answer."
-    )
-    request_timeout_s: PositiveFloat = Field(600.0, description="Timeout of one HTTP request.")
-    extra_args: list[str] = Field(
-        default_factory=list, description="More flags of the server's launcher, passed verbatim."
-    )
-    api_key_env: str | None = Field(
-        None,
-        description="Environment variable holding the API key of the servers at `base_urls` "
-        "(those started with `--api-key`), sent with every request; a server mua launches gets "
-        "a key of its own.",
-    )
-
-    def base_urls_key(self) -> str | None:
-        """The key of the servers at `base_urls`: the value of `api_key_env` (None when unset)."""
-        if self.api_key_env is None:
-            return None
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise UsageError(
-                f"api_key_env names {self.api_key_env}, which is not set: export it with the "
-                "servers' API key, or drop api_key_env for servers started without one"
-            )
-        return key
-
-
-class SGLangConfig(ServerEngineConfig):
-    base_urls: list[str] = Field(
-        default_factory=list,
-        description="Running servers speaking SGLang's protocol (SGLang or `mua serve`); empty: "
-        "launch one SGLang server per node on the trainer's GPUs.",
-    )
-    mem_fraction: float = Field(
-        0.5, gt=0.0, lt=1.0, description="GPU memory share SGLang takes for weights and KV cache."
-    )
-    tp_size: PositiveInt = Field(1, description="Tensor-parallel size of each launched server.")
-    port: int = Field(30000, ge=1, le=65535, description="Port of the first launched server.")
-    dtype: Literal["bfloat16", "float16", "float32"] = Field(
-        "bfloat16", description="Weight dtype inside SGLang."
-    )
-    weight_path: Literal["tensor", "disk"] = Field(
-        "tensor",
-        description="How weights reach the engine after each step: `tensor` (update_weights_from_tensor) "
-        "or `disk` (safetensors in shared memory, then update_weights_from_disk).",
-    )
-    deterministic: bool = Field(
-        False,
-        description="Launch SGLang with --enable-deterministic-inference (SGLang >= 0.5.3) so "
-        "per-request seeds are honoured; otherwise seeds are best-effort on SGLang.",
-    )
-
-
-class VLLMConfig(ServerEngineConfig):
-    """A vLLM server per rank (docs/vllm.md): launched from `python`, or running at `base_urls`."""
-
-    python: str | None = Field(
-        None,
-        description="The Python of a venv with vLLM (it cannot share mua's: vLLM pins its own "
-        "transformers); each rank launches its own server with it. `make vllm-releases` builds "
-        "tests/.vllm/<release>/venv/bin/python.",
-    )
-    base_urls: list[str] = Field(
-        default_factory=list,
-        description="Running vLLM servers, one per rank (rank r uses the r-th), started with the "
-        "flags and environment of docs/vllm.md; empty: launch them from `python`.",
-    )
-    port: int = Field(
-        31000, ge=1, le=65535, description="Port of rank 0's launched server (rank r: port + r)."
-    )
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="Weight dtype inside vLLM (float32 matches the CPU trainer)."
-    )
-    enforce_eager: bool = Field(
-        True, description="Launch without torch.compile (starts in about half the time)."
-    )
-    routed_experts: bool = Field(
-        False,
-        description="Mixture of experts: ask the server for every token's routed experts "
-        "(for moe/routing_disagreement and algo.routing_replay=r3) through vLLM's "
-        "token-in/token-out route; a launched server gets --enable-scale-out "
-        "--enable-return-routed-experts. vLLM 0.32 returns them only on CUDA (docs/moe.md).",
-    )
-    kv_cache_gb: PositiveInt = Field(
-        1, description="KV cache of a launched server on CPU, in GiB (VLLM_CPU_KVCACHE_SPACE)."
-    )
-    gpu_memory_utilization: float = Field(
-        0.5,
-        gt=0.0,
-        lt=1.0,
-        description="On CUDA: the fraction of its GPU a launched server reserves for weights and "
-        "KV cache (`--gpu-memory-utilization`); the memory pre-flight counts it.",
-    )
-    weight_transfer: Literal["auto", "files", "ipc"] = Field(
-        "auto",
-        description="How full weights reach the server: `files` (safetensors in weights_dir, "
-        "exact on CPU), `ipc` (CUDA IPC handles through vLLM's weight-transfer routes; a launched "
-        "server on the trainer's GPU), `auto` (ipc for a launched server on CUDA, else files).",
-    )
-    seeds: bool = Field(
-        False,
-        description="Send each request's seed. Off by default: vLLM 0.31/0.32 on CPU kills its "
-        "engine on a seeded request whose prefill is split over steps (under load).",
-    )
-
-    @model_validator(mode="after")
-    def _ipc_needs_a_launched_server(self):
-        if self.weight_transfer == "ipc" and self.base_urls:
-            raise ValueError(
-                "rollout.vllm.weight_transfer=ipc needs a server launched on the trainer's GPU "
-                "(rollout.vllm.python); with rollout.vllm.base_urls use files or auto"
-            )
-        return self
 
 
 class RetryConfig(Section):
@@ -170,7 +45,9 @@ class RetryConfig(Section):
     )
 
 
-class RolloutConfig(Section):
+class _RolloutSettings(Section):
+    """`rollout:` without the engines' own sections (added below as `RolloutConfig`)."""
+
     engine: str = Field(
         "hf",
         description="Generation engine: `hf` (transformers, CPU/GPU), `sglang` (GPU), `vllm` "
@@ -237,14 +114,6 @@ class RolloutConfig(Section):
         "pushes stay bucketed) or `adapter` (the engine keeps the base and receives only the "
         "adapter, under a versioned name; hf, or SGLang >= 0.5.8).",
     )
-    sglang: SGLangConfig = Field(
-        default_factory=lambda: SGLangConfig(),
-        description="SGLang engine settings (servers, memory, weight push); engine=sglang only.",
-    )
-    vllm: VLLMConfig = Field(
-        default_factory=lambda: VLLMConfig(),
-        description="vLLM engine settings (its Python or servers, dtype); engine=vllm only.",
-    )
 
     @field_validator("engine")
     @classmethod
@@ -268,11 +137,38 @@ class RolloutConfig(Section):
         return v
 
     @model_validator(mode="after")
-    def _vllm_has_a_server(self):
-        if self.engine == "vllm" and not (self.vllm.python or self.vllm.base_urls):
-            raise ValueError(
-                "rollout.engine=vllm needs rollout.vllm.python (the Python of a venv with vLLM, "
-                "e.g. tests/.vllm/0.32.0/venv/bin/python from `make vllm-releases`) or "
-                "rollout.vllm.base_urls (running servers)"
-            )
+    def _chosen_engine_rules(self):
+        spec = self.engine_spec()
+        if spec is not None and spec.check_chosen is not None:
+            spec.check_chosen(self)
         return self
+
+    def engine_spec(self):
+        """The `EngineSpec` of `engine` (`mua.engines.registry`); None for `openai`, which
+        samples for evaluation only and has none."""
+        if self.engine == "openai":
+            return None
+        from mua.engines.registry import engine_spec
+
+        return engine_spec(self.engine)
+
+
+def _with_engine_sections(base: type[Section]) -> type[Section]:
+    """`base` plus one `rollout.<name>` field per registered engine with a settings model
+    (defaults: that model's defaults); a name that is already a field of `base` is left out."""
+    from mua.engines.registry import engine_sections
+
+    fields = {
+        name: (model, Field(default_factory=model, description=_summary(model)))
+        for name, model in engine_sections().items()
+        if name.isidentifier() and name not in base.model_fields
+    }
+    return create_model("RolloutConfig", __base__=base, __module__=__name__, **fields)
+
+
+def _summary(model: type) -> str:
+    """The first paragraph of a settings model's docstring, on one line."""
+    return " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+
+
+RolloutConfig = _with_engine_sections(_RolloutSettings)

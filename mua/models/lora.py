@@ -1,8 +1,10 @@
 """LoRA adapters on a causal LM, built with `peft`: wrapping, names, merged weights, adapter files.
 
 `add_adapters` wraps a model with the recipe's `model.lora` (`check_targets` refuses targets that
-match nothing, on the meta device); `hf_name` maps peft names back to the base's; `merged_params`
-streams the base's names with every adapter merged (W + B @ A · alpha / r); `adapter_params`,
+match nothing, on the meta device); on a mixture of experts `experts` adds per-expert adapters
+on the fused expert tensors (peft's parameter LoRA), else the experts and routers stay frozen;
+`hf_name` maps peft names back to the base's; `merged_params` streams the base's names with
+every adapter merged (W + B @ A · alpha / r, per expert for the experts); `adapter_params`,
 `adapter_file_names` and `adapter_config_dict` give an adapter as peft writes it; `ADAPTER_INFO`
 names the file beside an adapter checkpoint. Not here: sharding, training, pushing.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from mua.errors import UsageError
@@ -18,6 +21,19 @@ from mua.errors import UsageError
 ADAPTER_INFO = "lora_adapter.json"  # beside an adapter-only checkpoint: base + LoRA settings
 ADAPTER_NAME = "default"  # peft's adapter name
 _PEFT_PREFIX = "base_model.model."
+# a mixture of experts' fused expert tensors (Qwen2/3-MoE, OLMoE, gpt-oss: `mlp.experts`)
+EXPERT_PARAMETERS = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+
+
+@dataclass(frozen=True)
+class ExpertLora:
+    """The adapter of one fused expert tensor [E, ...] (peft's ParamWrapper): its scaling, the
+    wrapped parameter's name, the number of experts and whether the tensor is [E, out, in]."""
+
+    scaling: float
+    parameter: str
+    num_experts: int
+    out_first: bool
 
 
 def peft_config(cfg, model=None):
@@ -30,6 +46,13 @@ def peft_config(cfg, model=None):
 
     target = get("target_modules")
     target = target if isinstance(target, str) else list(target)
+    experts: dict = {}
+    if model is not None and _is_moe(model):
+        # peft maps all-linear (and gate/up/down_proj names) on a transformers-5 MoE onto the
+        # experts and the router: name the linear layers here, the experts only when asked
+        target = _linear_names(model) if target == "all-linear" else target
+        if get("experts"):
+            experts["target_parameters"] = list(EXPERT_PARAMETERS)
     tie = False
     if get("embeddings"):
         from mua.models.lora_embeddings import embedding_targets
@@ -44,6 +67,27 @@ def peft_config(cfg, model=None):
         bias="none",
         task_type="CAUSAL_LM",
         ensure_weight_tying=tie,
+        **experts,
+    )
+
+
+def _is_moe(model) -> bool:
+    from mua.models.moe_replay import is_moe
+
+    return is_moe(model)
+
+
+def _linear_names(model) -> list[str]:
+    """The names of the decoder's linear layers (what `all-linear` means: not the head)."""
+    import torch
+
+    out_names = {"lm_head"}
+    return sorted(
+        {
+            name.rsplit(".", 1)[-1]
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] not in out_names
+        }
     )
 
 
@@ -123,18 +167,28 @@ def hf_name(name: str) -> str:
     """The base model's HF name of a peft parameter name."""
     if name.startswith(_PEFT_PREFIX):
         name = name[len(_PEFT_PREFIX) :]
-    return name.replace(".base_layer.", ".")
+    while ".base_layer." in name:  # nested wrappers (two adapted tensors of one module)
+        name = name.replace(".base_layer.", ".")
+    return name
 
 
-def lora_scalings(model) -> dict[str, float]:
-    """{peft module name: alpha / r} of every LoRA layer of `model`."""
+def lora_scalings(model) -> dict[str, float | ExpertLora]:
+    """{peft module name: alpha / r} of every LoRA layer of `model` (an `ExpertLora` for the
+    adapter of a fused expert tensor)."""
     from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora.layer import ParamWrapper
 
-    return {
-        name: float(module.scaling[ADAPTER_NAME])
-        for name, module in model.named_modules()
-        if isinstance(module, LoraLayer) and ADAPTER_NAME in module.scaling
-    }
+    out: dict[str, float | ExpertLora] = {}
+    for name, module in model.named_modules():
+        if not isinstance(module, LoraLayer) or ADAPTER_NAME not in module.scaling:
+            continue
+        scaling = float(module.scaling[ADAPTER_NAME])
+        if isinstance(module, ParamWrapper):
+            out[name] = ExpertLora(scaling, module.parameter_name, int(module.num_experts),
+                                   bool(module._did_swap_in_out_features))  # fmt: skip
+        else:
+            out[name] = scaling
+    return out
 
 
 def merged_params(named: Iterable, scalings: dict[str, float]) -> Iterator:
@@ -165,8 +219,11 @@ def merged_params(named: Iterable, scalings: dict[str, float]) -> Iterator:
             parts["W"], parts["name"] = tensor, hf_name(name)
         if {"A", "B", "W"} <= parts.keys():
             del pending[owner]
-            w, a, b = parts["W"], parts["A"], parts["B"]
-            delta = (b.float() @ a.float()) * scalings[owner]
+            w, a, b, scale = parts["W"], parts["A"], parts["B"], scalings[owner]
+            if isinstance(scale, ExpertLora):
+                delta = expert_delta(a, b, scale)
+            else:
+                delta = (b.float() @ a.float()) * scale
             if parts["embedding"]:
                 delta = delta.T
             yield parts["name"], (w.float() + delta).to(w.dtype)
@@ -174,17 +231,32 @@ def merged_params(named: Iterable, scalings: dict[str, float]) -> Iterator:
         raise RuntimeError(f"LoRA layers without their weights or adapters: {sorted(pending)[:3]}")
 
 
-def _lora_owner(name: str, scalings: dict[str, float]) -> str | None:
-    for marker in (
-        ".base_layer.",
-        ".lora_A.",
-        ".lora_B.",
-        ".lora_embedding_A.",
-        ".lora_embedding_B.",
-    ):
+def expert_delta(a, b, lora: ExpertLora):
+    """The per-expert update of a fused expert tensor from peft's factors: A [E·r, in] holds
+    expert e's A in rows e·r..(e+1)·r, B [out, r·E] its B in columns e, e+E, ... (peft's
+    layout); [E, out, in] or [E, in, out] as the tensor is."""
+    import torch
+
+    e = lora.num_experts
+    a = a.float().reshape(e, -1, a.shape[-1])  # [E, r, in]
+    b = b.float().reshape(b.shape[0], -1, e)  # [out, r, E]
+    form = "o r e, e r i -> e o i" if lora.out_first else "o r e, e r i -> e i o"
+    return torch.einsum(form, b, a) * lora.scaling
+
+
+def _lora_owner(name: str, scalings: dict) -> str | None:
+    """The LoRA module a peft parameter belongs to (None: not adapted). A base tensor under
+    nested wrappers belongs to the wrapper of its own parameter name."""
+    for marker in (".lora_A.", ".lora_B.", ".lora_embedding_A.", ".lora_embedding_B."):
         if marker in name:
             owner = name.split(marker, 1)[0]
             return owner if owner in scalings else None
+    module, _, leaf = name.rpartition(".")
+    while module.endswith(".base_layer"):
+        module = module[: -len(".base_layer")]
+        scale = scalings.get(module)
+        if scale is not None and (not isinstance(scale, ExpertLora) or scale.parameter == leaf):
+            return module
     return None
 
 
@@ -241,6 +313,7 @@ def write_adapter_info(folder: Path, model_cfg) -> None:
         "dropout": lora.dropout,
         "target_modules": lora.target_modules,
         "embeddings": lora.embeddings,
+        "experts": lora.experts,
     }
     (Path(folder) / ADAPTER_INFO).write_text(json.dumps(info, indent=2) + "\n")
 

@@ -214,6 +214,21 @@ def _auto_attention(dtype: str) -> str:
     return "sdpa"
 
 
+# architectures transformers runs with eager attention only (no sdpa): gpt-oss's attention sinks
+EAGER_ONLY = ("gpt_oss",)
+
+
+def _model_type(location) -> str | None:
+    import json
+    from pathlib import Path
+
+    config = Path(location) / "config.json"
+    try:
+        return json.loads(config.read_text()).get("model_type") if config.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def load_model(path: str, dtype: str = "float32", seed: int = 0, attn_implementation: str = "auto"):
     """A causal LM from `tiny:<preset>` (built from its config with `seed`) or a folder/hub id.
 
@@ -223,7 +238,10 @@ def load_model(path: str, dtype: str = "float32", seed: int = 0, attn_implementa
     torch_dtype = _torch_dtype(dtype)
     attn = _auto_attention(dtype) if attn_implementation in (None, "auto") else attn_implementation
     if path.startswith(TINY_PREFIX):
-        model = build_tiny_model(tiny_preset(path), seed=seed, attn_implementation=attn)
+        preset = tiny_preset(path)
+        if preset.family in EAGER_ONLY and attn == "sdpa":
+            attn = "eager"
+        model = build_tiny_model(preset, seed=seed, attn_implementation=attn)
         model.to(torch_dtype)
         _set_generation_ids(model, eos_token_id=EOS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID)
         model.name_or_path = path
@@ -231,6 +249,8 @@ def load_model(path: str, dtype: str = "float32", seed: int = 0, attn_implementa
     from transformers import AutoModelForCausalLM
 
     location = _resolve_location(path, "model")
+    if attn == "sdpa" and _model_type(location) in EAGER_ONLY:
+        attn = "eager"
     try:
         return AutoModelForCausalLM.from_pretrained(
             location, dtype=torch_dtype, attn_implementation=attn

@@ -6,8 +6,8 @@ and the serving engines that load them (vLLM, SGLang), name them per expert:
 `mlp.experts.{e}.gate_proj.weight` [I, H], `...up_proj.weight` [I, H], `...down_proj.weight`
 [H, I]. `per_expert` turns a stream of (name, tensor) of the first kind into the second, for the
 model types that store them so; other names and other models pass through unchanged.
-
-Not here: gpt-oss, whose checkpoints keep the fused layout (with biases), so pass through as is.
+`moe_layer_ids` names the decoder layers that hold a router (SGLang reports every layer's).
+Not here: gpt-oss, whose checkpoints keep the fused layout (with biases): passed through as is.
 """
 
 from __future__ import annotations
@@ -36,3 +36,13 @@ def per_expert(named: Iterable[tuple[str, Any]], model_type: str) -> Iterator[tu
                 gate, up = tensor[e].chunk(2, dim=0)
                 yield f"{prefix}.{e}.gate_proj.weight", gate
                 yield f"{prefix}.{e}.up_proj.weight", up
+
+
+def moe_layer_ids(config: Any) -> list[int]:
+    """The decoder layers of `config` that route tokens to experts, in order: Qwen-style
+    `mlp_only_layers` and `decoder_sparse_step` leave some layers dense; other models route in
+    every layer."""
+    layers = int(config.num_hidden_layers)
+    dense = set(getattr(config, "mlp_only_layers", None) or ())
+    step = int(getattr(config, "decoder_sparse_step", 1) or 1)
+    return [i for i in range(layers) if i not in dense and (i + 1) % step == 0]

@@ -1,9 +1,9 @@
 """Tiny offline models: named presets built from a config with a fixed seed.
 
-A preset names an architecture family (Qwen3, Qwen2, Llama, Qwen3-MoE) and its sizes;
+A preset names an architecture family (Qwen3, Qwen2, Llama, Qwen3-MoE, gpt-oss) and its sizes;
 `build_tiny_model` makes a randomly initialised model, identical for the same preset and seed,
 over the tiny tokenizer's 2000-token vocabulary. Qwen presets tie input and output embeddings,
-Llama presets do not, so tests cover both. `sized_config` is the one place a config of given sizes
+Llama and gpt-oss presets do not, so tests cover both. `sized_config` is the one place a config of given sizes
 is built (presets and benchmarks). For tests, demos and debugging: untrained, they produce noise.
 Not here: loading real checkpoints (`mua.models.model_loading`).
 """
@@ -19,7 +19,7 @@ EOS_TOKEN_ID = 2  # <|im_end|>
 
 @dataclass(frozen=True)
 class TinyPreset:
-    family: str  # "qwen3" | "qwen2" | "llama" | "qwen3_moe"
+    family: str  # "qwen3" | "qwen2" | "llama" | "qwen3_moe" | "gpt_oss"
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -28,7 +28,7 @@ class TinyPreset:
     tie_word_embeddings: bool
     approx_params: int  # what the name promises; tests check the count is close to it
     max_position_embeddings: int = 8192
-    # mixture of experts (family qwen3_moe): experts per layer and experts each token goes to;
+    # mixture of experts (qwen3_moe, gpt_oss): experts per layer and experts each token goes to;
     # `intermediate_size` is then each expert's
     num_experts: int = 0
     experts_per_token: int = 0
@@ -51,6 +51,9 @@ TINY_PRESETS: dict[str, TinyPreset] = {
     "qwen3moe-2m": TinyPreset("qwen3_moe", 128, 4, 4, 2, 128, True, 2_030_000, 8192, 8, 2),
     # 0.31B parameters, 16 experts per layer, 2 per token (the memory check of docs/moe.md)
     "qwen3moe-310m": TinyPreset("qwen3_moe", 512, 8, 8, 4, 1536, True, 310_000_000, 8192, 16, 2),
+    # gpt-oss: 2.3M parameters, 8 experts per layer, 2 per token; sliding-window (128 tokens)
+    # and full attention alternate, attention sinks, untied head
+    "gptoss-2m": TinyPreset("gpt_oss", 128, 4, 4, 2, 128, False, 2_300_000, 8192, 8, 2),
 }
 
 
@@ -76,6 +79,8 @@ def sized_config(
     config_class = getattr(transformers, _CONFIG_CLASSES[family])
     if family == "qwen3_moe":
         extra = {"moe_intermediate_size": intermediate, "decoder_sparse_step": 1, **extra}
+    if family == "gpt_oss":
+        extra = {**_GPT_OSS, **extra}
     return config_class(
         vocab_size=vocab,
         hidden_size=hidden,
@@ -93,7 +98,15 @@ _CONFIG_CLASSES = {
     "qwen2": "Qwen2Config",
     "llama": "LlamaConfig",
     "qwen3_moe": "Qwen3MoeConfig",
+    "gpt_oss": "GptOssConfig",
 }
+# gpt-oss's own settings at a tiny scale: a 128-token window, YaRN over 4096 positions
+_GPT_OSS = {
+    "sliding_window": 128,
+    "rope_parameters": {"rope_type": "yarn", "factor": 2.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                        "truncate": False, "original_max_position_embeddings": 4096,
+                        "rope_theta": 150000.0},
+}  # fmt: skip
 
 
 def tiny_config(preset: TinyPreset):
@@ -102,7 +115,10 @@ def tiny_config(preset: TinyPreset):
     extra = {"head_dim": p.head_dim} if p.family != "qwen2" else {}
     sizes = (p.hidden_size, p.num_layers, p.num_heads, p.num_kv_heads, p.intermediate_size)
     special = {"bos_token_id": None, "eos_token_id": EOS_TOKEN_ID, "pad_token_id": PAD_TOKEN_ID}
-    if p.num_experts:
+    if p.num_experts and p.family == "gpt_oss":
+        extra["num_local_experts"] = p.num_experts
+        extra["num_experts_per_tok"] = p.experts_per_token
+    elif p.num_experts:
         extra["num_experts"] = p.num_experts
         extra["num_experts_per_tok"] = p.experts_per_token
         extra["norm_topk_prob"] = True

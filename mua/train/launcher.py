@@ -52,10 +52,10 @@ def check_inputs(recipe) -> None:
 
 
 def _check_rl_inputs(recipe) -> None:
-    """What the recipe's engine cannot launch here (its `check_launch` hook, `mua.engines.registry`)."""
-    from mua.engines.registry import engine_hook
+    """What the recipe's engine cannot launch here (its spec's `check_launch`)."""
+    from mua.engines.registry import engine_spec
 
-    check = engine_hook(recipe.rollout.engine, "check_launch")
+    check = engine_spec(recipe.rollout.engine).check_launch
     if check is not None:
         check(recipe)  # one line, exit 2, before torchrun starts
 

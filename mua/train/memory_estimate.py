@@ -105,6 +105,10 @@ def _count_params(config, head_dim: int) -> int:
     return layers * per_layer + embeddings + h
 
 
+# the engine's memory setting when no engine named one (the recipe's comes from its spec)
+UNNAMED_SETTING = "the engine's GPU memory share"
+
+
 @dataclass
 class RunShape:
     """What the recipe asks for, per GPU."""
@@ -115,13 +119,14 @@ class RunShape:
     activation_checkpointing: bool = False
     cpu_offload: bool = False
     reference_model: bool = False  # KL against a frozen copy
-    engine: str = "sglang"
+    engine: str = "server"
     # "fraction": the engine reserves `engine_mem_fraction` of the GPU (named by the recipe's
-    # `engine_setting`); "copy": a copy of the weights plus one trajectory's KV cache
+    # `engine_setting`, from the engine's `memory_share`); "copy": a copy of the weights plus one
+    # trajectory's KV cache
     engine_memory: Literal["fraction", "copy"] = "fraction"
     engine_mem_fraction: float = 0.5
-    engine_setting: str = "rollout.sglang.mem_fraction"
-    engine_kv_fix: str = "rollout.sglang.mem_fraction or rollout.sglang.tp_size"
+    engine_setting: str = UNNAMED_SETTING
+    engine_kv_fix: str = UNNAMED_SETTING
     engine_tp_size: int = 1
     engine_dtype: str = "bfloat16"
     max_total_tokens: int = 4096  # one trajectory
@@ -135,8 +140,8 @@ class MemoryEstimate:
     kv_budget_bytes: int = 0
     kv_bytes_per_token: int = 0
     max_total_tokens: int = 0
-    engine_setting: str = "rollout.sglang.mem_fraction"
-    engine_kv_fix: str = "rollout.sglang.mem_fraction or rollout.sglang.tp_size"
+    engine_setting: str = UNNAMED_SETTING
+    engine_kv_fix: str = UNNAMED_SETTING
 
     @property
     def rollout_bytes(self) -> int:
@@ -294,7 +299,7 @@ def check_fits(est: MemoryEstimate) -> None:
 
 def run_shape_from_recipe(recipe, world_size: int) -> RunShape:
     """The RunShape of a TrainRecipe (its parallel, rollout, algo and model sections); the
-    engine's share comes from its builder (`mua.engines.registry.engine_memory_share`)."""
+    engine's share, and the settings that hold it, come from its spec's `memory_share`."""
     from mua.engines.registry import engine_memory_share
 
     kl = getattr(getattr(recipe.algo, "kl", None), "coef", 0.0) or 0.0

@@ -223,10 +223,11 @@ def export_hf(
     if not is_main:
         return None
     from mua.models.merge import export_full_state
+    from mua.models.model_loading import EAGER_ONLY
 
     config = copy.deepcopy(model.config)
     # The trainer's own attention kernel (mua.kernels.packed_attention) stays out of the export.
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = "eager" if config.model_type in EAGER_ONLY else "sdpa"
     out = Path(out_dir)
     tmp = out.parent / f"{EXPORT_TMP_PREFIX}{out.name}"
     shutil.rmtree(tmp, ignore_errors=True)

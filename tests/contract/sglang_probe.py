@@ -21,6 +21,8 @@ Checks (the job's "checks" list, each {"kind": ..., ...}):
                 stand-in scheduler; reports the first call that raises and the tags left released
   server_args   the arguments of a launch command parsed by ServerArgs' own CLI parser
   finish        the finish_reason objects of meta_info, built by the release's own classes
+  routed_experts  a request's routed experts through the release's own capture buffer, get_topk
+                and the detokenizer's meta_info encoding (0.5.23 on)
   facts         source facts of the release (routes, duplicate-rid check, weight_version,
                 the /generate response keys the tokenizer manager writes)
 """
@@ -443,7 +445,44 @@ def check_lora_payload(job: dict) -> dict:
     }
 
 
+def check_routed_experts(job: dict) -> dict:
+    """The string a finished request's `meta_info.routed_experts` holds: each layer's experts
+    written by the release's capture buffer (BaseDeviceCache, the int32 buffer the host cache
+    copies), the request's rows taken by its get_topk, encoded by the detokenizer; read back with
+    the release's own reader (`extract_routed_experts_from_meta_info`)."""
+    import types
+
+    import torch
+
+    base = load("sglang.srt.state_capturer.base")
+    detok = load("sglang.srt.managers.detokenizer_manager").DetokenizerManager
+    reader = load("sglang.srt.state_capturer.routed_experts")
+    routes = torch.tensor(job["routes"], dtype=torch.int64)  # [seqlen - 1, layers, k]
+    rows, layers, top_k = routes.shape
+    slots = torch.arange(rows + 1) + 5  # the request's KV slots (any, in order)
+    cache = base.BaseDeviceCache(64, layers, top_k, "cpu", "routed_experts")
+    for layer in range(layers):
+        full = torch.zeros(64, top_k, dtype=torch.int64)
+        full[slots[:rows]] = routes[:, layer]
+        cache.capture(layer, full)
+    capturer = types.SimpleNamespace(host_cache=cache)
+    pool = types.SimpleNamespace(req_to_token=slots.unsqueeze(0))
+    got = base.BaseTopkCapturer.get_topk(capturer, 0, rows + 1, pool, start_len=0)
+    encoded = detok._b64_encode_per_request([got, None])
+    back = reader.extract_routed_experts_from_meta_info(
+        {"meta_info": {"routed_experts": encoded[0]}}
+    )
+    host = Path(base.__file__).read_text()
+    return {
+        "ok": encoded[1] is None,
+        "encoded": encoded[0],
+        "read_back": [int(v) for v in back],
+        "host_dtype_int32": "dtype=torch.int32" in host.split("class BaseHostCache", 1)[1],
+    }
+
+
 CHECKS = {
+    "routed_experts": check_routed_experts,
     "lora_payload": check_lora_payload,
     "server_args": check_server_args,
     "finish": check_finish,

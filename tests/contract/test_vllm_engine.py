@@ -25,8 +25,8 @@ import urllib.request
 import pytest
 import torch
 
-from mua.config.rollout import VLLMConfig
 from mua.engines.engine_contract import GenerationRequest, SamplingParams
+from mua.engines.vllm.settings import VLLMConfig
 from mua.errors import RunFailure
 from tests.conftest import free_port
 from tests.contract.vllm_side import RELEASES, side_python, tiny_folders

@@ -89,8 +89,8 @@ def test_a_pushed_mixture_of_experts_is_exact_on_vllm_cpu(moe_folder, tmp_path):
 
     import torch
 
-    from mua.config.rollout import VLLMConfig
     from mua.engines.vllm.colocated import VLLMColocated
+    from mua.engines.vllm.settings import VLLMConfig
     from mua.engines.vllm.vllm_launch import engine_from_config
     from mua.models.tiny import TINY_PRESETS, build_tiny_model
     from tests.conftest import free_port

@@ -54,7 +54,7 @@ def folders(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(folders, tmp_path_factory):
-    from mua.config.rollout import VLLMConfig
+    from mua.engines.vllm.settings import VLLMConfig
     from mua.engines.vllm.vllm_launch import engine_from_config
 
     cfg = VLLMConfig(

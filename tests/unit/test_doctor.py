@@ -63,10 +63,11 @@ def test_sglang_coverage_is_reported(monkeypatch):
     import mua.engines.sglang.sglang_engine as sglang_engine
 
     monkeypatch.setattr(sglang_engine, "sglang_version", lambda: "0.5.5.post3")
-    check = doctor.check_sglang(has_cuda=False)
+    (check,) = doctor.check_engines(has_cuda=False)  # the one engine with a `doctor` hook
+    assert check.name == "sglang"
     assert check.status == "ok" and "0.5.5.post3" in check.detail and "0.5.23" in check.detail
     monkeypatch.setattr(sglang_engine, "sglang_version", lambda: "0.5.22")
-    check = doctor.check_sglang(has_cuda=False)
+    (check,) = doctor.check_engines(has_cuda=False)
     assert check.status == "warn" and "not covered" in check.detail
 
 

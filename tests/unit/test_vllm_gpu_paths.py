@@ -20,9 +20,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mua.config.rollout import RolloutConfig, VLLMConfig
+from mua.config.rollout import RolloutConfig
 from mua.engines.vllm import gpu_transfer
 from mua.engines.vllm.colocated import VLLMColocated
+from mua.engines.vllm.settings import VLLMConfig
 from mua.engines.vllm.vllm_engine import VLLMEngine
 from mua.engines.vllm.vllm_launch import ipc_pushes, launch_command, server_env
 from mua.errors import RunFailure, UsageError

@@ -19,6 +19,7 @@ from typing import Any
 from mua.distributed import all_gather_objects, barrier
 from mua.engines.engine_contract import ColocatedEngine, Push
 from mua.engines.sglang.lora_endpoints import refuse_release
+from mua.engines.sglang.releases import ReleaseTraits
 from mua.engines.sglang.sglang_engine import SGLangEngine
 from mua.engines.sglang.weight_push import sglang_version
 from mua.engines.weight_probe import DEFAULT_PROBE_TOLERANCE
@@ -87,20 +88,6 @@ class SGLangColocated(ColocatedEngine):
         await self.engine.close()
 
 
-def memory_share(rollout):
-    """What a server reserves of each GPU, for the memory pre-flight (`mua.engines.registry`)."""
-    from mua.engines.engine_contract import EngineShare
-
-    cfg = rollout.sglang
-    return EngineShare(
-        fraction=cfg.mem_fraction,
-        setting="rollout.sglang.mem_fraction",
-        dtype=cfg.dtype,
-        tp_size=cfg.tp_size,
-        kv_fix="rollout.sglang.mem_fraction or rollout.sglang.tp_size",
-    )
-
-
 def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> SGLangColocated:
     """Connect to `rollout.sglang.base_urls`, or launch one server per node (collective)."""
     from mua.engines.sglang.engine_pool import engine_from_config
@@ -117,6 +104,10 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> SGLangColoca
         from mua.engines.sglang.lora_endpoints import launch_args
 
         options["lora_args"] = launch_args(model_cfg.lora)  # a launched server takes adapters
+    if getattr(hf_config, "num_experts_per_tok", None) and (
+        cfg.base_urls or ReleaseTraits.of(sglang_version()).routed_experts
+    ):
+        options["routed_experts"] = True  # a mixture of experts: every token's experts
     if cfg.base_urls:  # servers of the whole job: global rank 0 drives them
         engine = engine_from_config(cfg, model_cfg.path, **options)
         is_leader = dist.rank == 0
@@ -151,6 +142,7 @@ def check_launch(recipe) -> None:
     `rollout.lora_sync=adapter` needs a release that takes adapters."""
     _check_server(recipe.rollout.sglang)
     _check_adapter_sync(recipe)
+    _check_routed_experts(recipe)
 
 
 def _check_server(cfg) -> None:
@@ -184,6 +176,24 @@ def _check_adapter_sync(recipe) -> None:
         version = server_version(url)
         if version is not None:
             refuse_release(version, f"the server at {url}")
+
+
+def _check_routed_experts(recipe) -> None:
+    """Before the run: `algo.routing_replay=r3` only where SGLang returns the routed experts."""
+    if getattr(recipe.algo, "routing_replay", "off") != "r3":
+        return
+    urls = recipe.rollout.sglang.base_urls
+    found = [(u, server_version(u)) for u in urls] or [(None, sglang_version())]
+    for url, version in found:
+        if url is not None and version is None:
+            continue  # not answering yet: its generate calls will say so
+        if not ReleaseTraits.of(version).routed_experts:
+            where = f"the server at {url}" if url else "the installed sglang"
+            raise UsageError(
+                f"algo.routing_replay=r3 needs SGLang >= 0.5.23, which returns each token's "
+                f"routed experts; {where} runs {version}; upgrade SGLang or set "
+                "algo.routing_replay=off"
+            )
 
 
 def server_version(url: str) -> str | None:

@@ -118,6 +118,7 @@ def engine_from_config(
     max_concurrency: int = 64,
     lora_args: Sequence[str] = (),
     api_key: str | None = None,
+    routed_experts: bool = False,
 ):
     """The rollout engine a recipe's `rollout.sglang` section describes (`lora_args`: the
     launch flags of `rollout.lora_sync=adapter`, `lora_endpoints.launch_args`).
@@ -126,7 +127,8 @@ def engine_from_config(
     With `base_urls` set, connect to those servers (a pool when there are several), sending
     `api_key` (the key of a server a rank of this node launched), else the key named by
     `api_key_env`; otherwise launch one SGLang
-    server for `model_path` on this node, with a key of its own.
+    server for `model_path` on this node, with a key of its own. `routed_experts`: ask for
+    every token's experts (a mixture of experts; a launched server records them).
     """
     common = dict(
         weight_path=sglang_cfg.weight_path,
@@ -135,6 +137,7 @@ def engine_from_config(
         max_concurrency=max_concurrency,
         weights_dir=sglang_cfg.weights_dir,
         hf_config=hf_config,
+        routed_experts=routed_experts,
     )
     if sglang_cfg.base_urls:
         key = api_key or sglang_cfg.base_urls_key()
@@ -152,7 +155,11 @@ def engine_from_config(
         tp_size=sglang_cfg.tp_size,
         dtype=sglang_cfg.dtype,
         deterministic=sglang_cfg.deterministic,
-        extra_args=[*lora_args, *sglang_cfg.extra_args],
+        extra_args=[
+            *lora_args,
+            *(["--enable-return-routed-experts"] if routed_experts else []),
+            *sglang_cfg.extra_args,
+        ],
         launch_timeout_s=sglang_cfg.launch_timeout_s,
         **common,
     )

@@ -3,17 +3,23 @@
 `encode_body` is a call's JSON body (run on a worker thread for large pushes); `PromptJSON`
 keeps each conversation's prompt ids as JSON text so a turn serializes only its new tail;
 `read_body` / `server_message` / `check_success` read a server's answer (JSON, plain text, an
-error message, a `{"success": false}` refusal). Not here: HTTP sessions and the calls
+error message, a `{"success": false}` refusal); `routed_experts` reads a mixture of experts'
+routing from a /generate answer's `meta_info`. Not here: HTTP sessions and the calls
 (`mua.engines.sglang.sglang_engine`), the shapes of /generate (`mua.engines.sglang.protocol`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from mua.errors import RunFailure
+from mua.models.moe_layout import moe_layer_ids
+from mua.models.moe_replay import compact
 
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
@@ -76,3 +82,24 @@ def check_success(body: Any, base_url: str) -> None:
         raise RunFailure(
             f"SGLang server {base_url} refused the request: {body.get('message', body)}"
         )
+
+
+def routed_experts(meta: dict, fed_tokens: int, hf_config: Any) -> np.ndarray | None:
+    """The record [tokens, MoE layers, top_k] (`mua.models.moe_replay.compact`) of an answer
+    to a body with `return_routed_experts` (SGLang >= 0.5.23): `meta_info.routed_experts` is the
+    base64 of an int32 array [fed_tokens, decoder layers, top_k] (the prompt and every sampled
+    token but the last, every layer; dense layers' rows are dropped here). None when the answer
+    has none (a server started without --enable-return-routed-experts); ValueError when its
+    size does not fit `fed_tokens` and the model's layers and top_k."""
+    data = meta.get("routed_experts")
+    if not data:
+        return None
+    flat = np.frombuffer(base64.b64decode(data), dtype=np.int32)
+    layers, top_k = int(hf_config.num_hidden_layers), int(hf_config.num_experts_per_tok)
+    if flat.size != fed_tokens * layers * top_k:
+        raise ValueError(
+            f"meta_info.routed_experts holds {flat.size} expert ids, not {fed_tokens} tokens x "
+            f"{layers} layers x top_k {top_k}"
+        )
+    routes = flat.reshape(fed_tokens, layers, top_k)[:, moe_layer_ids(hf_config)]
+    return compact(routes)

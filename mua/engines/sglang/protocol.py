@@ -56,9 +56,11 @@ def generate_body(
     rid: str | None = None,
     send_seed: bool = False,
     lora_path: str | None = None,
+    routed_experts: bool = False,
 ) -> dict[str, Any]:
     """The `/generate` body; `rid` overrides the request's id (the client makes it unique);
-    `lora_path` names the LoRA adapter to generate with (a loaded adapter's name)."""
+    `lora_path` names the LoRA adapter to generate with (a loaded adapter's name);
+    `routed_experts` asks for every fed token's experts (SGLang >= 0.5.23)."""
     body: dict[str, Any] = {
         "input_ids": list(map(int, request.prompt_ids)),
         "sampling_params": sampling_to_json(request.sampling, send_seed),
@@ -70,6 +72,8 @@ def generate_body(
         body["rid"] = rid
     if lora_path is not None:
         body["lora_path"] = lora_path
+    if routed_experts:
+        body["return_routed_experts"] = True  # from token 0 (routed_experts_start_len 0)
     return body
 
 
@@ -79,13 +83,14 @@ def generate_body_json(
     rid: str | None = None,
     send_seed: bool = False,
     lora_path: str | None = None,
+    routed_experts: bool = False,
 ) -> bytes:
-    """`json.dumps(generate_body(request, rid, send_seed)).encode()`, given `ids_json`, the JSON
-    text of the prompt ids (a client extending one prompt turn after turn keeps it)."""
+    """`json.dumps(generate_body(request, rid, send_seed, ...)).encode()`, given `ids_json`, the
+    JSON text of the prompt ids (a client extending one prompt turn after turn keeps it)."""
     empty = GenerationRequest(
         prompt_ids=[], sampling=request.sampling, request_id=request.request_id
     )
-    text = json.dumps(generate_body(empty, rid, send_seed, lora_path))
+    text = json.dumps(generate_body(empty, rid, send_seed, lora_path, routed_experts))
     head = '{"input_ids": []'  # input_ids is the body's first key
     return ('{"input_ids": ' + ids_json + text[len(head) :]).encode()
 

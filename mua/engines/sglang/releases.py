@@ -3,7 +3,7 @@
 One table, read by both sides: the client adapts to the `version` a server reports in
 `/get_server_info`, and `mua serve --sglang-release X` accepts and refuses what release X does
 (memory tags, idle release, `sampling_seed`, duplicate rids, weight sessions, `weight_version`,
-pause/continue, LoRA from tensors). The contract tests under tests/contract check it against
+pause/continue, LoRA from tensors, routed experts). The contract tests under tests/contract check it against
 each covered release's own code. Not here: the HTTP shapes (`protocol`), acting on these facts.
 """
 
@@ -46,6 +46,7 @@ class ReleaseTraits:
     pause_modes: bool = False
     lora_tensors: bool = False
     lora_per_rank_payloads: bool = False
+    routed_experts: bool = False  # GenerateReqInput.return_routed_experts
 
     @classmethod
     def of(cls, version: str | None) -> ReleaseTraits:
@@ -67,6 +68,7 @@ class ReleaseTraits:
             pause_modes=key >= (0, 5, 23, 0),  # the covered release that has them (see above)
             lora_tensors=key >= (0, 5, 8, 0),
             lora_per_rank_payloads=key >= (0, 5, 17, 0),
+            routed_experts=key >= (0, 5, 23, 0),  # the covered release that has them
         )
 
 

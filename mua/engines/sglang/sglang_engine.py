@@ -30,6 +30,7 @@ from mua.engines.sglang.http_bodies import (
     check_success,
     encode_body,
     read_body,
+    routed_experts,
     server_message,
 )
 from mua.engines.sglang.releases import ReleaseTraits
@@ -72,8 +73,11 @@ class SGLangEngine(WeightPushes):
         hf_config: Any = None,
         process: subprocess.Popen | None = None,
         api_key: str | None = None,
+        routed_experts: bool = False,
     ):
         self.base_url, self.process = base_url.rstrip("/"), process
+        # a mixture of experts: ask for every fed token's experts (needs `hf_config`)
+        self.routed_experts = routed_experts
         self.api_key = api_key  # a launched server's key (sglang_launch), sent with every request
         auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._headers = {**JSON_HEADERS, **auth}
@@ -209,19 +213,28 @@ class SGLangEngine(WeightPushes):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self.asleep:
             raise RuntimeError("the sglang engine is asleep; call wake() before generate()")
-        await self.server_traits()
+        traits = await self.server_traits()
+        # a release without the field is refused before launch when replay needs them
+        routes = self.routed_experts and traits.routed_experts
         rid = self.request_id(request)
         ids_json = self._prompts.json_of(request.route_key, request.prompt_ids, request.keep_prefix)
         lora = self.adapters.begin()  # the live adapter, counted in flight until answered
         adapter_version = self.adapters.version_of(lora)
         try:
-            data = protocol.generate_body_json(request, ids_json, rid, self.seeds_honoured, lora)
+            data = protocol.generate_body_json(
+                request, ids_json, rid, self.seeds_honoured, lora, routes
+            )
             body = await self._post_generate(data, rid)
         finally:
             await self._unload_adapters(self.adapters.end(lora))
         try:
             result = protocol.parse_generate_response(body)
-        except protocol.ProtocolError as err:
+            if routes:
+                fed = len(request.prompt_ids) + len(result.token_ids) - 1
+                record = routed_experts(body["meta_info"], fed, self.hf_config)
+                if record is not None:
+                    result.meta["routed_experts"] = record
+        except (protocol.ProtocolError, ValueError) as err:
             raise RunFailure(f"SGLang server {self.base_url}: {err}") from None
         # sampled by an adapter: its version, not the base's (the base's is in the server's meta)
         return result.counted(self.stats, lora, adapter_version if lora is not None else None)

@@ -60,21 +60,6 @@ class VLLMColocated(ColocatedEngine):
         await self.engine.load_adapter(name, named_tensors, config, version)
 
 
-def memory_share(rollout):
-    """What a launched server reserves of its GPU, for the memory pre-flight
-    (`mua.engines.registry`); None for servers elsewhere (`base_urls`)."""
-    from mua.engines.engine_contract import EngineShare
-
-    cfg = rollout.vllm
-    if cfg.base_urls:
-        return None
-    return EngineShare(
-        fraction=cfg.gpu_memory_utilization,
-        setting="rollout.vllm.gpu_memory_utilization",
-        dtype=cfg.dtype,
-    )
-
-
 def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocated:
     """A server for this rank (launched, or the rank's running one), and its client."""
     from mua.engines.vllm.vllm_launch import engine_from_config, served_folder
@@ -105,15 +90,6 @@ def build(rollout, model_cfg, parallel, dist, policy, tokenizer) -> VLLMColocate
         probe_tolerance=rollout.vllm.probe_tolerance,
         model_type=str(getattr(hf_config, "model_type", "")),
     )
-
-
-def check_launch(recipe) -> None:
-    """A server to launch needs a Python that imports vLLM (one line, before torchrun starts)."""
-    cfg = recipe.rollout.vllm
-    if not cfg.base_urls:
-        from mua.engines.vllm.vllm_launch import check_python
-
-        check_python(cfg.python)
 
 
 def standalone(recipe, path: str, tokenizer):
