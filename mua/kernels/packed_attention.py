@@ -221,6 +221,13 @@ def _plan_for(cu, prefix_of, device) -> _Plan:
     return plan
 
 
+def separates_sequences(model) -> bool:
+    """True when the model's attention keeps a packed row's sequences apart: `mua_varlen` or a
+    flash-attn kernel reading the row's boundaries; eager and sdpa attend across the row."""
+    impl = getattr(getattr(model, "config", None), "_attn_implementation", None) or ""
+    return impl == NAME or impl.startswith("flash")
+
+
 def shares_prefixes(model) -> bool:
     """True when the model attends through `mua_varlen`, the only path that reads
     `mua_segment_prefix` (shared-prefix rows)."""

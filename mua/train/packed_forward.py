@@ -18,7 +18,7 @@ import torch
 
 from mua.distributed import all_reduce_max, all_reduce_sum
 from mua.errors import UsageError
-from mua.kernels.packed_attention import shares_prefixes
+from mua.kernels.packed_attention import separates_sequences, shares_prefixes
 from mua.models.model_loading import accepts_logits_to_keep
 from mua.models.moe_replay import Replay, load_balancing_loss, replaying, routers
 from mua.train.head_scores import head_scores
@@ -174,7 +174,7 @@ def accumulate(
     loss, and its share is logged in the stats as `moe/aux_loss` (summed over micro-batches
     and ranks it is the token-weighted mean)."""
     share = share_prefixes and shares_prefixes(model)
-    groups = plan_micro_batches([len(s) for s in sequences], token_budget)
+    groups = micro_batch_groups(model, sequences, token_budget)
     num_passes = int(all_reduce_max([len(groups)])[0])
     routes = replay.routes if replay is not None else None
     balance = RouterBalance(model, sequences) if router_aux_coef else None
@@ -201,6 +201,16 @@ def accumulate(
             if backward:
                 loss.backward()
     return stats
+
+
+def micro_batch_groups(model, sequences: list[list[int]], token_budget: int) -> list[list[int]]:
+    """The sequences' micro-batches: packed up to `token_budget` tokens a row when the model's
+    attention keeps a row's sequences apart, else one sequence a row (gpt-oss's eager attention
+    with sliding windows and sinks would let a row's later sequences attend to earlier ones)."""
+    lengths = [len(s) for s in sequences]
+    if separates_sequences(model):
+        return plan_micro_batches(lengths, token_budget)
+    return [[i] for i in range(len(lengths))]
 
 
 class RouterBalance:
@@ -242,7 +252,7 @@ def forward_only(
     `out`, `masks`, `share_prefixes`, `temperature` and `replay` as in `accumulate`."""
     share = share_prefixes and shares_prefixes(model)
     out: list = [None] * len(sequences)
-    groups = plan_micro_batches([len(s) for s in sequences], token_budget)
+    groups = micro_batch_groups(model, sequences, token_budget)
     num_passes = int(all_reduce_max([len(groups)])[0])
     routes = replay.routes if replay is not None else None
     for k in range(num_passes):

@@ -26,7 +26,12 @@ from tests.integration.frameworks_helpers import (
     play,
 )
 from tests.integration.grpo_helpers import write_guess_tasks
-from tests.integration.train_helpers import metric_history, train_recipe
+from tests.integration.train_helpers import (
+    check_gateway_tokens_trained,
+    metric_history,
+    program_grpo_recipe,
+    train_recipe,
+)
 
 pytestmark = [pytest.mark.integration, needs_agents_side()]
 
@@ -99,8 +104,8 @@ def test_a_framework_agent_plays_through_the_gateway(tokenizer, name):
     assert metrics["gateway/malformed_calls"] == 0
     assert metrics["gateway/structured_invalid"] == 0
     assert metrics["gateway/tool_choice_unmet"] == 0
-    lists = session.lists()
-    trained = [t for t, m in zip(lists["token_ids"], lists["loss_mask"], strict=True) if m]
+    rec = session.record()
+    trained = [t for t, m in zip(rec.token_ids, rec.loss_mask, strict=True) if m]
     assert trained == [t for ids in played.engine.sampled for t in ids]
     if session.splits == 0:  # each request was fed the record so far, then its new messages
         for earlier, later in zip(played.engine.prompts, played.engine.prompts[1:]):
@@ -157,31 +162,13 @@ def test_every_framework_trains_through_mua_train(tmp_path):
         gyms.append(
             {"name": "guess", "label": label, "train_files": [str(tasks)], "program": program}
         )
-    recipe = {
-        "model": {"path": "tiny:qwen2-1m", "tool_parser": "hermes"},
-        "gyms": gyms,
-        # data.seed 3 draws every entry in the first step (the mix draws entries by weight)
-        "data": {"tasks_per_step": len(gyms), "seed": 3},
-        "rollout": {
-            "n": 2,
-            "max_new_tokens_per_turn": 12,
-            "max_total_tokens": 2048,
-            "max_turns": 8,
-        },
-        "algo": {"kind": "grpo", "score": "sum"},
-        "optim": {"lr": 1e-3},
-        "checkpoint": {"save_freq": 2, "keep_last": 1},
-        "total_steps": 2,
-        "run_dir": str(tmp_path / "run"),
-    }
-    run = train_recipe(tmp_path, recipe, "frameworks")
+    # data.seed 3 draws every entry in the first step (the mix draws entries by weight)
+    data = {"tasks_per_step": len(gyms), "seed": 3}
+    budgets = {"max_new_tokens_per_turn": 12, "max_total_tokens": 2048, "max_turns": 8}
+    run = train_recipe(tmp_path, program_grpo_recipe(tmp_path, gyms, data, budgets), "frameworks")
     for api in ("responses", "chat", "messages"):  # every API was called
         assert sum(metric_history(run, f"gateway/api_requests/{api}")) > 0, api
-    sampled = metric_history(run, "gateway/sampled_tokens")
-    dropped = metric_history(run, "gateway/dropped_tokens")
-    trained = metric_history(run, "tokens/trained")
-    assert [s - d for s, d in zip(sampled, dropped, strict=True)] == trained
-    assert all(t > 0 for t in trained)
+    check_gateway_tokens_trained(run)
     assert max(metric_history(run, "logp_diff_engine_vs_trainer")) < 1e-4
     assert (
         not metric_history(run, "reward/masked") or max(metric_history(run, "reward/masked")) == 0

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.integration.grpo_helpers import write_guess_tasks
-from tests.integration.train_helpers import REPO, metric_history, train_recipe
+from tests.integration.train_helpers import (
+    REPO,
+    check_gateway_tokens_trained,
+    metric_history,
+    program_grpo_recipe,
+    train_recipe,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -25,39 +31,24 @@ def test_an_openai_sdk_agent_trains_through_the_gateway(tmp_path):
     plain, _ = write_guess_tasks(tmp_path / "plain", num_train=8, num_test=0)
     trim, _ = write_guess_tasks(tmp_path / "trim", num_train=8, num_test=0)
     program = {"command": AGENT, "timeout_s": 120, "env": {"GUESS_AGENT_ROUNDS": "3"}}
-    recipe = {
-        "model": {"path": "tiny:qwen2-1m", "tool_parser": "hermes"},
-        "gyms": [
-            {"name": "guess", "label": "agent", "train_files": [str(plain)], "program": program},
-            {
-                "name": "guess",
-                "label": "trimming_agent",
-                "train_files": [str(trim)],
-                "program": {**program, "env": {"GUESS_AGENT_ROUNDS": "3", "GUESS_AGENT_TRIM": "1"}},
-            },
-        ],
-        "data": {"tasks_per_step": 2},
-        "rollout": {
-            "n": 2,
-            "max_new_tokens_per_turn": 16,
-            "max_total_tokens": 1024,
-            "max_turns": 3,
+    gyms = [
+        {"name": "guess", "label": "agent", "train_files": [str(plain)], "program": program},
+        {
+            "name": "guess",
+            "label": "trimming_agent",
+            "train_files": [str(trim)],
+            "program": {**program, "env": {"GUESS_AGENT_ROUNDS": "3", "GUESS_AGENT_TRIM": "1"}},
         },
-        "algo": {"kind": "grpo", "score": "sum"},
-        "optim": {"lr": 1e-3},
-        "checkpoint": {"save_freq": 2, "keep_last": 1},
-        "track": {"transcripts_per_step": 8},
-        "total_steps": 2,
-        "run_dir": str(tmp_path / "run"),
-    }
+    ]
+    budgets = {"max_new_tokens_per_turn": 16, "max_total_tokens": 1024, "max_turns": 3}
+    recipe = program_grpo_recipe(
+        tmp_path, gyms, {"tasks_per_step": 2}, budgets, track={"transcripts_per_step": 8}
+    )
     run = train_recipe(tmp_path, recipe, "gateway")
     requests = metric_history(run, "gateway/requests")
     assert requests and all(r >= 4 for r in requests)  # every program asked the model
     assert max(metric_history(run, "gateway/splits")) > 0  # the trimming agent split
-    sampled = metric_history(run, "gateway/sampled_tokens")
-    dropped = metric_history(run, "gateway/dropped_tokens")
-    trained = metric_history(run, "tokens/trained")
-    assert [s - d for s, d in zip(sampled, dropped, strict=True)] == trained
+    check_gateway_tokens_trained(run)
     assert max(metric_history(run, "logp_diff_engine_vs_trainer")) < 1e-4
     assert (
         not metric_history(run, "reward/masked") or max(metric_history(run, "reward/masked")) == 0

@@ -77,6 +77,31 @@ def train_recipe(tmp_path: Path, recipe: dict, name: str, timeout_s: float = 600
     return run
 
 
+def program_grpo_recipe(tmp_path: Path, gyms: list[dict], data: dict, rollout: dict, **extra):
+    """Two GRPO steps of the tiny model (Hermes tool calls) over program `gyms`."""
+    return {
+        "model": {"path": "tiny:qwen2-1m", "tool_parser": "hermes"},
+        "gyms": gyms,
+        "data": data,
+        "rollout": {"n": 2, **rollout},
+        "algo": {"kind": "grpo", "score": "sum"},
+        "optim": {"lr": 1e-3},
+        "checkpoint": {"save_freq": 2, "keep_last": 1},
+        "total_steps": 2,
+        "run_dir": str(tmp_path / "run"),
+        **extra,
+    }
+
+
+def check_gateway_tokens_trained(run: Path) -> None:
+    """Every token the gateway sampled and kept was trained, in every step."""
+    sampled = metric_history(run, "gateway/sampled_tokens")
+    dropped = metric_history(run, "gateway/dropped_tokens")
+    trained = metric_history(run, "tokens/trained")
+    assert [s - d for s, d in zip(sampled, dropped, strict=True)] == trained
+    assert all(t > 0 for t in trained)
+
+
 def run_mua_in(folder: Path, *args: str, timeout_s: float = 2700) -> None:
     """`mua ARGS` as a user runs it from `folder` laid out as a fresh checkout (recipes' relative
     paths land there): the installed `mua`, no PYTHONPATH; fails the test with the output's tail

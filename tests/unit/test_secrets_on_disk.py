@@ -182,8 +182,8 @@ def test_mlflow_params_and_eval_config_hold_env_names_not_values(tmp_path, env_v
     from mlflow.tracking import MlflowClient
 
     from mua.eval.fingerprint import eval_fingerprint
-    from mua.run.spec import run_spec
     from mua.eval.store import CONFIG_FILE, ResultStore
+    from mua.run.spec import run_spec
     from mua.track import Tracker
 
     recipe = _program_recipe(tmp_path)
