@@ -20,7 +20,6 @@ import torch
 from mua.background_loop import BackgroundLoop
 from mua.config.rollout import RolloutConfig
 from mua.distributed import DistInfo
-from mua.engines.engine_contract import GenerationResult
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.mix import GymRun
 from mua.models import load_tokenizer
@@ -34,6 +33,7 @@ from mua.train.partial_rollouts import (
     restored,
     staleness_metrics,
 )
+from tests.fakes.answer_policy import AnswerPolicy
 
 torch.set_num_threads(1)
 
@@ -68,14 +68,11 @@ class SlowUserEnv:
 GYM = GymSpec(name="slow", description="", make_env=SlowUserEnv, build_tasks=lambda *a, **k: {})
 
 
-class VersionedPolicy:
+class VersionedPolicy(AnswerPolicy):
     """Writes `version` into each sampled token's log-prob (−version − 1)."""
 
-    kind = "tokens"
-    tool_parser = "bracket"
-
     def __init__(self, tok):
-        self.ids = tok.encode("[answer] 3", add_special_tokens=False)
+        super().__init__(tok)
         self.version = 0
         self.steps = []
 
@@ -85,9 +82,7 @@ class VersionedPolicy:
     async def generate(
         self, prompt_ids, max_new_tokens, stop_ids, route_key="", keep_prefix=True, **seed
     ):
-        ids = (self.ids + [stop_ids[0]])[:max_new_tokens]
-        lp = [-(self.version + 1.0)] * len(ids)
-        return GenerationResult(token_ids=ids, logprobs=lp, finish_reason="stop")
+        return self.answer(stop_ids, max_new_tokens, -(self.version + 1.0))
 
 
 OPEN: list[PartialRollouts] = []

@@ -15,7 +15,6 @@ import torch
 
 from mua.config.rollout import RetryConfig, RolloutConfig
 from mua.distributed import DistInfo
-from mua.engines.engine_contract import GenerationResult
 from mua.errors import UserFailure
 from mua.gym import GymContext, GymSpec, ResetResult, StepResult, Task
 from mua.gym.mix import GymRun
@@ -23,6 +22,7 @@ from mua.models import load_tokenizer
 from mua.rollout.collect import RETRIED_REASONS, Group, SeedKey, collect
 from mua.rollout.runner import attempt_seed
 from mua.train.partial_rollouts import PartialRollouts, restored, retry_metrics
+from tests.fakes.answer_policy import AnswerPolicy
 from tests.fakes.fake_openai import FakeOpenAIServer
 
 torch.set_num_threads(1)
@@ -68,23 +68,16 @@ class FlakyEnv:
 GYM = GymSpec(name="flaky", description="", make_env=FlakyEnv, build_tasks=lambda *a, **k: {})
 
 
-class RecordingPolicy:
+class RecordingPolicy(AnswerPolicy):
     """Answers at once; records the seed key of every turn it samples."""
 
-    kind = "tokens"
-    tool_parser = "bracket"
-
     def __init__(self, tok):
-        self.ids = tok.encode("[answer] 3", add_special_tokens=False)
+        super().__init__(tok)
         self.keys: list[SeedKey] = []
-
-    def start_step(self, step):
-        pass
 
     async def generate(self, prompt_ids, max_new_tokens, stop_ids, seed_key=None, **_):
         self.keys.append(seed_key)
-        ids = (self.ids + [stop_ids[0]])[:max_new_tokens]
-        return GenerationResult(token_ids=ids, logprobs=[-1.0] * len(ids), finish_reason="stop")
+        return self.answer(stop_ids, max_new_tokens, -1.0)
 
 
 class FakeSampler:
