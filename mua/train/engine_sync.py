@@ -151,13 +151,18 @@ def memory_preflight(recipe, model, world_size: int, gpu_bytes: int, show: bool 
         check_fits,
         estimate_memory,
         format_table,
+        lora_params,
         moe_sizes,
         run_shape_from_recipe,
     )
 
     num_params = sum(p.numel() for p in model.parameters())  # DTensor numel is the full size
     moe = moe_sizes(model)
-    shape = ModelShape.from_hf_config(model.config, num_params=num_params, moe=moe)
+    lora = recipe.model.lora
+    trainable = (
+        None if lora is None else lora_params(model, lora.rank, lora.target_modules, lora.experts)
+    )
+    shape = ModelShape.from_hf_config(model.config, num_params, moe, trainable)
     est = estimate_memory(shape, run_shape_from_recipe(recipe, world_size), gpu_bytes)
     table = format_table(est) + (f"\n{moe.describe()}" if moe else "")
     if show:

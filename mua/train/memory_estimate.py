@@ -4,8 +4,9 @@ The rollout phase (engine share via `memory_share(rollout)`, sharded trainer sta
 budget for at least one full trajectory) and the train phase (engine asleep, trainer peak) must
 both fit. `estimate_memory` is a pure function of sizes; `format_table` prints it; `check_fits`
 raises `RunFailure` naming the cheapest fix; `moe_sizes` counts a mixture of experts' total, expert
-and active parameters. Estimates within tens of percent (the model: docs/training.md).
-Not modelled: pipeline/tensor/sequence/expert parallelism, LoRA.
+and active parameters; `lora_params` a LoRA run's adapter parameters (the only ones with gradients
+and optimizer state then). Estimates within tens of percent (the model: docs/training.md).
+Not modelled: pipeline/tensor/sequence/expert parallelism, LoRA on the embeddings.
 """
 
 from __future__ import annotations
@@ -33,10 +34,16 @@ class ModelShape:
     num_kv_heads: int
     head_dim: int
     moe: MoeSizes | None = None  # a mixture of experts
+    # LoRA: the adapters' parameters (in num_params too), the only trained ones; None: all are
+    trainable: int | None = None
 
     @classmethod
     def from_hf_config(
-        cls, config, num_params: int | None = None, moe: MoeSizes | None = None
+        cls,
+        config,
+        num_params: int | None = None,
+        moe: MoeSizes | None = None,
+        trainable: int | None = None,
     ) -> ModelShape:
         """Read the shape from a transformers config; counts parameters when not given."""
         heads = config.num_attention_heads
@@ -51,6 +58,7 @@ class ModelShape:
             num_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
             head_dim=head_dim,
             moe=moe,
+            trainable=trainable,
         )
 
 
@@ -92,6 +100,35 @@ def moe_sizes(model) -> MoeSizes | None:
             largest = max(largest, param.numel())
     active = total - experts + experts * top_k // num_experts
     return MoeSizes(total, experts, active, largest, int(num_experts), int(top_k))
+
+
+def lora_params(model, rank: int, target_modules="all-linear", experts: bool = False) -> int:
+    """The adapter parameters `model.lora` adds to `model` (its weights may be on the meta
+    device): rank x (in + out) per targeted linear layer (`all-linear`: every one but the LM
+    head; a mixture of experts' routers are not linear layers), and with `experts` rank x experts
+    x (2 hidden + 3 expert width) per MoE layer (A and B of the fused gate/up and down tensors).
+    `model` may already carry its adapters (peft)."""
+    import torch
+
+    from mua.models.moe_replay import routers
+
+    names = None if target_modules == "all-linear" else set(target_modules)
+    count = 0
+    for name, module in model.named_modules():
+        if ".lora_" in name:  # a model with its adapters already: count the wrapped layers
+            continue
+        leaf = name.removesuffix(".base_layer").rsplit(".", 1)[-1]
+        if not isinstance(module, torch.nn.Linear) or leaf == "lm_head":
+            continue
+        if names is None or leaf in names:
+            count += rank * (module.in_features + module.out_features)
+    if experts:
+        config = model.config
+        width = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+        num_experts = getattr(config, "num_experts", None) or config.num_local_experts
+        per_layer = rank * num_experts * (2 * config.hidden_size + 3 * width)
+        count += per_layer * len(routers(model))
+    return count
 
 
 def _count_params(config, head_dim: int) -> int:
@@ -183,9 +220,10 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
     n, world = model.num_params, max(1, run.world_size)
     on_gpu = 0 if run.cpu_offload else 1
     compute_bytes = DTYPE_BYTES[run.train_dtype]
-    master = on_gpu * n * 4 // world  # fp32 sharded parameters
-    optimizer = on_gpu * n * 8 // world  # AdamW exp_avg + exp_avg_sq in fp32
-    grads = on_gpu * n * 4 // world
+    trained = n if model.trainable is None else model.trainable  # LoRA: the adapters only
+    master = on_gpu * n * 4 // world  # fp32 sharded parameters (a frozen LoRA base too)
+    optimizer = on_gpu * trained * 8 // world  # AdamW exp_avg + exp_avg_sq in fp32
+    grads = on_gpu * trained * 4 // world
     gathered = 2 * n * compute_bytes // model.num_layers  # the block in use + the one prefetched
     reference = n * compute_bytes // world if run.reference_model else 0
     tokens = run.micro_batch_tokens
@@ -215,17 +253,18 @@ def estimate_memory(model: ModelShape, run: RunShape, gpu_bytes: int) -> MemoryE
         engine_setting=run.engine_setting,
         engine_kv_fix=run.engine_kv_fix,
     )
+    of = "" if model.trainable is None else f", {trained / 1e6:,.2f}M LoRA parameters"
     est.rollout_rows = [
         ("trainer weights (fp32, sharded)", master),
-        ("optimizer state (AdamW, sharded)", optimizer),
+        (f"optimizer state (AdamW, sharded{of})", optimizer),
         ("reference model (sharded)", reference),
         (f"engine ({run.engine}): weights + KV cache", engine_share),
         ("CUDA context and fragmentation", CUDA_OVERHEAD_BYTES),
     ]
     est.train_rows = [
         ("trainer weights (fp32, sharded)", master),
-        ("optimizer state (AdamW, sharded)", optimizer),
-        ("gradients (fp32, sharded)", grads),
+        (f"optimizer state (AdamW, sharded{of})", optimizer),
+        (f"gradients (fp32, sharded{of})", grads),
         ("gathered layers (compute dtype)", gathered),
         ("reference model (sharded)", reference),
         (f"activations ({tokens} tokens/micro-batch)", activations),

@@ -3,14 +3,25 @@
 `RunningBatch` serves models `hf_slots.SlotBatch` does not (sliding-window layers, other
 architectures). `step(newcomers)` runs one decode forward for the live rows and one left-padded
 prefill for the newcomers (identical prompts share a row), samples a token per row (`hf_sampling`)
-and appends the newcomers' KV; stopped rows leave at once. With a `PrefixStore` finishing rows
+and appends the newcomers' KV; stopped rows leave at once. A mixture of experts' rows keep each
+fed token's experts (`Row.routes`; never the padding's). With a `PrefixStore` finishing rows
 leave their KV (`hf_prefix`). Merging and prefix reuse need a plain dynamic cache: otherwise
 `can_merge` is False. Not here: threads, asyncio, weights (the engine's job).
 """
 
 from __future__ import annotations
 
-from mua.engines.hf.hf_sampling import Row, record, row_generator, sample
+from contextlib import nullcontext
+
+from mua.engines.hf.hf_sampling import (
+    Row,
+    record,
+    route_dtype,
+    row_generator,
+    sample,
+    take_prefix,
+)
+from mua.models import moe_replay
 from mua.models.model_loading import accepts_logits_to_keep
 
 
@@ -25,6 +36,7 @@ class RunningBatch:
         self.pad_id = pad_id
         self.keep_last_logits_only = accepts_logits_to_keep(model)
         self.can_merge = True  # until a cache that cannot be merged shows up
+        self.route_dtype = route_dtype(model)  # a mixture of experts: each fed token's experts kept
         self.shared_prompts = 0  # newcomers whose identical prompt another newcomer fed
         self.rows: list[Row] = []
         self.cache = None
@@ -74,14 +86,18 @@ class RunningBatch:
             input_ids, positions = self.last_tokens[:, None], self.next_pos[:, None]
             mask = torch.cat([self.mask, self.mask.new_ones((len(rows), 1))], dim=1)
         extra = {"logits_to_keep": 1} if self.keep_last_logits_only else {}
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            **extra,
-        )
+        moe = self.route_dtype is not None
+        with moe_replay.routing(self.model) if moe else nullcontext() as capture:
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                **extra,
+            )
+        if moe:
+            self._keep_routes(rows, capture.stacked(), mask[:, -input_ids.shape[1] :], expand)
         logits = out.logits[:, -1, :]
         if expand is not None:  # identical prompts were prefilled once: one cache row per request
             out.past_key_values.batch_select_indices(expand)
@@ -118,9 +134,22 @@ class RunningBatch:
             for layer in self.cache.layers:
                 layer.keys, layer.values = layer.keys[:, :, unused:], layer.values[:, :, unused:]
 
+    def _keep_routes(self, rows: list[Row], routes, fed_mask, expand) -> None:
+        """Append to each row the experts of the tokens it fed (`routes` [B * T, layers, k] for
+        the forward's B rows of T columns; `fed_mask` [B, T] marks the real tokens, not the left
+        padding; `expand` maps rows to the forward's rows when identical prompts were fed once)."""
+        routes = routes.to("cpu", self.route_dtype)
+        routes = routes.reshape(*fed_mask.shape, *routes.shape[1:])
+        used = fed_mask.bool().cpu()
+        chunks = [routes[b][used[b]] for b in range(len(used))]
+        for i, row in enumerate(rows):
+            row.routes.append(chunks[int(expand[i]) if expand is not None else i])
+
     def _store(self, rows: list[Row], finished: list[Row], cache, mask) -> None:
         """Leave the KV of each finished row's fed tokens in the prefix store (unless its request
         says nothing continues it)."""
+        import torch
+
         finished = [row for row in finished if row.request.keep_prefix]
         if self.prefix_store is None or not finished or not self.can_merge or not _mergeable(cache):
             return
@@ -131,7 +160,8 @@ class RunningBatch:
             layers = [(layer.keys[i][:, used], layer.values[i][:, used]) for layer in cache.layers]
             fed = list(row.request.prompt_ids) + row.token_ids[:-1]
             if layers and layers[0][0].shape[1] == len(fed):
-                self.prefix_store.put(row.request.route_key, fed, layers)
+                routes = torch.cat(row.routes)[: len(fed)] if row.routes else None
+                self.prefix_store.put(row.request.route_key, fed, layers, routes)
 
     def _prefill_inputs(self, newcomers: list[Row]):
         """(cache, input_ids, mask, positions, expand) for newcomers: the prompt tokens no stored
@@ -144,10 +174,7 @@ class RunningBatch:
         for row in newcomers:
             row.generator = row_generator(row.request.sampling.seed, self.device)
         store = self.prefix_store if self.can_merge else None
-        hits = [
-            store.take(r.request.route_key, r.request.prompt_ids) if store else (0, None)
-            for r in newcomers
-        ]
+        hits = [take_prefix(store, r, self.model, self.route_dtype) for r in newcomers]
         suffixes = [r.request.prompt_ids[n:] for r, (n, _) in zip(newcomers, hits, strict=True)]
         if not any(n for n, _ in hits):
             first: dict[tuple[int, ...], int] = {}

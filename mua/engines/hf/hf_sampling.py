@@ -4,7 +4,8 @@
 token's log_softmax(logits / T), T the row's temperature (T = 1 when greedy), computed before
 top-k/top-p filtering: what the trainer recomputes. A row's draws come from its own generator
 (`row_generator(seed)`), so a request's tokens do not depend on its batch mates. `record` appends
-the draws to the rows and says which finished (a stop id or the token budget).
+the draws to the rows and says which finished (a stop id or the token budget). For a mixture of
+experts, `route_dtype`, `no_routes` and `take_prefix` start and type a row's routing record.
 
 Deliberately not here: the KV cache and forwards (`hf_slots`, `hf_batch`), threads (the engine).
 """
@@ -51,6 +52,44 @@ class Row:
             self.finish_reason = "stop"
             return True
         return len(self.token_ids) >= self.request.sampling.max_new_tokens
+
+
+def route_dtype(model):
+    """The torch dtype of the model's routing records (uint8 up to 254 experts, else int16);
+    None for a dense model."""
+    import numpy as np
+    import torch
+
+    from mua.models import moe_replay
+
+    found = moe_replay.routers(model)
+    if not found:
+        return None
+    return torch.uint8 if moe_replay.route_dtype(found[0].num_experts) == np.uint8 else torch.int16
+
+
+def no_routes(model, dtype, tokens: int):
+    """A record of `tokens` tokens whose experts are unknown: [tokens, MoE layers, k]."""
+    import numpy as np
+    import torch
+
+    from mua.models import moe_replay
+
+    found = moe_replay.routers(model)
+    fill = moe_replay.no_route(np.dtype(str(dtype).split(".")[-1]))
+    return torch.full((tokens, len(found), found[0].top_k), fill, dtype=dtype)
+
+
+def take_prefix(store, row: Row, model, dtype):
+    """(tokens reused, their KV layers) from the prefix `store` (None: no store) for `row`'s
+    prompt; a mixture of experts' row starts its record with the reused tokens' experts
+    (unknown when the store kept none)."""
+    if store is None:
+        return 0, None
+    start, layers, routes = store.take_with_routes(row.request.route_key, row.request.prompt_ids)
+    if start and dtype is not None:
+        row.routes = [routes if routes is not None else no_routes(model, dtype, start)]
+    return start, layers
 
 
 def torch_cat_numpy(chunks: list):

@@ -14,11 +14,17 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mua.engines.hf.hf_sampling import Row, record, row_generator, sample
+from mua.engines.hf.hf_sampling import (
+    Row,
+    record,
+    route_dtype,
+    row_generator,
+    sample,
+    take_prefix,
+)
 from mua.models import moe_replay
 
 NAME = "mua_engine"
@@ -254,11 +260,7 @@ class SlotBatch:
         self.rows: list[Row] = []
         self.lengths: list[int] = []
         self.last_tokens: list[int] = []
-        found = moe_replay.routers(model)  # a mixture of experts: each fed token's experts kept
-        self.route_dtype = (
-            torch.uint8 if found and moe_replay.route_dtype(found[0].num_experts) == np.uint8
-            else torch.int16 if found else None
-        )  # fmt: skip
+        self.route_dtype = route_dtype(model)  # a mixture of experts: each fed token's experts kept
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -315,13 +317,7 @@ class SlotBatch:
         hits = []
         for row in newcomers:
             row.generator = row_generator(row.request.sampling.seed, self.device)
-            start, layers, routes = (
-                store.take_with_routes(row.request.route_key, row.request.prompt_ids)
-                if store
-                else (0, None, None)
-            )
-            if start and self.route_dtype is not None:
-                row.routes = [routes if routes is not None else self._no_routes(start)]
+            start, layers = take_prefix(store, row, self.model, self.route_dtype)
             key = tuple(row.request.prompt_ids) if not start else None
             if key is not None and key in first:
                 repeats.append((first[key], row))
@@ -363,13 +359,6 @@ class SlotBatch:
             n = len(row.request.prompt_ids) - start
             row.routes.append(routes[offset : offset + n])
             offset += n
-
-    def _no_routes(self, tokens: int):
-        """A record of `tokens` tokens whose experts are unknown."""
-        fill = moe_replay.no_route(np.dtype(str(self.route_dtype).split(".")[-1]))
-        layers = len(self.kv.layers)
-        k = moe_replay.routers(self.model)[0].top_k
-        return torch.full((tokens, layers, k), fill, dtype=self.route_dtype)
 
     def _forward(self, tokens, slots, cols, live: int, fed, last):
         """One packed forward; (logits [live + len(fed), V] at each fed row's last token, each
