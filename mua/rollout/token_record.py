@@ -4,8 +4,8 @@ Per token: its id, source, loss mask, the engine's log-prob, assistant turn and 
 that sampled it, and, for a mixture of experts, the engine's routed experts of the leading tokens
 it fed (`routes`, numpy [n <= T, layers, k], `mua.models.moe_replay`). The transcript builder and
 the gateway's session write it, `Trajectory` and `RLSample` hold it, `to_dict`/`from_dict` are its
-one JSON form (the rollout files' keys and a checkpoint's in-flight samples). Not here: what the
-tokens are (the builder, the session), advantages, packing.
+one JSON form (the rollout files' keys and a checkpoint's in-flight samples), `to_tensors` the form
+the update reads. Not here: what the tokens are (the builder, the session), advantages, packing.
 """
 
 from __future__ import annotations
@@ -19,6 +19,18 @@ from mua.models.moe_replay import decode, encode, fitted, no_route
 
 LISTS = ("token_ids", "sources", "loss_mask", "logprobs", "turn_index", "versions")
 _JSON = {"versions": "token_versions"}  # field -> its key in a rollout file, where they differ
+
+
+@dataclass(frozen=True, eq=False)
+class RecordTensors:
+    """A record's per-token numbers as tensors, made once: ids, mask, turn and versions int64,
+    the engine's log-probs float64 (its numbers exactly; a loss casts them as it reads them)."""
+
+    token_ids: Any
+    loss_mask: Any
+    logprobs: Any
+    turn_index: Any
+    versions: Any
 
 
 @dataclass(eq=False)
@@ -101,6 +113,14 @@ class TokenRecord:
             last = records[-1].routes
             out.routes = np.concatenate([*parts, none if last is None else last])
         return out
+
+    def to_tensors(self) -> RecordTensors:
+        """The per-token lists but `sources` as tensors (`routes` stay the numpy record)."""
+        import torch
+
+        longs = ("token_ids", "loss_mask", "turn_index", "versions")
+        out = {k: torch.tensor(getattr(self, k), dtype=torch.long) for k in longs}
+        return RecordTensors(**out, logprobs=torch.tensor(self.logprobs, dtype=torch.float64))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form: the lists under their rollout-file keys, `routed_experts` (base64 of

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from mua.train.rl_batch import ScoredBatch, group_relative_advantages
 
 
@@ -16,16 +18,16 @@ from mua.train.rl_batch import ScoredBatch, group_relative_advantages
 class LogProbs:
     """Log-probs of every sample's tokens before the update (None: not computed this step)."""
 
-    old: list[list[float]] | None
-    ref: list[list[float]] | None
+    old: list[torch.Tensor] | None
+    ref: list[torch.Tensor] | None
 
 
 @dataclass(frozen=True)
 class Advantages:
-    tokens: list[list[float]]  # per token of each sample
+    tokens: list[torch.Tensor]  # per token of each sample
     per_trajectory: list[float]  # one number per trajectory, for the step's advantage metrics
-    values: list[list[float]] | None = None  # PPO: the critic's values at sampling time
-    returns: list[list[float]] | None = None  # PPO: GAE returns, the critic's targets
+    values: list[torch.Tensor] | None = None  # PPO: the critic's values at sampling time
+    returns: list[torch.Tensor] | None = None  # PPO: GAE returns, the critic's targets
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ class CriticGAE:
         kl = (logprobs.old, logprobs.ref) if self.kl_in_reward else (None, None)
         gae = gae_advantages(samples, values, self.algo, *kl)
         per_trajectory = [  # mean over each sample's policy tokens
-            sum(a * m for a, m in zip(adv, s.loss_mask, strict=False)) / max(sum(s.loss_mask), 1)
+            sum(a * m for a, m in zip(adv.tolist(), s.loss_mask, strict=False))
+            / max(sum(s.loss_mask), 1)
             for adv, s in zip(gae.advantages, samples, strict=True)
         ]
         return Advantages(

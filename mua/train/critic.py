@@ -61,13 +61,11 @@ class Critic:
     optimizer: torch.optim.Optimizer
     scheduler: object
 
-    def values(self, samples, micro_batch_tokens: int, device) -> list[list[float]]:
+    def values(self, samples, micro_batch_tokens: int, device) -> list[torch.Tensor]:
         """Each sample's value of every token (aligned like log-probs), without gradients."""
 
         def per_mb(mb, out):
-            return [
-                v.tolist() for v in torch.split(aligned_values(out, mb.lengths).cpu(), mb.lengths)
-            ]
+            return list(torch.split(aligned_values(out, mb.lengths).cpu(), mb.lengths))
 
         return forward_only(
             self.model, [s.token_ids for s in samples], micro_batch_tokens, device, per_mb
@@ -77,8 +75,8 @@ class Critic:
         self, mini, algo, *, micro_batch_tokens: int, grad_clip: float, device, world_size: int
     ) -> tuple[dict[str, float], float]:
         """One clipped value-loss optimizer step; returns (stats, this pass's value loss)."""
-        masks = [s.loss_mask for s in mini]
-        tokens = float(all_reduce_sum([sum(sum(m[1:]) for m in masks)])[0])
+        masks = [s.tensors.loss_mask for s in mini]
+        tokens = float(all_reduce_sum([sum(int(m[1:].sum()) for m in masks)])[0])
         passes = algo.epochs * algo.mini_batches
 
         def loss_fn(mb, out):
@@ -164,28 +162,31 @@ def _global_whiten(
 
 @dataclass(frozen=True)
 class GAEResult:
-    advantages: list[list[float]]  # whitened, per token of each sample
-    values: list[list[float]]
-    returns: list[list[float]]
+    advantages: list[torch.Tensor]  # whitened, per token of each sample
+    values: list[torch.Tensor]
+    returns: list[torch.Tensor]
+
+
+def _row(values) -> torch.Tensor:
+    """[1, L] float32 of one sample's per-token values (a tensor or a list)."""
+    return torch.as_tensor(values, dtype=torch.float32)[None]
 
 
 def gae_advantages(
-    samples, values: list[list[float]], algo, old_logprobs=None, ref_logprobs=None
+    samples, values: list[torch.Tensor], algo, old_logprobs=None, ref_logprobs=None
 ) -> GAEResult:
     """Token rewards (+ KL in the reward when both log-prob lists are given), GAE over policy
     tokens, whitening over the whole step (collective)."""
     advs, masks, returns = [], [], []
     for i, (s, v) in enumerate(zip(samples, values, strict=True)):
-        mask = torch.tensor([s.loss_mask], dtype=torch.float32)  # [1, L]
-        rewards = place_turn_rewards([s.turn_rewards], torch.tensor([s.turn_index]), mask)
+        mask = _row(s.tensors.loss_mask)  # [1, L]
+        rewards = place_turn_rewards([s.turn_rewards], s.tensors.turn_index[None], mask)
         if ref_logprobs is not None:
-            kl = kl_penalty(
-                torch.tensor([old_logprobs[i]]), torch.tensor([ref_logprobs[i]]), algo.kl.estimator
-            )
+            kl = kl_penalty(_row(old_logprobs[i]), _row(ref_logprobs[i]), algo.kl.estimator)
             rewards = kl_in_reward(rewards, kl, algo.kl.coef, mask)
-        adv, ret = gae_over_policy_tokens(rewards, torch.tensor([v]), mask, algo.gamma, algo.lam)
-        returns.append(ret[0].tolist())
+        adv, ret = gae_over_policy_tokens(rewards, _row(v), mask, algo.gamma, algo.lam)
+        returns.append(ret[0])
         advs.append(adv[0])
         masks.append(mask[0])
-    whitened = [a.tolist() for a in _global_whiten(advs, masks, algo.eps)]
+    whitened = _global_whiten(advs, masks, algo.eps)
     return GAEResult(advantages=whitened, values=values, returns=returns)

@@ -38,7 +38,7 @@ LOGGED_STATS = (
 @dataclass(frozen=True)
 class UpdateResult:
     metrics: dict[str, float]
-    old_logprobs: list[list[float]] | None  # the update forward's, when it provided them
+    old_logprobs: list[torch.Tensor] | None  # the update forward's, when it provided them
     # mixture of experts, with the old log-probs from the update forward: (token, layer)
     # decisions with an engine record, and those the trainer's routers made differently
     routing: tuple[int, int] = (0, 0)
@@ -64,7 +64,7 @@ def update(
     """Epochs x mini-batches of optimizer steps on the policy (and the critic, for PPO)."""
     totals: Counter = Counter()
     grad_norms, lrs, critic_losses = [], [], []
-    forward_old: list[list[float]] | None = None
+    forward_old: list[torch.Tensor] | None = None
     routing = (0, 0)
     for _ in range(algo.epochs):
         for mini in split_mini_batches(samples, global_batch, algo.mini_batches):
@@ -122,13 +122,13 @@ def policy_mini_batch(
     dist,
     with_ref: bool,
     old_from_forward: bool,
-) -> tuple[Counter, float, list[list[float]] | None, Replay | None]:
+) -> tuple[Counter, float, list[torch.Tensor] | None, Replay | None]:
     """Accumulate one mini-batch's policy loss over micro-batches: (stat sums, grad norm, the
     forward's detached log-probs when `old_from_forward`, a mixture of experts' `Replay`)."""
     world, device = dist.world_size, dist.device
-    masks = [s.loss_mask for s in mini]
-    local_tokens = sum(sum(m[1:]) for m in masks)
-    local_seqs = sum(1 for m in masks if sum(m[1:]) > 0)
+    masks = [s.tensors.loss_mask for s in mini]
+    counts = [int(m[1:].sum()) for m in masks]
+    local_tokens, local_seqs = sum(counts), sum(1 for c in counts if c > 0)
     tokens, seqs = (float(x) for x in all_reduce_sum([local_tokens, local_seqs]))
     kl_in_loss, replay = with_ref and algo.kl.placement == "loss", sample_replay(mini, algo)
 
@@ -147,7 +147,7 @@ def policy_mini_batch(
         )
         behav = None
         if algo.correction != "none":  # the behaviour policy is the engine's (docs §11)
-            behav = concat_per_token([s.engine_logprobs for s in mini], mb.indices, device=device)
+            behav = concat_per_token([s.tensors.logprobs for s in mini], mb.indices, device=device)
         kl = None
         if kl_in_loss:
             ref = concat_per_token([s.ref_logprobs for s in mini], mb.indices, device=device)
@@ -172,14 +172,14 @@ def policy_mini_batch(
         parallel.micro_batch_tokens,
         device,
         loss_fn,
-        masks=masks,
+        masks=[s.loss_mask for s in mini],
         share_prefixes=parallel.share_prefixes,
         temperature=temperature,
         entropy_grad=bool(algo.loss.entropy_coef),
         replay=replay, router_aux_coef=getattr(algo, "router_aux_coef", 0.0),
     )  # fmt: skip
     grad_norm = clip_grad_norm(model, grad_clip)
-    forward_old: list[list[float]] | None = [[] for _ in mini] if old_from_forward else None
+    forward_old: list | None = [None for _ in mini] if old_from_forward else None
     totals: Counter = Counter()
     for st in stats:
         for i, lp in st.pop("old_logprobs", []):
@@ -195,7 +195,7 @@ def _micro_batch_stats(loss, st: dict, mb, forward_old) -> dict:
     out = {"loss": float(loss.detach()), "mb_tokens": n_tok}
     out.update({f"sum/{key}": float(st[key]) * n_tok for key in LOGGED_STATS if key in st})
     if forward_old is not None:
-        split = (lp.tolist() for lp in torch.split(forward_old.cpu(), mb.lengths))
+        split = torch.split(forward_old.cpu(), mb.lengths)
         out["old_logprobs"] = list(zip(mb.indices, split, strict=True))
     return out
 

@@ -89,6 +89,7 @@ def rl_step(
     parts.sync.push_weights(timer)
     idle = _idle_frac(parts, busy_start, step_start)
     old = logprobs.old if logprobs.old is not None else result.old_logprobs
+    old = [lp.tolist() for lp in old] if old is not None else None
     labels = list(parts.runs) if len(parts.runs) > 1 else None
     metrics = {
         **rollout_metrics(
@@ -273,14 +274,14 @@ def pre_update_logprobs(
     algo=None,
 ) -> tuple[LogProbs, tuple[int, int]]:
     """Old log-probs from the trainer's policy (when `with_old`) and reference log-probs (when
-    there is a reference model), each a list per sample; with a mixture of experts' records,
+    there is a reference model), one tensor per sample; with a mixture of experts' records,
     both forwards follow them under `algo.routing_replay: r3`, and the old forward's (token,
     layer) decisions compared with them and those that differ are returned ((0, 0) without)."""
     seqs = [s.token_ids for s in samples]
     masks = [s.loss_mask for s in samples]
     old_replay = sample_replay(samples, algo) if algo is not None else None
 
-    def logps(m, replay) -> list[list[float]]:
+    def logps(m, replay) -> list[torch.Tensor]:
         def per_mb(mb, scores):
             return list(torch.split(scores[0].cpu(), mb.lengths))
 
@@ -295,7 +296,7 @@ def pre_update_logprobs(
             temperature=temperature,
             replay=replay,
         )
-        return [lp.tolist() for lp in out]
+        return out
 
     out = LogProbs(
         old=logps(model, old_replay) if with_old else None,

@@ -5,7 +5,8 @@ All local to a rank (every GRPO group lives on one). `score` excludes trajectori
 than 2) and makes one `RLSample` per kept trajectory (or segment) with policy tokens, each with its
 `global_index`, which decides its mini-batch whatever the number of ranks.
 `group_relative_advantages` baselines over kept trajectories only (a lone kept member gets 0).
-Samples are frozen: `with_inputs` returns new ones carrying log-probs, advantages and PPO's values.
+Samples are frozen: `with_inputs` returns new ones carrying log-probs, advantages and PPO's values
+(per-token tensors, as the update reads them).
 Nothing here runs a model or talks to other ranks.
 """
 
@@ -21,22 +22,28 @@ from mua.algo import (
     trajectory_scores,
     zero_variance_groups,
 )
-from mua.rollout.token_record import TokenRecord
+from mua.rollout.token_record import RecordTensors, TokenRecord
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # tensors: compared by identity
 class RLSample:
     """One trained sequence: its span of a trajectory's `TokenRecord` (with the cleaned loss
-    mask; `routes` padded to its length), read through the properties, and what the update adds."""
+    mask; `routes` padded to its length), read through the properties, its per-token numbers as
+    tensors (`tensors`, made once), and the per-token tensors the update adds (None: not set)."""
 
     record: TokenRecord
     turn_rewards: list[float]
     global_index: int  # position in the step's global batch: task position × n + sample index
-    advantages: list[float] = field(default_factory=list)
-    old_logprobs: list[float] = field(default_factory=list)
-    ref_logprobs: list[float] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)  # PPO: critic values at sampling time
-    returns: list[float] = field(default_factory=list)  # PPO: GAE returns
+    advantages: torch.Tensor | None = None
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    values: torch.Tensor | None = None  # PPO: critic values at sampling time
+    returns: torch.Tensor | None = None  # PPO: GAE returns
+    tensors: RecordTensors | None = None  # `record.to_tensors()` when not given
+
+    def __post_init__(self):
+        if self.tensors is None:
+            object.__setattr__(self, "tensors", self.record.to_tensors())
 
     token_ids = property(lambda self: self.record.token_ids)
     loss_mask = property(lambda self: self.record.loss_mask)
@@ -174,7 +181,7 @@ def _rows_by_gym(batch: ScoredBatch) -> dict[str, list[tuple[object, list[int], 
 
 def group_relative_advantages(
     batch: ScoredBatch, algo, gym_algos: dict | None = None, reward_scale=None
-) -> tuple[list[list[float]], list[float]]:
+) -> tuple[list[torch.Tensor], list[float]]:
     """GRPO token advantages of each sample and the advantage of every kept trajectory.
 
     Baselines are taken over the kept trajectories (`algo.pipeline.grpo_token_advantages` with the
@@ -211,35 +218,32 @@ def group_relative_advantages(
                 token_adv[i] = out.token_advantages[j]
                 traj_adv[i] = float(out.trajectory_advantages[j])
     if not batch.spans:
-        return [token_adv[row].tolist() for row in batch.rows], traj_adv
-    tokens = [
-        token_adv[row].tolist()[a:b] for row, (a, b) in zip(batch.rows, batch.spans, strict=True)
-    ]
+        return [token_adv[row] for row in batch.rows], traj_adv
+    tokens = [token_adv[row][a:b] for row, (a, b) in zip(batch.rows, batch.spans, strict=True)]
     return tokens, traj_adv
 
 
 def with_inputs(
     samples: list[RLSample],
-    advantages: list[list[float]],
-    old_logprobs: list[list[float]] | None,
-    ref_logprobs: list[list[float]] | None,
-    values: list[list[float]] | None = None,
-    returns: list[list[float]] | None = None,
+    advantages: list[torch.Tensor],
+    old_logprobs: list[torch.Tensor] | None,
+    ref_logprobs: list[torch.Tensor] | None,
+    values: list[torch.Tensor] | None = None,
+    returns: list[torch.Tensor] | None = None,
 ) -> list[RLSample]:
-    """New samples carrying what the update reads (None: that field stays empty)."""
-    out = []
-    for i, s in enumerate(samples):
-        out.append(
-            replace(
-                s,
-                advantages=advantages[i],
-                old_logprobs=old_logprobs[i] if old_logprobs is not None else [],
-                ref_logprobs=ref_logprobs[i] if ref_logprobs is not None else [],
-                values=values[i] if values is not None else [],
-                returns=returns[i] if returns is not None else [],
-            )
-        )
-    return out
+    """New samples carrying what the update reads, one tensor per sample (None: that field
+    stays None)."""
+    fields = {
+        "advantages": advantages,
+        "old_logprobs": old_logprobs,
+        "ref_logprobs": ref_logprobs,
+        "values": values,
+        "returns": returns,
+    }
+    return [
+        replace(s, **{k: None if v is None else v[i] for k, v in fields.items()})
+        for i, s in enumerate(samples)
+    ]
 
 
 def mini_batch_of(sample: RLSample, global_batch: int, num_mini_batches: int) -> int:

@@ -79,7 +79,8 @@ def per_gym_metrics(trajs: list[dict], labels: list[str]) -> dict[str, float]:
 
 def _has_signal(sample: RLSample) -> bool:
     """True when some policy token of the sample has a non-zero advantage (it moves the policy)."""
-    return any(a != 0 and m for a, m in zip(sample.advantages, sample.loss_mask, strict=False))
+    adv = sample.advantages.tolist() if sample.advantages is not None else []
+    return any(a != 0 and m for a, m in zip(adv, sample.loss_mask, strict=False))
 
 
 def rollout_metrics(

@@ -103,15 +103,15 @@ def test_a_group_left_with_one_valid_member_gets_zero_advantage(kind):
     tokens, adv = _advantages(trajs, advantage=kind)
     others = {"grpo": 2**-0.5, "drgrpo": 0.5, "rloo": 1.0, "reinforce++": 2**-0.5}[kind]
     assert adv == pytest.approx([0.0, others, -others], abs=1e-5)
-    assert tokens[0] == [0.0, 0.0, 0.0]
+    assert tokens[0].tolist() == [0.0, 0.0, 0.0]
 
 
 def test_turn_group_credit_gives_a_lone_valid_member_zero():
     trajs = [_traj("0:a", 1.0), _traj("0:a", 0.0, "env_error", 1)]
     trajs += [_traj("1:b", 1.0), _traj("1:b", 0.0, sample=1)]
     tokens, _ = _advantages(trajs, credit="turn-group")
-    assert tokens[0] == [0.0, 0.0, 0.0]
-    assert tokens[1][1:] == pytest.approx([2**-0.5] * 2, abs=1e-5)
+    assert tokens[0].tolist() == [0.0, 0.0, 0.0]
+    assert tokens[1][1:].tolist() == pytest.approx([2**-0.5] * 2, abs=1e-5)
 
 
 def test_group_advantages_ignore_invalid_members():

@@ -205,7 +205,8 @@ def test_load_balancing_loss_is_one_when_even_and_trains_the_router(model):
         return out[0].sum() * 0.0, {}  # only the load-balancing loss has gradients
 
     stats = accumulate(trained, seqs, 4096, "cpu", loss_fn, masks=masks, router_aux_coef=0.01)
-    assert stats[0]["moe/aux_loss"] >= 1.0  # 1 at an even load, more otherwise
+    # summed over micro-batches it is the token-weighted mean: 1 at an even load, more otherwise
+    assert sum(s["moe/aux_loss"] for s in stats) >= 1.0
     router = moe_replay.routers(trained)[0]
     assert router.weight.grad is not None and router.weight.grad.abs().sum() > 0
     assert not any(

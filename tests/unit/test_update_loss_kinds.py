@@ -48,13 +48,13 @@ def _setup(loss: dict, correction: str):
     batch = scored_samples(rows, algo, N)
     tokens, _ = group_relative_advantages(batch, algo)
     samples = [
-        dataclasses.replace(s, engine_logprobs=e)
+        dataclasses.replace(s, record=dataclasses.replace(s.record, logprobs=list(e)), tensors=None)
         for s, e in zip(with_inputs(batch.samples, tokens, old, None), engine, strict=True)
     ]
     parts = trainer_parts(optim, parallel, optimizer_steps=1)
     result = one_rank_update(parts, None, samples, algo, optim, parallel, GROUPS * N, 1.0)
     per_row = [
-        ([float(x) for x in c], o, e, [int(x) for x in m], a)
+        ([float(x) for x in c], o, e, [int(x) for x in m], a.tolist())
         for c, o, e, m, a in zip(current, old, engine, masks, tokens, strict=True)
     ]
     return algo, result.metrics, per_row

@@ -134,7 +134,7 @@ def test_grpo_update_matches_the_float64_reference():
     want_adv = [(a * torch.tensor(r.loss_mask)).tolist() for a, r in zip(per_row, rows)]
     batch = scored_samples(rows, algo, N)
     tokens, _ = group_relative_advantages(batch, algo)
-    assert relative_error(torch.tensor(sum(tokens, [])), torch.tensor(sum(want_adv, []))) < 1e-6
+    assert relative_error(torch.cat(tokens), torch.tensor(sum(want_adv, []))) < 1e-6
 
     lm = reference_lm()
     with torch.no_grad():
@@ -182,7 +182,7 @@ def test_ppo_update_with_critic_matches_the_float64_reference():
         current_logp = [scored(lm, r.token_ids)[0] for r in rows]
     # the trainer's critic computes the same values (the trainer's packed, float32 forward)
     values = critic.values(batch.samples, parallel.micro_batch_tokens, torch.device("cpu"))
-    assert relative_error(torch.tensor(sum(values, [])), torch.cat(current_values)) < 1e-5
+    assert relative_error(torch.cat(values), torch.cat(current_values)) < 1e-5
 
     old_values = _noisy(current_values, masks, seed=3)  # values at sampling time
     got = gae_advantages(batch.samples, old_values, algo)
@@ -192,7 +192,7 @@ def test_ppo_update_with_critic_matches_the_float64_reference():
     ]
     want_adv = whiten([a for a, _ in raw], [r.loss_mask for r in rows], algo.eps)
     want_ret = [ret for _, ret in raw]
-    flat_list = lambda lists: torch.tensor(sum(lists, []), dtype=torch.float64)  # noqa: E731
+    flat_list = lambda rows: torch.cat([torch.as_tensor(r, dtype=torch.float64) for r in rows])  # noqa: E731
     assert relative_error(flat_list(got.advantages), flat_list(want_adv)) < 1e-6
     assert relative_error(flat_list(got.returns), flat_list(want_ret)) < 1e-6
 

@@ -110,8 +110,8 @@ def test_replay_matches_the_float64_reference(buffer, uninterrupted):
                     logp = scored(lm, r.token_ids)[0]
                     terms = clipped_policy_loss(
                         logp,
-                        torch.tensor(s.old_logprobs, dtype=torch.float64),
-                        torch.tensor(s.advantages, dtype=torch.float64),
+                        torch.as_tensor(s.old_logprobs, dtype=torch.float64),
+                        s.advantages.double(),
                         algo.loss.clip_low,
                         algo.loss.clip_high,
                     )

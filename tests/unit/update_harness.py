@@ -88,6 +88,7 @@ def trainer_critic(algo, optim, parallel, optimizer_steps: int, head_seed: int =
 
 def scored_samples(rows: list[Row], algo, n: int):
     """The rows as finished trajectories through the trainer's scoring: (ScoredBatch, samples)."""
+    from mua.rollout.token_record import TokenRecord
     from mua.train.rl_batch import score
 
     trajectories = [
@@ -97,6 +98,12 @@ def scored_samples(rows: list[Row], algo, n: int):
             turn_index=r.turn_index,
             turn_rewards=r.turn_rewards,
             logprobs=[0.0] * len(r.token_ids),
+            record=TokenRecord(
+                token_ids=list(r.token_ids),
+                loss_mask=list(r.loss_mask),
+                logprobs=[0.0] * len(r.token_ids),
+                turn_index=list(r.turn_index),
+            ),
             termination="done",
             group_id=f"{r.group}:task-{r.group}",
             sample_index=r.sample,
