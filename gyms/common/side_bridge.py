@@ -28,6 +28,9 @@ from mua.background_loop import BackgroundLoop
 from mua.errors import UsageError
 from mua.text import clean_text
 
+# how long a bridge whose output closed before it was ready may take to be reaped
+EXIT_WAIT_S = 30.0
+
 
 def check_python(python: str, needs: str) -> None:
     """`python` is an executable file, else one line naming the option and the fix."""
@@ -75,16 +78,19 @@ class SideBridge:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
                 limit=1 << 24,
             )  # fmt: skip
+        timed_out = False
         try:
             line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
         except asyncio.TimeoutError:
-            line = b""
+            line, timed_out = b"", True
         if not line.strip().startswith(b'{"ready"'):
+            # its output closed: it is exiting (a loaded machine may take seconds to reap it)
+            exited = line == b"" and not timed_out and await self._exited(EXIT_WAIT_S)
             await asyncio.sleep(0.05)
             tail = self.stderr_tail()
             how = (
                 f"exited with status {self.proc.returncode}"
-                if line == b"" and (await self._exited())
+                if exited
                 else f"did not start within {timeout_s:g}s"
             )
             await self.close()
@@ -92,9 +98,9 @@ class SideBridge:
         self.alive = True
         self._reader = asyncio.ensure_future(self._read())
 
-    async def _exited(self) -> bool:
+    async def _exited(self, wait_s: float) -> bool:
         try:
-            await asyncio.wait_for(self.proc.wait(), 1.0)
+            await asyncio.wait_for(self.proc.wait(), wait_s)
         except asyncio.TimeoutError:
             return False
         return True
