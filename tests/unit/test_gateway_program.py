@@ -102,7 +102,7 @@ def test_a_trimming_agent_splits_and_each_split_is_a_training_sample(tokenizer):
     assert per_traj[0] < 0 < per_traj[1]
     for sample, adv in zip(batch.samples, tokens, strict=True):
         assert len(adv) == len(sample.token_ids)
-        trained = {a for a, m in zip(adv, sample.loss_mask, strict=True) if m}
+        trained = {a for a, m in zip(adv.tolist(), sample.loss_mask, strict=True) if m}
         assert len(trained) == 1 and (trained.pop() < 0) == (sample is not batch.samples[-1])
 
 
