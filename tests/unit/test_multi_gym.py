@@ -281,9 +281,13 @@ def test_each_gym_scores_with_its_own_settings_and_scale():
     tokens, traj = group_relative_advantages(_scored(rows), algo)
     own_y = algo.model_copy(update={"score": "r2g", "gamma": 0.5})
     mixed_tokens, mixed = group_relative_advantages(_scored(rows), algo, {"y": own_y})
-    assert mixed[:2] == traj[:2] and [t.tolist() for t in mixed_tokens[:2]] == [t.tolist() for t in tokens[:2]]  # gym x unchanged
+    assert mixed[:2] == traj[:2] and [t.tolist() for t in mixed_tokens[:2]] == [
+        t.tolist() for t in tokens[:2]
+    ]  # gym x unchanged
     alone_tokens, alone = group_relative_advantages(_scored(rows[2:]), own_y)
-    assert mixed[2:] == alone and [t.tolist() for t in mixed_tokens[2:]] == [t.tolist() for t in alone_tokens]  # gym y as if alone
+    assert mixed[2:] == alone and [t.tolist() for t in mixed_tokens[2:]] == [
+        t.tolist() for t in alone_tokens
+    ]  # gym y as if alone
     assert mixed[2:] != traj[2:]
     no_std = algo.model_copy(update={"advantage": "rloo"})
     _, unscaled = group_relative_advantages(_scored(rows), no_std)
