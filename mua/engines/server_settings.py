@@ -16,6 +16,12 @@ class ServerEngineConfig(Section):
     """What every engine that runs as HTTP servers next to the trainer shares (SGLang, vLLM):
     where pushed weights are written, the post-push probe, and the launch and request timeouts."""
 
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="Running servers to use instead of launching them: SGLang's protocol (SGLang "
+        "or `mua serve`) for engine=sglang; vLLM servers, one per rank (rank r uses the r-th), "
+        "started as docs/vllm.md says, for engine=vllm. Empty: mua launches them.",
+    )
     weights_dir: str | None = Field(
         None, description="Folder for weights pushed through files; default /dev/shm (RAM-backed)."
     )

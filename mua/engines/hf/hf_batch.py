@@ -13,14 +13,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-from mua.engines.hf.hf_sampling import (
-    Row,
-    record,
-    route_dtype,
-    row_generator,
-    sample,
-    take_prefix,
-)
+from mua.engines.hf.hf_sampling import Row, record, route_dtype, row_generator, sample, take_prefix
 from mua.models import moe_replay
 from mua.models.model_loading import accepts_logits_to_keep
 

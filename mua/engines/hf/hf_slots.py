@@ -17,14 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from mua.engines.hf.hf_sampling import (
-    Row,
-    record,
-    route_dtype,
-    row_generator,
-    sample,
-    take_prefix,
-)
+from mua.engines.hf.hf_sampling import Row, record, route_dtype, row_generator, sample, take_prefix
 from mua.models import moe_replay
 
 NAME = "mua_engine"

@@ -14,11 +14,6 @@ from mua.engines.server_settings import ServerEngineConfig
 class SGLangConfig(ServerEngineConfig):
     """SGLang engine settings (servers, memory, weight push); engine=sglang only."""
 
-    base_urls: list[str] = Field(
-        default_factory=list,
-        description="Running servers speaking SGLang's protocol (SGLang or `mua serve`); empty: "
-        "launch one SGLang server per node on the trainer's GPUs.",
-    )
     mem_fraction: float = Field(
         0.5, gt=0.0, lt=1.0, description="GPU memory share SGLang takes for weights and KV cache."
     )

@@ -21,11 +21,6 @@ class VLLMConfig(ServerEngineConfig):
         "transformers); each rank launches its own server with it. `make vllm-releases` builds "
         "tests/.vllm/<release>/venv/bin/python.",
     )
-    base_urls: list[str] = Field(
-        default_factory=list,
-        description="Running vLLM servers, one per rank (rank r uses the r-th), started with the "
-        "flags and environment of docs/vllm.md; empty: launch them from `python`.",
-    )
     port: int = Field(
         31000, ge=1, le=65535, description="Port of rank 0's launched server (rank r: port + r)."
     )
