@@ -154,6 +154,11 @@ class FakeOpenAIServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._server = None
+        # handler threads end on their own after their answer is written: wait for them, so
+        # counts read after stop() are final (a client can return before its handler has ended)
+        deadline = time.monotonic() + 2.0
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -179,6 +184,7 @@ class FakeOpenAIServer:
         return index, fault, delay_s
 
     def _end(self) -> None:
+        time.sleep(0.05)
         with self._lock:
             self.in_flight -= 1
 
