@@ -67,7 +67,7 @@ class _Gym:
     """The long-tailed game: turns per conversation and the user's replies over HTTP."""
 
     def __init__(self, url: str):
-        from mua.llm.http_session import LoopSessions
+        from mua.http_session import LoopSessions
 
         self.url = url
         self.sessions = LoopSessions(url)

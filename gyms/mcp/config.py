@@ -18,8 +18,8 @@ from pydantic import (
     model_validator,
 )
 
-from mua.config.base import Section
 from mua.errors import UsageError
+from mua.recipe_section import Section
 
 
 class ServerConfig(Section):

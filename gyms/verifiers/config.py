@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, PositiveFloat
 
 from gyms.common.options import section_options
-from mua.config.base import Section
+from mua.recipe_section import Section
 
 
 class VerifiersOptions(Section):

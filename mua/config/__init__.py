@@ -1,9 +1,9 @@
 """Recipes: pydantic models per verb, YAML loading, key=value overrides, error rendering.
 
 Public API: `load_recipe(path, overrides, verb)`, `RECIPE_MODELS`, `write_resolved`,
-`read_resolved`. Importing this package imports pydantic and yaml only (no torch). The public
-names are loaded on first use, so an engine's settings module (`mua.engines.<name>.settings`)
-can import `mua.config.base` without loading the recipe models, which read those settings.
+`read_resolved`. Importing this package imports nothing else: the public names are loaded on
+first use (the recipe models import pydantic, yaml and each engine's settings model, never torch).
+The base of every section is `mua.recipe_section.Section`.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import os
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
-from mua.config.base import Section
 from mua.errors import UsageError
+from mua.recipe_section import Section
 
 # {absolute checkpoint path: base URL} of the checkpoints the running verb serves
 SERVED_CHECKPOINTS_ENV = "MUA_SERVED_CHECKPOINTS"

@@ -18,9 +18,9 @@ from typing import Annotated, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from mua.algo_names import GRPO_CREDIT_KINDS, SCORE_KINDS
-from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
 from mua.config.users import GymUserConfig, LLMUserConfig
+from mua.recipe_section import Section
 
 GYM_NAME_HELP = "Registered gym name (see `mua prep --list`)."
 # what a label may hold: it names MLflow metrics (`train/<label>/reward`) and overrides

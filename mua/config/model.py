@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from mua.config.base import Section
+from mua.recipe_section import Section
 
 # How tool calls are read from model output (the readers are mua.families.tool_calls and
 # mua.families); one list, so a recipe names only readers that exist.

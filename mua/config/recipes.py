@@ -10,7 +10,6 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from mua.config.base import Section
 from mua.config.gyms import GymConfig, PrepGymConfig, check_entries, gyms_from_raw
 from mua.config.model import ModelConfig
 from mua.config.rollout import RolloutConfig
@@ -25,6 +24,7 @@ from mua.config.train import (
     StopConfig,
 )
 from mua.config.users import ScriptedUserConfig, UserConfig
+from mua.recipe_section import Section
 
 
 class _RecipeBase(Section):

@@ -4,8 +4,8 @@ The LLM user's endpoint settings, and those of the API agent (`rollout.openai`),
 (`mua.config.endpoint.EndpointConfig`). Secrets are never stored here: `api_key_env` names an
 environment variable. Each engine's own section (`rollout.sglang`, `rollout.vllm`, a plugin's
 `rollout.<name>`) is the settings model of its `EngineSpec`, added to `RolloutConfig` from
-`mua.engines.registry` when this module is imported (the one documented import from config up
-into engines); the chosen engine's own rules run through its spec.
+`mua.engines.registry` (a layer below) when this module is imported; the chosen engine's own
+rules run through its spec.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from mua.config.base import Section
 from mua.config.endpoint import EndpointConfig
+from mua.recipe_section import Section
 
 
 class RetryConfig(Section):

@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
-from mua.config.base import Section
 from mua.config.gyms import LABEL_PATTERN, GymUserConfig
 from mua.config.users import LLMUserConfig
+from mua.recipe_section import Section
 
 # the row of the recipe's own `user:` (the one training ran against) in the user matrix
 TRAIN_USER = "train"

@@ -19,7 +19,7 @@ from mua.algo_names import (
     SCORE_KINDS,
     SEQUENCE_CORRECTIONS,
 )
-from mua.config.base import Section
+from mua.recipe_section import Section
 
 
 class DataConfig(Section):

@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from mua.config.base import Section
 from mua.config.endpoint import CHECKPOINT_HELP, EndpointConfig, check_one_address
 from mua.config.model import ParserName
+from mua.recipe_section import Section
 
 
 class ScriptedUserConfig(Section):

@@ -5,7 +5,7 @@ Each engine folder exports one `SPEC`; a name maps to a lazy "module:SPEC" strin
 `MUA_ENGINES` (`name=module:attribute,...`, read in every process). A target naming a function
 instead of a spec is a builder alone: an engine with no settings and no hooks. Core code never
 branches on an engine's name: it reads the spec. `engine_sections` gives the models of the
-`rollout.<name>` sections to `mua.config.rollout` (the one import of mua.config from here up).
+`rollout.<name>` sections to `mua.config.rollout`, the layer above.
 Not here: `rollout.engine: openai` (evaluation only, no trainer engine).
 """
 

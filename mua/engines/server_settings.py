@@ -1,5 +1,5 @@
 """The settings every engine that runs as HTTP servers next to the trainer shares (SGLang, vLLM):
-one base model their recipe sections derive from. Imports pydantic and mua.config's base only.
+one base model their recipe sections derive from. Imports pydantic and `mua.recipe_section` only.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 
 from pydantic import Field, PositiveFloat
 
-from mua.config.base import Section
 from mua.errors import UsageError
+from mua.recipe_section import Section
 
 
 class ServerEngineConfig(Section):

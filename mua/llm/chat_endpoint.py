@@ -27,7 +27,7 @@ import aiohttp
 from yarl import URL
 
 from mua.errors import RunFailure, UserFailure
-from mua.llm.http_session import BodyTooLarge, LoopSessions, dumps, read_capped
+from mua.http_session import BodyTooLarge, LoopSessions, dumps, read_capped
 from mua.llm.wait_clock import outside_budgets
 from mua.text import clean_text
 

@@ -8,9 +8,9 @@ import dataclasses
 
 from pydantic import Field, PositiveInt
 
-from mua.config.base import Section
 from mua.engines.engine_spec import EngineSpec
 from mua.errors import UsageError
+from mua.recipe_section import Section
 
 
 class MineSettings(Section):

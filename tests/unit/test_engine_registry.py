@@ -113,7 +113,7 @@ def test_an_engines_hooks_are_asked_by_the_launcher_eval_and_rollout(monkeypatch
 
 PLUGIN_RECIPES = """
 import json
-import engine_plugin_mine  # first: its import of mua.config.base must not load the recipe models
+import engine_plugin_mine  # first: a plugin's settings load before the recipe models
 from pydantic import ValidationError
 from mua.config import load_recipe
 from mua.config.rollout import RolloutConfig

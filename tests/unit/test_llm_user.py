@@ -363,7 +363,7 @@ def test_credentials_in_the_url_go_as_basic_auth_and_never_into_errors(monkeypat
 
 
 def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
-    from mua.llm.http_session import proxy_for
+    from mua.http_session import proxy_for
 
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)

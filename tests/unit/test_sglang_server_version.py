@@ -20,7 +20,7 @@ def testserver_version_is_read_over_the_client_stack(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("urllib.request.urlopen must not be used")
 
-    from mua.llm.http_session import LoopSessions
+    from mua.http_session import LoopSessions
 
     sessions = []
     real_get = LoopSessions.get
@@ -34,7 +34,7 @@ def testserver_version_is_read_over_the_client_stack(monkeypatch):
     server = serve_model(MODEL, sglang_release="0.5.5.post3")
     try:
         assert server_version(server.url) == "0.5.5.post3"
-        assert sessions  # the aiohttp sessions of `mua.llm.http_session`
+        assert sessions  # the aiohttp sessions of `mua.http_session`
     finally:
         server.stop()
 

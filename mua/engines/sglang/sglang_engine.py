@@ -36,7 +36,7 @@ from mua.engines.sglang.http_bodies import (
 from mua.engines.sglang.releases import ReleaseTraits
 from mua.engines.sglang.weight_push import WeightPushes, check_same_release, sglang_version
 from mua.errors import RunFailure
-from mua.llm.http_session import LoopSessions
+from mua.http_session import LoopSessions
 
 __all__ = [
     "SGLangEngine",

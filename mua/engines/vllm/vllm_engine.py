@@ -29,7 +29,7 @@ from mua.engines.engine_contract import GenerationRequest, GenerationResult
 from mua.engines.sglang.http_bodies import read_body, server_message
 from mua.engines.sglang.sglang_engine import stop_process
 from mua.errors import RunFailure
-from mua.llm.http_session import LoopSessions
+from mua.http_session import LoopSessions
 from mua.models.moe_replay import compact
 
 FINISH = {"length": "length", "abort": "abort"}  # anything else ended on a stop token

@@ -1,6 +1,7 @@
 """The base model every recipe section derives from: unknown keys are errors, fields documented.
 
-Does not define any section; see the sibling modules for those.
+Defines no section: the recipe's are in `mua.config`, each engine's own in its folder
+(`mua.engines.<name>.settings`), a gym's options in the gym.
 """
 
 from __future__ import annotations
