@@ -184,7 +184,6 @@ class FakeOpenAIServer:
         return index, fault, delay_s
 
     def _end(self) -> None:
-        time.sleep(0.05)
         with self._lock:
             self.in_flight -= 1
 
